@@ -1,0 +1,400 @@
+/**
+ * Audio engines that forward to an OpenAI-compatible upstream (speaches, whisper.cpp server, LocalAI, OpenAI):
+ * - transcription / translation: the original upload, multipart/form-data, POST {baseUrl}/audio/transcriptions
+ *   or /audio/translations with response_format verbose_json, mapped to a Transcript;
+ * - speech: POST {baseUrl}/audio/speech with response_format pcm (raw 24 kHz s16le mono), yielded as it arrives.
+ *
+ * Uses global fetch / FormData / Blob (Node 20): multipart bodies are built by undici, and the few requests per
+ * audio call do not need the keep-alive tuning of the text client (./http.ts).
+ *
+ * Upstream errors become EngineError with the upstream's message:
+ * - 400, 413, 415, 422: a problem with what the client sent (undecodable file, audio too short, bad language,
+ *   too large). The client can fix it, so the status passes through (422 -> 400), with the upstream's code when
+ *   it is one Portico knows (audio_too_short, invalid_file_format, unsupported_language).
+ * - 429: passes through as rate_limit_exceeded, so the client backs off and retries.
+ * - 401, 403, 404 and everything else (5xx): a problem between Portico and its upstream (wrong key, wrong model
+ *   name, upstream down) that the client cannot fix: 502 engine_error. Unreachable: 502 upstream_unavailable.
+ *   No answer in time: 504 upstream_timeout. Aborted by the caller: code aborted (499).
+ */
+import {
+  EngineError,
+  type PcmChunk,
+  type SpeechEngine,
+  type SpeechRequest,
+  type TranscribeRequest,
+  type Transcript,
+  type TranscriptionEngine,
+  type TranscriptSegment,
+  type TranscriptWord,
+} from '../types.js';
+
+// ---------------------------------------------------------------- language names
+
+/** Whisper's language table: ISO-639-1 code -> the lower-case name verbose_json reports. */
+export const LANGUAGE_NAMES: Readonly<Record<string, string>> = {
+  en: 'english', zh: 'chinese', de: 'german', es: 'spanish', ru: 'russian', ko: 'korean', fr: 'french',
+  ja: 'japanese', pt: 'portuguese', tr: 'turkish', pl: 'polish', ca: 'catalan', nl: 'dutch', ar: 'arabic',
+  sv: 'swedish', it: 'italian', id: 'indonesian', hi: 'hindi', fi: 'finnish', vi: 'vietnamese', he: 'hebrew',
+  uk: 'ukrainian', el: 'greek', ms: 'malay', cs: 'czech', ro: 'romanian', da: 'danish', hu: 'hungarian',
+  ta: 'tamil', no: 'norwegian', th: 'thai', ur: 'urdu', hr: 'croatian', bg: 'bulgarian', lt: 'lithuanian',
+  la: 'latin', mi: 'maori', ml: 'malayalam', cy: 'welsh', sk: 'slovak', te: 'telugu', fa: 'persian',
+  lv: 'latvian', bn: 'bengali', sr: 'serbian', az: 'azerbaijani', sl: 'slovenian', kn: 'kannada', et: 'estonian',
+  mk: 'macedonian', br: 'breton', eu: 'basque', is: 'icelandic', hy: 'armenian', ne: 'nepali', mn: 'mongolian',
+  bs: 'bosnian', kk: 'kazakh', sq: 'albanian', sw: 'swahili', gl: 'galician', mr: 'marathi', pa: 'punjabi',
+  si: 'sinhala', km: 'khmer', sn: 'shona', yo: 'yoruba', so: 'somali', af: 'afrikaans', oc: 'occitan',
+  ka: 'georgian', be: 'belarusian', tg: 'tajik', sd: 'sindhi', gu: 'gujarati', am: 'amharic', yi: 'yiddish',
+  lo: 'lao', uz: 'uzbek', fo: 'faroese', ht: 'haitian creole', ps: 'pashto', tk: 'turkmen', nn: 'nynorsk',
+  mt: 'maltese', sa: 'sanskrit', lb: 'luxembourgish', my: 'myanmar', bo: 'tibetan', tl: 'tagalog',
+  mg: 'malagasy', as: 'assamese', tt: 'tatar', haw: 'hawaiian', ln: 'lingala', ha: 'hausa', ba: 'bashkir',
+  jv: 'javanese', su: 'sundanese', yue: 'cantonese',
+};
+
+const NAME_TO_CODE: Record<string, string> = Object.fromEntries(Object.entries(LANGUAGE_NAMES).map(([c, n]) => [n, c]));
+Object.assign(NAME_TO_CODE, {
+  burmese: 'my', valencian: 'ca', flemish: 'nl', haitian: 'ht', letzeburgesch: 'lb', pushto: 'ps', panjabi: 'pa',
+  moldavian: 'ro', moldovan: 'ro', sinhalese: 'si', castilian: 'es', mandarin: 'zh', jw: 'jv',
+});
+
+/** "english" / "English" / "en" / "en-US" -> "en"; undefined when unknown. */
+export function languageCode(nameOrCode: string | undefined | null): string | undefined {
+  if (!nameOrCode) return undefined;
+  const s = nameOrCode.trim().toLowerCase();
+  if (NAME_TO_CODE[s]) return NAME_TO_CODE[s];
+  if (LANGUAGE_NAMES[s]) return s;
+  const base = s.split(/[-_]/)[0];
+  if (LANGUAGE_NAMES[base]) return base;
+  return undefined;
+}
+
+/** "en" -> "english" (the verbose_json form); unknown codes are returned as given. */
+export function languageName(code: string): string {
+  return LANGUAGE_NAMES[code.toLowerCase()] ?? code;
+}
+
+// ---------------------------------------------------------------- shared HTTP bits
+
+export interface OpenAICompatibleAudioOptions {
+  /** e.g. http://localhost:8000/v1 (the part before /audio/...) */
+  baseUrl: string;
+  apiKey?: string;
+  /** model name sent upstream; default: the request's model */
+  upstreamModel?: string;
+  /** transcription: the whole request; speech: until the headers, and the longest gap between chunks. Default 300 s */
+  timeoutMs?: number;
+}
+
+export const DEFAULT_AUDIO_TIMEOUT_MS = 300_000;
+
+const PASS_THROUGH_CODES = new Set(['audio_too_short', 'invalid_file_format', 'unsupported_language']);
+
+function endpoint(baseUrl: string, path: string): string {
+  return baseUrl.replace(/\/+$/, '') + path;
+}
+
+function authHeaders(apiKey?: string): Record<string, string> {
+  return apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+}
+
+/** The upstream's error message: OpenAI `{error:{message}}`, FastAPI `{detail}`, `{message}`, or the text. */
+async function upstreamMessage(res: Response): Promise<{ message: string; code?: string }> {
+  let text = '';
+  try {
+    text = await res.text();
+  } catch {
+    /* body lost */
+  }
+  try {
+    const j = JSON.parse(text) as Record<string, unknown>;
+    const err = j.error;
+    if (err && typeof err === 'object') {
+      const e = err as Record<string, unknown>;
+      if (typeof e.message === 'string') return { message: e.message, code: typeof e.code === 'string' ? e.code : undefined };
+    }
+    if (typeof err === 'string') return { message: err };
+    if (typeof j.detail === 'string') return { message: j.detail };
+    if (j.detail !== undefined) return { message: JSON.stringify(j.detail).slice(0, 500) };
+    if (typeof j.message === 'string') return { message: j.message };
+  } catch {
+    /* not JSON */
+  }
+  return { message: text.trim().slice(0, 500) || res.statusText || 'no message' };
+}
+
+/** Maps an upstream HTTP error to an EngineError (see the policy at the top of this file). */
+export async function upstreamError(res: Response): Promise<EngineError> {
+  const { message, code } = await upstreamMessage(res);
+  const s = res.status;
+  if (s === 400 || s === 413 || s === 415 || s === 422) {
+    const c =
+      code && PASS_THROUGH_CODES.has(code)
+        ? code
+        : s === 413
+          ? 'payload_too_large'
+          : s === 415
+            ? 'unsupported_media_type'
+            : 'validation_error';
+    return new EngineError(message, c, s === 422 ? 400 : s);
+  }
+  if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429);
+  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'engine_error', 502);
+}
+
+function abortedError(): EngineError {
+  return new EngineError('request aborted', 'aborted', 499);
+}
+
+function timeoutError(ms: number): EngineError {
+  return new EngineError(`the upstream audio server did not answer within ${Math.round(ms / 1000)} s`, 'upstream_timeout', 504);
+}
+
+function networkError(url: string, e: unknown): EngineError {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  const detail = cause?.code ?? cause?.message ?? (e as Error).message;
+  return new EngineError(`the upstream audio server at ${new URL(url).origin} is unreachable (${detail})`, 'upstream_unavailable', 502);
+}
+
+// ---------------------------------------------------------------- transcription
+
+interface VerboseSegment {
+  start?: unknown;
+  end?: unknown;
+  text?: unknown;
+  tokens?: unknown;
+  avg_logprob?: unknown;
+  no_speech_prob?: unknown;
+  compression_ratio?: unknown;
+  temperature?: unknown;
+}
+
+function num(x: unknown): number | undefined {
+  const n = typeof x === 'string' ? Number(x) : x;
+  return typeof n === 'number' && Number.isFinite(n) ? n : undefined;
+}
+
+/** Maps an OpenAI verbose_json (or plain json `{text}`) transcription to a Transcript. */
+export function verboseJsonToTranscript(body: unknown, fallbackLanguage?: string): Transcript {
+  if (!body || typeof body !== 'object') throw new EngineError('the upstream audio server answered something that is not a transcription', 'engine_error', 502);
+  const b = body as Record<string, unknown>;
+  if (typeof b.text !== 'string') throw new EngineError('the upstream audio server answered JSON without text', 'engine_error', 502);
+  const segments: TranscriptSegment[] = [];
+  if (Array.isArray(b.segments)) {
+    for (const s of b.segments as VerboseSegment[]) {
+      const start = num(s?.start);
+      const end = num(s?.end);
+      if (start === undefined || end === undefined || typeof s.text !== 'string') continue;
+      const seg: TranscriptSegment = { start, end, text: s.text.trim() };
+      if (Array.isArray(s.tokens) && s.tokens.every((t) => typeof t === 'number')) seg.tokens = s.tokens as number[];
+      const avg = num(s.avg_logprob);
+      if (avg !== undefined) seg.avgLogprob = avg;
+      const nsp = num(s.no_speech_prob);
+      if (nsp !== undefined) seg.noSpeechProb = nsp;
+      const cr = num(s.compression_ratio);
+      if (cr !== undefined) seg.compressionRatio = cr;
+      const t = num(s.temperature);
+      if (t !== undefined) seg.temperature = t;
+      segments.push(seg);
+    }
+  }
+  let words: TranscriptWord[] | undefined;
+  if (Array.isArray(b.words)) {
+    words = [];
+    for (const w of b.words as Array<Record<string, unknown>>) {
+      const start = num(w?.start);
+      const end = num(w?.end);
+      if (start === undefined || end === undefined || typeof w.word !== 'string') continue;
+      words.push({ word: w.word.trim(), start, end });
+    }
+  }
+  const t: Transcript = {
+    text: b.text.trim(),
+    language: languageCode(typeof b.language === 'string' ? b.language : undefined) ?? languageCode(fallbackLanguage),
+    segments,
+  };
+  const d = num(b.duration);
+  if (d !== undefined) t.duration = d;
+  if (words) t.words = words;
+  return t;
+}
+
+export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatibleAudioOptions): TranscriptionEngine {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_AUDIO_TIMEOUT_MS;
+  return {
+    kind: 'openai-compatible',
+    needsPcm: false,
+    canTranslate: true,
+    languages: undefined,
+    async transcribe(req: TranscribeRequest): Promise<Transcript> {
+      if (req.signal?.aborted) throw abortedError();
+      const translate = req.task === 'translate';
+      const url = endpoint(opts.baseUrl, translate ? '/audio/translations' : '/audio/transcriptions');
+      const form = new FormData();
+      const blob = new Blob([new Uint8Array(req.file.bytes.buffer, req.file.bytes.byteOffset, req.file.bytes.byteLength) as Uint8Array<ArrayBuffer>], { type: req.file.mimeType || 'application/octet-stream' });
+      form.append('file', blob, req.file.filename || 'audio');
+      form.append('model', opts.upstreamModel ?? req.model);
+      form.append('response_format', 'verbose_json');
+      if (req.prompt) form.append('prompt', req.prompt);
+      if (req.temperature !== undefined) form.append('temperature', String(req.temperature));
+      if (!translate) {
+        if (req.language) form.append('language', req.language);
+        // the SDK's array form; segments stay in the answer only when asked for alongside words
+        if (req.wordTimestamps) {
+          form.append('timestamp_granularities[]', 'word');
+          form.append('timestamp_granularities[]', 'segment');
+        }
+      }
+      const timeout = AbortSignal.timeout(timeoutMs);
+      const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+      let res: Response;
+      let body: unknown;
+      try {
+        res = await fetch(url, { method: 'POST', headers: { ...authHeaders(opts.apiKey), accept: 'application/json' }, body: form, signal });
+        if (!res.ok) throw await upstreamError(res);
+        const ct = res.headers.get('content-type') ?? '';
+        const raw = await res.text();
+        if (ct.includes('json') || raw.trimStart().startsWith('{')) {
+          try {
+            body = JSON.parse(raw);
+          } catch {
+            throw new EngineError('the upstream audio server answered invalid JSON', 'engine_error', 502);
+          }
+        } else {
+          // a server that ignores response_format and answers text/plain
+          body = { text: raw };
+        }
+      } catch (e) {
+        if (e instanceof EngineError) throw e;
+        if (req.signal?.aborted) throw abortedError();
+        if (timeout.aborted) throw timeoutError(timeoutMs);
+        throw networkError(url, e);
+      }
+      const t = verboseJsonToTranscript(body, translate ? 'en' : req.language);
+      if (translate) t.language = t.language ?? 'en';
+      if (!req.wordTimestamps) delete t.words;
+      return t;
+    },
+    async close(): Promise<void> {},
+  };
+}
+
+// ---------------------------------------------------------------- speech
+
+export interface OpenAICompatibleSpeechOptions extends OpenAICompatibleAudioOptions {
+  /** voice ids the upstream knows; default the six OpenAI voices */
+  voices?: readonly string[];
+  /** sample rate of the upstream's pcm format (OpenAI: 24000) */
+  sampleRate?: number;
+}
+
+export const OPENAI_VOICES = ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer'] as const;
+
+/**
+ * Turns a stream of byte chunks of s16le PCM into Int16Array chunks, carrying an odd trailing byte over to the
+ * next chunk so no sample is split or lost.
+ */
+export class Pcm16Assembler {
+  private carry: number | undefined;
+  push(bytes: Uint8Array): Int16Array | undefined {
+    let offset = 0;
+    const total = bytes.length + (this.carry === undefined ? 0 : 1);
+    const n = total >> 1;
+    if (n === 0) {
+      if (bytes.length === 1) this.carry = bytes[0];
+      return undefined;
+    }
+    const out = new Int16Array(n);
+    let i = 0;
+    if (this.carry !== undefined) {
+      out[0] = ((bytes[0] << 8) | this.carry) << 16 >> 16;
+      offset = 1;
+      i = 1;
+      this.carry = undefined;
+    }
+    for (; i < n; i++, offset += 2) out[i] = ((bytes[offset + 1] << 8) | bytes[offset]) << 16 >> 16;
+    if (offset < bytes.length) this.carry = bytes[offset];
+    return out;
+  }
+  /** whether a lone byte is left over (a truncated stream) */
+  get pending(): boolean {
+    return this.carry !== undefined;
+  }
+}
+
+export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechOptions): SpeechEngine {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_AUDIO_TIMEOUT_MS;
+  const sampleRate = opts.sampleRate ?? 24000;
+  return {
+    kind: 'openai-compatible',
+    voices: opts.voices ?? OPENAI_VOICES,
+    async *synthesize(req: SpeechRequest): AsyncIterable<PcmChunk> {
+      if (req.signal?.aborted) throw abortedError();
+      const url = endpoint(opts.baseUrl, '/audio/speech');
+      // one controller for the caller's abort, the idle timer and an early stop of the consumer
+      const ctl = new AbortController();
+      let timedOut = false;
+      let timer: NodeJS.Timeout | undefined;
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          timedOut = true;
+          ctl.abort();
+        }, timeoutMs);
+      };
+      const onAbort = () => ctl.abort();
+      req.signal?.addEventListener('abort', onAbort, { once: true });
+      const fail = (e: unknown): EngineError => {
+        if (e instanceof EngineError) return e;
+        if (req.signal?.aborted) return abortedError();
+        if (timedOut) return timeoutError(timeoutMs);
+        return networkError(url, e);
+      };
+      let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+      try {
+        arm();
+        let res: Response;
+        try {
+          res = await fetch(url, {
+            method: 'POST',
+            headers: { ...authHeaders(opts.apiKey), 'content-type': 'application/json', accept: 'audio/pcm, application/octet-stream' },
+            body: JSON.stringify({
+              model: opts.upstreamModel ?? 'tts-1',
+              input: req.text,
+              voice: req.voice,
+              response_format: 'pcm',
+              speed: req.speed,
+            }),
+            signal: ctl.signal,
+          });
+          if (!res.ok) throw await upstreamError(res);
+          if ((res.headers.get('content-type') ?? '').includes('application/json')) {
+            throw new EngineError(`the upstream audio server answered JSON instead of audio: ${(await upstreamMessage(res)).message}`, 'engine_error', 502);
+          }
+        } catch (e) {
+          throw fail(e);
+        }
+        if (!res.body) return;
+        reader = res.body.getReader();
+        const asm = new Pcm16Assembler();
+        for (;;) {
+          let r: ReadableStreamReadResult<Uint8Array>;
+          try {
+            arm();
+            r = await reader.read();
+          } catch (e) {
+            throw fail(e);
+          }
+          if (r.done) break;
+          const samples = asm.push(r.value);
+          if (samples && samples.length > 0) yield { samples, sampleRate };
+          if (req.signal?.aborted) throw abortedError();
+        }
+      } finally {
+        clearTimeout(timer);
+        req.signal?.removeEventListener('abort', onAbort);
+        // the consumer stopped early (or an error): stop the upstream request
+        if (reader) reader.cancel().catch(() => {});
+        ctl.abort();
+      }
+    },
+    async close(): Promise<void> {},
+  };
+}
