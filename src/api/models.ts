@@ -1,0 +1,47 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { ModelRegistry } from '../models/registry.js';
+import { modelAllowed } from './scopes.js';
+import { AppError } from '../platform/errors.js';
+
+const ModelSchema = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('model'),
+  created: Type.Integer(),
+  owned_by: Type.String(),
+});
+
+/** GET /v1/models in the OpenAI list shape: the models this key may use. */
+export function registerModelRoutes(app: FastifyInstance, registry: ModelRegistry) {
+  app.get(
+    '/models',
+    {
+      config: { scope: 'models' },
+      schema: {
+        tags: ['Models'],
+        summary: 'List the models this key may use',
+        response: { 200: Type.Object({ object: Type.Literal('list'), data: Type.Array(ModelSchema) }) },
+      },
+    },
+    async (req) => ({
+      object: 'list' as const,
+      data: registry
+        .list()
+        .filter((m) => modelAllowed(req.apiKey!, m.name))
+        .map((m) => ({ id: m.name, object: 'model' as const, created: registry.createdAt, owned_by: m.owned_by ?? 'portico' })),
+    }),
+  );
+  app.get(
+    '/models/:model',
+    {
+      config: { scope: 'models' },
+      schema: { tags: ['Models'], summary: 'One model', params: Type.Object({ model: Type.String({ maxLength: 200 }) }), response: { 200: ModelSchema } },
+    },
+    async (req) => {
+      const name = (req.params as { model: string }).model;
+      const m = registry.get(name);
+      if (!m || !modelAllowed(req.apiKey!, name)) throw new AppError('model_not_found', `The model '${name}' does not exist`, 'model');
+      return { id: m!.name, object: 'model' as const, created: registry.createdAt, owned_by: m!.owned_by ?? 'portico' };
+    },
+  );
+}

@@ -1,0 +1,28 @@
+import { AppError } from '../platform/errors.js';
+import type { KeyPrincipal } from '../portal/keys/verifier.js';
+
+/**
+ * Inference-key scopes. A key without scopes may call everything. `responses`, `audio` and `models` limit
+ * the endpoints (a key that names none of them may call every endpoint); `model:NAME` entries limit the
+ * models (a key that names none may use every model).
+ */
+export const ROUTE_SCOPES = ['responses', 'audio', 'models'] as const;
+
+export function assertRouteScope(key: KeyPrincipal, scope: string | undefined) {
+  if (!scope || key.scopes.length === 0) return;
+  const routeScopes = key.scopes.filter((s) => (ROUTE_SCOPES as readonly string[]).includes(s) || s === '*');
+  if (routeScopes.length === 0 || routeScopes.includes('*') || routeScopes.includes(scope)) return;
+  throw new AppError('insufficient_scope', `permission denied: this API key lacks the "${scope}" scope`);
+}
+
+export function modelAllowed(key: KeyPrincipal, model: string): boolean {
+  if (key.scopes.length === 0) return true;
+  const models = key.scopes.filter((s) => s.startsWith('model:'));
+  return models.length === 0 || models.includes(`model:${model}`);
+}
+
+export function assertModelScope(key: KeyPrincipal, model: string) {
+  if (!modelAllowed(key, model)) {
+    throw new AppError('insufficient_scope', `permission denied: this API key may not use the model '${model}'`, 'model');
+  }
+}

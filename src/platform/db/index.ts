@@ -1,0 +1,96 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Migrator, type MigrationProvider } from 'kysely/migration';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+import { PGliteDialect } from './pglite-dialect.js';
+import { migrations as builtIn } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type Db = Kysely<Database>;
+
+export interface DbOptions {
+  databaseUrl?: string;
+  dataDir: string;
+  inMemory?: boolean;
+  /** PostgreSQL only: a schema of its own (tests run side by side in one database) */
+  schema?: string;
+  poolSize?: number;
+}
+
+const INT8 = 20;
+const NUMERIC = 1700;
+const toNumber = (v: string) => (v === null ? null : Number(v));
+
+export interface OpenedDb {
+  db: Db;
+  driver: 'pglite' | 'postgres';
+  /** Applies every pending migration; throws with the failing migration's name. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openDb(opts: DbOptions): Promise<OpenedDb> {
+  let db: Db;
+  let driver: OpenedDb['driver'];
+  if (opts.databaseUrl) {
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: opts.poolSize ?? 10,
+      connectionTimeoutMillis: 5_000,
+      options: opts.schema ? `-c search_path=${opts.schema}` : undefined,
+      types: {
+        getTypeParser: ((oid: number, format?: any) =>
+          oid === INT8 || oid === NUMERIC ? toNumber : pg.types.getTypeParser(oid, format)) as any,
+      },
+    });
+    // an idle client losing its server must not crash the process; the next query reconnects
+    pool.on('error', () => {});
+    if (opts.schema) {
+      const c = await pool.connect();
+      try {
+        await c.query(`create schema if not exists "${opts.schema.replace(/"/g, '')}"`);
+      } finally {
+        c.release();
+      }
+    }
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    driver = 'postgres';
+  } else {
+    let dir: string | undefined;
+    if (!opts.inMemory) {
+      dir = join(opts.dataDir, 'pglite');
+      mkdirSync(dir, { recursive: true });
+    }
+    const pglite = await PGlite.create(dir, {
+      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
+    });
+    db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+    driver = 'pglite';
+  }
+  const provider: MigrationProvider = { getMigrations: async () => builtIn };
+  return {
+    db,
+    driver,
+    async migrate() {
+      const migrator = new Migrator({
+        db,
+        provider,
+        migrationTableName: 'portico_migrations',
+        migrationLockTableName: 'portico_migrations_lock',
+        migrationTableSchema: opts.schema,
+      });
+      const { error, results } = await migrator.migrateToLatest();
+      if (error) {
+        const failed = results?.find((r) => r.status === 'Error');
+        throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message ?? error}`);
+      }
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}
+
+export { sql };

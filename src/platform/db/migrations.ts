@@ -1,0 +1,74 @@
+import { sql, type Kysely } from 'kysely';
+import type { Migration } from 'kysely/migration';
+
+/**
+ * Versioned migrations, applied in name order at start-up (Kysely's Migrator keeps the log in
+ * portico_migrations). Never edit a released one: add the next.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_keys_usage': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('settings')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('kind', 'text', (c) => c.notNull().check(sql`kind in ('management', 'inference')`))
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('description', 'text', (c) => c.notNull().defaultTo(''))
+        .addColumn('status', 'text', (c) => c.notNull().check(sql`status in ('active', 'disabled', 'revoked')`))
+        .addColumn('digest', 'text', (c) => c.notNull().unique())
+        .addColumn('display_prefix', 'text', (c) => c.notNull())
+        .addColumn('display_suffix', 'text', (c) => c.notNull())
+        .addColumn('scopes', sql`text[]`, (c) => c.notNull().defaultTo(sql`'{}'`))
+        .addColumn('expires_at', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('last_used_at', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addColumn('deleted_at', 'bigint')
+        .addColumn('rpm_limit', 'integer')
+        .addColumn('tpm_limit', 'integer')
+        .execute();
+      await db.schema
+        .createIndex('api_keys_owner')
+        .on('api_keys')
+        .columns(['user_id', 'kind', 'org_id', 'status', 'created_at'])
+        .where(sql.ref('deleted_at'), 'is', null)
+        .execute();
+      await db.schema
+        .createTable('usage_records')
+        .addColumn('id', 'bigserial', (c) => c.primaryKey())
+        .addColumn('request_id', 'text', (c) => c.notNull())
+        .addColumn('key_id', 'text', (c) => c.notNull())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'text', (c) => c.notNull())
+        .addColumn('model', 'text', (c) => c.notNull())
+        .addColumn('operation', 'text', (c) => c.notNull())
+        .addColumn('input_tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('output_tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('cached_tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('characters', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('audio_seconds', 'double precision', (c) => c.notNull().defaultTo(0))
+        .addColumn('cost_micros', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('usage_user_time').on('usage_records').columns(['user_id', 'created_at']).execute();
+      await db.schema.createIndex('usage_key_time').on('usage_records').columns(['key_id', 'created_at']).execute();
+      await db.schema
+        .createTable('credit_grants')
+        .addColumn('id', 'bigserial', (c) => c.primaryKey())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'text', (c) => c.notNull())
+        .addColumn('amount_micros', 'bigint', (c) => c.notNull())
+        .addColumn('note', 'text', (c) => c.notNull().defaultTo(''))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('credit_grants_user').on('credit_grants').columns(['user_id', 'org_id']).execute();
+    },
+  },
+};

@@ -1,0 +1,87 @@
+import type { PGlite } from '@electric-sql/pglite';
+import {
+  CompiledQuery,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type Kysely,
+  type QueryResult,
+  type TransactionSettings,
+} from 'kysely';
+
+/**
+ * Kysely on embedded PGlite. PGlite is one session, so the driver hands out that one connection to one
+ * user at a time (a transaction holds it until commit/rollback); everyone else waits in line.
+ */
+export class PGliteDialect implements Dialect {
+  constructor(private readonly db: PGlite) {}
+  createAdapter() {
+    return new PostgresAdapter();
+  }
+  createDriver(): Driver {
+    return new PGliteDriver(this.db);
+  }
+  createIntrospector(db: Kysely<any>) {
+    return new PostgresIntrospector(db);
+  }
+  createQueryCompiler() {
+    return new PostgresQueryCompiler();
+  }
+}
+
+class PGliteConnection implements DatabaseConnection {
+  constructor(private readonly db: PGlite) {}
+  async executeQuery<R>(q: CompiledQuery): Promise<QueryResult<R>> {
+    const r = await this.db.query<R>(q.sql, q.parameters as any[]);
+    return {
+      rows: r.rows,
+      numAffectedRows: r.affectedRows !== undefined ? BigInt(r.affectedRows) : undefined,
+    };
+  }
+  // eslint-disable-next-line require-yield
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error('streaming queries are not supported on PGlite');
+  }
+}
+
+class PGliteDriver implements Driver {
+  private readonly connection: PGliteConnection;
+  private queue: Promise<void> = Promise.resolve();
+  private release: (() => void) | undefined;
+
+  constructor(private readonly db: PGlite) {
+    this.connection = new PGliteConnection(db);
+  }
+  async init() {}
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const previous = this.queue;
+    let release!: () => void;
+    this.queue = new Promise<void>((r) => (release = r));
+    await previous;
+    this.release = release;
+    return this.connection;
+  }
+  async beginTransaction(conn: DatabaseConnection, settings: TransactionSettings) {
+    let sql = 'begin';
+    if (settings.isolationLevel) sql += ` isolation level ${settings.isolationLevel}`;
+    await conn.executeQuery(CompiledQuery.raw(sql));
+  }
+  async commitTransaction(conn: DatabaseConnection) {
+    await conn.executeQuery(CompiledQuery.raw('commit'));
+  }
+  async rollbackTransaction(conn: DatabaseConnection) {
+    await conn.executeQuery(CompiledQuery.raw('rollback'));
+  }
+  async releaseConnection() {
+    const r = this.release;
+    this.release = undefined;
+    r?.();
+  }
+  async destroy() {
+    await this.queue;
+    if (!this.db.closed) await this.db.close();
+  }
+}

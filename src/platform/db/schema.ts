@@ -1,0 +1,66 @@
+import type { Generated } from 'kysely';
+
+/** Table types. Timestamps are Unix seconds (bigint columns, parsed to number). */
+export interface ApiKeyTable {
+  id: string;
+  kind: 'management' | 'inference';
+  user_id: string;
+  org_id: string;
+  name: string;
+  description: string;
+  status: 'active' | 'disabled' | 'revoked';
+  /** HMAC-SHA256(pepper, full key), hex */
+  digest: string;
+  /** display parts: the prefix and the last 4 characters */
+  display_prefix: string;
+  display_suffix: string;
+  scopes: string[];
+  expires_at: number;
+  last_used_at: number;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+  /** per-key limits (null = the configured default) */
+  rpm_limit: number | null;
+  tpm_limit: number | null;
+}
+
+export interface UsageTable {
+  id: Generated<string>;
+  request_id: string;
+  key_id: string;
+  user_id: string;
+  org_id: string;
+  model: string;
+  /** responses, speech, transcription, translation */
+  operation: string;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  characters: number;
+  audio_seconds: number;
+  /** cost in micro-credits */
+  cost_micros: number;
+  created_at: number;
+}
+
+export interface CreditGrantTable {
+  id: Generated<string>;
+  user_id: string;
+  org_id: string;
+  amount_micros: number;
+  note: string;
+  created_at: number;
+}
+
+export interface SettingTable {
+  key: string;
+  value: string;
+}
+
+export interface Database {
+  api_keys: ApiKeyTable;
+  usage_records: UsageTable;
+  credit_grants: CreditGrantTable;
+  settings: SettingTable;
+}

@@ -1,0 +1,71 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../errors.js';
+import { describeValidationError } from './validation.js';
+
+/** Turns anything thrown in a route into an AppError (unknown errors become internal_error). */
+export function toAppError(err: unknown, req: FastifyRequest): AppError {
+  if (err instanceof AppError) return err;
+  const fe = err as FastifyError & { validationContext?: string };
+  if (fe && Array.isArray(fe.validation)) {
+    const { message, param } = describeValidationError(fe.validation as any, fe.validationContext);
+    return new AppError('validation_error', message, param);
+  }
+  switch (fe?.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('unsupported_media_type', `unsupported content type: ${req.headers['content-type'] ?? '(none)'}; send application/json`);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('payload_too_large');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError('validation_error', 'request body is empty');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError('validation_error', 'content-length does not match the body');
+  }
+  if (fe instanceof SyntaxError || fe?.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return new AppError('invalid_json', 'request body is not valid JSON');
+  }
+  const status = fe?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const code: ErrorCode = status === 413 ? 'payload_too_large' : status === 415 ? 'unsupported_media_type' : status === 404 ? 'not_found' : 'validation_error';
+    return new AppError(code, fe.message);
+  }
+  req.log.error({ err }, 'unhandled error');
+  return new AppError('internal_error');
+}
+
+/** The portal's envelope (spec 2.1), for errors. */
+export function sendPortalError(err: unknown, req: FastifyRequest, reply: FastifyReply) {
+  const e = toAppError(err, req);
+  if (e.headers) reply.headers(e.headers);
+  return reply.code(e.status).send({
+    meta: {
+      code: ERRORS[e.code].portal,
+      message: localizedMessage(e, req.headers['accept-language']),
+      request_id: req.id,
+      error: e.code,
+    },
+    data: null,
+  });
+}
+
+/** The OpenAI error shape for {base_url} routes. */
+export function openAIErrorBody(e: AppError, acceptLanguage?: string) {
+  return {
+    error: {
+      message: localizedMessage(e, acceptLanguage),
+      type: ERRORS[e.code].type,
+      param: e.param,
+      code: e.code,
+    },
+  };
+}
+
+export function sendOpenAIError(err: unknown, req: FastifyRequest, reply: FastifyReply) {
+  const e = toAppError(err, req);
+  if (e.headers) reply.headers(e.headers);
+  return reply.code(e.status).send(openAIErrorBody(e, req.headers['accept-language']));
+}
+
+/** The portal's success envelope. */
+export function ok<T>(req: FastifyRequest, data: T) {
+  return { meta: { code: 0, message: 'success', request_id: req.id }, data };
+}

@@ -1,0 +1,30 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { ok } from '../../../platform/http/errors.js';
+import { KeyRecordSchema, ListKeysQuery, envelope } from '../schemas.js';
+import type { KeyRoutesDeps } from './index.js';
+
+export default function (app: FastifyInstance, { service, base, tag }: KeyRoutesDeps) {
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    base,
+    {
+      schema: {
+        tags: [tag],
+        summary: "List the caller's API keys",
+        querystring: ListKeysQuery,
+        response: {
+          200: envelope(
+            Type.Object({
+              list: Type.Array(KeyRecordSchema),
+              total: Type.Integer(),
+              page: Type.Integer(),
+              per_page: Type.Integer(),
+            }),
+          ),
+        },
+      },
+    },
+    async (req) => ok(req, await service.list(req.user!, req.query)),
+  );
+}

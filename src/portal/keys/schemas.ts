@@ -1,0 +1,68 @@
+import { Type } from 'typebox';
+
+export const KeyRecordSchema = Type.Object({
+  id: Type.String(),
+  org_id: Type.String(),
+  name: Type.String(),
+  description: Type.String(),
+  status: Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('revoked')]),
+  display: Type.String({ description: 'masked key: prefix...last 4' }),
+  last_used_at: Type.Integer(),
+  expires_at: Type.Integer({ description: 'Unix seconds; 0 = never' }),
+  created_at: Type.Integer(),
+  scopes: Type.Array(Type.String()),
+});
+
+export const CreatedKeyRecordSchema = Type.Object({
+  api_key: Type.String({ description: 'the full key; shown only in this answer' }),
+  ...KeyRecordSchema.properties,
+});
+
+/** Latest Unix second we accept (9999-12-31); larger values are almost always milliseconds by mistake. */
+const MAX_UNIX = 253402300799;
+
+export const CreateKeyBody = Type.Object(
+  {
+    org_id: Type.Optional(Type.String({ maxLength: 100, description: 'omit or "default" for the personal scope' })),
+    name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' }),
+    description: Type.Optional(Type.String({ maxLength: 500 })),
+    expires_at: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX, description: 'Unix seconds; 0 = never' })),
+    scopes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 50 }), { maxItems: 10 })),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateKeyBody = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' })),
+    description: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+
+export const KeyIdBody = Type.Object({ api_key_id: Type.String({ minLength: 1, maxLength: 100 }) });
+
+export const KeyIdParams = Type.Object({ api_key_id: Type.String({ minLength: 1, maxLength: 100 }) });
+
+export const ListKeysQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('revoked')])),
+    page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+    per_page: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+    org_id: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);
+
+export const Meta = Type.Object({
+  code: Type.Integer(),
+  message: Type.String(),
+  request_id: Type.String(),
+  error: Type.Optional(Type.String()),
+});
+
+export function envelope<T extends object>(data: T) {
+  return Type.Object({ meta: Meta, data: data as any });
+}
+
+export const ErrorEnvelope = Type.Object({ meta: Meta, data: Type.Null() });

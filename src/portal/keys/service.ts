@@ -1,0 +1,194 @@
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../../platform/errors.js';
+import { DEFAULT_ORG, isOrgAdmin, type UserPrincipal } from '../../platform/auth/jwt.js';
+import {
+  displayOf,
+  displayParts,
+  generateApiKey,
+  keyDigest,
+  type KeyKind,
+} from '../../platform/auth/api-key-format.js';
+import type { KeyRow, KeyStore } from './store.js';
+
+/** The key record of spec section 2.2, as the portal shows it. */
+export interface KeyRecord {
+  id: string;
+  org_id: string;
+  name: string;
+  description: string;
+  status: KeyRow['status'];
+  display: string;
+  last_used_at: number;
+  expires_at: number;
+  created_at: number;
+  scopes: string[];
+}
+
+export interface CreatedKeyRecord extends KeyRecord {
+  api_key: string;
+}
+
+export interface CreateKeyInput {
+  org_id?: string;
+  name: string;
+  description?: string;
+  expires_at?: number;
+  scopes?: string[];
+}
+
+/** Listens for changes that make a cached verification stale (revoke, delete, disable, update, create). */
+export type KeyChangeListener = (change: { id: string; digest: string; kind: KeyKind; what: 'created' | 'changed' }) => void;
+
+export function toRecord(row: KeyRow): KeyRecord {
+  return {
+    id: row.id,
+    org_id: row.org_id,
+    name: row.name,
+    description: row.description,
+    status: row.status,
+    display: displayOf(row.display_prefix, row.display_suffix),
+    last_used_at: row.last_used_at,
+    expires_at: row.expires_at,
+    created_at: row.created_at,
+    scopes: row.scopes,
+  };
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+function newKeyId(kind: KeyKind): string {
+  // 16 random bytes, base64url: unguessable, URL-safe
+  return (kind === 'management' ? 'mkey_' : 'key_') + randomBytes(16).toString('base64url');
+}
+
+/**
+ * The six key operations, for one kind of key (management keys for the query APIs, inference keys for
+ * {base_url}). Both kinds share this code; only the prefix and the active limit differ.
+ */
+export class KeyService {
+  private readonly listeners: KeyChangeListener[] = [];
+
+  constructor(
+    readonly kind: KeyKind,
+    private readonly store: KeyStore,
+    private readonly pepper: Buffer,
+    private readonly activeLimit: number,
+    private readonly adminRole: string,
+  ) {}
+
+  onChange(l: KeyChangeListener) {
+    this.listeners.push(l);
+  }
+
+  private emit(row: KeyRow, what: 'created' | 'changed') {
+    for (const l of this.listeners) l({ id: row.id, digest: row.digest, kind: this.kind, what });
+  }
+
+  async create(user: UserPrincipal, input: CreateKeyInput): Promise<CreatedKeyRecord> {
+    const orgId = input.org_id === undefined || input.org_id === '' ? DEFAULT_ORG : input.org_id;
+    if (orgId !== DEFAULT_ORG && !isOrgAdmin(user, orgId, this.adminRole)) {
+      throw new AppError('permission_denied', 'permission denied: creating an organization-level key requires an administrator of that organization', 'org_id');
+    }
+    const t = now();
+    const expiresAt = input.expires_at ?? 0;
+    if (expiresAt !== 0 && expiresAt <= t) throw new AppError('invalid_expires_at', undefined, 'expires_at');
+    const key = generateApiKey(this.kind);
+    const { prefix, suffix } = displayParts(key);
+    const row: KeyRow = {
+      id: newKeyId(this.kind),
+      kind: this.kind,
+      user_id: user.userId,
+      org_id: orgId,
+      name: input.name,
+      description: input.description ?? '',
+      status: 'active',
+      digest: keyDigest(this.pepper, key),
+      display_prefix: prefix,
+      display_suffix: suffix,
+      scopes: input.scopes ?? [],
+      expires_at: expiresAt,
+      last_used_at: 0,
+      created_at: t,
+      updated_at: t,
+      deleted_at: null,
+      rpm_limit: null,
+      tpm_limit: null,
+    };
+    const ok = await this.store.insertWithinLimit(row, this.activeLimit, t);
+    if (!ok) {
+      throw new AppError(
+        'active_key_limit',
+        `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization; revoke or delete one first`,
+      );
+    }
+    this.emit(row, 'created');
+    return { ...toRecord(row), api_key: key };
+  }
+
+  async list(
+    user: UserPrincipal,
+    q: { status?: KeyRow['status']; page: number; per_page: number; org_id?: string },
+  ): Promise<{ list: KeyRecord[]; total: number; page: number; per_page: number }> {
+    const { rows, total } = await this.store.list({
+      kind: this.kind,
+      userId: user.userId,
+      orgId: q.org_id,
+      status: q.status,
+      limit: q.per_page,
+      offset: (q.page - 1) * q.per_page,
+    });
+    return { list: rows.map(toRecord), total, page: q.page, per_page: q.per_page };
+  }
+
+  async get(user: UserPrincipal, id: string): Promise<KeyRecord> {
+    const row = await this.store.getOwned(this.kind, user.userId, id);
+    if (!row) throw notFound();
+    return toRecord(row);
+  }
+
+  async update(user: UserPrincipal, id: string, patch: { name?: string; description?: string }): Promise<KeyRecord> {
+    const row = await this.store.updateOwned(this.kind, user.userId, id, { ...patch, updated_at: now() });
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return toRecord(row);
+  }
+
+  async delete(user: UserPrincipal, id: string): Promise<KeyRecord> {
+    const t = now();
+    const row = await this.store.updateOwned(this.kind, user.userId, id, { deleted_at: t, updated_at: t });
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return toRecord(row);
+  }
+
+  /** Revokes an owned key (idempotent: revoking a revoked key answers its record again). */
+  async revoke(user: UserPrincipal, id: string): Promise<KeyRecord> {
+    const row = await this.store.updateOwned(this.kind, user.userId, id, { status: 'revoked', updated_at: now() });
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return toRecord(row);
+  }
+
+  async restore(user: UserPrincipal, id: string): Promise<KeyRecord> {
+    const r = await this.store.restoreWithinLimit(this.kind, user.userId, id, this.activeLimit, now());
+    if (r === 'not_found') throw notFound();
+    if (r === 'not_revoked') throw new AppError('invalid_state', 'only revoked keys can be restored', 'api_key_id');
+    if (r === 'limit') {
+      throw new AppError('active_key_limit', `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization`);
+    }
+    this.emit(r, 'changed');
+    return toRecord(r);
+  }
+
+  /** Operator commands (CLI): the spec's `disabled` status, which no user-facing operation sets. */
+  async setDisabled(id: string, disabled: boolean): Promise<KeyRecord> {
+    const row = await this.store.setStatusById(id, disabled ? 'disabled' : 'active', now());
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return toRecord(row);
+  }
+}
+
+function notFound() {
+  return new AppError('api_key_not_found', 'API key not found', 'api_key_id');
+}

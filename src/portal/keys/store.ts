@@ -1,0 +1,149 @@
+import { sql } from 'kysely';
+import type { Db } from '../../platform/db/index.js';
+import type { ApiKeyTable } from '../../platform/db/schema.js';
+import type { KeyKind } from '../../platform/auth/api-key-format.js';
+
+export type KeyRow = ApiKeyTable;
+
+export interface ListFilter {
+  kind: KeyKind;
+  userId: string;
+  orgId?: string;
+  status?: KeyRow['status'];
+  limit: number;
+  offset: number;
+}
+
+/** SQL for API keys. Nothing outside this file writes the api_keys table. */
+export class KeyStore {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Inserts a key unless the owner already has `limit` usable active keys of this kind in the org.
+   * The count and the insert run in one transaction under an advisory lock on (kind, user, org), so
+   * concurrent creates cannot overshoot the limit. Returns false when the limit is reached.
+   */
+  async insertWithinLimit(row: KeyRow, limit: number, now: number): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      await this.lockOwner(tx as unknown as Db, row.kind, row.user_id, row.org_id);
+      const active = await this.countActive(tx as unknown as Db, row.kind, row.user_id, row.org_id, now);
+      if (active >= limit) return false;
+      await tx.insertInto('api_keys').values(row).execute();
+      return true;
+    });
+  }
+
+  /** Sets a key active again if it is revoked and the active limit allows; returns the outcome. */
+  async restoreWithinLimit(
+    kind: KeyKind,
+    userId: string,
+    id: string,
+    limit: number,
+    now: number,
+  ): Promise<'not_found' | 'not_revoked' | 'limit' | KeyRow> {
+    return this.db.transaction().execute(async (tx) => {
+      const t = tx as unknown as Db;
+      const row = await this.findOwned(t, kind, userId, id);
+      if (!row) return 'not_found';
+      await this.lockOwner(t, kind, userId, row.org_id);
+      const fresh = await this.findOwned(t, kind, userId, id);
+      if (!fresh) return 'not_found';
+      if (fresh.status !== 'revoked') return 'not_revoked';
+      if ((await this.countActive(t, kind, userId, fresh.org_id, now)) >= limit) return 'limit';
+      const updated = await t
+        .updateTable('api_keys')
+        .set({ status: 'active', updated_at: now })
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return updated;
+    });
+  }
+
+  private async lockOwner(db: Db, kind: string, userId: string, orgId: string) {
+    await sql`select pg_advisory_xact_lock(hashtextextended(${JSON.stringify([kind, userId, orgId])}, 0))`.execute(db);
+  }
+
+  private async countActive(db: Db, kind: KeyKind, userId: string, orgId: string, now: number): Promise<number> {
+    const r = await db
+      .selectFrom('api_keys')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('kind', '=', kind)
+      .where('user_id', '=', userId)
+      .where('org_id', '=', orgId)
+      .where('status', '=', 'active')
+      .where('deleted_at', 'is', null)
+      // an expired key no longer works, so it does not hold a place under the limit
+      .where((eb) => eb.or([eb('expires_at', '=', 0), eb('expires_at', '>', now)]))
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  private findOwned(db: Db, kind: KeyKind, userId: string, id: string): Promise<KeyRow | undefined> {
+    return db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('id', '=', id)
+      .where('kind', '=', kind)
+      .where('user_id', '=', userId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+  }
+
+  getOwned(kind: KeyKind, userId: string, id: string): Promise<KeyRow | undefined> {
+    return this.findOwned(this.db, kind, userId, id);
+  }
+
+  async list(f: ListFilter): Promise<{ rows: KeyRow[]; total: number }> {
+    let q = this.db
+      .selectFrom('api_keys')
+      .where('kind', '=', f.kind)
+      .where('user_id', '=', f.userId)
+      .where('deleted_at', 'is', null);
+    if (f.orgId !== undefined) q = q.where('org_id', '=', f.orgId);
+    if (f.status !== undefined) q = q.where('status', '=', f.status);
+    const [rows, count] = await Promise.all([
+      q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.limit).offset(f.offset).execute(),
+      q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+    ]);
+    return { rows, total: Number(count.n) };
+  }
+
+  /** Applies `patch` to an owned, not deleted key; returns the updated row. */
+  async updateOwned(
+    kind: KeyKind,
+    userId: string,
+    id: string,
+    patch: Partial<Pick<KeyRow, 'name' | 'description' | 'status' | 'deleted_at' | 'updated_at'>>,
+    onlyFromStatus?: KeyRow['status'][],
+  ): Promise<KeyRow | undefined> {
+    let q = this.db
+      .updateTable('api_keys')
+      .set(patch)
+      .where('id', '=', id)
+      .where('kind', '=', kind)
+      .where('user_id', '=', userId)
+      .where('deleted_at', 'is', null);
+    if (onlyFromStatus) q = q.where('status', 'in', onlyFromStatus);
+    return q.returningAll().executeTakeFirst();
+  }
+
+  /** Operator change of status (the CLI's disable/enable); any owner. */
+  async setStatusById(id: string, status: KeyRow['status'], now: number): Promise<KeyRow | undefined> {
+    return this.db
+      .updateTable('api_keys')
+      .set({ status, updated_at: now })
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  findByDigest(digest: string): Promise<KeyRow | undefined> {
+    return this.db.selectFrom('api_keys').selectAll().where('digest', '=', digest).executeTakeFirst();
+  }
+
+  async touchLastUsed(id: string, at: number): Promise<void> {
+    await this.db.updateTable('api_keys').set({ last_used_at: at }).where('id', '=', id).where('last_used_at', '<', at).execute();
+  }
+}

@@ -1,0 +1,94 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { AppError } from '../../platform/errors.js';
+import { ok } from '../../platform/http/errors.js';
+import { bearerToken } from '../../platform/http/auth.js';
+import { looksLikeApiKey } from '../../platform/auth/api-key-format.js';
+import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier } from '../../platform/auth/jwt.js';
+import type { KeyVerifier } from '../keys/verifier.js';
+import type { UsageService } from '../usage/service.js';
+import type { UsageScope, GroupBy } from '../usage/store.js';
+import { envelope } from '../keys/schemas.js';
+
+export interface QueryDeps {
+  jwt: JwtVerifier;
+  verifier: KeyVerifier;
+  usage: UsageService;
+  adminRole: string;
+}
+
+/** Scopes of Management API Keys; a key created without scopes may call every query API. */
+export const QUERY_SCOPES = { usage: 'usage:read', balance: 'balance:read' } as const;
+
+/**
+ * Who may see what: a Management API Key sees its own scope (personal keys: the owner's records in the
+ * personal scope; org keys, which only org admins can create: the whole org). A portal user with a JWT
+ * sees their personal scope, or an org's when they are its admin and pass org_id.
+ */
+async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string, orgParam?: string): Promise<UsageScope> {
+  const token = bearerToken(req);
+  if (looksLikeApiKey(token)) {
+    const key = await deps.verifier.verify(token, 'management');
+    if (key.scopes.length > 0 && !key.scopes.includes(scope)) {
+      throw new AppError('insufficient_scope', `permission denied: this key lacks the ${scope} scope`);
+    }
+    if (orgParam !== undefined && orgParam !== key.orgId) throw new AppError('permission_denied', 'permission denied: this key belongs to another organization', 'org_id');
+    return key.orgId === DEFAULT_ORG ? { orgId: DEFAULT_ORG, userId: key.userId } : { orgId: key.orgId };
+  }
+  const user = await deps.jwt.verify(token);
+  const org = orgParam ?? DEFAULT_ORG;
+  if (org === DEFAULT_ORG) return { orgId: DEFAULT_ORG, userId: user.userId };
+  if (!isOrgAdmin(user, org, deps.adminRole)) throw new AppError('permission_denied', 'permission denied: only an administrator of the organization can query it', 'org_id');
+  return { orgId: org };
+}
+
+const GROUPS = ['day', 'model', 'key', 'operation'] as const;
+
+export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  r.get(
+    '/query/usage',
+    {
+      schema: {
+        tags: ['Query APIs'],
+        summary: 'Usage of the caller\'s keys over a time range, grouped (Management API Key with usage:read, or a portal JWT)',
+        querystring: Type.Object(
+          {
+            start_time: Type.Optional(Type.Integer({ minimum: 0, description: 'Unix seconds, inclusive; default 30 days ago' })),
+            end_time: Type.Optional(Type.Integer({ minimum: 0, description: 'Unix seconds, exclusive; default now' })),
+            group_by: Type.Optional(Type.String({ pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$', description: 'comma list of day, model, key, operation; default day,model' })),
+            key_id: Type.Optional(Type.String({ maxLength: 100 })),
+            org_id: Type.Optional(Type.String({ maxLength: 100 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: envelope(Type.Any()) },
+      },
+    },
+    async (req) => {
+      const scope = await resolveScope(req, deps, QUERY_SCOPES.usage, req.query.org_id);
+      const now = Math.floor(Date.now() / 1000);
+      const to = req.query.end_time ?? now + 1;
+      const from = req.query.start_time ?? to - 30 * 86400;
+      if (from >= to) throw new AppError('validation_error', 'start_time must be before end_time', 'start_time');
+      const groupBy = [...new Set((req.query.group_by ?? 'day,model').split(','))] as GroupBy[];
+      void GROUPS;
+      return ok(req, await deps.usage.usage({ ...scope, keyId: req.query.key_id }, from, to, groupBy));
+    },
+  );
+  r.get(
+    '/query/balance',
+    {
+      schema: {
+        tags: ['Query APIs'],
+        summary: 'Credits granted minus cost used (Management API Key with balance:read, or a portal JWT)',
+        querystring: Type.Object({ org_id: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }),
+        response: {
+          200: envelope(Type.Object({ granted: Type.Number(), used: Type.Number(), balance: Type.Number(), currency: Type.String() })),
+        },
+      },
+    },
+    async (req) => ok(req, await deps.usage.balance(await resolveScope(req, deps, QUERY_SCOPES.balance, req.query.org_id))),
+  );
+}

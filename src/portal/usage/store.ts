@@ -1,0 +1,95 @@
+import { sql } from 'kysely';
+import type { Db } from '../../platform/db/index.js';
+import type { UsageTable } from '../../platform/db/schema.js';
+
+export type UsageInsert = Omit<UsageTable, 'id'>;
+
+export interface UsageScope {
+  orgId: string;
+  /** undefined: every user of the org (org-level access) */
+  userId?: string;
+  /** only this key's records */
+  keyId?: string;
+}
+
+export type GroupBy = 'day' | 'model' | 'key' | 'operation';
+
+export interface UsageRow {
+  date?: string;
+  model?: string;
+  key_id?: string;
+  operation?: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  characters: number;
+  audio_seconds: number;
+  cost_micros: number;
+}
+
+/** SQL for the usage ledger and credit grants. */
+export class UsageStore {
+  constructor(private readonly db: Db) {}
+
+  async insert(rows: UsageInsert[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db.insertInto('usage_records').values(rows).execute();
+  }
+
+  async aggregate(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]): Promise<UsageRow[]> {
+    const cols = {
+      day: sql<string>`to_char(to_timestamp(created_at) at time zone 'UTC', 'YYYY-MM-DD')`.as('date'),
+      model: sql<string>`model`.as('model'),
+      key: sql<string>`key_id`.as('key_id'),
+      operation: sql<string>`operation`.as('operation'),
+    };
+    const names = { day: 'date', model: 'model', key: 'key_id', operation: 'operation' } as const;
+    let q = this.db
+      .selectFrom('usage_records')
+      .where('org_id', '=', scope.orgId)
+      .where('created_at', '>=', from)
+      .where('created_at', '<', to);
+    if (scope.userId !== undefined) q = q.where('user_id', '=', scope.userId);
+    if (scope.keyId !== undefined) q = q.where('key_id', '=', scope.keyId);
+    let s = q.select([
+      sql<number>`count(*)`.as('requests'),
+      sql<number>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
+      sql<number>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
+      sql<number>`coalesce(sum(cached_tokens), 0)`.as('cached_tokens'),
+      sql<number>`coalesce(sum(characters), 0)`.as('characters'),
+      sql<number>`coalesce(sum(audio_seconds), 0)`.as('audio_seconds'),
+      sql<number>`coalesce(sum(cost_micros), 0)`.as('cost_micros'),
+    ]);
+    for (const g of groupBy) s = s.select(cols[g]);
+    for (const g of groupBy) s = s.groupBy(sql.ref(names[g]) as any).orderBy(sql.ref(names[g]) as any);
+    const rows = await s.execute();
+    return rows.map((r: any) => ({
+      ...r,
+      requests: Number(r.requests),
+      input_tokens: Number(r.input_tokens),
+      output_tokens: Number(r.output_tokens),
+      cached_tokens: Number(r.cached_tokens),
+      characters: Number(r.characters),
+      audio_seconds: Number(r.audio_seconds),
+      cost_micros: Number(r.cost_micros),
+    }));
+  }
+
+  async grant(userId: string, orgId: string, amountMicros: number, note: string, at: number): Promise<void> {
+    await this.db.insertInto('credit_grants').values({ user_id: userId, org_id: orgId, amount_micros: amountMicros, note, created_at: at }).execute();
+  }
+
+  async balance(scope: UsageScope): Promise<{ granted: number; used: number }> {
+    let g = this.db.selectFrom('credit_grants').select(sql<number>`coalesce(sum(amount_micros), 0)`.as('n')).where('org_id', '=', scope.orgId);
+    let u = this.db.selectFrom('usage_records').select(sql<number>`coalesce(sum(cost_micros), 0)`.as('n')).where('org_id', '=', scope.orgId);
+    if (scope.userId !== undefined) {
+      g = g.where('user_id', '=', scope.userId);
+      u = u.where('user_id', '=', scope.userId);
+    } else {
+      g = g.where('user_id', '=', '');
+    }
+    const [gr, ur] = await Promise.all([g.executeTakeFirstOrThrow(), u.executeTakeFirstOrThrow()]);
+    return { granted: Number(gr.n), used: Number(ur.n) };
+  }
+}

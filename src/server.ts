@@ -1,0 +1,40 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp, closeServices, createServices, type AppOptions, type Services } from './app.js';
+import type { Config } from './platform/config.js';
+import { apiPlugins } from './api/plugins.js';
+
+export interface RunningServer {
+  app: FastifyInstance;
+  services: Services;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Starts Portico: services, routes, listening socket. */
+export async function startServer(config: Config, opts: AppOptions = {}): Promise<RunningServer> {
+  const services = await createServices(config);
+  let app: FastifyInstance;
+  try {
+    app = await buildApp(services, { apiPlugins, ...opts });
+    await app.listen({ port: config.port, host: config.host });
+  } catch (e) {
+    await closeServices(services);
+    throw e;
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.port;
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    services,
+    url: `http://${host}:${port}`,
+    close() {
+      closing ??= (async () => {
+        await app.close();
+        await closeServices(services);
+      })();
+      return closing;
+    },
+  };
+}
