@@ -87,7 +87,9 @@ export class SseParser {
   }
 
   private dispatch(): void {
-    if (!this.hasData) {
+    // an event whose data is empty is not dispatched (WHATWG)
+    if (!this.hasData || this.data === '') {
+      this.hasData = false;
       this.event = '';
       return;
     }
