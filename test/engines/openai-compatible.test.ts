@@ -486,6 +486,11 @@ test('connections are reused between requests (keep-alive)', async () => {
     up.script({ text: 'x' });
     await collect(e.generate(req()));
   }
+  // also when the consumer stops right after `done`
+  for (let i = 0; i < 2; i++) {
+    up.script({ text: 'y' });
+    for await (const ev of e.generate(req())) if (ev.type === 'done') break;
+  }
   // the upstream saw one TCP connection for the five requests
   assert.equal(new Set(up.requests.map((r) => r.remotePort)).size, 1);
   await e.close();
@@ -503,4 +508,41 @@ test('countTokens: an estimate that grows with the conversation and the tools', 
   assert.equal(await engine.countTokens({ model: 'm', messages: [{ role: 'user', content: '日本語' }] }), 3 + 4 + 3);
   assert.equal(engine.contextWindow, 8192);
   assert.equal(engine.kind, 'openai-compatible');
+});
+
+// ------------------------------------------------------------------ the scripted upstream itself
+
+test('scripted upstream: non-streamed chat and responses answers, /v1/models, api key check', async () => {
+  up.script({ text: ['Hi', ' there'], toolCalls: [{ id: 'c1', name: 'f', arguments: '{"a":1}' }], usage: { prompt_tokens: 5, completion_tokens: 2 } }, { text: 'R', reasoning: 'think' });
+  const post = (path: string, body: unknown) =>
+    fetch(up.url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const c = await post('/chat/completions', { model: 'm1', messages: [] });
+  assert.equal(c.object, 'chat.completion');
+  assert.equal(c.model, 'm1');
+  assert.deepEqual(c.choices[0].message, { role: 'assistant', content: 'Hi there', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] });
+  assert.equal(c.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(c.usage, { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 });
+  const r = await post('/responses', { model: 'm2', input: 'x' });
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'completed');
+  assert.deepEqual(r.output.map((i: any) => i.type), ['reasoning', 'message']);
+  assert.equal(r.output[1].content[0].text, 'R');
+  const m = (await fetch(up.url + '/models').then((x) => x.json())) as any;
+  assert.deepEqual(m.data.map((x: any) => x.id), ['scripted-model']);
+  assert.equal(up.requests.length, 3);
+  assert.equal(up.requests[1].body.model, 'm2');
+
+  const guarded = await startScriptedUpstream({ apiKey: 'k1', record: false });
+  try {
+    const e = createOpenAICompatibleEngine({ baseUrl: guarded.url, apiKey: 'k1', api: 'chat.completions' });
+    assert.equal(text(await collect(e.generate(req()))), 'Hello from the scripted upstream.');
+    await e.close();
+    const bad = createOpenAICompatibleEngine({ baseUrl: guarded.url, apiKey: 'wrong', api: 'chat.completions' });
+    const { error } = await failure(bad.generate(req()));
+    assert.equal(error.code, 'upstream_auth_failed');
+    await bad.close();
+    assert.equal(guarded.requests.length, 0);
+  } finally {
+    await guarded.close();
+  }
 });

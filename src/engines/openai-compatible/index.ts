@@ -113,6 +113,7 @@ async function* run(
       let parseError: unknown;
       if (queue.length) {
         if (res.isPaused() && !decoder.terminal) res.resume();
+        call.touch(); // time spent waiting for our consumer is not upstream silence
         for (let i = 0; i < queue.length; i++) {
           if (parser) {
             try {
@@ -153,7 +154,8 @@ async function* run(
     res.removeListener('end', onEnd);
     res.removeListener('error', onError);
     res.removeListener('close', onClose);
-    if (ok) drain(res, call);
+    // the answer is complete (also when the consumer stops right after `done`): keep the connection
+    if (ok || decoder.terminal) drain(res, call);
     else call.destroy();
   }
 }
