@@ -1,0 +1,1 @@
+export { createLlamaEngine, LlamaEngine, type LlamaEngineOptions } from './engine.js';
