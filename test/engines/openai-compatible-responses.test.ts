@@ -1,5 +1,6 @@
 import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
 import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../../src/engines/types.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -242,9 +243,41 @@ test('responses: abort closes the upstream request', async () => {
         ac.abort();
       }
     })(),
-    (e: unknown) => e instanceof EngineError && e.code === 'cancelled',
+    (e: unknown) => e instanceof EngineError && e.code === 'aborted',
   );
   assert.equal(evs.length, 1);
   await up.requests[0].closed;
   assert.equal(up.requests[0].aborted, true);
+});
+
+test('responses: an upstream that answers one JSON response object instead of a stream', async () => {
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        id: 'resp_1',
+        object: 'response',
+        status: 'completed',
+        model: 'm-json',
+        output: [
+          { type: 'reasoning', id: 'rs', summary: [{ type: 'summary_text', text: 'why' }] },
+          { type: 'message', id: 'msg', role: 'assistant', content: [{ type: 'output_text', text: 'Hello', annotations: [] }] },
+          { type: 'function_call', id: 'fc', call_id: 'call_9', name: 'f', arguments: '{"a":1}' },
+        ],
+        usage: { input_tokens: 4, output_tokens: 6, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 2 } },
+      }),
+    );
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const e = createOpenAICompatibleEngine({ baseUrl: `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}/v1`, api: 'responses' });
+  try {
+    const evs = await collect(e.generate(req()));
+    assert.equal(text(evs, 'reasoning_delta'), 'why');
+    assert.equal(text(evs), 'Hello');
+    assert.deepEqual(toolCalls(evs), [{ callId: 'call_9', name: 'f', arguments: '{"a":1}' }]);
+    assert.deepEqual(done(evs), { type: 'done', finishReason: 'tool_calls', usage: { inputTokens: 4, outputTokens: 6, cachedTokens: 0, reasoningTokens: 2 }, model: 'm-json' });
+  } finally {
+    await e.close();
+    server.close();
+  }
 });

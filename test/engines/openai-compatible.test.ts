@@ -360,6 +360,7 @@ test('chat: error bodies of other shapes ({error:"..."}, {detail}, plain text)',
   up.script({ status: 422, errorBody: { detail: 'field required: messages' } }, { status: 400, errorBody: { error: 'model "x" not found, try pulling it first' } }, { status: 500, errorBody: 'boom' });
   let { error } = await failure(engine.generate(req()));
   assert.equal(error.status, 400);
+  assert.equal(error.code, 'invalid_request');
   assert.match(error.message, /field required/);
   ({ error } = await failure(engine.generate(req())));
   assert.match(error.message, /try pulling it first/);
@@ -448,7 +449,7 @@ test('abort: the signal closes the upstream request mid-stream', async () => {
   const first = await it.next();
   assert.equal((first.value as GenerateEvent).type, 'text_delta');
   ac.abort();
-  await assert.rejects(it.next(), (err: unknown) => err instanceof EngineError && err.code === 'cancelled');
+  await assert.rejects(it.next(), (err: unknown) => err instanceof EngineError && err.code === 'aborted');
   const rec = up.requests[0];
   await rec.closed;
   assert.equal(rec.aborted, true);
@@ -457,7 +458,7 @@ test('abort: the signal closes the upstream request mid-stream', async () => {
 test('abort: an already aborted signal sends nothing; abort before the headers closes the request', async () => {
   const ac = new AbortController();
   ac.abort();
-  await assert.rejects(collect(engine.generate(req({ signal: ac.signal }))), (e: unknown) => e instanceof EngineError && e.code === 'cancelled');
+  await assert.rejects(collect(engine.generate(req({ signal: ac.signal }))), (e: unknown) => e instanceof EngineError && e.code === 'aborted');
   assert.equal(up.requests.length, 0);
 
   up.script({ hang: true });
@@ -465,7 +466,7 @@ test('abort: an already aborted signal sends nothing; abort before the headers c
   const p = collect(engine.generate(req({ signal: ac2.signal })));
   const [rec] = await up.waitForRequests(1);
   ac2.abort();
-  await assert.rejects(p, (e: unknown) => e instanceof EngineError && e.code === 'cancelled');
+  await assert.rejects(p, (e: unknown) => e instanceof EngineError && e.code === 'aborted');
   await rec.closed;
   assert.equal(rec.aborted, true);
 });

@@ -160,7 +160,7 @@ export class Upstream {
     }
     if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502);
     if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504);
-    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request_error', 400);
+    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400);
     return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502);
   }
 
@@ -170,7 +170,7 @@ export class Upstream {
 }
 
 function cancelled(): EngineError {
-  return new EngineError('generation cancelled', 'cancelled', 499);
+  return new EngineError('generation aborted', 'aborted', 499);
 }
 
 /** The error shapes seen in the wild: OpenAI {error:{message,code,type}}, {error:"..."} (Ollama, llama.cpp), {message}, {detail} (FastAPI). */
