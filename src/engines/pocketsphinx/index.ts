@@ -178,12 +178,7 @@ export function utterancesToTranscript(utts: RecognizedUtterance[], duration: nu
   const breaksBefore = new Set<number>();
   for (const u of utts) {
     let first = true;
-    let source = u.words;
-    if (source.length === 0 && u.text.trim()) {
-      // no timings (should not happen with -time yes): spread the text evenly is worse than nothing; keep no words
-      source = [];
-    }
-    for (const w of source) {
+    for (const w of u.words) {
       if (isFiller(w.word)) continue;
       const word = w.word.replace(/\(\d+\)$/, '');
       let start = Math.max(0, Math.min(w.start, duration));
