@@ -162,14 +162,14 @@ test('transcription errors: client problems pass through, upstream problems are 
       { type: 'json', status: 200, body: { no: 'text' } },
     );
     await assert.rejects(engine.transcribe(req()), isEngineError('audio_too_short', 400, /^Audio file is too short/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('validation_error', 400, /^Invalid file format/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('validation_error', 400, /field required/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('invalid_request', 400, /^Invalid file format/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('invalid_request', 400, /field required/));
     await assert.rejects(engine.transcribe(req()), isEngineError('payload_too_large', 413, /content size/));
     await assert.rejects(engine.transcribe(req()), isEngineError('rate_limit_exceeded', 429, /Slow down/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('engine_error', 502, /answered 401: Incorrect API key provided/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('engine_error', 502, /answered 404: Model Systran\/x is not installed/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('engine_error', 502, /answered 500: <html>Internal Server Error/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('engine_error', 502, /without text/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('upstream_auth_failed', 502, /credentials \(HTTP 401\): Incorrect API key provided/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('upstream_error', 502, /answered 404: Model Systran\/x is not installed/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('upstream_error', 502, /answered 500: <html>Internal Server Error/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('upstream_error', 502, /without text/));
     up.script({ type: 'destroy' });
     await assert.rejects(engine.transcribe(req()), isEngineError('upstream_unavailable', 502, /unreachable/));
   } finally {
@@ -294,9 +294,9 @@ test('speech: errors and idle timeout', async () => {
       { type: 'json', body: { error: { message: 'surprise' } } },
       { type: 'hang' },
     );
-    await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'bob', speed: 1 })), isEngineError('validation_error', 400, /Voice 'bob' not found/));
-    await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'alloy', speed: 1 })), isEngineError('engine_error', 502, /503: model loading/));
-    await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'alloy', speed: 1 })), isEngineError('engine_error', 502, /JSON instead of audio: surprise/));
+    await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'bob', speed: 1 })), isEngineError('invalid_request', 400, /Voice 'bob' not found/));
+    await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'alloy', speed: 1 })), isEngineError('upstream_error', 502, /503: model loading/));
+    await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'alloy', speed: 1 })), isEngineError('upstream_error', 502, /JSON instead of audio: surprise/));
     await assert.rejects(collect(engine.synthesize({ text: 'x', voice: 'alloy', speed: 1 })), isEngineError('upstream_timeout', 504));
     // a stream that stalls after the first bytes also times out
     const bytes = int16ToLeBytes(tone(0.1));

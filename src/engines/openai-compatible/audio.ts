@@ -12,8 +12,8 @@
  *   too large). The client can fix it, so the status passes through (422 -> 400), with the upstream's code when
  *   it is one Portico knows (audio_too_short, invalid_file_format, unsupported_language).
  * - 429: passes through as rate_limit_exceeded, so the client backs off and retries.
- * - 401, 403, 404 and everything else (5xx): a problem between Portico and its upstream (wrong key, wrong model
- *   name, upstream down) that the client cannot fix: 502 engine_error. Unreachable: 502 upstream_unavailable.
+ * - 401, 403 (upstream_auth_failed), 404 and everything else (upstream_error): a problem between Portico and its
+ *   upstream (wrong key, wrong model name, upstream down) that the client cannot fix: 502. Codes as in ./http.ts. Unreachable: 502 upstream_unavailable.
  *   No answer in time: 504 upstream_timeout. Aborted by the caller: code aborted (499).
  */
 import {
@@ -132,11 +132,14 @@ export async function upstreamError(res: Response): Promise<EngineError> {
           ? 'payload_too_large'
           : s === 415
             ? 'unsupported_media_type'
-            : 'validation_error';
+            : 'invalid_request';
     return new EngineError(message, c, s === 422 ? 400 : s);
   }
   if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429);
-  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'engine_error', 502);
+  if (s === 401 || s === 403) {
+    return new EngineError(`upstream audio server refused Portico's credentials (HTTP ${s}): ${message}`, 'upstream_auth_failed', 502);
+  }
+  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502);
 }
 
 function abortedError(): EngineError {
@@ -173,9 +176,9 @@ function num(x: unknown): number | undefined {
 
 /** Maps an OpenAI verbose_json (or plain json `{text}`) transcription to a Transcript. */
 export function verboseJsonToTranscript(body: unknown, fallbackLanguage?: string): Transcript {
-  if (!body || typeof body !== 'object') throw new EngineError('the upstream audio server answered something that is not a transcription', 'engine_error', 502);
+  if (!body || typeof body !== 'object') throw new EngineError('the upstream audio server answered something that is not a transcription', 'upstream_error', 502);
   const b = body as Record<string, unknown>;
-  if (typeof b.text !== 'string') throw new EngineError('the upstream audio server answered JSON without text', 'engine_error', 502);
+  if (typeof b.text !== 'string') throw new EngineError('the upstream audio server answered JSON without text', 'upstream_error', 502);
   const segments: TranscriptSegment[] = [];
   if (Array.isArray(b.segments)) {
     for (const s of b.segments as VerboseSegment[]) {
@@ -255,7 +258,7 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
           try {
             body = JSON.parse(raw);
           } catch {
-            throw new EngineError('the upstream audio server answered invalid JSON', 'engine_error', 502);
+            throw new EngineError('the upstream audio server answered invalid JSON', 'upstream_error', 502);
           }
         } else {
           // a server that ignores response_format and answers text/plain
@@ -366,7 +369,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
           });
           if (!res.ok) throw await upstreamError(res);
           if ((res.headers.get('content-type') ?? '').includes('application/json')) {
-            throw new EngineError(`the upstream audio server answered JSON instead of audio: ${(await upstreamMessage(res)).message}`, 'engine_error', 502);
+            throw new EngineError(`the upstream audio server answered JSON instead of audio: ${(await upstreamMessage(res)).message}`, 'upstream_error', 502);
           }
         } catch (e) {
           throw fail(e);
