@@ -148,6 +148,8 @@ export class FfmpegEncoder implements AsyncIterable<Buffer> {
     const bin = ffmpegBinary();
     const args = [
       '-hide_banner', '-nostdin', '-loglevel', 'error',
+      // raw input needs no probing: without these ffmpeg reads ~2 s of input before encoding anything
+      '-probesize', '32', '-analyzeduration', '0', '-fflags', 'nobuffer',
       '-f', 's16le', '-ar', String(opts.sampleRate), '-ac', '1', '-i', 'pipe:0',
       '-vn', '-ac', '1',
       ...encoderArgs(format),
