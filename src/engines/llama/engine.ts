@@ -50,7 +50,7 @@ export interface LlamaEngineOptions {
   batchSize?: number;
   /** false (default): CPU only; 'auto': use a GPU binary when node-llama-cpp has one installed */
   gpu?: false | 'auto';
-  /** conversation states kept for `cacheKey` reuse (default 16); spilled to temporary files when their sequence is reused */
+  /** conversation states kept for `cacheKey` reuse (default 8); spilled to temporary files when their sequence is reused */
   maxSavedStates?: number;
   /** default sampling temperature when a request has none (default 0.8) */
   defaultTemperature?: number;
@@ -134,7 +134,7 @@ export class LlamaEngine implements TextEngine {
     this.opts = {
       parallel: 2,
       gpu: false,
-      maxSavedStates: 16,
+      maxSavedStates: 8,
       defaultTemperature: 0.8,
       eager: true,
       ...options,
@@ -191,7 +191,7 @@ export class LlamaEngine implements TextEngine {
     const key = JSON.stringify(schema);
     let g = this.grammarCache.get(key);
     if (!g) {
-      g = this.llama.createGrammarForJsonSchema(schema as never) as Promise<LlamaGrammar>;
+      g = this.llama.createGrammarForJsonSchema(schema as never).then((jsonGrammar) => this.saneNumbers(jsonGrammar));
       this.grammarCache.set(key, g);
       g.catch(() => this.grammarCache.delete(key));
       if (this.grammarCache.size > 64) this.grammarCache.delete(this.grammarCache.keys().next().value as string);
@@ -203,12 +203,33 @@ export class LlamaEngine implements TextEngine {
     }
   }
 
+  /**
+   * node-llama-cpp's number rules allow exponents of up to 16 digits (`"count": 37e5441`), which parse to Infinity
+   * and are not integers after JSON.parse: integers get no exponent, fractions at most a two-digit one.
+   */
+  private async saneNumbers(grammar: LlamaGrammar): Promise<LlamaGrammar> {
+    const text = grammar.grammar;
+    const patched = text
+      .replace(/^integer-number-rule ::= .*$/m, 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,14})')
+      .replace(/^fractional-number-rule ::= .*$/m, 'fractional-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,14}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?');
+    if (patched === text) return grammar;
+    return this.llama.createGrammar({
+      grammar: patched,
+      stopGenerationTriggers: grammar.stopGenerationTriggers,
+      trimWhitespaceSuffix: grammar.trimWhitespaceSuffix,
+      rootRuleName: grammar.rootRuleName,
+    });
+  }
+
   private async prepare(req: Pick<GenerateRequest, 'messages' | 'tools' | 'toolChoice' | 'parallelToolCalls' | 'format'>): Promise<Prepared> {
     const choice = req.toolChoice ?? 'auto';
     let tools: FunctionTool[] = choice === 'none' ? [] : (req.tools ?? []);
     if (typeof choice === 'object') {
       tools = tools.filter((t) => t.name === choice.name);
       if (tools.length === 0) throw new EngineError(`tool_choice names unknown function "${choice.name}"`, 'invalid_tool_choice', 400);
+    }
+    if (choice === 'required' && tools.length === 0) {
+      throw new EngineError('tool_choice "required" needs at least one function tool', 'invalid_tool_choice', 400);
     }
     const parallel = req.parallelToolCalls !== false;
     const forced = tools.length > 0 && (choice === 'required' || typeof choice === 'object');
@@ -280,6 +301,11 @@ export class LlamaEngine implements TextEngine {
       }
       this.queue.push(entry);
     });
+  }
+
+  /** Prompt and generated tokens llama.cpp actually evaluated, over all sequences (cached prefixes are not). */
+  get evaluatedTokens(): number {
+    return this.slots.reduce((n, s) => n + s.sequence.tokenMeter.usedInputTokens, 0);
   }
 
   /** Number of requests waiting for a sequence. */
