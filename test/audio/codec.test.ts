@@ -24,6 +24,8 @@ import {
   probeAudio,
   resampleFloat,
   setFfmpegBinary,
+  closeSpareEncoders,
+  spareEncoderCount,
   wavHeader,
   type SpeechFormat,
 } from '../../src/audio/codec/index.js';
@@ -244,6 +246,19 @@ describe('formats', () => {
       const p = await probeAudio(r.bytes);
       assert.ok(Math.abs(p.duration - 3) < 0.3, `${format}: ${p.duration}`);
     }
+  });
+
+  test('after a format is used, a spare ffmpeg waits for the next response and is used by it', async () => {
+    closeSpareEncoders();
+    const pieces: PcmChunk[] = [{ samples: tone(300, 1, 16000), sampleRate: 16000 }];
+    const a = await collectBytes(encodeSpeech(fromChunks(pieces), 'aac'));
+    for (let i = 0; i < 50 && spareEncoderCount() === 0; i++) await sleep(20);
+    assert.equal(spareEncoderCount(), 1);
+    const b = await collectBytes(encodeSpeech(fromChunks(pieces), 'aac'));
+    assert.equal(b.bytes.length > 0, true);
+    assert.ok(Math.abs((await probeAudio(b.bytes)).duration - (await probeAudio(a.bytes)).duration) < 0.05);
+    closeSpareEncoders();
+    assert.equal(spareEncoderCount(), 0);
   });
 
   test('a chunk stream whose rate changes is resampled piecewise into one continuous output', async () => {

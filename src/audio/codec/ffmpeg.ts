@@ -77,6 +77,7 @@ export function bundledFfmpegPath(): string | undefined {
 /** Overrides the binary (tests, configuration). `undefined` goes back to automatic resolution. */
 export function setFfmpegBinary(path: string | undefined): void {
   cached = path ? { path, source: 'env' } : undefined;
+  closeSpareEncoders();
 }
 
 export class FfmpegUnavailableError extends Error {
@@ -124,6 +125,8 @@ export interface EncoderOptions {
   /** sample rate of the s16le mono input */
   sampleRate: number;
   signal?: AbortSignal;
+  /** internal: a pre-started process waiting for a request (does not keep the event loop alive) */
+  spare?: boolean;
 }
 
 type Proc = ChildProcessByStdio<Writable, Readable, Readable>;
@@ -143,7 +146,7 @@ export class FfmpegEncoder implements AsyncIterable<Buffer> {
 
   constructor(
     readonly format: EncodedFormat,
-    private readonly opts: EncoderOptions,
+    private opts: EncoderOptions,
   ) {
     const bin = ffmpegBinary();
     const args = [
@@ -172,8 +175,29 @@ export class FfmpegEncoder implements AsyncIterable<Buffer> {
       this.stdinError = err; // EPIPE when ffmpeg died: reported through the exit status
     });
     this.onAbort = () => this.kill();
-    if (opts.signal?.aborted) this.kill();
-    else opts.signal?.addEventListener('abort', this.onAbort, { once: true });
+    if (opts.spare) {
+      this.proc.unref();
+      for (const s of [this.proc.stdin, this.proc.stdout, this.proc.stderr]) (s as unknown as { unref?: () => void }).unref?.();
+    } else this.listen(opts.signal);
+  }
+
+  private listen(signal?: AbortSignal): void {
+    if (signal?.aborted) this.kill();
+    else signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** a spare that is still running and untouched */
+  get usable(): boolean {
+    return !this.killed && !this.stdinError && this.proc.exitCode === null && this.proc.signalCode === null && !this.proc.stdin.destroyed;
+  }
+
+  /** Turns a spare into a request's encoder. */
+  activate(signal?: AbortSignal): this {
+    this.opts = { ...this.opts, spare: false, signal };
+    this.proc.ref();
+    for (const s of [this.proc.stdin, this.proc.stdout, this.proc.stderr]) (s as unknown as { ref?: () => void }).ref?.();
+    this.listen(signal);
+    return this;
   }
 
   get pid(): number | undefined {
@@ -218,6 +242,58 @@ export class FfmpegEncoder implements AsyncIterable<Buffer> {
       if (this.proc.exitCode === null && this.proc.signalCode === null) this.kill();
     }
   }
+}
+
+// ---------------------------------------------------------------- spare encoders
+
+/**
+ * Starting ffmpeg costs ~10 ms for the static bundled binary but ~80 ms for a dynamically linked
+ * system one. After a format is used once, one spare process for it is kept started and waiting on
+ * stdin, so the next response does not wait for ffmpeg to start. A spare does not keep the process
+ * alive; it exits by itself when Portico exits (its stdin closes). PORTICO_FFMPEG_SPARES=0 disables.
+ */
+const spares = new Map<string, FfmpegEncoder>();
+let sparesEnabled = process.env.PORTICO_FFMPEG_SPARES !== '0';
+
+export function setSpareEncoders(enabled: boolean): void {
+  sparesEnabled = enabled;
+  if (!enabled) closeSpareEncoders();
+}
+
+/** Number of spare processes waiting (for tests and metrics). */
+export function spareEncoderCount(): number {
+  return [...spares.values()].filter((e) => e.usable).length;
+}
+
+/** Kills the waiting spare processes (shutdown, or after changing the binary). */
+export function closeSpareEncoders(): void {
+  for (const e of spares.values()) e.kill();
+  spares.clear();
+}
+
+/** An encoder for one response: a waiting spare when there is one, else a new process. */
+export function startEncoder(format: EncodedFormat, opts: EncoderOptions): FfmpegEncoder {
+  const key = `${format}:${opts.sampleRate}:${ffmpegBinary().path}`;
+  const spare = spares.get(key);
+  spares.delete(key);
+  let enc: FfmpegEncoder;
+  if (spare?.usable) enc = spare.activate(opts.signal);
+  else {
+    spare?.kill();
+    enc = new FfmpegEncoder(format, { sampleRate: opts.sampleRate, signal: opts.signal });
+  }
+  if (sparesEnabled) {
+    // started a little later, so it does not compete for CPU with this response's first bytes
+    setTimeout(() => {
+      if (!sparesEnabled || spares.has(key)) return;
+      try {
+        spares.set(key, new FfmpegEncoder(format, { sampleRate: opts.sampleRate, spare: true }));
+      } catch {
+        /* no ffmpeg: the next request reports it */
+      }
+    }, 200).unref();
+  }
+  return enc;
 }
 
 // ---------------------------------------------------------------- decoder

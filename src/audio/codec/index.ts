@@ -3,7 +3,7 @@
  * OpenAI formats (streamed, one container per response), and uploads -> 16 kHz mono Float32.
  */
 import type { PcmChunk } from '../../engines/types.js';
-import { AudioDecodeError, FfmpegEncoder, ffmpegDecode, type EncodedFormat } from './ffmpeg.js';
+import { AudioDecodeError, ffmpegDecode, startEncoder, type EncodedFormat } from './ffmpeg.js';
 import { downmixInt16, Int16Resampler, resampleFloat } from './pcm.js';
 import { int16ToBuffer, isWav, tryParseWav, wavHeader } from './wav.js';
 
@@ -67,7 +67,7 @@ export async function* encodeSpeech(
     return;
   }
 
-  const encoder = new FfmpegEncoder(format as EncodedFormat, { sampleRate: ENCODER_INPUT_RATE, signal });
+  const encoder = startEncoder(format as EncodedFormat, { sampleRate: ENCODER_INPUT_RATE, signal });
   const feeder = new AbortController();
   const feed = (async () => {
     try {
