@@ -57,6 +57,22 @@ interface Slot {
   dead?: boolean;
 }
 
+/** process.execArgv without the flags that only apply to a main script (-e code, --input-type...). */
+function workerExecArgv(): string[] {
+  const out: string[] = [];
+  const argv = process.execArgv;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-e' || a === '-p' || a === '--eval' || a === '--print') {
+      i++; // and its code
+      continue;
+    }
+    if (/^--(input-type|eval|print)(=|$)/.test(a) || /^--test(\b|-)/.test(a)) continue;
+    out.push(a);
+  }
+  return out;
+}
+
 export function abortError(signal?: AbortSignal): unknown {
   const r = signal?.reason;
   if (r instanceof Error) return r;
@@ -155,7 +171,9 @@ export class SynthWorkerPool {
 
   private spawn(): Slot {
     const control = new Int32Array(new SharedArrayBuffer(4 * 4));
-    const worker = new Worker(this.opts.workerUrl, { workerData: { control } });
+    // the process's flags are inherited, except those that only make sense for a main script
+    const execArgv = workerExecArgv();
+    const worker = new Worker(this.opts.workerUrl, { workerData: { control }, execArgv });
     let readyResolve!: () => void;
     let readyReject!: (e: unknown) => void;
     const ready = new Promise<void>((res, rej) => {
