@@ -21,6 +21,10 @@ import { loadModelConfig, type ModelSpec } from './models/config.js';
 import { ModelRegistry } from './models/registry.js';
 import { registerModelRoutes } from './api/models.js';
 import { assertRouteScope } from './api/scopes.js';
+import { EngineRegistry } from './engines/registry.js';
+import { ResponseStore } from './responses/store.js';
+import { ResponsesService } from './responses/service.js';
+import pino from 'pino';
 
 /** Everything a request handler may use; built once per process. */
 export interface Services {
@@ -32,6 +36,8 @@ export interface Services {
   verifier: KeyVerifier;
   usage: UsageService;
   models: ModelRegistry;
+  engines: EngineRegistry;
+  responses: ResponsesService;
   /** closers run at shutdown, last registered first */
   closers: Array<() => Promise<void>>;
 }
@@ -57,18 +63,24 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const managementKeys = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
   const inferenceKeys = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);
   for (const s of [managementKeys, inferenceKeys]) s.onChange((c) => verifier.invalidateDigest(c.digest));
+  const engines = new EngineRegistry();
+  const usage = new UsageService(new UsageStore(db.db));
+  const log = pino({ level: config.logLevel });
   const services: Services = {
     config,
+    engines,
+    responses: new ResponsesService({ store: new ResponseStore(db.db), models, engines, usage, log }),
     db,
     jwt: createJwtVerifier(config.jwt),
     managementKeys,
     inferenceKeys,
     verifier,
-    usage: new UsageService(new UsageStore(db.db)),
+    usage,
     models,
     closers: [],
   };
-  services.closers.push(() => db.close());
+  // closed last first: background jobs, then engines, then the database
+  services.closers.push(() => db.close(), () => engines.close(), () => services.responses.close());
   return services;
 }
 

@@ -71,4 +71,37 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('credit_grants_user').on('credit_grants').columns(['user_id', 'org_id']).execute();
     },
   },
+  '0002_responses': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('responses')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'text', (c) => c.notNull())
+        .addColumn('key_id', 'text', (c) => c.notNull())
+        .addColumn('model', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('background', 'boolean', (c) => c.notNull().defaultTo(false))
+        .addColumn('previous_response_id', 'text')
+        .addColumn('object', 'jsonb', (c) => c.notNull())
+        .addColumn('input_items', 'jsonb', (c) => c.notNull())
+        /** the request as accepted (for background jobs any instance may run) */
+        .addColumn('request', 'jsonb')
+        /** background jobs: the instance running it and when it last said so */
+        .addColumn('runner_id', 'text')
+        .addColumn('heartbeat_at', 'bigint')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addColumn('deleted_at', 'bigint')
+        .execute();
+      await db.schema.createIndex('responses_user').on('responses').columns(['user_id', 'created_at']).execute();
+      await db.schema
+        .createTable('response_events')
+        .addColumn('response_id', 'text', (c) => c.notNull())
+        .addColumn('seq', 'integer', (c) => c.notNull())
+        .addColumn('event', 'jsonb', (c) => c.notNull())
+        .addPrimaryKeyConstraint('response_events_pk', ['response_id', 'seq'])
+        .execute();
+    },
+  },
 };

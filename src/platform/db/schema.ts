@@ -58,7 +58,34 @@ export interface SettingTable {
   value: string;
 }
 
+export interface ResponseTable {
+  id: string;
+  user_id: string;
+  org_id: string;
+  key_id: string;
+  model: string;
+  status: string;
+  background: boolean;
+  previous_response_id: string | null;
+  object: unknown;
+  input_items: unknown;
+  request: unknown;
+  runner_id: string | null;
+  heartbeat_at: number | null;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+export interface ResponseEventTable {
+  response_id: string;
+  seq: number;
+  event: unknown;
+}
+
 export interface Database {
+  responses: ResponseTable;
+  response_events: ResponseEventTable;
   api_keys: ApiKeyTable;
   usage_records: UsageTable;
   credit_grants: CreditGrantTable;

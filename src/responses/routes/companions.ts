@@ -1,0 +1,80 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { SseWriter } from '../../platform/http/sse.js';
+import { CreateResponseBody, ResponseIdParams } from '../schemas.js';
+import type { ResponsesService } from '../service.js';
+
+/** GET/DELETE /responses/{id}, POST /responses/{id}/cancel, GET /responses/{id}/input_items, POST /responses/input_tokens */
+export default function (app: FastifyInstance, svc: ResponsesService) {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const cfg = { scope: 'responses' };
+
+  r.get(
+    '/responses/:id',
+    {
+      config: cfg,
+      schema: {
+        tags: ['Responses'],
+        summary: 'Retrieve a stored response; stream=true replays a background response\'s events (starting_after=N resumes)',
+        params: ResponseIdParams,
+        querystring: Type.Object({
+          stream: Type.Optional(Type.Boolean()),
+          starting_after: Type.Optional(Type.Integer({ minimum: -1 })),
+          include: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+          include_obfuscation: Type.Optional(Type.Boolean()),
+        }),
+      },
+    },
+    async (req, reply) => {
+      if (!req.query.stream) return svc.get(req.params.id, req.apiKey!);
+      const sse = new SseWriter(req, reply);
+      const events = svc.replay(req.params.id, req.apiKey!, req.query.starting_after ?? -1, sse.closed)[Symbol.asyncIterator]();
+      // the first step checks ownership and kind, before any byte of the stream is sent
+      let next = await events.next();
+      while (!next.done) {
+        sse.event(next.value);
+        next = await events.next();
+      }
+      sse.end();
+      return reply;
+    },
+  );
+
+  r.delete('/responses/:id', { config: cfg, schema: { tags: ['Responses'], summary: 'Delete a stored response', params: ResponseIdParams } }, async (req) =>
+    svc.delete(req.params.id, req.apiKey!),
+  );
+
+  r.post('/responses/:id/cancel', { config: cfg, schema: { tags: ['Responses'], summary: 'Cancel a background response', params: ResponseIdParams } }, async (req) =>
+    svc.cancel(req.params.id, req.apiKey!),
+  );
+
+  r.get(
+    '/responses/:id/input_items',
+    {
+      config: cfg,
+      schema: {
+        tags: ['Responses'],
+        summary: 'The input items of a stored response (cursor paging)',
+        params: ResponseIdParams,
+        querystring: Type.Object({
+          after: Type.Optional(Type.String({ maxLength: 200 })),
+          limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+          order: Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' }),
+          include: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+        }),
+      },
+    },
+    async (req) => svc.inputItems(req.params.id, req.apiKey!, req.query),
+  );
+
+  r.post(
+    '/responses/input_tokens',
+    {
+      config: cfg,
+      bodyLimit: 16 * 1024 * 1024,
+      schema: { tags: ['Responses'], summary: 'Count the input tokens a request would use', body: CreateResponseBody },
+    },
+    async (req) => svc.inputTokens(req.body, req.apiKey!),
+  );
+}

@@ -1,0 +1,103 @@
+import type { StreamEvent } from './builder.js';
+
+/** A background response running (or queued) in this process. */
+export class Run {
+  readonly events: StreamEvent[] = [];
+  readonly controller = new AbortController();
+  private readonly listeners = new Set<(e: StreamEvent | null) => void>();
+  done = false;
+  cancelRequested = false;
+
+  constructor(readonly id: string) {}
+
+  push(e: StreamEvent) {
+    this.events.push(e);
+    for (const l of this.listeners) l(e);
+  }
+
+  end() {
+    this.done = true;
+    for (const l of this.listeners) l(null);
+    this.listeners.clear();
+  }
+
+  /** Live events after `after` (already-made ones first), ending when the run ends or `signal` aborts. */
+  async *follow(after: number, signal?: AbortSignal): AsyncIterable<StreamEvent> {
+    const queue: Array<StreamEvent | null> = this.events.filter((e) => e.sequence_number > after);
+    if (this.done) queue.push(null);
+    let wake: (() => void) | undefined;
+    const listener = (e: StreamEvent | null) => {
+      queue.push(e);
+      wake?.();
+    };
+    if (!this.done) this.listeners.add(listener);
+    const onAbort = () => wake?.();
+    signal?.addEventListener('abort', onAbort);
+    try {
+      while (true) {
+        if (signal?.aborted) return;
+        const e = queue.shift();
+        if (e === undefined) {
+          await new Promise<void>((r) => (wake = r));
+          wake = undefined;
+          continue;
+        }
+        if (e === null) return;
+        yield e;
+      }
+    } finally {
+      this.listeners.delete(listener);
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+}
+
+/**
+ * Background work in this process: a bounded number of jobs run at once, the rest wait in line. Each job
+ * has a Run that carries its events (for live replay) and its AbortController (for cancel and shutdown).
+ */
+export class RunManager {
+  private readonly runs = new Map<string, Run>();
+  private readonly waiting: Array<() => void> = [];
+  private active = 0;
+  private closed = false;
+
+  constructor(private readonly concurrency = 4) {}
+
+  get(id: string): Run | undefined {
+    return this.runs.get(id);
+  }
+
+  get size() {
+    return this.runs.size;
+  }
+
+  submit(id: string, job: (run: Run) => Promise<void>): Run {
+    const run = new Run(id);
+    this.runs.set(id, run);
+    const start = () => {
+      this.active++;
+      job(run)
+        .catch(() => {})
+        .finally(() => {
+          this.active--;
+          run.end();
+          this.runs.delete(id);
+          this.waiting.shift()?.();
+        });
+    };
+    if (this.active < this.concurrency && !this.closed) start();
+    else this.waiting.push(start);
+    return run;
+  }
+
+  /** Stops every job (shutdown); their responses are written as they stand. */
+  async close(timeoutMs = 5_000): Promise<void> {
+    this.closed = true;
+    const live = [...this.runs.values()];
+    for (const r of live) r.controller.abort(new Error('shutdown'));
+    this.waiting.splice(0).forEach((s) => s());
+    const deadline = Date.now() + timeoutMs;
+    while (this.runs.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,119 @@
+import { Type, type Static } from 'typebox';
+
+const FunctionToolSchema = Type.Object(
+  {
+    type: Type.String({ description: 'only "function" is supported' }),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    description: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    parameters: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()])),
+    strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    /** the Chat Completions nesting, accepted and flattened */
+    function: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  },
+  { additionalProperties: true },
+);
+
+const TextFormatSchema = Type.Object(
+  {
+    type: Type.Union([Type.Literal('text'), Type.Literal('json_object'), Type.Literal('json_schema')]),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
+    schema: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    description: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+
+/** POST /v1/responses. Unknown top-level parameters are refused (as OpenAI does). */
+export const CreateResponseBody = Type.Object(
+  {
+    model: Type.String({ minLength: 1, maxLength: 200 }),
+    input: Type.Union([Type.String(), Type.Array(Type.Any())], { description: 'a text, or an array of messages and items' }),
+    instructions: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    temperature: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 2 }), Type.Null()])),
+    top_p: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Null()])),
+    max_output_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    max_tool_calls: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    stream: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    stream_options: Type.Optional(Type.Union([Type.Object({ include_obfuscation: Type.Optional(Type.Boolean()) }), Type.Null()])),
+    modalities: Type.Optional(Type.Array(Type.Union([Type.Literal('text'), Type.Literal('audio')]), { maxItems: 2 })),
+    tools: Type.Optional(Type.Array(FunctionToolSchema, { maxItems: 128 })),
+    tool_choice: Type.Optional(
+      Type.Union([
+        Type.Literal('none'),
+        Type.Literal('auto'),
+        Type.Literal('required'),
+        Type.Object(
+          {
+            type: Type.String(),
+            name: Type.Optional(Type.String()),
+            function: Type.Optional(Type.Object({ name: Type.String() }, { additionalProperties: true })),
+          },
+          { additionalProperties: true },
+        ),
+      ]),
+    ),
+    parallel_tool_calls: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    text: Type.Optional(
+      Type.Union([
+        Type.Object(
+          {
+            format: Type.Optional(TextFormatSchema),
+            verbosity: Type.Optional(Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high'), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+        Type.Null(),
+      ]),
+    ),
+    previous_response_id: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()])),
+    store: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    background: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    reasoning: Type.Optional(
+      Type.Union([
+        Type.Object(
+          {
+            effort: Type.Optional(
+              Type.Union([
+                Type.Literal('none'),
+                Type.Literal('minimal'),
+                Type.Literal('low'),
+                Type.Literal('medium'),
+                Type.Literal('high'),
+                Type.Literal('xhigh'),
+                Type.Null(),
+              ]),
+            ),
+            summary: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('concise'), Type.Literal('detailed'), Type.Null()])),
+            generate_summary: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('concise'), Type.Literal('detailed'), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+        Type.Null(),
+      ]),
+    ),
+    truncation: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('disabled'), Type.Null()])),
+    stop: Type.Optional(
+      Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { maxItems: 4 }), Type.Null()], {
+        description: 'up to 4 stop sequences',
+      }),
+    ),
+    metadata: Type.Optional(
+      Type.Union([Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 512 }), { maxProperties: 16 }), Type.Null()]),
+    ),
+    user: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
+    safety_identifier: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
+    prompt_cache_key: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
+    prompt_cache_retention: Type.Optional(Type.Union([Type.Literal('in-memory'), Type.Literal('24h'), Type.Null()])),
+    service_tier: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('default'), Type.Literal('flex'), Type.Literal('priority'), Type.Null()])),
+    top_logprobs: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 20 }), Type.Null()])),
+    include: Type.Optional(Type.Union([Type.Array(Type.String()), Type.Null()])),
+    presence_penalty: Type.Optional(Type.Union([Type.Number({ minimum: -2, maximum: 2 }), Type.Null()])),
+    frequency_penalty: Type.Optional(Type.Union([Type.Number({ minimum: -2, maximum: 2 }), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+
+export type CreateResponseRequest = Static<typeof CreateResponseBody>;
+
+export const ResponseIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) });

@@ -1,0 +1,131 @@
+import { sql } from 'kysely';
+import type { Db } from '../platform/db/index.js';
+import type { StoredItem } from './input.js';
+import type { ResponseObject } from './object.js';
+import type { StreamEvent } from './builder.js';
+
+export interface StoredResponse {
+  id: string;
+  userId: string;
+  orgId: string;
+  keyId: string;
+  object: ResponseObject;
+  inputItems: StoredItem[];
+  request: unknown;
+}
+
+const json = (v: unknown) => sql`${JSON.stringify(v)}::jsonb`;
+
+/** SQL for stored responses and their event logs (background replay). */
+export class ResponseStore {
+  constructor(private readonly db: Db) {}
+
+  async insert(r: StoredResponse, events?: StreamEvent[]): Promise<void> {
+    const now = Math.floor(Date.now() / 1000);
+    await this.db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('responses')
+        .values({
+          id: r.id,
+          user_id: r.userId,
+          org_id: r.orgId,
+          key_id: r.keyId,
+          model: r.object.model,
+          status: r.object.status,
+          background: r.object.background,
+          previous_response_id: r.object.previous_response_id,
+          object: json(r.object),
+          input_items: json(r.inputItems),
+          request: r.request === undefined ? null : json(r.request),
+          created_at: r.object.created_at,
+          updated_at: now,
+          deleted_at: null,
+        } as any)
+        .execute();
+      if (events?.length) await this.insertEvents(tx as unknown as Db, r.id, events);
+    });
+  }
+
+  private async insertEvents(db: Db, id: string, events: StreamEvent[]) {
+    // a few hundred rows per statement keeps the parameter count well under PostgreSQL's limit
+    for (let i = 0; i < events.length; i += 500) {
+      await db
+        .insertInto('response_events')
+        .values(events.slice(i, i + 500).map((e) => ({ response_id: id, seq: e.sequence_number, event: json(e) as any })))
+        .onConflict((oc) => oc.columns(['response_id', 'seq']).doNothing())
+        .execute();
+    }
+  }
+
+  /** Writes the object's new state; `onlyIf` guards against overwriting a cancel. Returns whether it wrote. */
+  async update(obj: ResponseObject, events?: StreamEvent[], onlyIfStatusIn?: string[]): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      let q = tx
+        .updateTable('responses')
+        .set({ status: obj.status, model: obj.model, object: json(obj) as any, updated_at: Math.floor(Date.now() / 1000) })
+        .where('id', '=', obj.id);
+      if (onlyIfStatusIn) q = q.where('status', 'in', onlyIfStatusIn);
+      const r = await q.executeTakeFirst();
+      const wrote = Number(r.numUpdatedRows) > 0;
+      if (wrote && events?.length) await this.insertEvents(tx as unknown as Db, obj.id, events);
+      return wrote;
+    });
+  }
+
+  async appendEvents(id: string, events: StreamEvent[]): Promise<void> {
+    if (events.length) await this.insertEvents(this.db, id, events);
+  }
+
+  async get(id: string, userId: string): Promise<StoredResponse | undefined> {
+    const row = await this.db
+      .selectFrom('responses')
+      .selectAll()
+      .where('id', '=', id)
+      .where('user_id', '=', userId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object as ResponseObject, inputItems: row.input_items as StoredItem[], request: row.request };
+  }
+
+  /** The chain ending at `id` (oldest first), as far as it is stored; empty when `id` itself is not. */
+  async chain(id: string, userId: string, maxDepth = 1000): Promise<Array<{ id: string; object: ResponseObject; inputItems: StoredItem[] }>> {
+    const r = await sql<{ id: string; object: ResponseObject; input_items: StoredItem[]; depth: number }>`
+      with recursive chain as (
+        select id, previous_response_id, object, input_items, 0 as depth
+          from responses where id = ${id} and user_id = ${userId} and deleted_at is null
+        union all
+        select r.id, r.previous_response_id, r.object, r.input_items, c.depth + 1
+          from responses r join chain c on r.id = c.previous_response_id
+         where r.user_id = ${userId} and r.deleted_at is null and c.depth < ${maxDepth}
+      )
+      select id, object, input_items, depth from chain order by depth desc`.execute(this.db);
+    return r.rows.map((x) => ({ id: x.id, object: x.object, inputItems: x.input_items }));
+  }
+
+  async events(id: string, after: number): Promise<StreamEvent[]> {
+    const rows = await this.db.selectFrom('response_events').select('event').where('response_id', '=', id).where('seq', '>', after).orderBy('seq').execute();
+    return rows.map((r) => r.event as StreamEvent);
+  }
+
+  async softDelete(id: string, userId: string): Promise<boolean> {
+    const r = await this.db
+      .updateTable('responses')
+      .set({ deleted_at: Math.floor(Date.now() / 1000) })
+      .where('id', '=', id)
+      .where('user_id', '=', userId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (Number(r.numUpdatedRows) > 0) {
+      await this.db.deleteFrom('response_events').where('response_id', '=', id).execute();
+      return true;
+    }
+    return false;
+  }
+
+  /** Background jobs left queued or in progress by a process that is gone. */
+  async unfinished(): Promise<Array<{ id: string; userId: string }>> {
+    const rows = await this.db.selectFrom('responses').select(['id', 'user_id']).where('status', 'in', ['queued', 'in_progress']).where('deleted_at', 'is', null).execute();
+    return rows.map((r) => ({ id: r.id, userId: r.user_id }));
+  }
+}
