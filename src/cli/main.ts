@@ -78,6 +78,12 @@ async function token(args: string[]): Promise<number> {
   });
   if (!values.user) throw new UsageError('token needs --user ID');
   if (values.admin && !values.org) throw new UsageError('--admin needs --org ORG');
+  let ttlSeconds: number;
+  try {
+    ttlSeconds = parseTtl(values.ttl!);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
   const config = loadConfig();
   if (!config.jwt.secret) throw new UsageError('tokens are verified with JWT_JWKS_URL; mint them at your identity provider');
   const orgRoles: Record<string, string> = {};
@@ -85,7 +91,7 @@ async function token(args: string[]): Promise<number> {
   const jwt = await signToken(config.jwt.secret, {
     userId: values.user,
     orgRoles,
-    ttlSeconds: parseTtl(values.ttl!),
+    ttlSeconds,
     issuer: config.jwt.issuer,
     audience: config.jwt.audience,
     claim: config.jwt.orgRolesClaim,

@@ -1,0 +1,96 @@
+import { describe, test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadConfig } from '../../src/platform/config.js';
+
+const dirs: string[] = [];
+const tmp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'portico-cfg-'));
+  dirs.push(d);
+  return d;
+};
+const SECRET = 'x'.repeat(32);
+
+describe('configuration from the environment', () => {
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  const bad = (env: Record<string, string>, message: RegExp) =>
+    assert.throws(() => loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, ...env }), (e: unknown) => {
+      assert.ok(e instanceof ConfigError, `expected a ConfigError, got ${e}`);
+      assert.match((e as Error).message, message);
+      return true;
+    });
+
+  test('defaults', () => {
+    const c = loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET });
+    assert.equal(c.port, 8080);
+    assert.equal(c.host, '127.0.0.1');
+    assert.equal(c.databaseUrl, undefined);
+    assert.equal(c.limits.activeManagementKeys, 10);
+    assert.equal(c.limits.activeInferenceKeys, 10);
+    assert.equal(c.jwt.orgRolesClaim, 'org_roles');
+    assert.equal(c.jwt.adminRole, 'admin');
+    assert.equal(c.jwt.secretGenerated, false);
+    assert.deepEqual(Buffer.from(c.jwt.secret!).toString(), SECRET);
+  });
+
+  test('a bad PORT -> ConfigError naming PORT and the allowed range', () => {
+    bad({ PORT: 'abc' }, /^PORT must be a whole number from 0 to 65535, got "abc"$/);
+    bad({ PORT: '65536' }, /^PORT must be from 0 to 65535, got 65536$/);
+    bad({ PORT: '-1' }, /^PORT must be a whole number/);
+    bad({ PORT: '80.5' }, /^PORT must be a whole number/);
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, PORT: '9000' }).port, 9000);
+  });
+
+  test('a short JWT_SECRET -> ConfigError', () => {
+    bad({ JWT_SECRET: 'short' }, /^JWT_SECRET must be at least 32 characters/);
+    bad({ JWT_SECRET: 'x'.repeat(31) }, /^JWT_SECRET must be at least 32 characters/);
+  });
+
+  test('a bad DATABASE_URL, JWT_JWKS_URL or REDIS_URL -> ConfigError', () => {
+    bad({ DATABASE_URL: 'not a url' }, /^DATABASE_URL is not a valid URL$/);
+    bad({ DATABASE_URL: 'mysql://localhost/db' }, /^DATABASE_URL must start with postgres:\/\/ or postgresql:\/\//);
+    bad({ JWT_JWKS_URL: 'ftp://idp/jwks' }, /^JWT_JWKS_URL must start with http:\/\/ or https:\/\//);
+    bad({ REDIS_URL: 'http://x' }, /^REDIS_URL must start with redis:\/\//);
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, DATABASE_URL: 'postgresql://u@h/db' }).databaseUrl, 'postgresql://u@h/db');
+  });
+
+  test('other values are checked too', () => {
+    bad({ LOG_LEVEL: 'verbose' }, /^LOG_LEVEL must be one of/);
+    bad({ KEY_PEPPER: 'short' }, /^KEY_PEPPER must be at least 32 characters/);
+    bad({ MAX_ACTIVE_MANAGEMENT_KEYS: '0' }, /^MAX_ACTIVE_MANAGEMENT_KEYS must be from 1/);
+    bad({ LAST_USED_WRITE_INTERVAL_MS: 'soon' }, /^LAST_USED_WRITE_INTERVAL_MS must be a whole number/);
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, MAX_ACTIVE_INFERENCE_KEYS: '25' }).limits.activeInferenceKeys, 25);
+  });
+
+  test('without JWT_SECRET or JWT_JWKS_URL a secret is generated once under DATA_DIR (0600) and kept', () => {
+    const dir = tmp();
+    const a = loadConfig({ DATA_DIR: dir });
+    assert.equal(a.jwt.secretGenerated, true);
+    assert.ok(a.jwt.secret && a.jwt.secret.length >= 32);
+    const file = join(dir, 'jwt-secret');
+    assert.ok(existsSync(file));
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.match(readFileSync(file, 'utf8').trim(), /^[0-9a-f]{64}$/);
+    const b = loadConfig({ DATA_DIR: dir });
+    assert.deepEqual(Buffer.from(b.jwt.secret!), Buffer.from(a.jwt.secret!));
+    assert.deepEqual(b.keyPepper, a.keyPepper);
+    // a JWKS alone: no HS256 secret at all
+    const j = loadConfig({ DATA_DIR: tmp(), JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_ISSUER: 'https://idp.example/', JWT_AUDIENCE: 'portico' });
+    assert.equal(j.jwt.secret, undefined);
+    assert.equal(j.jwt.issuer, 'https://idp.example/');
+    assert.equal(j.jwt.audience, 'portico');
+  });
+
+  test('a damaged secret file -> ConfigError telling what to do', () => {
+    const dir = tmp();
+    loadConfig({ DATA_DIR: dir });
+    writeFileSync(join(dir, 'jwt-secret'), 'not hex!');
+    assert.throws(() => loadConfig({ DATA_DIR: dir }), (e: unknown) => e instanceof ConfigError && /damaged.*delete it/.test((e as Error).message));
+  });
+});
+

@@ -1,0 +1,59 @@
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
+
+for (const db of testDatabases()) {
+  describe(`OpenAPI document and /docs (${db})`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp({ db });
+    });
+    after(() => t.close());
+
+    test('/openapi.json lists every portal route with its security', async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
+      assert.equal(res.statusCode, 200);
+      const doc = res.json();
+      assert.match(doc.openapi, /^3\./);
+      const want: Record<string, string[]> = {};
+      for (const base of ['/v1/portal/management/api-keys', '/v1/portal/api-keys']) {
+        want[base] = ['get', 'post'];
+        want[`${base}/{api_key_id}`] = ['delete', 'put'];
+        want[`${base}/revoke`] = ['post'];
+        want[`${base}/restore`] = ['post'];
+      }
+      want['/v1/portal/query/usage'] = ['get'];
+      want['/v1/portal/query/balance'] = ['get'];
+      want['/v1/models'] = ['get'];
+      for (const [path, methods] of Object.entries(want)) {
+        assert.ok(doc.paths[path], `missing path ${path}`);
+        for (const m of methods) assert.ok(doc.paths[path][m], `missing ${m.toUpperCase()} ${path}`);
+      }
+      for (const base of ['/v1/portal/management/api-keys', '/v1/portal/api-keys']) {
+        assert.deepEqual(doc.paths[base].post.security, [{ portalJwt: [] }]);
+        const body = doc.paths[base].post.requestBody.content['application/json'].schema;
+        assert.deepEqual(Object.keys(body.properties).sort(), ['description', 'expires_at', 'name', 'org_id', 'scopes']);
+        assert.deepEqual(body.required, ['name']);
+        assert.equal(body.properties.name.maxLength, 100);
+        assert.equal(body.properties.description.maxLength, 500);
+        assert.equal(body.properties.scopes.maxItems, 10);
+        assert.equal(body.properties.scopes.items.maxLength, 50);
+        const q = doc.paths[base].get.parameters.map((p: any) => p.name).sort();
+        assert.deepEqual(q, ['org_id', 'page', 'per_page', 'status']);
+      }
+      assert.deepEqual(doc.paths['/v1/models'].get.security, [{ apiKey: [] }]);
+      assert.ok(doc.components.securitySchemes.portalJwt);
+      assert.ok(doc.components.securitySchemes.apiKey);
+      // the document itself is not listed
+      assert.equal(doc.paths['/openapi.json'], undefined);
+    });
+
+    test('/docs answers 200 with an HTML page', async () => {
+      let res = await t.app.inject({ method: 'GET', url: '/docs' });
+      if (res.statusCode >= 300 && res.statusCode < 400) res = await t.app.inject({ method: 'GET', url: String(res.headers.location).startsWith('/') ? String(res.headers.location) : `/docs/${res.headers.location}` });
+      assert.equal(res.statusCode, 200);
+      assert.match(String(res.headers['content-type']), /text\/html/);
+      assert.match(res.body, /swagger/i);
+    });
+  });
+}
