@@ -224,6 +224,20 @@ test('tool_choice required with parallelToolCalls false forces exactly one valid
   }
 });
 
+test('tool_choice required with parallel calls allowed gives one or more calls in order, each valid', async () => {
+  const r = await collect(engine, { messages: base, tools: [weatherTool, timeTool], toolChoice: 'required', maxOutputTokens: 150, temperature: 0.7 });
+  const calls = toolCalls(r.events);
+  assert.ok(calls.length >= 1);
+  const complete = r.done.finishReason === 'length' ? calls.slice(0, -1) : calls;
+  if (r.done.finishReason !== 'length') assert.equal(r.done.finishReason, 'tool_calls');
+  for (const c of complete) {
+    const tool = [weatherTool, timeTool].find((t) => t.name === c.name);
+    assert.ok(tool);
+    assert.deepEqual(validate(JSON.parse(c.args), tool.parameters as Record<string, unknown>), []);
+  }
+  for (const c of calls) assert.deepEqual(c.order.filter((o) => o !== 'delta'), ['start', 'end'], 'each call is ended before the next starts');
+});
+
 test('tool_choice naming a function calls that function', async () => {
   const r = await collect(engine, {
     messages: base,
