@@ -25,6 +25,11 @@ import { EngineRegistry } from './engines/registry.js';
 import { ResponseStore } from './responses/store.js';
 import { ResponsesService } from './responses/service.js';
 import pino from 'pino';
+import { createFeed, type ChangeFeed } from './platform/cluster/feed.js';
+import { Metrics } from './platform/ops/metrics.js';
+import { registerOpsRoutes } from './platform/ops/routes.js';
+import { RateLimiter, createWindowStore } from './platform/cluster/limits.js';
+import { BudgetGuard } from './portal/usage/budget.js';
 
 /** Everything a request handler may use; built once per process. */
 export interface Services {
@@ -38,6 +43,10 @@ export interface Services {
   models: ModelRegistry;
   engines: EngineRegistry;
   responses: ResponsesService;
+  feed: ChangeFeed;
+  metrics: Metrics;
+  limiter: RateLimiter;
+  budget: BudgetGuard;
   /** closers run at shutdown, last registered first */
   closers: Array<() => Promise<void>>;
 }
@@ -62,14 +71,23 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const verifier = new KeyVerifier(keyStore, config.keyPepper, config.keyCacheFreshMs, config.lastUsedWriteIntervalMs);
   const managementKeys = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
   const inferenceKeys = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);
-  for (const s of [managementKeys, inferenceKeys]) s.onChange((c) => verifier.invalidateDigest(c.digest));
+  const log = pino({ level: config.logLevel });
+  const feed = createFeed({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, log });
+  // a key change drops the cached verification here at once and, through the feed, on every other instance
+  feed.subscribe('keys', (m) => typeof m.digest === 'string' && verifier.invalidateDigest(m.digest));
+  for (const s of [managementKeys, inferenceKeys]) {
+    s.onChange((c) => {
+      verifier.invalidateDigest(c.digest);
+      if (c.what !== 'created') feed.publish('keys', { digest: c.digest }).catch((e) => log.warn({ err: (e as Error).message }, 'key change not broadcast; other instances see it within the cache freshness window'));
+    });
+  }
   const engines = new EngineRegistry();
   const usage = new UsageService(new UsageStore(db.db));
-  const log = pino({ level: config.logLevel });
+  const windows = createWindowStore(config.redisUrl);
   const services: Services = {
     config,
     engines,
-    responses: new ResponsesService({ store: new ResponseStore(db.db), models, engines, usage, log }),
+    responses: new ResponsesService({ store: new ResponseStore(db.db), models, engines, usage, log, backgroundConcurrency: config.backgroundConcurrency }),
     db,
     jwt: createJwtVerifier(config.jwt),
     managementKeys,
@@ -77,10 +95,27 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     verifier,
     usage,
     models,
+    feed,
+    metrics: new Metrics(),
+    limiter: new RateLimiter(windows, config.rateLimits),
+    budget: new BudgetGuard(usage, config.billingEnabled),
     closers: [],
   };
-  // closed last first: background jobs, then engines, then the database
-  services.closers.push(() => db.close(), () => engines.close(), () => services.responses.close());
+  usage.onRecord((e) => {
+    services.budget.charged(e.key);
+    const tokens = (e.inputTokens ?? 0) + (e.outputTokens ?? 0);
+    if (tokens > 0) {
+      const k = e.key as { keyId: string; rpmLimit?: number | null; tpmLimit?: number | null };
+      services.limiter.addTokens({ keyId: k.keyId, rpmLimit: k.rpmLimit ?? null, tpmLimit: k.tpmLimit ?? null }, tokens).catch(() => {});
+    }
+    const m = services.metrics;
+    if (e.inputTokens) m.tokens.inc({ model: e.model, direction: 'input' }, e.inputTokens);
+    if (e.outputTokens) m.tokens.inc({ model: e.model, direction: 'output' }, e.outputTokens);
+    if (e.audioSeconds) m.audioSeconds.inc({ model: e.model, operation: e.operation }, e.audioSeconds);
+    if (e.characters) m.characters.inc({ model: e.model }, e.characters);
+  });
+  // closed last first: background jobs, then engines, then the feed and the database
+  services.closers.push(() => db.close(), () => windows.close(), () => feed.close(), () => engines.close(), () => services.responses.close());
   return services;
 }
 
@@ -123,7 +158,10 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     forceCloseConnections: true,
   });
   app.setValidatorCompiler(validatorCompiler);
+  app.decorate('metrics', services.metrics);
 
+  // bodies are JSON (multipart only where audio uploads are taken): a text/plain body is 415, not a string
+  app.removeContentTypeParser('text/plain');
   // JSON parser: an empty body is "no body" (so a POST without one gets the route's own message)
   const defaultJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
@@ -140,7 +178,11 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     reply.header('x-request-id', req.id);
     if (req.url.includes('%00')) throw new AppError('validation_error', 'the URL must not contain NUL characters (%00)');
   });
+  const { metrics } = services;
   app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unknown';
+    metrics.requests.inc({ method: req.method, route, status: reply.statusCode });
+    metrics.latency.observe({ method: req.method, route }, reply.elapsedTime / 1000);
     req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   });
 
@@ -162,6 +204,7 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  registerOpsRoutes(app, services);
 
   // ------------------------------------------------------------ {portal_base_url}
   await app.register(
@@ -199,6 +242,22 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
         const key = await services.verifier.verify(bearerToken(req), 'inference');
         assertRouteScope(key, req.routeOptions.config?.scope);
         req.apiKey = key;
+        if (services.limiter.applies(key)) {
+          try {
+            await services.limiter.check(key);
+          } catch (e) {
+            services.metrics.rateLimited.inc({ reason: 'rate_limit' });
+            throw e;
+          }
+        }
+        if (services.budget.enabled) {
+          try {
+            await services.budget.check(key);
+          } catch (e) {
+            services.metrics.rateLimited.inc({ reason: 'quota' });
+            throw e;
+          }
+        }
       });
       registerModelRoutes(api, services.models);
       for (const p of opts.apiPlugins ?? []) await p(api, services);

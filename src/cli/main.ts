@@ -13,6 +13,7 @@ Usage:
   portico token --user ID [--org ORG [--admin]] [--ttl 1h]
                                               print a portal JWT signed with the configured secret
   portico keys disable ID | keys enable ID    set a key's status to disabled / active (operator only)
+  portico keys limit ID [--rpm N] [--tpm N]  per-key requests / tokens per minute (default: the configured ones; 0 = unlimited)
   portico credits grant --user ID [--org ORG] --amount N [--note TEXT]
                                               grant credits (for the balance query and budgets)
   portico migrate                             apply database migrations and exit
@@ -102,7 +103,24 @@ async function token(args: string[]): Promise<number> {
 
 async function keys(args: string[]): Promise<number> {
   const [action, id] = args;
-  if ((action !== 'disable' && action !== 'enable') || !id) throw new UsageError('usage: portico keys disable ID | portico keys enable ID');
+  if (action === 'limit' && id) {
+    const { values } = parseArgs({ args: args.slice(2), options: { rpm: { type: 'string' }, tpm: { type: 'string' } } });
+    const num = (v: string | undefined, name: string) => {
+      if (v === undefined || v === 'default') return null;
+      if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be a whole number (0 = unlimited) or "default"`);
+      return Number(v);
+    };
+    const s = await createServices(loadConfig());
+    try {
+      const svc = id.startsWith('mkey_') ? s.managementKeys : s.inferenceKeys;
+      const row = await svc.setLimits(id, num(values.rpm, 'rpm'), num(values.tpm, 'tpm'));
+      console.log(`${row.id}: rpm ${row.rpm_limit ?? 'default'}, tpm ${row.tpm_limit ?? 'default'}`);
+      return 0;
+    } finally {
+      await closeServices(s);
+    }
+  }
+  if ((action !== 'disable' && action !== 'enable') || !id) throw new UsageError('usage: portico keys disable ID | portico keys enable ID | portico keys limit ID --rpm N --tpm N');
   const s = await createServices(loadConfig());
   try {
     const svc = id.startsWith('mkey_') ? s.managementKeys : s.inferenceKeys;

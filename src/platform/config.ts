@@ -34,6 +34,14 @@ export interface Config {
   lastUsedWriteIntervalMs: number;
   /** how long a verified key may be served from memory before it is read again (ms) */
   keyCacheFreshMs: number;
+  /** default per-key limits (0 = unlimited); a key's own limits win */
+  rateLimits: { rpm: number; tpm: number };
+  /** refuse requests once the balance is spent */
+  billingEnabled: boolean;
+  /** background responses running at once in this process */
+  backgroundConcurrency: number;
+  /** graceful shutdown: how long running streams may take to finish (ms) */
+  shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -52,6 +60,13 @@ function int(env: Env, name: string, def: number, min: number, max: number): num
   const n = Number(raw);
   if (n < min || n > max) throw new ConfigError(`${name} must be from ${min} to ${max}, got ${n}`);
   return n;
+}
+
+function bool(env: Env, name: string): boolean {
+  const raw = (env[name] ?? '').trim().toLowerCase();
+  if (raw === '' || raw === '0' || raw === 'false' || raw === 'no') return false;
+  if (raw === '1' || raw === 'true' || raw === 'yes') return true;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
 function url(env: Env, name: string, protocols: string[]): string | undefined {
@@ -144,5 +159,9 @@ export function loadConfig(env: Env = process.env): Config {
     },
     lastUsedWriteIntervalMs: int(env, 'LAST_USED_WRITE_INTERVAL_MS', 60_000, 0, 86_400_000),
     keyCacheFreshMs: int(env, 'KEY_CACHE_FRESH_MS', 1_000, 0, 600_000),
+    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 0, 0, 100_000_000), tpm: int(env, 'RATE_LIMIT_TPM', 0, 0, 1_000_000_000_000) },
+    billingEnabled: bool(env, 'BILLING_ENABLED'),
+    backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
   };
 }

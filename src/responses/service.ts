@@ -199,6 +199,8 @@ export class ResponsesService {
   private async consume(it: AsyncIterator<GenerateEvent>, ev: IteratorResult<GenerateEvent>, builder: ResponseBuilder, signal: AbortSignal): Promise<{ final: ResponseObject; usage?: Usage }> {
     try {
       while (!ev.done) {
+        // an engine may finish normally after an abort (with the usage so far): the abort wins
+        if (signal.aborted) throw signal.reason ?? new Error('aborted');
         const e = ev.value;
         if (e.type === 'done') {
           return { final: builder.finish(e.finishReason, e.usage, undefined), usage: e.usage };

@@ -2,9 +2,27 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../errors.js';
 import { describeValidationError } from './validation.js';
 
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', '53300']);
+
+/** A database or Redis that cannot be reached right now (as opposed to a bug). */
+export function isUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string; name?: string } | undefined;
+  if (!e) return false;
+  if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
+  const m = e.message ?? '';
+  return (
+    /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect|Client has encountered a connection error|Connection is closed|enableOfflineQueue|Stream isn't writeable|the database system is (starting up|shutting down)/.test(m) ||
+    e.name === 'MaxRetriesPerRequestError'
+  );
+}
+
 /** Turns anything thrown in a route into an AppError (unknown errors become internal_error). */
 export function toAppError(err: unknown, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
+  if (isUnavailable(err)) {
+    req.log.warn({ err: (err as Error).message }, 'storage unavailable');
+    return new AppError('service_unavailable', 'service temporarily unavailable: storage cannot be reached; try again shortly', null, { 'retry-after': '1' });
+  }
   const fe = err as FastifyError & { validationContext?: string };
   if (fe && Array.isArray(fe.validation)) {
     const { message, param } = describeValidationError(fe.validation as any, fe.validationContext);

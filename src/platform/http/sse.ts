@@ -15,12 +15,16 @@ export class SseWriter {
   ) {
     this.closed = this.ac.signal;
     // the client went away: stop the work behind the stream
-    reply.raw.on('close', () => this.ac.abort(new Error('client disconnected')));
+    reply.raw.on('close', () => {
+      this.ac.abort(new Error('client disconnected'));
+      if (this.started) req.server.metrics?.activeStreams.dec();
+    });
   }
 
   start() {
     if (this.started) return;
     this.started = true;
+    this.req.server.metrics?.activeStreams.inc();
     this.reply.hijack();
     this.reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',

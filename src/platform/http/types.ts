@@ -3,6 +3,9 @@ import type { UserPrincipal } from '../auth/jwt.js';
 import type { KeyPrincipal } from '../../portal/keys/verifier.js';
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: import('../ops/metrics.js').Metrics;
+  }
   interface FastifyRequest {
     /** portal caller (JWT) */
     user?: UserPrincipal;

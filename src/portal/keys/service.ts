@@ -180,6 +180,14 @@ export class KeyService {
     return toRecord(r);
   }
 
+  /** Operator command (CLI): per-key requests and tokens per minute (null = the configured default, 0 = unlimited). */
+  async setLimits(id: string, rpm: number | null, tpm: number | null): Promise<KeyRow> {
+    const row = await this.store.setLimitsById(id, rpm, tpm, now());
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return row;
+  }
+
   /** Operator commands (CLI): the spec's `disabled` status, which no user-facing operation sets. */
   async setDisabled(id: string, disabled: boolean): Promise<KeyRecord> {
     const row = await this.store.setStatusById(id, disabled ? 'disabled' : 'active', now());

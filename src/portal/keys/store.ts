@@ -139,6 +139,17 @@ export class KeyStore {
       .executeTakeFirst();
   }
 
+  /** Operator change of a key's rate limits (null = the configured default). */
+  async setLimitsById(id: string, rpm: number | null, tpm: number | null, now: number): Promise<KeyRow | undefined> {
+    return this.db
+      .updateTable('api_keys')
+      .set({ rpm_limit: rpm, tpm_limit: tpm, updated_at: now })
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
   findByDigest(digest: string): Promise<KeyRow | undefined> {
     return this.db.selectFrom('api_keys').selectAll().where('digest', '=', digest).executeTakeFirst();
   }

@@ -29,6 +29,8 @@ interface Entry {
 export class KeyVerifier {
   private readonly cache = new Map<string, Entry>();
   private readonly lastUsedWritten = new Map<string, number>();
+  /** reads in flight, so a stale entry under load is read once, not once per request */
+  private readonly loading = new Map<string, Promise<KeyRow | undefined>>();
   hits = 0;
   misses = 0;
 
@@ -41,8 +43,13 @@ export class KeyVerifier {
   ) {}
 
   invalidateDigest(digest: string) {
+    this.invalidations++;
     this.cache.delete(digest);
+    this.loading.delete(digest);
   }
+
+  /** counts invalidations, so a read that raced one is used once but not cached */
+  private invalidations = 0;
 
   clear() {
     this.cache.clear();
@@ -66,7 +73,13 @@ export class KeyVerifier {
       this.hits++;
     } else {
       this.misses++;
-      const row = await this.store.findByDigest(digest);
+      const before = this.invalidations;
+      let load = this.loading.get(digest);
+      if (!load) {
+        load = this.store.findByDigest(digest).finally(() => this.loading.delete(digest));
+        this.loading.set(digest, load);
+      }
+      const row = await load;
       if (!row) {
         this.cache.delete(digest);
         throw new AppError('invalid_api_key');
@@ -84,8 +97,10 @@ export class KeyVerifier {
           tpmLimit: row.tpm_limit,
         },
       };
-      if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value as string);
-      this.cache.set(digest, entry);
+      if (this.invalidations === before) {
+        if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value as string);
+        this.cache.set(digest, entry);
+      }
     }
     const row = entry.row;
     if (row.deleted_at !== null) throw new AppError('invalid_api_key');

@@ -3,7 +3,7 @@ import type { KeyPrincipal } from '../keys/verifier.js';
 
 export interface UsageEvent {
   requestId: string;
-  key: Pick<KeyPrincipal, 'keyId' | 'userId' | 'orgId'>;
+  key: Pick<KeyPrincipal, 'keyId' | 'userId' | 'orgId'> & Partial<Pick<KeyPrincipal, 'rpmLimit' | 'tpmLimit'>>;
   model: string;
   operation: 'responses' | 'speech' | 'transcription' | 'translation';
   inputTokens?: number;
@@ -21,7 +21,14 @@ export const MICROS = 1_000_000;
  * read it. Writes are awaited by the caller so an acknowledged request always has its record.
  */
 export class UsageService {
+  private readonly listeners: Array<(e: UsageEvent) => void> = [];
+
   constructor(private readonly store: UsageStore) {}
+
+  /** called after each record is written (metrics) */
+  onRecord(l: (e: UsageEvent) => void) {
+    this.listeners.push(l);
+  }
 
   async record(e: UsageEvent): Promise<void> {
     const row: UsageInsert = {
@@ -40,6 +47,7 @@ export class UsageService {
       created_at: Math.floor(Date.now() / 1000),
     };
     await this.store.insert([row]);
+    for (const l of this.listeners) l(e);
   }
 
   async usage(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]) {

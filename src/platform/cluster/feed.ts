@@ -1,0 +1,144 @@
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import type { FastifyBaseLogger } from 'fastify';
+
+export type FeedHandler = (message: Record<string, unknown>) => void;
+
+/**
+ * Messages every instance must hear (key invalidations, cancels). Redis pub/sub when REDIS_URL is set,
+ * PostgreSQL LISTEN/NOTIFY when only DATABASE_URL is, otherwise in this process only. Delivery is best effort:
+ * the key cache's freshness window bounds what a lost message can cost.
+ */
+export interface ChangeFeed {
+  readonly kind: 'local' | 'redis' | 'postgres';
+  publish(channel: string, message: Record<string, unknown>): Promise<void>;
+  subscribe(channel: string, handler: FeedHandler): void;
+  close(): Promise<void>;
+}
+
+const PREFIX = 'portico:';
+
+class LocalFeed implements ChangeFeed {
+  readonly kind = 'local' as const;
+  private readonly handlers = new Map<string, FeedHandler[]>();
+  async publish(channel: string, message: Record<string, unknown>) {
+    for (const h of this.handlers.get(channel) ?? []) h(message);
+  }
+  subscribe(channel: string, handler: FeedHandler) {
+    this.handlers.set(channel, [...(this.handlers.get(channel) ?? []), handler]);
+  }
+  async close() {}
+}
+
+class RedisFeed implements ChangeFeed {
+  readonly kind = 'redis' as const;
+  private readonly pub: Redis;
+  private readonly sub: Redis;
+  private readonly handlers = new Map<string, FeedHandler[]>();
+
+  constructor(url: string, private readonly log: FastifyBaseLogger) {
+    const opts = { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(n * 200, 2000) };
+    this.pub = new Redis(url, opts);
+    // the subscriber keeps its queue so its SUBSCRIBE is sent once the connection is up (and again after a reconnect)
+    this.sub = new Redis(url, { ...opts, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    for (const c of [this.pub, this.sub]) c.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
+    this.sub.on('message', (ch: string, raw: string) => {
+      let msg: Record<string, unknown>;
+      try {
+        msg = JSON.parse(raw);
+      } catch {
+        return;
+      }
+      for (const h of this.handlers.get(ch.slice(PREFIX.length)) ?? []) h(msg);
+    });
+  }
+  async publish(channel: string, message: Record<string, unknown>) {
+    await this.pub.publish(PREFIX + channel, JSON.stringify(message));
+  }
+  subscribe(channel: string, handler: FeedHandler) {
+    if (!this.handlers.has(channel)) {
+      this.handlers.set(channel, []);
+      this.sub.subscribe(PREFIX + channel).catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
+    }
+    this.handlers.get(channel)!.push(handler);
+  }
+  async close() {
+    this.pub.disconnect();
+    this.sub.disconnect();
+  }
+}
+
+/** LISTEN/NOTIFY on one dedicated connection that reconnects by itself. */
+class PostgresFeed implements ChangeFeed {
+  readonly kind = 'postgres' as const;
+  private client?: pg.Client;
+  private readonly handlers = new Map<string, FeedHandler[]>();
+  private closed = false;
+  private readonly pool: pg.Pool;
+
+  constructor(private readonly url: string, private readonly log: FastifyBaseLogger) {
+    this.pool = new pg.Pool({ connectionString: url, max: 2 });
+    this.pool.on('error', () => {});
+    this.connecting = this.connect();
+  }
+
+  private async connect() {
+    if (this.closed) return;
+    const c = new pg.Client({ connectionString: this.url });
+    c.on('error', () => {});
+    c.on('end', () => {
+      if (this.client === c) this.client = undefined;
+      if (!this.closed) setTimeout(() => (this.connecting = this.connect()), 500).unref();
+    });
+    c.on('notification', (n) => {
+      if (!n.channel.startsWith('portico_') || !n.payload) return;
+      let msg: Record<string, unknown>;
+      try {
+        msg = JSON.parse(n.payload);
+      } catch {
+        return;
+      }
+      for (const h of this.handlers.get(n.channel.slice('portico_'.length)) ?? []) h(msg);
+    });
+    try {
+      await c.connect();
+      if (this.closed) {
+        await c.end();
+        return;
+      }
+      for (const ch of this.handlers.keys()) await c.query(`listen portico_${ch}`);
+      this.client = c;
+    } catch (e) {
+      this.log.debug({ err: (e as Error).message }, 'postgres feed connect failed');
+      c.end().catch(() => {});
+    }
+  }
+
+  async publish(channel: string, message: Record<string, unknown>) {
+    await this.pool.query('select pg_notify($1, $2)', [`portico_${channel}`, JSON.stringify(message)]);
+  }
+
+  subscribe(channel: string, handler: FeedHandler) {
+    if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel ${channel}`);
+    if (!this.handlers.has(channel)) {
+      this.handlers.set(channel, []);
+      this.client?.query(`listen portico_${channel}`).catch(() => {});
+    }
+    this.handlers.get(channel)!.push(handler);
+  }
+
+  private connecting?: Promise<void>;
+
+  async close() {
+    this.closed = true;
+    await this.connecting;
+    await this.client?.end().catch(() => {});
+    await this.pool.end().catch(() => {});
+  }
+}
+
+export function createFeed(opts: { redisUrl?: string; databaseUrl?: string; log: FastifyBaseLogger }): ChangeFeed {
+  if (opts.redisUrl) return new RedisFeed(opts.redisUrl, opts.log);
+  if (opts.databaseUrl) return new PostgresFeed(opts.databaseUrl, opts.log);
+  return new LocalFeed();
+}

@@ -1,0 +1,127 @@
+import { Redis } from 'ioredis';
+import { AppError } from '../errors.js';
+
+/** Fixed one-minute windows of counts, shared by instances when backed by Redis. */
+export interface WindowStore {
+  /** adds `amount` to the current window of `key` and gives the window's total and ms until it ends */
+  add(key: string, amount: number): Promise<{ total: number; resetMs: number }>;
+  /** the current window's total */
+  get(key: string): Promise<{ total: number; resetMs: number }>;
+  close(): Promise<void>;
+}
+
+const WINDOW_MS = 60_000;
+
+class MemoryWindows implements WindowStore {
+  private readonly counts = new Map<string, { window: number; total: number }>();
+  async add(key: string, amount: number) {
+    const now = Date.now();
+    const w = Math.floor(now / WINDOW_MS);
+    let e = this.counts.get(key);
+    if (!e || e.window !== w) {
+      e = { window: w, total: 0 };
+      this.counts.set(key, e);
+      if (this.counts.size > 100_000) this.sweep(w);
+    }
+    e.total += amount;
+    return { total: e.total, resetMs: (w + 1) * WINDOW_MS - now };
+  }
+  async get(key: string) {
+    const now = Date.now();
+    const w = Math.floor(now / WINDOW_MS);
+    const e = this.counts.get(key);
+    return { total: e && e.window === w ? e.total : 0, resetMs: (w + 1) * WINDOW_MS - now };
+  }
+  private sweep(w: number) {
+    for (const [k, v] of this.counts) if (v.window !== w) this.counts.delete(k);
+  }
+  async close() {}
+}
+
+class RedisWindows implements WindowStore {
+  private readonly r: Redis;
+  constructor(url: string) {
+    // fail fast when Redis is away: the request gets a 503 instead of waiting in an offline queue
+    this.r = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 200, 2000) });
+    this.r.on('error', () => {});
+  }
+  private k(key: string, w: number) {
+    return `portico:rl:${key}:${w}`;
+  }
+  async add(key: string, amount: number) {
+    const now = Date.now();
+    const w = Math.floor(now / WINDOW_MS);
+    const k = this.k(key, w);
+    const res = await this.r.multi().incrby(k, amount).pexpire(k, WINDOW_MS * 2).exec();
+    const total = Number(res?.[0]?.[1] ?? 0);
+    return { total, resetMs: (w + 1) * WINDOW_MS - now };
+  }
+  async get(key: string) {
+    const now = Date.now();
+    const w = Math.floor(now / WINDOW_MS);
+    const v = await this.r.get(this.k(key, w));
+    return { total: Number(v ?? 0), resetMs: (w + 1) * WINDOW_MS - now };
+  }
+  async close() {
+    this.r.disconnect();
+  }
+}
+
+export function createWindowStore(redisUrl?: string): WindowStore {
+  return redisUrl ? new RedisWindows(redisUrl) : new MemoryWindows();
+}
+
+export interface LimitedKey {
+  keyId: string;
+  rpmLimit: number | null;
+  tpmLimit: number | null;
+}
+
+/**
+ * Per-key requests-per-minute and tokens-per-minute limits (the key's own, else the configured default;
+ * 0 = unlimited). Requests are counted when they arrive; tokens when their usage is recorded, and a key whose
+ * tokens of this minute already reach its limit is refused until the window turns.
+ */
+export class RateLimiter {
+  constructor(
+    private readonly store: WindowStore,
+    private readonly defaults: { rpm: number; tpm: number },
+  ) {}
+
+  get active(): boolean {
+    return true;
+  }
+
+  async check(key: LimitedKey): Promise<void> {
+    const rpm = key.rpmLimit ?? this.defaults.rpm;
+    const tpm = key.tpmLimit ?? this.defaults.tpm;
+    if (rpm > 0) {
+      const { total, resetMs } = await this.store.add(`rpm:${key.keyId}`, 1);
+      if (total > rpm) throw limited(`Rate limit reached: ${rpm} requests per minute for this API key.`, resetMs, rpm, 0);
+    }
+    if (tpm > 0) {
+      const { total, resetMs } = await this.store.get(`tpm:${key.keyId}`);
+      if (total >= tpm) throw limited(`Rate limit reached: ${tpm} tokens per minute for this API key (used ${total}).`, resetMs, tpm, 0);
+    }
+  }
+
+  async addTokens(key: LimitedKey, tokens: number): Promise<void> {
+    const tpm = key.tpmLimit ?? this.defaults.tpm;
+    if (tpm > 0 && tokens > 0) await this.store.add(`tpm:${key.keyId}`, tokens);
+  }
+
+  /** whether any limit can apply to this key (skips the store round trip when none does) */
+  applies(key: LimitedKey): boolean {
+    return (key.rpmLimit ?? this.defaults.rpm) > 0 || (key.tpmLimit ?? this.defaults.tpm) > 0;
+  }
+}
+
+function limited(message: string, resetMs: number, limit: number, remaining: number): AppError {
+  const secs = Math.max(1, Math.ceil(resetMs / 1000));
+  return new AppError('rate_limit_exceeded', message, null, {
+    'retry-after': String(secs),
+    'retry-after-ms': String(Math.max(1, resetMs)),
+    'x-ratelimit-limit': String(limit),
+    'x-ratelimit-remaining': String(remaining),
+  });
+}
