@@ -30,6 +30,7 @@ import { Metrics } from './platform/ops/metrics.js';
 import { registerOpsRoutes } from './platform/ops/routes.js';
 import { RateLimiter, createWindowStore } from './platform/cluster/limits.js';
 import { BudgetGuard } from './portal/usage/budget.js';
+import { BullQueue } from './responses/queue.js';
 
 /** Everything a request handler may use; built once per process. */
 export interface Services {
@@ -87,7 +88,16 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   const services: Services = {
     config,
     engines,
-    responses: new ResponsesService({ store: new ResponseStore(db.db), models, engines, usage, log, backgroundConcurrency: config.backgroundConcurrency }),
+    responses: new ResponsesService({
+      store: new ResponseStore(db.db),
+      models,
+      engines,
+      usage,
+      log,
+      feed,
+      backgroundConcurrency: config.backgroundConcurrency,
+      queue: config.redisUrl ? new BullQueue(config.redisUrl, config.backgroundConcurrency, log) : undefined,
+    }),
     db,
     jwt: createJwtVerifier(config.jwt),
     managementKeys,
@@ -101,6 +111,9 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     budget: new BudgetGuard(usage, config.billingEnabled),
     closers: [],
   };
+  // background jobs: heartbeats and the sweep of jobs whose instance stopped (on PGlite nothing else can run them)
+  if (db.driver === 'pglite') await services.responses.failOrphans();
+  await services.responses.startMaintenance(config.backgroundStaleMs);
   usage.onRecord((e) => {
     services.budget.charged(e.key);
     const tokens = (e.inputTokens ?? 0) + (e.outputTokens ?? 0);
@@ -135,6 +148,8 @@ const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
+  /** on close, keep connections with a running stream open (the caller bounds the wait) */
+  gracefulClose?: boolean;
   /** features registered by later modules (responses, audio) under {base_url} */
   apiPlugins?: Array<(app: FastifyInstance, services: Services) => Promise<void> | void>;
 }
@@ -155,7 +170,8 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     },
     bodyLimit: 1024 * 1024,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
-    forceCloseConnections: true,
+    // production (startServer) lets running streams finish within the grace period; tests close at once
+    forceCloseConnections: opts.gracefulClose ? 'idle' : true,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.decorate('metrics', services.metrics);

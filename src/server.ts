@@ -15,7 +15,7 @@ export async function startServer(config: Config, opts: AppOptions = {}): Promis
   const services = await createServices(config);
   let app: FastifyInstance;
   try {
-    app = await buildApp(services, { apiPlugins, ...opts });
+    app = await buildApp(services, { apiPlugins, gracefulClose: true, ...opts });
     await app.listen({ port: config.port, host: config.host });
   } catch (e) {
     await closeServices(services);
@@ -29,9 +29,15 @@ export async function startServer(config: Config, opts: AppOptions = {}): Promis
     app,
     services,
     url: `http://${host}:${port}`,
+    /**
+     * Graceful shutdown: stop accepting, let running requests, streams and background jobs finish within
+     * SHUTDOWN_GRACE_MS, then cut what is left and close storage.
+     */
     close() {
       closing ??= (async () => {
-        await app.close();
+        const force = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
+        await Promise.all([app.close(), services.responses.close(config.shutdownGraceMs)]);
+        clearTimeout(force);
         await closeServices(services);
       })();
       return closing;

@@ -42,6 +42,8 @@ export interface Config {
   backgroundConcurrency: number;
   /** graceful shutdown: how long running streams may take to finish (ms) */
   shutdownGraceMs: number;
+  /** a running background job whose instance has been silent this long is marked failed (ms) */
+  backgroundStaleMs: number;
 }
 
 export class ConfigError extends Error {
@@ -163,5 +165,6 @@ export function loadConfig(env: Env = process.env): Config {
     billingEnabled: bool(env, 'BILLING_ENABLED'),
     backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
+    backgroundStaleMs: int(env, 'BACKGROUND_STALE_MS', 30_000, 1_000, 3_600_000),
   };
 }

@@ -18,8 +18,10 @@ export class ResponseBuilder {
   constructor(
     readonly response: ResponseObject,
     private emit: (e: StreamEvent) => void,
-    private readonly limits: { maxToolCalls?: number | null } = {},
-  ) {}
+    private readonly limits: { maxToolCalls?: number | null; startSeq?: number } = {},
+  ) {
+    this.seq = limits.startSeq ?? 0;
+  }
 
   /** sends later events elsewhere (a background job taking over a started response) */
   redirect(emit: (e: StreamEvent) => void) {

@@ -72,6 +72,10 @@ export class RunManager {
     return this.runs.size;
   }
 
+  ids(): string[] {
+    return [...this.runs.keys()];
+  }
+
   submit(id: string, job: (run: Run) => Promise<void>): Run {
     const run = new Run(id);
     this.runs.set(id, run);
@@ -91,13 +95,19 @@ export class RunManager {
     return run;
   }
 
-  /** Stops every job (shutdown); their responses are written as they stand. */
-  async close(timeoutMs = 5_000): Promise<void> {
+  /**
+   * Shutdown: takes no new jobs, lets running ones finish for `graceMs`, then stops the rest (their
+   * responses are written as failed) and waits for them to be written.
+   */
+  async close(graceMs = 0): Promise<void> {
     this.closed = true;
-    const live = [...this.runs.values()];
-    for (const r of live) r.controller.abort(new Error('shutdown'));
+    const waitEmpty = async (ms: number) => {
+      const deadline = Date.now() + ms;
+      while (this.runs.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    };
+    await waitEmpty(graceMs);
+    for (const r of this.runs.values()) r.controller.abort(new Error('shutdown'));
     this.waiting.splice(0).forEach((s) => s());
-    const deadline = Date.now() + timeoutMs;
-    while (this.runs.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await waitEmpty(5_000);
   }
 }

@@ -15,6 +15,8 @@ import type { ResponseStore } from './store.js';
 import type { CreateResponseRequest } from './schemas.js';
 import { RunManager, type Run } from './runs.js';
 import { newId } from './ids.js';
+import { LocalQueue, type BackgroundQueue } from './queue.js';
+import type { ChangeFeed } from '../platform/cluster/feed.js';
 
 /** Everything decided before any output: a request that gets this far is valid. */
 export interface Prepared {
@@ -38,6 +40,15 @@ export interface ResponsesDeps {
   log: FastifyBaseLogger;
   /** background jobs running at once in this process */
   backgroundConcurrency?: number;
+  queue?: BackgroundQueue;
+  feed?: ChangeFeed;
+}
+
+/** What a background job needs to run on any instance. */
+interface StoredRequest {
+  req: CreateResponseRequest;
+  key: KeyPrincipal;
+  requestId: string;
 }
 
 const bad = (message: string, param: string | null = null, code: ErrorCode = 'validation_error') => new AppError(code, message, param);
@@ -55,16 +66,59 @@ function engineCode(e: unknown): { code: ErrorCode; message: string; status: num
 export class ResponsesService {
   readonly runs: RunManager;
   readonly instanceId = randomUUID();
-  private heartbeat?: NodeJS.Timeout;
+
+  private readonly queue: BackgroundQueue;
+  private sweeper?: NodeJS.Timeout;
 
   constructor(private readonly d: ResponsesDeps) {
-    this.runs = new RunManager(d.backgroundConcurrency ?? 4);
+    this.runs = new RunManager(d.queue?.kind === 'bullmq' ? 1_000_000 : d.backgroundConcurrency ?? 4);
+    this.queue = d.queue ?? new LocalQueue();
+    this.queue.start((id) => this.runJob(id));
+    d.feed?.subscribe('responses', (m) => {
+      if (typeof m.cancel !== 'string') return;
+      const run = this.runs.get(m.cancel);
+      if (run && !run.done) {
+        run.cancelRequested = true;
+        run.controller.abort(new Error('cancelled'));
+      }
+    });
+  }
+
+  /** Embedded database: one process owns it, so whatever was unfinished when it last stopped is orphaned. */
+  async failOrphans(): Promise<void> {
+    const n = await this.d.store.failStale(Number.MAX_SAFE_INTEGER, 'the server stopped before this response finished', true);
+    if (n) this.d.log.warn({ count: n }, 'background responses left unfinished by the last run marked failed');
+  }
+
+  /**
+   * Heartbeats for the jobs running here, and the sweep that ends jobs whose instance stopped saying it runs
+   * them (failed, never in_progress forever). `staleMs` is how long a silent job is given.
+   */
+  startMaintenance(staleMs = 30_000, everyMs = Math.min(5_000, Math.max(100, Math.floor(staleMs / 3)))) {
+    const tick = async () => {
+      try {
+        const ids = this.runs.ids();
+        if (ids.length) await this.d.store.heartbeat(ids, this.instanceId);
+        const n = await this.d.store.failStale(Date.now() - staleMs, 'the instance running this response stopped before it finished');
+        if (n) this.d.log.warn({ count: n }, 'background responses of a stopped instance marked failed');
+      } catch (e) {
+        this.d.log.debug({ err: (e as Error).message }, 'background maintenance failed');
+      }
+    };
+    this.sweeper = setInterval(() => void tick(), everyMs);
+    this.sweeper.unref();
+    return tick();
   }
 
   // ------------------------------------------------------------------ create
 
   /** Validates the request against models, tools, history and the context window. */
-  async prepare(req: CreateResponseRequest, key: KeyPrincipal, requestId: string): Promise<Prepared> {
+  async prepare(
+    req: CreateResponseRequest,
+    key: KeyPrincipal,
+    requestId: string,
+    existing?: { id: string; inputItems: StoredItem[]; response: ResponseObject },
+  ): Promise<Prepared> {
     const spec = this.d.models.require(req.model, 'text');
     assertModelScope(key, spec.name);
     if (req.background && req.store === false) throw bad('background mode requires store to be true', 'store');
@@ -97,7 +151,7 @@ export class ResponsesService {
     } else if (f?.type === 'json_object') format = { type: 'json_object' };
     const stop = req.stop == null ? undefined : typeof req.stop === 'string' ? [req.stop] : req.stop;
 
-    const inputItems = expandReasoningContent(req.input, normalizeInput(req.input));
+    const inputItems = existing?.inputItems ?? expandReasoningContent(req.input, normalizeInput(req.input));
     let history: StoredItem[] = [];
     if (req.previous_response_id) {
       const chain = await this.d.store.chain(req.previous_response_id, key.userId);
@@ -121,7 +175,7 @@ export class ResponsesService {
     }));
     if (window) messages = await this.fit(engine, spec, messages, engineTools, window, req.truncation ?? 'disabled');
 
-    const id = newId('resp');
+    const id = existing?.id ?? newId('resp');
     const gen: GenerateRequest = {
       model: spec.upstream_model ?? spec.name,
       messages,
@@ -138,7 +192,7 @@ export class ResponsesService {
       saveKey: id,
     };
     const createdAt = Math.floor(Date.now() / 1000);
-    const response = initialResponse(req, id, createdAt, req.background ? 'queued' : 'in_progress');
+    const response = existing?.response ?? initialResponse(req, id, createdAt, req.background ? 'queued' : 'in_progress');
     return { id, req, key, requestId, spec, engine, inputItems, gen, response, store: req.store ?? true };
   }
 
@@ -276,41 +330,56 @@ export class ResponsesService {
     for (const e of held.splice(0)) write(e);
   }
 
-  /** background true: stored as queued at once; the work runs in the queue. */
-  async createBackground(p: Prepared): Promise<{ response: ResponseObject; run: Run }> {
+  /** background true: stored as queued at once (with the request, so any instance can run it); then queued. */
+  async createBackground(p: Prepared): Promise<{ response: ResponseObject; events: StreamEvent[] }> {
     const events: StreamEvent[] = [];
     const builder = new ResponseBuilder(p.response, (e) => events.push(e), { maxToolCalls: p.req.max_tool_calls });
     builder.start(true);
     const queued = builder.snapshot();
-    await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: queued, inputItems: p.inputItems, request: null }, events);
-    const run = this.runs.submit(p.id, (r) => this.runBackground(p, builder, r, events.length));
-    for (const e of events) run.push(e);
-    return { response: withOutputText(queued), run };
+    const request: StoredRequest = { req: p.req, key: p.key, requestId: p.requestId };
+    // the in-process queue dies with this instance, so its queued jobs carry our heartbeat; BullMQ's do not
+    const runner = this.queue.kind === 'local' ? this.instanceId : undefined;
+    await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: queued, inputItems: p.inputItems, request, runner }, events);
+    await this.queue.enqueue(p.id);
+    return { response: withOutputText(queued), events };
   }
 
-  private async runBackground(p: Prepared, builder: ResponseBuilder, run: Run, persisted: number): Promise<void> {
+  /** Runs a queued background response (on whichever instance took the job). */
+  private runJob(id: string): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.runs.get(id)) return resolve();
+      this.runs.submit(id, (run) => this.runBackground(id, run).finally(resolve));
+    });
+  }
+
+  private async runBackground(id: string, run: Run): Promise<void> {
+    const stored = await this.d.store.getAny(id);
+    if (!stored || stored.object.status !== 'queued') return; // cancelled or deleted while queued
+    const request = stored.request as StoredRequest | null;
+    const persisted = (await this.d.store.events(id, -1)).length;
+    const builder = new ResponseBuilder(stored.object, () => {}, { maxToolCalls: request?.req.max_tool_calls, startSeq: persisted });
+    for (const e of await this.d.store.events(id, -1)) run.push(e);
     const pending: StreamEvent[] = [];
     let flushing: Promise<void> = Promise.resolve();
     const flush = () => {
       const batch = pending.splice(0);
-      if (batch.length) flushing = flushing.then(() => this.d.store.appendEvents(p.id, batch)).catch((e) => this.d.log.warn({ err: e, id: p.id }, 'could not persist response events'));
+      if (batch.length) flushing = flushing.then(() => this.d.store.appendEvents(id, batch)).catch((e) => this.d.log.warn({ err: e, id }, 'could not persist response events'));
       return flushing;
     };
     const timer = setInterval(flush, 200);
-    const emit = (e: StreamEvent) => {
-      if (e.sequence_number < persisted) return;
+    builder.redirect((e) => {
       pending.push(e);
       run.push(e);
-    };
-    // events made from here on go to the run and, in batches, to the database
-    builder.redirect(emit);
+    });
     try {
-      if (run.controller.signal.aborted) throw run.controller.signal.reason;
-      const wrote = await this.d.store.update({ ...builder.response, status: 'in_progress' }, undefined, ['queued']);
-      if (!wrote) return; // cancelled while queued
+      const claimed = await this.d.store.claim(id, this.instanceId);
+      if (!claimed) return; // cancelled, or taken by another instance
       builder.running();
       let final: ResponseObject;
+      let p: Prepared | undefined;
       try {
+        if (!request) throw new AppError('engine_error', 'the stored request is missing');
+        p = await this.prepare(request.req, request.key, request.requestId, { id, inputItems: stored.inputItems, response: builder.response });
         ({ final } = await this.execute(p, builder, run.controller.signal, () => {}));
       } catch (e) {
         if (run.controller.signal.aborted) {
@@ -322,7 +391,7 @@ export class ResponsesService {
       }
       clearInterval(timer);
       await flush();
-      await this.recordUsage(p, final);
+      if (p) await this.recordUsage(p, final);
       await this.d.store.update(final, pending.splice(0), ['queued', 'in_progress']);
     } finally {
       clearInterval(timer);
@@ -348,7 +417,7 @@ export class ResponsesService {
     return { id, object: 'response', deleted: true };
   }
 
-  /** Cancels a background response; cancelling one that already ended answers it as it is. */
+  /** Cancels a background response wherever it runs; cancelling one that already ended answers it as it is. */
   async cancel(id: string, key: KeyPrincipal): Promise<ResponseObject> {
     const r = await this.d.store.get(id, key.userId);
     if (!r) throw notFound(id);
@@ -357,19 +426,27 @@ export class ResponsesService {
     if (run && !run.done) {
       run.cancelRequested = true;
       run.controller.abort(new Error('cancelled'));
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, 5_000);
-        (async () => {
-          for await (const _ of run.follow(Number.MAX_SAFE_INTEGER)) void _;
-          clearTimeout(t);
-          resolve();
-        })();
-      });
+      await this.waitEnded(id, key, run);
     } else if (r.object.status === 'queued' || r.object.status === 'in_progress') {
-      // queued here but not started, or running elsewhere: the stored state decides
-      await this.d.store.update({ ...r.object, status: 'cancelled' }, undefined, ['queued', 'in_progress']);
+      // not started yet: the stored state decides (the job skips it); running elsewhere: ask that instance
+      const wrote = r.object.status === 'queued' && (await this.d.store.update({ ...r.object, status: 'cancelled' }, undefined, ['queued']));
+      if (!wrote) {
+        await this.d.feed?.publish('responses', { cancel: id });
+        await this.waitEnded(id, key);
+      }
     }
     return this.get(id, key);
+  }
+
+  /** Waits (at most 5 s) until the response is no longer queued or running. */
+  private async waitEnded(id: string, key: KeyPrincipal, run?: Run) {
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline) {
+      if (run ? run.done : false) return;
+      const now = await this.d.store.get(id, key.userId);
+      if (!now || (now.object.status !== 'queued' && now.object.status !== 'in_progress')) return;
+      await new Promise((res) => setTimeout(res, 25));
+    }
   }
 
   async inputItems(id: string, key: KeyPrincipal, q: { after?: string; limit: number; order: 'asc' | 'desc' }) {
@@ -417,9 +494,10 @@ export class ResponsesService {
     }
   }
 
-  async close() {
-    clearInterval(this.heartbeat);
-    await this.runs.close();
+  /** Stops taking jobs; running ones get `graceMs` to finish before they are stopped. */
+  async close(graceMs = 0) {
+    clearInterval(this.sweeper);
+    await Promise.all([this.queue.close(), this.runs.close(graceMs)]);
   }
 }
 

@@ -12,6 +12,8 @@ export interface StoredResponse {
   object: ResponseObject;
   inputItems: StoredItem[];
   request: unknown;
+  /** the instance holding a queued job (in-process queue) */
+  runner?: string;
 }
 
 const json = (v: unknown) => sql`${JSON.stringify(v)}::jsonb`;
@@ -37,6 +39,8 @@ export class ResponseStore {
           object: json(r.object),
           input_items: json(r.inputItems),
           request: r.request === undefined ? null : json(r.request),
+          runner_id: r.runner ?? null,
+          heartbeat_at: r.runner ? Date.now() : null,
           created_at: r.object.created_at,
           updated_at: now,
           deleted_at: null,
@@ -86,6 +90,39 @@ export class ResponseStore {
       .executeTakeFirst();
     if (!row) return undefined;
     return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object as ResponseObject, inputItems: row.input_items as StoredItem[], request: row.request };
+  }
+
+  /** A response whoever owns it (background jobs). */
+  async getAny(id: string): Promise<StoredResponse | undefined> {
+    const row = await this.db.selectFrom('responses').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
+    if (!row) return undefined;
+    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object as ResponseObject, inputItems: row.input_items as StoredItem[], request: row.request };
+  }
+
+  /** Takes a queued job for this instance: queued -> in_progress with a heartbeat. False if someone else has it. */
+  async claim(id: string, runner: string): Promise<boolean> {
+    const r = await sql`
+      update responses set status = 'in_progress', runner_id = ${runner}, heartbeat_at = ${Date.now()},
+             object = jsonb_set(object, '{status}', '"in_progress"'), updated_at = ${Math.floor(Date.now() / 1000)}
+       where id = ${id} and status = 'queued' and deleted_at is null`.execute(this.db);
+    return Number(r.numAffectedRows ?? 0) > 0;
+  }
+
+  async heartbeat(ids: string[], runner: string): Promise<void> {
+    if (!ids.length) return;
+    await this.db.updateTable('responses').set({ heartbeat_at: Date.now() }).where('id', 'in', ids).where('runner_id', '=', runner).execute();
+  }
+
+  /** Ends running jobs whose instance has not said it runs them since `before` (ms). Returns how many. */
+  async failStale(before: number, message: string, includeUnclaimed = false): Promise<number> {
+    const error = JSON.stringify({ code: 'server_error', type: 'server_error', message });
+    const r = await sql`
+      update responses
+         set status = 'failed', updated_at = ${Math.floor(Date.now() / 1000)},
+             object = object || jsonb_build_object('status', 'failed', 'error', ${error}::jsonb)
+       where status in ('queued', 'in_progress') and deleted_at is null
+         and ((heartbeat_at is not null and heartbeat_at < ${before}) or ${includeUnclaimed})`.execute(this.db);
+    return Number(r.numAffectedRows ?? 0);
   }
 
   /** The chain ending at `id` (oldest first), as far as it is stored; empty when `id` itself is not. */

@@ -25,10 +25,10 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     async (req, reply) => {
       const p = await svc.prepare(req.body, req.apiKey!, req.id);
       if (req.body.background) {
-        const { response, run } = await svc.createBackground(p);
+        const { response } = await svc.createBackground(p);
         if (!req.body.stream) return response;
         const sse = new SseWriter(req, reply);
-        for await (const e of run.follow(-1, sse.closed)) sse.event(e);
+        for await (const e of svc.replay(p.id, req.apiKey!, -1, sse.closed)) sse.event(e);
         sse.end();
         return reply;
       }
