@@ -30,6 +30,11 @@ export class UsageService {
     this.listeners.push(l);
   }
 
+  /**
+   * Writes one usage record and resolves once it is committed. Records that arrive while a write is in
+   * flight are committed together in the next INSERT (group commit): a lone request waits for one insert,
+   * a busy process writes many records per statement instead of queueing one statement per request.
+   */
   async record(e: UsageEvent): Promise<void> {
     const row: UsageInsert = {
       request_id: e.requestId,
@@ -46,8 +51,28 @@ export class UsageService {
       cost_micros: Math.round(e.costMicros ?? 0),
       created_at: Math.floor(Date.now() / 1000),
     };
-    await this.store.insert([row]);
+    await new Promise<void>((resolve, reject) => {
+      this.pending.push({ row, resolve, reject });
+      if (!this.writing) void this.flush();
+    });
     for (const l of this.listeners) l(e);
+  }
+
+  private pending: Array<{ row: UsageInsert; resolve: () => void; reject: (e: unknown) => void }> = [];
+  private writing = false;
+
+  private async flush(): Promise<void> {
+    this.writing = true;
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0, 500);
+      try {
+        await this.store.insert(batch.map((b) => b.row));
+        for (const b of batch) b.resolve();
+      } catch (err) {
+        for (const b of batch) b.reject(err);
+      }
+    }
+    this.writing = false;
   }
 
   async usage(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]) {
