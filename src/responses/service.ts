@@ -243,21 +243,24 @@ export class ResponsesService {
     onStart();
     let ev = first;
     try {
-      return await this.consume(it, ev, builder, signal);
+      return await this.consume(it, ev, builder, signal, p.gen.model);
     } finally {
       // let the engine release what it holds (its generator is suspended at the done event)
       void Promise.resolve(it.return?.()).catch(() => {});
     }
   }
 
-  private async consume(it: AsyncIterator<GenerateEvent>, ev: IteratorResult<GenerateEvent>, builder: ResponseBuilder, signal: AbortSignal): Promise<{ final: ResponseObject; usage?: Usage }> {
+  private async consume(it: AsyncIterator<GenerateEvent>, ev: IteratorResult<GenerateEvent>, builder: ResponseBuilder, signal: AbortSignal, upstreamModel: string): Promise<{ final: ResponseObject; usage?: Usage }> {
     try {
       while (!ev.done) {
         // an engine may finish normally after an abort (with the usage so far): the abort wins
         if (signal.aborted) throw signal.reason ?? new Error('aborted');
         const e = ev.value;
         if (e.type === 'done') {
-          return { final: builder.finish(e.finishReason, e.usage, undefined), usage: e.usage };
+          // the model the engine reports (e.g. a dated variant) names the response, unless it is just the
+          // upstream name the request was mapped to (then the client's own name stays)
+          const model = e.model && e.model !== upstreamModel ? e.model : undefined;
+          return { final: builder.finish(e.finishReason, e.usage, model), usage: e.usage };
         }
         builder.handle(e);
         ev = await it.next();
@@ -421,7 +424,7 @@ export class ResponsesService {
   async cancel(id: string, key: KeyPrincipal): Promise<ResponseObject> {
     const r = await this.d.store.get(id, key.userId);
     if (!r) throw notFound(id);
-    if (!r.object.background) throw bad('Only responses created with background set to true can be cancelled.', 'response_id', 'invalid_state');
+    if (!r.object.background) throw bad('Only responses created with background set to true can be cancelled.', 'response_id');
     const run = this.runs.get(id);
     if (run && !run.done) {
       run.cancelRequested = true;
