@@ -30,6 +30,9 @@ import { Metrics } from './platform/ops/metrics.js';
 import { registerOpsRoutes } from './platform/ops/routes.js';
 import { RateLimiter, createWindowStore } from './platform/cluster/limits.js';
 import { BudgetGuard } from './portal/usage/budget.js';
+import { withDefaultAudioModels } from './audio/models.js';
+import { registerAudioEngines } from './audio/engines.js';
+import { closeSpareEncoders } from './audio/codec/index.js';
 import { BullQueue } from './responses/queue.js';
 
 /** Everything a request handler may use; built once per process. */
@@ -60,7 +63,7 @@ export interface ServiceOptions {
 }
 
 export async function createServices(config: Config, opts: ServiceOptions = {}): Promise<Services> {
-  const models = new ModelRegistry(opts.models ?? loadModelConfig(config.modelConfigPath).models);
+  const models = new ModelRegistry(opts.models ?? withDefaultAudioModels(loadModelConfig(config.modelConfigPath).models));
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb, schema: opts.dbSchema });
   try {
     await db.migrate();
@@ -83,6 +86,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     });
   }
   const engines = new EngineRegistry();
+  const audioEngines = registerAudioEngines(engines, models);
   const usage = new UsageService(new UsageStore(db.db));
   const windows = createWindowStore(config.redisUrl);
   const services: Services = {
@@ -128,7 +132,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     if (e.characters) m.characters.inc({ model: e.model }, e.characters);
   });
   // closed last first: background jobs, then engines, then the feed and the database
-  services.closers.push(() => db.close(), () => windows.close(), () => feed.close(), () => engines.close(), () => services.responses.close());
+  services.closers.push(() => db.close(), () => windows.close(), () => feed.close(), () => engines.close(), () => audioEngines.close(), async () => closeSpareEncoders(), () => services.responses.close());
   return services;
 }
 

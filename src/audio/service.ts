@@ -1,0 +1,332 @@
+/**
+ * The audio service: validates requests, runs the engines, shapes answers and writes the usage ledger.
+ * HTTP lives in ./plugin.ts; engines in src/engines (factories in ./engines.ts); codecs in ./codec.
+ *
+ * Speech: `prepareSpeech` validates (every error before any audio), `speech` yields the encoded bytes of one
+ * response (one encoder per response). The usage record (characters) is written when synthesis ends: before
+ * the last byte is released when it completes; when the client goes away after audio started, right after
+ * (the engine did that work).
+ *
+ * Transcription / translation: `prepareTranscription` validates the fields, `transcribe` decodes the upload
+ * to 16 kHz (engines that need PCM), runs the engine and formats the answer; one usage record (audio seconds).
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import { EngineError, type AudioUpload, type SpeechEngine, type Transcript, type TranscriptionEngine } from '../engines/types.js';
+import type { EngineRegistry } from '../engines/registry.js';
+import type { ModelSpec } from '../models/config.js';
+import type { ModelRegistry } from '../models/registry.js';
+import { AppError, ERRORS, type ErrorCode } from '../platform/errors.js';
+import type { UsageService } from '../portal/usage/service.js';
+import type { KeyPrincipal } from '../portal/keys/verifier.js';
+import { assertModelScope } from '../api/scopes.js';
+import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSpeech, isSpeechFormat, type SpeechFormat } from './codec/index.js';
+import { OPENAI_VOICES } from './voices.js';
+import { LANGUAGE_NAMES } from '../engines/openai-compatible/audio.js';
+import { ALL_RESPONSE_FORMATS, formatsFor, translates } from './models.js';
+import { formatTranscript, type FormattedBody, type Granularity, type ResponseFormat } from './transcript-format.js';
+
+export const MAX_SPEECH_INPUT = 4096;
+export const MIN_SPEED = 0.25;
+export const MAX_SPEED = 4;
+/** 25 MiB, as OpenAI */
+export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
+/** shortest audio transcribed (OpenAI: 0.1 s) */
+export const MIN_AUDIO_SECONDS = 0.1;
+/** longest audio decoded (25 MiB of compressed audio stays well under this) */
+export const MAX_AUDIO_SECONDS = 4 * 3600;
+export const UPLOAD_FORMATS = ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', 'wav', 'webm'];
+export const INVALID_FILE_MESSAGE = `Invalid file format. Supported formats: ${JSON.stringify(UPLOAD_FORMATS).replace(/"/g, "'").replace(/,/g, ', ')}`;
+
+const bad = (message: string, param: string | null = null, code: ErrorCode = 'validation_error') => new AppError(code, message, param);
+
+/** An engine failure -> the error a client sees (codes of the one table in src/platform/errors.ts). */
+export function toClientError(e: unknown): AppError {
+  if (e instanceof AppError) return e;
+  if (e instanceof AudioDecodeError) return new AppError('invalid_file_format', INVALID_FILE_MESSAGE, 'file');
+  if (e instanceof EngineError) {
+    if (e.code in ERRORS) return new AppError(e.code as ErrorCode, e.message, e.code === 'unsupported_language' ? 'language' : null);
+    if (e.code === 'invalid_voice') return new AppError('validation_error', e.message, 'voice');
+    if (e.code === 'upstream_auth_failed' || e.code === 'upstream_error') return new AppError('engine_error', e.message);
+    const code: ErrorCode = e.status === 429 ? 'rate_limit_exceeded' : e.status === 503 ? 'engine_unavailable' : e.status === 504 ? 'upstream_timeout' : e.status >= 500 ? 'engine_error' : e.status === 413 ? 'payload_too_large' : 'validation_error';
+    return new AppError(code, e.message);
+  }
+  return new AppError('engine_error', `the audio engine failed: ${(e as Error)?.message ?? String(e)}`);
+}
+
+export interface AudioServiceDeps {
+  models: ModelRegistry;
+  engines: EngineRegistry;
+  usage: UsageService;
+  log?: FastifyBaseLogger;
+}
+
+export interface PreparedSpeech {
+  spec: ModelSpec;
+  input: string;
+  characters: number;
+  voice: string;
+  format: SpeechFormat;
+  speed: number;
+}
+
+export interface PreparedTranscription {
+  task: 'transcribe' | 'translate';
+  spec: ModelSpec;
+  file: AudioUpload;
+  format: ResponseFormat;
+  granularities: Granularity[];
+  language?: string;
+  prompt?: string;
+  temperature: number;
+}
+
+/** Multipart fields as received: every value of each name, in order. */
+export type FieldMap = Record<string, string[]>;
+
+function one(fields: FieldMap, name: string): string | undefined {
+  const v = fields[name];
+  if (!v || v.length === 0) return undefined;
+  if (v.length > 1) throw bad(`'${name}' was given ${v.length} times; give it once.`, name);
+  return v[0];
+}
+
+function voicesOf(spec: ModelSpec): readonly string[] {
+  const extra = (spec as { voices?: unknown }).voices;
+  return Array.isArray(extra) && spec.provider === 'openai-compatible' ? [...OPENAI_VOICES, ...extra.filter((v): v is string => typeof v === 'string')] : OPENAI_VOICES;
+}
+
+export class AudioService {
+  constructor(private readonly d: AudioServiceDeps) {}
+
+  // ------------------------------------------------------------------ speech
+
+  prepareSpeech(body: unknown, key: KeyPrincipal): PreparedSpeech {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw bad('The request body must be a JSON object with model, input and voice.');
+    const b = body as Record<string, unknown>;
+    if (b.model === undefined || b.model === null || b.model === '') throw bad("Missing required parameter: 'model'.", 'model');
+    if (typeof b.model !== 'string') throw bad("'model' must be a string.", 'model');
+    const spec = this.d.models.require(b.model, 'speech');
+    assertModelScope(key, spec.name);
+    if (b.input === undefined || b.input === null) throw bad("Missing required parameter: 'input'.", 'input');
+    if (typeof b.input !== 'string') throw bad("'input' must be a string.", 'input');
+    const characters = [...b.input].length;
+    if (characters === 0 || b.input.trim() === '') throw bad("'input' must not be empty.", 'input');
+    if (characters > MAX_SPEECH_INPUT) throw bad(`'input' is too long: ${characters} characters; the maximum is ${MAX_SPEECH_INPUT}.`, 'input');
+    const voices = voicesOf(spec);
+    if (b.voice === undefined || b.voice === null || b.voice === '') throw bad(`Missing required parameter: 'voice'. Supported voices: ${voices.join(', ')}.`, 'voice');
+    if (typeof b.voice !== 'string' || !voices.includes(b.voice)) {
+      throw bad(`Invalid voice ${JSON.stringify(b.voice)}. Supported voices: ${voices.join(', ')}.`, 'voice');
+    }
+    let format: SpeechFormat = 'mp3';
+    if (b.response_format !== undefined && b.response_format !== null) {
+      if (!isSpeechFormat(b.response_format)) {
+        throw bad(`Invalid response_format ${JSON.stringify(b.response_format)}. Supported formats: ${SPEECH_FORMATS.join(', ')}.`, 'response_format');
+      }
+      format = b.response_format;
+    }
+    let speed = 1;
+    if (b.speed !== undefined && b.speed !== null) {
+      if (typeof b.speed !== 'number' || !Number.isFinite(b.speed)) throw bad(`'speed' must be a number between ${MIN_SPEED} and ${MAX_SPEED}.`, 'speed');
+      if (b.speed < MIN_SPEED || b.speed > MAX_SPEED) throw bad(`'speed' must be between ${MIN_SPEED} and ${MAX_SPEED} (got ${b.speed}).`, 'speed');
+      speed = b.speed;
+    }
+    if (b.instructions !== undefined && b.instructions !== null) {
+      // accepted (gpt-4o-mini-tts takes them); the embedded engines cannot act them out
+      if (typeof b.instructions !== 'string') throw bad("'instructions' must be a string.", 'instructions');
+      if (b.instructions.length > MAX_SPEECH_INPUT) throw bad(`'instructions' is too long; the maximum is ${MAX_SPEECH_INPUT} characters.`, 'instructions');
+    }
+    if (b.stream_format !== undefined && b.stream_format !== null && b.stream_format !== 'audio') {
+      if (b.stream_format === 'sse') throw bad("stream_format 'sse' is not supported by this server; use 'audio' (the default): the audio itself is streamed.", 'stream_format', 'unsupported_parameter');
+      throw bad(`Invalid stream_format ${JSON.stringify(b.stream_format)}. Supported: audio.`, 'stream_format');
+    }
+    return { spec, input: b.input, characters, voice: b.voice, format, speed };
+  }
+
+  contentType(p: PreparedSpeech): string {
+    return contentTypeFor(p.format);
+  }
+
+  /** The bytes of the response, as they are encoded. Throws before the first byte for every engine error. */
+  async *speech(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal): AsyncGenerator<Buffer> {
+    let engine: SpeechEngine;
+    try {
+      engine = await this.d.engines.speechEngine(p.spec);
+    } catch (e) {
+      throw toClientError(e);
+    }
+    const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, signal });
+    let started = false;
+    let recorded = false;
+    const record = async () => {
+      recorded = true;
+      const price = p.spec.pricing?.per_character ?? 0;
+      await this.d.usage.record({
+        requestId,
+        key,
+        model: p.spec.name,
+        operation: 'speech',
+        characters: p.characters,
+        costMicros: price * p.characters * 1_000_000,
+      });
+    };
+    try {
+      for await (const bytes of encodeSpeech(pcm, p.format, signal)) {
+        started = true;
+        yield bytes;
+      }
+      if (!signal.aborted) await record();
+    } catch (e) {
+      if (signal.aborted) return;
+      throw toClientError(e);
+    } finally {
+      if (started && !recorded) {
+        record().catch((e) => this.d.log?.error({ err: e }, 'speech usage record failed'));
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ transcription / translation
+
+  prepareTranscription(task: 'transcribe' | 'translate', fields: FieldMap, file: AudioUpload | undefined, key: KeyPrincipal): PreparedTranscription {
+    const model = one(fields, 'model');
+    if (!file) {
+      if (fields.file) throw bad("'file' must be an uploaded file (a multipart part with a filename), not a text field.", 'file');
+      throw bad("Missing required parameter: 'file'.", 'file');
+    }
+    if (model === undefined || model === '') throw bad("Missing required parameter: 'model'.", 'model');
+    const spec = this.d.models.require(model, 'transcription');
+    assertModelScope(key, spec.name);
+    if (task === 'translate' && !translates(spec.name)) {
+      throw bad(`The model '${spec.name}' does not support translations. Use whisper-1 or gpt-4o-transcribe.`, 'model');
+    }
+    const allowed = formatsFor(spec.name);
+    const rf = one(fields, 'response_format') ?? 'json';
+    if (!(ALL_RESPONSE_FORMATS as readonly string[]).includes(rf)) {
+      throw bad(`Invalid response_format '${rf}'. Supported formats: ${allowed.join(', ')}.`, 'response_format');
+    }
+    if (!(allowed as readonly string[]).includes(rf)) {
+      throw bad(`response_format '${rf}' is not compatible with model '${spec.name}'. Use ${allowed.join(' or ')}.`, 'response_format');
+    }
+    const format = rf as ResponseFormat;
+    let temperature = 0;
+    const temp = one(fields, 'temperature');
+    if (temp !== undefined && temp.trim() !== '') {
+      const n = Number(temp);
+      if (!Number.isFinite(n) || n < 0 || n > 1) throw bad(`'temperature' must be a number between 0 and 1 (got '${temp}').`, 'temperature');
+      temperature = n;
+    }
+    let language: string | undefined;
+    const lang = one(fields, 'language');
+    if (lang !== undefined && lang.trim() !== '') {
+      const code = lang.trim().toLowerCase();
+      if (!Object.prototype.hasOwnProperty.call(LANGUAGE_NAMES, code)) {
+        throw bad(`Invalid language '${lang}'. Language parameter must be specified in ISO-639-1 format (e.g. en, de, fr).`, 'language');
+      }
+      language = code;
+    }
+    const prompt = one(fields, 'prompt');
+    if (prompt !== undefined && prompt.length > 4096) throw bad("'prompt' is too long; the maximum is 4096 characters.", 'prompt');
+    const stream = one(fields, 'stream');
+    if (stream !== undefined && stream !== 'false') throw bad('Streaming transcriptions are not supported by this server.', 'stream', 'unsupported_parameter');
+    // the SDK sends arrays as repeated `key[]`; plain repeated `key` and comma-separated values are accepted too
+    const rawGran = [...(fields['timestamp_granularities[]'] ?? []), ...(fields['timestamp_granularities'] ?? [])]
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter((v) => v !== '');
+    const granularities: Granularity[] = [];
+    for (const g of rawGran) {
+      if (g !== 'word' && g !== 'segment') throw bad(`Invalid timestamp_granularities value '${g}'. Supported: word, segment.`, 'timestamp_granularities');
+      if (!granularities.includes(g)) granularities.push(g);
+    }
+    if (granularities.length > 0 && format !== 'verbose_json') {
+      throw bad(`timestamp_granularities is only supported with response_format verbose_json (got '${format}').`, 'timestamp_granularities');
+    }
+    if (task === 'translate' && granularities.includes('word')) {
+      throw bad('Word timestamps are not available for translations: verbose_json translations have segments only.', 'timestamp_granularities');
+    }
+    if (granularities.length === 0) granularities.push('segment');
+    return { task, spec, file, format, granularities, language, prompt, temperature };
+  }
+
+  async transcribe(p: PreparedTranscription, key: KeyPrincipal, requestId: string, signal: AbortSignal): Promise<FormattedBody> {
+    if (p.file.bytes.length === 0) throw new AppError('invalid_file_format', `The file is empty. ${INVALID_FILE_MESSAGE}`, 'file');
+    let engine: TranscriptionEngine;
+    try {
+      engine = await this.d.engines.transcriptionEngine(p.spec);
+    } catch (e) {
+      throw toClientError(e);
+    }
+    if (p.task === 'translate' && !engine.canTranslate && p.language && p.language !== 'en') {
+      throw new AppError(
+        'unsupported_language',
+        `The model '${p.spec.name}' runs on ${engine.kind}, which is English-only and cannot translate ${LANGUAGE_NAMES[p.language]} speech. Configure a whisper model or an openai-compatible upstream for translations.`,
+        'language',
+      );
+    }
+    if (p.language && engine.languages && !engine.languages.includes(p.language)) {
+      throw new AppError(
+        'unsupported_language',
+        `The model '${p.spec.name}' runs on ${engine.kind}, which recognizes ${engine.languages.map((c) => `${LANGUAGE_NAMES[c] ?? c} (${c})`).join(', ')} only; language '${p.language}' is not supported.`,
+        'language',
+      );
+    }
+    let duration: number | undefined;
+    let pcm16k: Float32Array | undefined;
+    if (engine.needsPcm) {
+      try {
+        const d = await decodeAudio(p.file.bytes, { signal, maxSeconds: MAX_AUDIO_SECONDS });
+        pcm16k = d.pcm;
+        duration = d.duration;
+      } catch (e) {
+        if (signal.aborted) throw e;
+        if (e instanceof AudioDecodeError && /too long/.test(e.message)) throw bad(`The audio is too long (over ${MAX_AUDIO_SECONDS / 3600} hours).`, 'file');
+        throw toClientError(e);
+      }
+      if (duration < MIN_AUDIO_SECONDS) {
+        throw new AppError('audio_too_short', `Audio file is too short. Minimum audio length is ${MIN_AUDIO_SECONDS} seconds.`, 'file');
+      }
+    }
+    let t: Transcript;
+    try {
+      t = await engine.transcribe({
+        model: p.spec.upstream_model ?? p.spec.name,
+        file: p.file,
+        pcm16k,
+        task: p.task,
+        // pocketsphinx and whisper take the language; a translation's source language is detected
+        language: p.task === 'translate' && engine.canTranslate ? undefined : p.language,
+        prompt: p.prompt,
+        temperature: p.temperature,
+        wordTimestamps: p.task === 'transcribe' && p.format === 'verbose_json' && p.granularities.includes('word'),
+        signal,
+      });
+    } catch (e) {
+      throw toClientError(e);
+    }
+    if (duration === undefined) {
+      duration = t.duration;
+      if (duration === undefined) {
+        // an upstream that does not report the length: measure it (for usage), best effort
+        duration = await decodeAudio(p.file.bytes, { signal, maxSeconds: MAX_AUDIO_SECONDS }).then((d) => d.duration, () => 0);
+      }
+    }
+    const seconds = Math.round(duration * 1000) / 1000;
+    const price = p.spec.pricing?.per_audio_second ?? 0;
+    await this.d.usage.record({
+      requestId,
+      key,
+      model: p.spec.name,
+      operation: p.task === 'translate' ? 'translation' : 'transcription',
+      audioSeconds: seconds,
+      costMicros: price * seconds * 1_000_000,
+    });
+    return formatTranscript(t, {
+      task: p.task,
+      format: p.format,
+      granularities: p.granularities,
+      duration,
+      temperature: p.temperature,
+      language: p.task === 'translate' ? (p.language ?? t.language) : (t.language ?? p.language),
+    });
+  }
+}
