@@ -1,0 +1,83 @@
+/**
+ * A minimal OpenAI-compatible upstream for benchmarks: node:http, POST /v1/chat/completions answered at once,
+ * as one JSON body or as a short SSE stream written in one go (role, three text pieces, finish, usage, [DONE]).
+ * It runs in a worker thread (startFastUpstream) so it does not share the event loop of the server under test.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+
+const PIECES = ['Hello', ' from the', ' fast upstream.'];
+
+function chunk(model: string, created: number, delta: string, finish: string | null) {
+  return `{"id":"chatcmpl-fast","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish === null ? 'null' : JSON.stringify(finish)}}]}`;
+}
+
+export function fastUpstreamServer(): http.Server {
+  const server = http.createServer((req, res) => {
+    const bufs: Buffer[] = [];
+    req.on('data', (c: Buffer) => bufs.push(c));
+    req.on('end', () => {
+      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"not found","type":"invalid_request_error","param":null,"code":null}}');
+        return;
+      }
+      let body: any;
+      try {
+        body = JSON.parse(Buffer.concat(bufs).toString('utf8'));
+      } catch {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"bad json","type":"invalid_request_error","param":null,"code":null}}');
+        return;
+      }
+      const model = typeof body.model === 'string' ? body.model : 'fast';
+      const created = Math.floor(Date.now() / 1000);
+      const usage = { prompt_tokens: 12, completion_tokens: PIECES.length, total_tokens: 12 + PIECES.length };
+      if (!body.stream) {
+        const out = JSON.stringify({
+          id: 'chatcmpl-fast',
+          object: 'chat.completion',
+          created,
+          model,
+          choices: [{ index: 0, message: { role: 'assistant', content: PIECES.join('') }, logprobs: null, finish_reason: 'stop' }],
+          usage,
+        });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
+        res.end(out);
+        return;
+      }
+      let s = `data: ${chunk(model, created, '{"role":"assistant","content":""}', null)}\n\n`;
+      for (const p of PIECES) s += `data: ${chunk(model, created, JSON.stringify({ content: p }), null)}\n\n`;
+      s += `data: ${chunk(model, created, '{}', 'stop')}\n\n`;
+      s += `data: {"id":"chatcmpl-fast","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":[],"usage":${JSON.stringify(usage)}}\n\n`;
+      s += 'data: [DONE]\n\n';
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.end(s);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.on('connection', (sock) => sock.setNoDelay(true));
+  return server;
+}
+
+/** Starts the upstream in a worker thread; resolves with its base URL (ending in /v1) and a stop function. */
+export function startFastUpstream(): Promise<{ url: string; stop: () => Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(new URL(import.meta.url), { workerData: { fastUpstream: true } });
+    w.once('error', reject);
+    w.once('message', (port: number) =>
+      resolve({
+        url: `http://127.0.0.1:${port}/v1`,
+        stop: async () => {
+          await w.terminate();
+        },
+      }),
+    );
+  });
+}
+
+if (!isMainThread && (workerData as { fastUpstream?: boolean } | undefined)?.fastUpstream) {
+  const server = fastUpstreamServer();
+  server.listen(0, '127.0.0.1', () => parentPort!.postMessage((server.address() as AddressInfo).port));
+}
