@@ -30,6 +30,7 @@ import { Metrics } from './platform/ops/metrics.js';
 import { registerOpsRoutes } from './platform/ops/routes.js';
 import { RateLimiter, createWindowStore } from './platform/cluster/limits.js';
 import { BudgetGuard } from './portal/usage/budget.js';
+import { UsageJournal } from './portal/usage/journal.js';
 import { withDefaultAudioModels } from './audio/models.js';
 import { registerAudioEngines } from './audio/engines.js';
 import { closeSpareEncoders } from './audio/codec/index.js';
@@ -87,7 +88,8 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
   }
   const engines = new EngineRegistry();
   const audioEngines = registerAudioEngines(engines, models);
-  const usage = new UsageService(new UsageStore(db.db));
+  const usage = new UsageService(new UsageStore(db.db), config.inMemoryDb ? undefined : new UsageJournal(config.dataDir));
+  await usage.recover().catch((e) => log.warn({ err: (e as Error).message }, 'usage journal not shipped yet; it will be retried'));
   const windows = createWindowStore(config.redisUrl);
   const services: Services = {
     config,
@@ -132,7 +134,7 @@ export async function createServices(config: Config, opts: ServiceOptions = {}):
     if (e.characters) m.characters.inc({ model: e.model }, e.characters);
   });
   // closed last first: background jobs, then engines, then the feed and the database
-  services.closers.push(() => db.close(), () => windows.close(), () => feed.close(), () => engines.close(), () => audioEngines.close(), async () => closeSpareEncoders(), () => services.responses.close());
+  services.closers.push(() => db.close(), () => usage.close(), () => windows.close(), () => feed.close(), () => engines.close(), () => audioEngines.close(), async () => closeSpareEncoders(), () => services.responses.close());
   return services;
 }
 

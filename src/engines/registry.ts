@@ -39,7 +39,12 @@ export class EngineRegistry {
       case 'llama': {
         const { createLlamaEngine } = await import('./llama/index.js');
         try {
-          return await createLlamaEngine({ path: spec.path!, contextSize: spec.context_window, parallel: spec.parallel });
+          // only the options the configuration sets: an undefined one must not override the engine's default
+          return await createLlamaEngine({
+            path: spec.path!,
+            ...(spec.context_window !== undefined ? { contextSize: spec.context_window } : {}),
+            ...(spec.parallel !== undefined ? { parallel: spec.parallel } : {}),
+          });
         } catch (e) {
           throw new AppError('engine_unavailable', `the model '${spec.name}' could not be loaded from ${spec.path}: ${(e as Error).message}`, 'model');
         }

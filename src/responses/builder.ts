@@ -28,8 +28,22 @@ export class ResponseBuilder {
     this.emit = emit;
   }
 
-  private send(type: string, fields: Record<string, unknown>) {
-    this.emit({ type, sequence_number: this.seq++, ...fields });
+  /** `fields` is built only when someone listens (a plain JSON answer needs no events) */
+  private send(type: string, fields: () => Record<string, unknown>) {
+    if (this.quiet) {
+      this.seq++;
+      return;
+    }
+    this.emit({ type, sequence_number: this.seq++, ...fields() });
+  }
+
+  /** no listener (a plain JSON answer): events are counted but not built */
+  private quiet = false;
+
+  static quiet(response: ResponseObject, limits: { maxToolCalls?: number | null } = {}): ResponseBuilder {
+    const b = new ResponseBuilder(response, () => {}, limits);
+    b.quiet = true;
+    return b;
   }
 
   /** a deep copy, so later changes do not alter what an event already carried */
@@ -40,19 +54,23 @@ export class ResponseBuilder {
   start(queued = false) {
     if (queued) {
       this.response.status = 'queued';
-      this.send('response.created', { response: this.snapshot() });
-      this.send('response.queued', { response: this.snapshot() });
+      this.send('response.created', () => ({ response: this.snapshot() }));
+      this.send('response.queued', () => ({ response: this.snapshot() }));
       return;
     }
     this.response.status = 'in_progress';
-    this.send('response.created', { response: this.snapshot() });
-    this.send('response.in_progress', { response: this.snapshot() });
+    if (this.quiet) {
+      this.seq += 2;
+      return;
+    }
+    this.send('response.created', () => ({ response: this.snapshot() }));
+    this.send('response.in_progress', () => ({ response: this.snapshot() }));
   }
 
   /** background: from queued to running */
   running() {
     this.response.status = 'in_progress';
-    this.send('response.in_progress', { response: this.snapshot() });
+    this.send('response.in_progress', () => ({ response: this.snapshot() }));
   }
 
   get sequence() {
@@ -65,14 +83,14 @@ export class ResponseBuilder {
         const { item, index } = this.ensure('message');
         if (item.type !== 'message') return;
         item.content[0].text += ev.delta;
-        this.send('response.output_text.delta', { item_id: item.id, output_index: index, content_index: 0, delta: ev.delta, logprobs: [] });
+        this.send('response.output_text.delta', () => ({ item_id: item.id, output_index: index, content_index: 0, delta: ev.delta, logprobs: [] }));
         return;
       }
       case 'reasoning_delta': {
         const { item, index } = this.ensure('reasoning');
         if (item.type !== 'reasoning') return;
         item.content[0].text += ev.delta;
-        this.send('response.reasoning_text.delta', { item_id: item.id, output_index: index, content_index: 0, delta: ev.delta });
+        this.send('response.reasoning_text.delta', () => ({ item_id: item.id, output_index: index, content_index: 0, delta: ev.delta }));
         return;
       }
       case 'tool_call_start': {
@@ -84,14 +102,15 @@ export class ResponseBuilder {
         const index = this.response.output.length - 1;
         this.open = { item, index };
         this.argsByCall.set(ev.callId, item);
-        this.send('response.output_item.added', { output_index: index, item: structuredClone(item) });
+        this.send('response.output_item.added', () => ({ output_index: index, item: structuredClone(item) }));
         return;
       }
       case 'tool_call_delta': {
         const item = this.argsByCall.get(ev.callId);
         if (!item || this.open?.item !== item) return;
         item.arguments += ev.delta;
-        this.send('response.function_call_arguments.delta', { item_id: item.id, output_index: this.open.index, delta: ev.delta });
+        const index = this.open.index;
+        this.send('response.function_call_arguments.delta', () => ({ item_id: item.id, output_index: index, delta: ev.delta }));
         return;
       }
       case 'tool_call_end': {
@@ -118,15 +137,15 @@ export class ResponseBuilder {
     this.response.output.push(item);
     const index = this.response.output.length - 1;
     this.open = { item, index };
-    this.send('response.output_item.added', { output_index: index, item: structuredClone(item) });
+    this.send('response.output_item.added', () => ({ output_index: index, item: structuredClone(item) }));
     if (item.type === 'message') {
       const part = { type: 'output_text' as const, text: '', annotations: [], logprobs: [] };
       item.content.push(part);
-      this.send('response.content_part.added', { item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) });
+      this.send('response.content_part.added', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
     } else if (item.type === 'reasoning') {
       const part = { type: 'reasoning_text' as const, text: '' };
       item.content.push(part);
-      this.send('response.content_part.added', { item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) });
+      this.send('response.content_part.added', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
     }
     return this.open;
   }
@@ -138,18 +157,18 @@ export class ResponseBuilder {
     const { item, index } = o;
     if (item.type === 'message') {
       const part = item.content[0];
-      this.send('response.output_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] });
-      this.send('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) });
+      this.send('response.output_text.done', () => ({ item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] }));
+      this.send('response.content_part.done', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
       item.status = status;
     } else if (item.type === 'reasoning') {
       const part = item.content[0];
-      this.send('response.reasoning_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text });
-      this.send('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) });
+      this.send('response.reasoning_text.done', () => ({ item_id: item.id, output_index: index, content_index: 0, text: part.text }));
+      this.send('response.content_part.done', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
     } else {
-      this.send('response.function_call_arguments.done', { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
+      this.send('response.function_call_arguments.done', () => ({ item_id: item.id, output_index: index, name: item.name, arguments: item.arguments }));
       item.status = status;
     }
-    this.send('response.output_item.done', { output_index: index, item: structuredClone(item) });
+    this.send('response.output_item.done', () => ({ output_index: index, item: structuredClone(item) }));
   }
 
   /** Closes the open item and gives the final object: completed, or incomplete at the token cap. */
@@ -162,10 +181,10 @@ export class ResponseBuilder {
     if (reason === 'length') {
       r.status = 'incomplete';
       r.incomplete_details = { reason: 'max_output_tokens' };
-      this.send('response.incomplete', { response: this.snapshot() });
+      this.send('response.incomplete', () => ({ response: this.snapshot() }));
     } else {
       r.status = 'completed';
-      this.send('response.completed', { response: this.snapshot() });
+      this.send('response.completed', () => ({ response: this.snapshot() }));
     }
     return r;
   }
@@ -177,8 +196,8 @@ export class ResponseBuilder {
     r.status = 'failed';
     r.error = { code, type: 'server_error', message };
     r.usage = usage ? toUsage(usage) : null;
-    this.send('error', { code, message, param: null });
-    this.send('response.failed', { response: this.snapshot() });
+    this.send('error', () => ({ code, message, param: null }));
+    this.send('response.failed', () => ({ response: this.snapshot() }));
     return r;
   }
 

@@ -47,6 +47,10 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     });
     // an idle client losing its server must not crash the process; the next query reconnects
     pool.on('error', () => {});
+    // pg-pool removes its error listener while a client is checked out (e.g. between the statements of a
+    // transaction): a connection reset then would be an unhandled 'error' event that ends the process. The
+    // query in flight fails on its own (503) and the broken client is dropped when it is released.
+    pool.on('connect', (client) => client.on('error', () => {}));
     if (opts.schema) {
       const c = await pool.connect();
       try {

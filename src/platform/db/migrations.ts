@@ -104,4 +104,11 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0003_usage_record_id': {
+    async up(db: Kysely<any>) {
+      // records are shipped from a local journal and may be sent twice after a crash: the id makes that harmless
+      await db.schema.alterTable('usage_records').addColumn('record_id', 'text').execute();
+      await db.schema.createIndex('usage_records_record_id').on('usage_records').column('record_id').unique().execute();
+    },
+  },
 };

@@ -27,6 +27,8 @@ export interface ApiKeyTable {
 
 export interface UsageTable {
   id: Generated<string>;
+  /** unique per record (journal replays are idempotent) */
+  record_id: string | null;
   request_id: string;
   key_id: string;
   user_id: string;

@@ -1,5 +1,7 @@
 import type { UsageInsert, UsageScope, UsageStore, GroupBy, UsageRow } from './store.js';
 import type { KeyPrincipal } from '../keys/verifier.js';
+import { randomUUID } from 'node:crypto';
+import type { UsageJournal } from './journal.js';
 
 export interface UsageEvent {
   requestId: string;
@@ -23,20 +25,30 @@ export const MICROS = 1_000_000;
 export class UsageService {
   private readonly listeners: Array<(e: UsageEvent) => void> = [];
 
-  constructor(private readonly store: UsageStore) {}
+  constructor(
+    private readonly store: UsageStore,
+    private readonly journal?: UsageJournal,
+  ) {}
 
   /** called after each record is written (metrics) */
   onRecord(l: (e: UsageEvent) => void) {
     this.listeners.push(l);
   }
 
+  private readonly pending: UsageInsert[] = [];
+  private shipping: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private failures = 0;
+  private closed = false;
+
   /**
-   * Writes one usage record and resolves once it is committed. Records that arrive while a write is in
-   * flight are committed together in the next INSERT (group commit): a lone request waits for one insert,
-   * a busy process writes many records per statement instead of queueing one statement per request.
+   * Records one request's usage. The record is appended to the local journal (synchronously, so it survives
+   * a crash of this process) before this returns; it reaches the database in the next batch. Without a
+   * journal (tests that ask for it) the record is committed before this resolves.
    */
   async record(e: UsageEvent): Promise<void> {
     const row: UsageInsert = {
+      record_id: randomUUID(),
       request_id: e.requestId,
       key_id: e.key.keyId,
       user_id: e.key.userId,
@@ -51,31 +63,90 @@ export class UsageService {
       cost_micros: Math.round(e.costMicros ?? 0),
       created_at: Math.floor(Date.now() / 1000),
     };
-    await new Promise<void>((resolve, reject) => {
-      this.pending.push({ row, resolve, reject });
-      if (!this.writing) void this.flush();
-    });
+    if (this.journal) {
+      this.journal.append(row);
+      this.pending.push(row);
+      this.ship();
+    } else {
+      this.pending.push(row);
+      await this.flush();
+    }
     for (const l of this.listeners) l(e);
   }
 
-  private pending: Array<{ row: UsageInsert; resolve: () => void; reject: (e: unknown) => void }> = [];
-  private writing = false;
-
-  private async flush(): Promise<void> {
-    this.writing = true;
-    while (this.pending.length > 0) {
-      const batch = this.pending.splice(0, 500);
+  /** Starts shipping the pending records unless a shipment is under way (records arriving meanwhile go next). */
+  private ship(): Promise<void> {
+    if (this.shipping || this.retryTimer) return this.shipping ?? Promise.resolve();
+    this.shipping = (async () => {
       try {
-        await this.store.insert(batch.map((b) => b.row));
-        for (const b of batch) b.resolve();
-      } catch (err) {
-        for (const b of batch) b.reject(err);
+        while (this.pending.length > 0) {
+          const batch = this.pending.slice(0, 500);
+          await this.store.insert(batch);
+          this.pending.splice(0, batch.length);
+          this.failures = 0;
+        }
+        this.journal?.clear();
+      } catch {
+        // the database is away: keep the records (they are in the journal) and try again with backoff
+        this.failures++;
+        if (!this.closed) {
+          this.retryTimer = setTimeout(() => {
+            this.retryTimer = undefined;
+            void this.ship();
+          }, Math.min(100 * 2 ** Math.min(this.failures, 6), 5_000));
+          this.retryTimer.unref();
+        }
+      } finally {
+        this.shipping = undefined;
+      }
+    })();
+    return this.shipping;
+  }
+
+  /** Waits until every record made so far is in the database (query APIs read after this); throws if it cannot. */
+  async flush(): Promise<void> {
+    if (this.retryTimer) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
+    }
+    while (this.pending.length > 0) {
+      await this.ship();
+      if (this.pending.length > 0 && this.retryTimer) {
+        clearTimeout(this.retryTimer);
+        this.retryTimer = undefined;
+        // one more direct try, so the caller gets the database's error rather than waiting forever
+        const batch = this.pending.slice(0, 500);
+        await this.store.insert(batch);
+        this.pending.splice(0, batch.length);
       }
     }
-    this.writing = false;
+    this.journal?.clear();
+  }
+
+  /** Ships what the last run left in the journal. */
+  async recover(): Promise<number> {
+    const rows = this.journal?.recover() ?? [];
+    if (rows.length) {
+      this.pending.unshift(...rows);
+      await this.ship();
+    }
+    return rows.length;
+  }
+
+  /** Shutdown: one last try to ship; whatever is left stays in the journal for the next start. */
+  async close(): Promise<void> {
+    this.closed = true;
+    try {
+      await this.flush();
+    } catch {
+      // kept in the journal
+    }
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.journal?.close();
   }
 
   async usage(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]) {
+    await this.flush();
     const rows = await this.store.aggregate(scope, from, to, groupBy);
     const total = rows.reduce(
       (t, r) => ({
@@ -99,6 +170,7 @@ export class UsageService {
   }
 
   async balance(scope: UsageScope) {
+    await this.flush();
     const { granted, used } = await this.store.balance(scope);
     return { granted: granted / MICROS, used: used / MICROS, balance: (granted - used) / MICROS, currency: 'credits' };
   }

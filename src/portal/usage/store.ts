@@ -34,7 +34,11 @@ export class UsageStore {
 
   async insert(rows: UsageInsert[]): Promise<void> {
     if (rows.length === 0) return;
-    await this.db.insertInto('usage_records').values(rows).execute();
+    await this.db
+      .insertInto('usage_records')
+      .values(rows)
+      .onConflict((oc) => oc.column('record_id').doNothing())
+      .execute();
   }
 
   async aggregate(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]): Promise<UsageRow[]> {
