@@ -28,10 +28,12 @@ export class LocalQueue implements BackgroundQueue {
 }
 
 const QUEUE = 'portico-responses';
+/** how long an enqueue may wait for Redis before the request fails (503) */
+const ENQUEUE_TIMEOUT_MS = 2_000;
 
 export class BullQueue implements BackgroundQueue {
   readonly kind = 'bullmq' as const;
-  private readonly queue: Queue;
+  private queue?: Queue;
   private worker?: Worker;
   private readonly connection: ConnectionOptions;
 
@@ -49,13 +51,36 @@ export class BullQueue implements BackgroundQueue {
       db: u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
       tls: u.protocol === 'rediss:' ? {} : undefined,
       maxRetriesPerRequest: null,
+      // reconnect at most a second apart (BullMQ's default backs off to 20 s, so a long Redis outage would
+      // leave the queue idle long after Redis is back)
+      retryStrategy: (n: number) => Math.min(n * 100, 1000),
     };
-    this.queue = new Queue(QUEUE, { connection: { ...this.connection, enableOfflineQueue: false, maxRetriesPerRequest: 1 } as ConnectionOptions });
-    this.queue.on('error', (e) => this.log.debug({ err: e.message }, 'background queue error'));
+  }
+
+  /**
+   * The producer is opened on the first enqueue (commands such as `portico keys` never need it). It keeps
+   * ioredis' offline queue: with enableOfflineQueue false, BullMQ's own start-up commands (INFO, SELECT) fail
+   * when they run before the connection is up, and that error escapes as an unhandled 'error' event that
+   * ends the process. Instead each enqueue is bounded in time, so a client gets a 503 while Redis is away.
+   */
+  private producer(): Queue {
+    if (!this.queue) {
+      this.queue = new Queue(QUEUE, { connection: { ...this.connection, maxRetriesPerRequest: 1 } as ConnectionOptions });
+      this.queue.on('error', (e) => this.log.debug({ err: e.message }, 'background queue error'));
+    }
+    return this.queue;
   }
 
   async enqueue(id: string) {
-    await this.queue.add('respond', { id }, { jobId: id, removeOnComplete: true, removeOnFail: true, attempts: 1 });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error(`Redis did not take the job within ${ENQUEUE_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' })), ENQUEUE_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([this.producer().add('respond', { id }, { jobId: id, removeOnComplete: true, removeOnFail: true, attempts: 1 }), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   start(run: (id: string) => Promise<void>) {
@@ -70,7 +95,13 @@ export class BullQueue implements BackgroundQueue {
   }
 
   async close() {
-    await this.worker?.close().catch(() => {});
-    await this.queue.close().catch(() => {});
+    if (this.worker) {
+      // a worker closed before its connections are up leaves BullMQ timers behind that keep the process
+      // alive for ~15 s (every CLI command paid that): let it finish starting first, briefly
+      const w = this.worker;
+      await Promise.race([w.waitUntilReady().catch(() => {}), new Promise((r) => setTimeout(r, 2_000).unref())]);
+      await w.close().catch(() => {});
+    }
+    await this.queue?.close().catch(() => {});
   }
 }

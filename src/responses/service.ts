@@ -343,7 +343,14 @@ export class ResponsesService {
     // the in-process queue dies with this instance, so its queued jobs carry our heartbeat; BullMQ's do not
     const runner = this.queue.kind === 'local' ? this.instanceId : undefined;
     await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: queued, inputItems: p.inputItems, request, runner }, events);
-    await this.queue.enqueue(p.id);
+    try {
+      await this.queue.enqueue(p.id);
+    } catch (e) {
+      // the client gets an error (503 when Redis is away): the stored row must not stay queued forever
+      const failed = { ...queued, status: 'failed', error: { code: 'server_error', type: 'server_error', message: 'the response could not be queued' } } as ResponseObject;
+      await this.d.store.update(failed, undefined, ['queued']).catch(() => {});
+      throw e;
+    }
     return { response: withOutputText(queued), events };
   }
 

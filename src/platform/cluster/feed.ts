@@ -37,7 +37,7 @@ class RedisFeed implements ChangeFeed {
   private readonly handlers = new Map<string, FeedHandler[]>();
 
   constructor(url: string, private readonly log: FastifyBaseLogger) {
-    const opts = { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(n * 200, 2000) };
+    const opts = { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(n * 100, 1000) };
     this.pub = new Redis(url, opts);
     // the subscriber keeps its queue so its SUBSCRIBE is sent once the connection is up (and again after a reconnect)
     this.sub = new Redis(url, { ...opts, enableOfflineQueue: true, maxRetriesPerRequest: null });

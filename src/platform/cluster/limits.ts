@@ -42,7 +42,7 @@ class RedisWindows implements WindowStore {
   private readonly r: Redis;
   constructor(url: string) {
     // fail fast when Redis is away: the request gets a 503 instead of waiting in an offline queue
-    this.r = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 200, 2000) });
+    this.r = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
     this.r.on('error', () => {});
   }
   private k(key: string, w: number) {
