@@ -140,7 +140,8 @@ async function portico(upstreamUrl: string) {
   const secret = 'bench-secret-0123456789abcdef0123456789abcdef';
   const config = loadConfig({
     DATA_DIR: dataDir,
-    PORTICO_DB: DB === 'pglite' ? 'memory' : '',
+    // the embedded default of `npm start`: PGlite files in DATA_DIR (and the usage journal beside them)
+    PORTICO_DB: '',
     DATABASE_URL: DB === 'postgres' ? PG_URL : '',
     JWT_SECRET: secret,
     LOG_LEVEL: 'info',

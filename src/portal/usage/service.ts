@@ -18,6 +18,9 @@ export interface UsageEvent {
 
 export const MICROS = 1_000_000;
 
+/** how long a journaled record may wait for companions before it is shipped */
+const SHIP_DELAY_MS = 25;
+
 /**
  * The usage ledger. Engines' usage is written here by the services after each request; the query APIs
  * read it. Writes are awaited by the caller so an acknowledged request always has its record.
@@ -38,6 +41,7 @@ export class UsageService {
   private readonly pending: UsageInsert[] = [];
   private shipping: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  private shipTimer: NodeJS.Timeout | undefined;
   private failures = 0;
   private closed = false;
 
@@ -66,7 +70,15 @@ export class UsageService {
     if (this.journal) {
       this.journal.append(row);
       this.pending.push(row);
-      this.ship();
+      // shipped a moment later with whatever else arrives meanwhile: one INSERT per batch, off the request path
+      if (this.pending.length >= 500) void this.ship();
+      else if (!this.shipTimer && !this.retryTimer) {
+        this.shipTimer = setTimeout(() => {
+          this.shipTimer = undefined;
+          void this.ship();
+        }, SHIP_DELAY_MS);
+        this.shipTimer.unref();
+      }
     } else {
       this.pending.push(row);
       await this.flush();
@@ -105,6 +117,10 @@ export class UsageService {
 
   /** Waits until every record made so far is in the database (query APIs read after this); throws if it cannot. */
   async flush(): Promise<void> {
+    if (this.shipTimer) {
+      clearTimeout(this.shipTimer);
+      this.shipTimer = undefined;
+    }
     if (this.retryTimer) {
       clearTimeout(this.retryTimer);
       this.retryTimer = undefined;
@@ -142,6 +158,7 @@ export class UsageService {
       // kept in the journal
     }
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.shipTimer) clearTimeout(this.shipTimer);
     this.journal?.close();
   }
 
