@@ -72,13 +72,7 @@ export class UsageService {
       this.pending.push(row);
       // shipped a moment later with whatever else arrives meanwhile: one INSERT per batch, off the request path
       if (this.pending.length >= 500) void this.ship();
-      else if (!this.shipTimer && !this.retryTimer) {
-        this.shipTimer = setTimeout(() => {
-          this.shipTimer = undefined;
-          void this.ship();
-        }, SHIP_DELAY_MS);
-        this.shipTimer.unref();
-      }
+      else this.schedule();
     } else {
       this.pending.push(row);
       await this.flush();
@@ -86,33 +80,52 @@ export class UsageService {
     for (const l of this.listeners) l(e);
   }
 
-  /** Starts shipping the pending records unless a shipment is under way (records arriving meanwhile go next). */
+  /** Makes sure a shipment will happen (unless one is running, which takes everything pending). */
+  private schedule() {
+    if (this.shipTimer || this.retryTimer || this.shipping || this.closed) return;
+    this.shipTimer = setTimeout(() => {
+      this.shipTimer = undefined;
+      void this.ship();
+    }, SHIP_DELAY_MS);
+    this.shipTimer.unref();
+  }
+
+  /** Starts shipping the pending records unless a shipment is under way (it takes whatever arrives meanwhile). */
   private ship(): Promise<void> {
-    if (this.shipping || this.retryTimer) return this.shipping ?? Promise.resolve();
-    this.shipping = (async () => {
-      try {
-        while (this.pending.length > 0) {
-          const batch = this.pending.slice(0, 500);
-          await this.store.insert(batch);
-          this.pending.splice(0, batch.length);
-          this.failures = 0;
-        }
-        this.journal?.clear();
-      } catch {
-        // the database is away: keep the records (they are in the journal) and try again with backoff
-        this.failures++;
-        if (!this.closed) {
-          this.retryTimer = setTimeout(() => {
-            this.retryTimer = undefined;
-            void this.ship();
-          }, Math.min(100 * 2 ** Math.min(this.failures, 6), 5_000));
-          this.retryTimer.unref();
-        }
-      } finally {
-        this.shipping = undefined;
+    if (this.shipping) return this.shipping;
+    if (this.retryTimer || this.pending.length === 0) return Promise.resolve();
+    const run = this.shipAll();
+    this.shipping = run;
+    // cleared once this shipment is done (never inside shipAll, which may finish before it is even stored)
+    void run.then(() => {
+      if (this.shipping === run) this.shipping = undefined;
+      // records that came after the last batch was taken go next
+      if (this.pending.length > 0) this.schedule();
+    });
+    return run;
+  }
+
+  /** Inserts batches until nothing is pending; on failure keeps the records and retries with backoff. Never rejects. */
+  private async shipAll(): Promise<void> {
+    try {
+      while (this.pending.length > 0) {
+        const batch = this.pending.slice(0, 500);
+        await this.store.insert(batch);
+        this.pending.splice(0, batch.length);
+        this.failures = 0;
       }
-    })();
-    return this.shipping;
+      this.journal?.clear();
+    } catch {
+      // the database is away: the records stay (they are in the journal) and are tried again
+      this.failures++;
+      if (!this.closed) {
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = undefined;
+          void this.ship();
+        }, Math.min(100 * 2 ** Math.min(this.failures, 6), 5_000));
+        this.retryTimer.unref();
+      }
+    }
   }
 
   /** Waits until every record made so far is in the database (query APIs read after this); throws if it cannot. */
@@ -132,7 +145,12 @@ export class UsageService {
         this.retryTimer = undefined;
         // one more direct try, so the caller gets the database's error rather than waiting forever
         const batch = this.pending.slice(0, 500);
-        await this.store.insert(batch);
+        try {
+          await this.store.insert(batch);
+        } catch (e) {
+          this.schedule(); // the records stay pending and go with a later shipment
+          throw e;
+        }
         this.pending.splice(0, batch.length);
       }
     }
