@@ -39,7 +39,7 @@ export const ERRORS = {
   payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large' },
   unsupported_media_type: { status: 415, portal: 41500, type: 'invalid_request_error', message: 'unsupported content type' },
   // 429
-  rate_limit_exceeded: { status: 429, portal: 42900, type: 'rate_limit_error', message: 'rate limit exceeded' },
+  rate_limit_exceeded: { status: 429, portal: 42900, type: 'requests', message: 'rate limit exceeded' },
   insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent' },
   // 5xx
   internal_error: { status: 500, portal: 50000, type: 'server_error', message: 'internal server error' },

@@ -116,14 +116,26 @@ export class ResponseStore {
   /** Ends running jobs whose instance has not said it runs them since `before` (ms). Returns how many. */
   async failStale(before: number, message: string, includeUnclaimed = false): Promise<number> {
     const error = JSON.stringify({ code: 'server_error', type: 'server_error', message });
-    const r = await sql`
+    const r = await sql<{ id: string; object: ResponseObject }>`
       update responses
          set status = 'failed', updated_at = ${Math.floor(Date.now() / 1000)},
              object = object || jsonb_build_object('status', 'failed', 'error', ${error}::jsonb)
        where status in ('queued', 'in_progress') and deleted_at is null
-         and ((heartbeat_at is not null and heartbeat_at < ${before}) or ${includeUnclaimed})`.execute(this.db);
-    return Number(r.numAffectedRows ?? 0);
+         and ((heartbeat_at is not null and heartbeat_at < ${before}) or ${includeUnclaimed})
+       returning id, object`.execute(this.db);
+    // a replay of such a response ends the way a live stream would: with response.failed
+    for (const row of r.rows) {
+      const last = await this.db
+        .selectFrom('response_events')
+        .select((eb) => eb.fn.max('seq').as('seq'))
+        .where('response_id', '=', row.id)
+        .executeTakeFirst();
+      const seq = last?.seq === null || last?.seq === undefined ? 0 : Number(last.seq) + 1;
+      await this.appendEvents(row.id, [{ type: 'response.failed', sequence_number: seq, response: row.object }]);
+    }
+    return r.rows.length;
   }
+
 
   /** The chain ending at `id` (oldest first), as far as it is stored; empty when `id` itself is not. */
   async chain(id: string, userId: string, maxDepth = 1000): Promise<Array<{ id: string; object: ResponseObject; inputItems: StoredItem[] }>> {
