@@ -301,7 +301,7 @@ export class ResponsesService {
 
   /** stream false, background false: the finished object. */
   async createSync(p: Prepared, signal: AbortSignal): Promise<ResponseObject> {
-    const builder = new ResponseBuilder(p.response, () => {}, { maxToolCalls: p.req.max_tool_calls });
+    const builder = ResponseBuilder.quiet(p.response, { maxToolCalls: p.req.max_tool_calls });
     builder.start();
     const { final } = await this.execute(p, builder, signal, () => {});
     await this.finishRecord(p, final);
