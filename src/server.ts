@@ -36,8 +36,12 @@ export async function startServer(config: Config, opts: AppOptions = {}): Promis
     close() {
       closing ??= (async () => {
         const force = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
+        // a keep-alive connection whose stream just ended becomes idle after close() began: close those as
+        // they appear instead of waiting for the keep-alive timeout
+        const idle = setInterval(() => app.server.closeIdleConnections(), 50);
         await Promise.all([app.close(), services.responses.close(config.shutdownGraceMs)]);
         clearTimeout(force);
+        clearInterval(idle);
         await closeServices(services);
       })();
       return closing;

@@ -140,6 +140,7 @@ describe('health, readiness, metrics and graceful shutdown of real processes', (
       if (done) break;
       chunks.push(dec.decode(value));
     }
+    const streamEnded = Date.now();
     const events = parseSse(chunks.join(''));
     assert.equal(events.at(-1).type, 'response.completed');
     assert.equal(events.filter((e) => e.type === 'response.output_text.delta').length, 12);
@@ -148,6 +149,8 @@ describe('health, readiness, metrics and graceful shutdown of real processes', (
     assert.equal(signal, null);
     assert.equal(code, 0, b.output());
     assert.ok(ms < 8000 + 2000, `exited ${ms} ms after SIGTERM (grace 8000)`);
+    // it does not sit out the grace period once its last stream is done (idle keep-alive sockets are closed)
+    assert.ok(Date.now() - streamEnded < 2000, `exited ${Date.now() - streamEnded} ms after the last stream ended`);
     // the stored response is complete and A serves it
     const id = events.at(-1).response.id;
     const got = await fetch(`${a.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
