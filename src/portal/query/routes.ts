@@ -43,8 +43,6 @@ async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string,
   return { orgId: org };
 }
 
-const GROUPS = ['day', 'model', 'key', 'operation'] as const;
-
 export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
   r.get(
@@ -73,7 +71,6 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
       const from = req.query.start_time ?? to - 30 * 86400;
       if (from >= to) throw new AppError('validation_error', 'start_time must be before end_time', 'start_time');
       const groupBy = [...new Set((req.query.group_by ?? 'day,model').split(','))] as GroupBy[];
-      void GROUPS;
       return ok(req, await deps.usage.usage({ ...scope, keyId: req.query.key_id }, from, to, groupBy));
     },
   );
