@@ -8,26 +8,16 @@
  */
 import http from 'node:http';
 import os from 'node:os';
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
-import type { FastifyInstance } from 'fastify';
-import { buildApp, closeServices, createServices, type Services } from '../src/app.js';
-import { loadConfig } from '../src/platform/config.js';
-import { signToken } from '../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../src/models/config.js';
 import { latency, timeEach, fmt, type Latency } from './lib/stats.js';
 import { request } from './lib/http.js';
 import { runLoad, type LoadResult } from './lib/load.js';
+import { startPortico } from './lib/portico.js';
 
-const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const N_LATENCY = Number(process.env.BENCH_N || 300);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 16);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 5000);
 const VERIFY_N = Number(process.env.BENCH_VERIFY_N || 200_000);
-const SECRET = 'bench-secret-0123456789abcdef0123456789abcdef';
 const models: ModelSpec[] = ['m1', 'm2', 'm3'].map((name) => ({ name, provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text' }) as ModelSpec);
 
 interface DbResult {
@@ -44,25 +34,14 @@ interface DbResult {
   verifierMisses: number;
 }
 
-async function setup(db: 'pglite' | 'postgres') {
-  const dataDir = mkdtempSync(join(tmpdir(), 'portico-bench-'));
-  const schema = db === 'postgres' ? `bench_${randomBytes(5).toString('hex')}` : undefined;
-  const config = loadConfig({
-    DATA_DIR: dataDir,
-    PORTICO_DB: db === 'pglite' ? 'memory' : '',
-    DATABASE_URL: db === 'postgres' ? PG_URL : '',
-    JWT_SECRET: SECRET,
-    LOG_LEVEL: 'info',
-    MAX_ACTIVE_MANAGEMENT_KEYS: '10000',
-    MAX_ACTIVE_INFERENCE_KEYS: '10000',
-  });
-  const services = await createServices(config, { dbSchema: schema, models });
-  // production-like logging: one info line per request, written to /dev/null
-  const devnull = createWriteStream('/dev/null');
-  const app = await buildApp(services, {
-    logger: { level: 'info', stream: devnull } as any,
+async function benchDb(db: 'pglite' | 'postgres'): Promise<DbResult> {
+  // PGlite in memory, or PostgreSQL
+  const s = await startPortico({
+    db,
+    models,
+    env: { MAX_ACTIVE_MANAGEMENT_KEYS: '10000', MAX_ACTIVE_INFERENCE_KEYS: '10000' },
     apiPlugins: [
-      (api: FastifyInstance) => {
+      (api, services) => {
         // the baseline: the same answer as GET /v1/models, without authentication
         api.get('/bench-noauth-models', { config: { public: true } }, async () => ({
           object: 'list' as const,
@@ -71,32 +50,9 @@ async function setup(db: 'pglite' | 'postgres') {
       },
     ],
   });
-  const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  return {
-    services,
-    app,
-    url,
-    async close() {
-      await app.close();
-      await closeServices(services);
-      devnull.end();
-      if (schema) {
-        const c = new pg.Client({ connectionString: PG_URL });
-        await c.connect();
-        await c.query(`drop schema if exists ${schema} cascade`);
-        await c.end();
-      }
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
-async function benchDb(db: 'pglite' | 'postgres'): Promise<DbResult> {
-  const s = await setup(db);
   try {
     const { app, url, services } = s;
-    const jwt = await signToken(new TextEncoder().encode(SECRET), { userId: 'bench-user', ttlSeconds: 3600 });
-    const auth = { authorization: `Bearer ${jwt}` };
+    const auth = { authorization: `Bearer ${s.jwt}` };
     const json = { ...auth, 'content-type': 'application/json' };
     const body = (i: number) => JSON.stringify({ name: `bench key ${i}`, description: 'benchmark', scopes: ['usage:read'] });
 
@@ -121,8 +77,7 @@ async function benchDb(db: 'pglite' | 'postgres'): Promise<DbResult> {
     agent.destroy();
 
     // requests per second with an inference key, and the unauthenticated baseline
-    const created = await app.inject({ method: 'POST', url: '/v1/portal/api-keys', headers: json, payload: JSON.stringify({ name: 'load' }) });
-    const key = created.json().data.api_key as string;
+    const key = await s.createKey('load');
     const h0 = services.verifier.hits;
     const m0 = services.verifier.misses;
     const authed = await runLoad({ url: `${url}/v1/models`, headers: { authorization: `Bearer ${key}` }, connections: CONNECTIONS, durationMs: DURATION_MS, warmupMs: 1000 });

@@ -2,176 +2,34 @@
  * Responses API benchmark (npm run bench:responses). Not a test: it prints figures.
  *
  * A fast local upstream (bench/lib/upstream-fast.ts, in a worker thread) answers chat.completions at once.
- * The same load generator (a keep-alive node:http Agent, in another worker thread) measures:
+ * The same load generator (bench/lib/load.ts: keep-alive node:http Agent, in another worker thread) measures:
  *   - straight to the upstream: POST /v1/chat/completions, non-streaming and streaming;
  *   - through Portico (this process, main thread): POST /v1/responses, non-streaming and streaming,
  *     with store on and off.
  * Latency runs use one connection (requests one after another: the added time without queueing); throughput
  * runs use BENCH_CONNECTIONS connections. Streaming reports the time to the first event (TTFE) and to the end.
  *
- * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_DURATION_MS (default 3000), BENCH_CONNECTIONS (8),
- * BENCH_ONLY (a substring of the scenario names), BENCH_PROFILE=1 (keeps Portico busy for a --cpu-prof run).
+ * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_DURATION_MS (default 3000), BENCH_WARMUP_MS (1000),
+ * BENCH_CONNECTIONS (8), BENCH_ONLY (a substring of the scenario names), BENCH_PROFILE=1 (keeps Portico busy
+ * for a --cpu-prof run).
  */
-import http from 'node:http';
 import os from 'node:os';
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import pg from 'pg';
 import type { ModelSpec } from '../src/models/config.js';
+import { apiPlugins } from '../src/api/plugins.js';
 import { startFastUpstream } from './lib/upstream-fast.js';
+import { runLoad, type LoadResult } from './lib/load.js';
+import { startPortico } from './lib/portico.js';
 
-const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 3000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS || 1000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
 const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
 
-interface LoadOptions {
-  load: true;
-  url: string;
-  headers: Record<string, string>;
-  body: string;
-  stream: boolean;
-  connections: number;
-  durationMs: number;
-  warmupMs: number;
-}
-
-interface LoadResult {
-  requests: number;
-  failures: number;
-  rps: number;
-  p50: number;
-  p99: number;
-  /** streaming: time to the first body bytes (the first event) */
-  ttfe50: number;
-  ttfe99: number;
-}
-
-// ------------------------------------------------------------------ load generator (worker thread)
-
-function pct(s: number[], q: number) {
-  return s.length ? s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] : 0;
-}
-
-async function work(o: LoadOptions): Promise<LoadResult> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: o.connections });
-  const u = new URL(o.url);
-  const headers = { ...o.headers, 'content-length': String(Buffer.byteLength(o.body)) };
-  let measuring = false;
-  let stop = false;
-  let requests = 0;
-  let failures = 0;
-  const lat: number[] = [];
-  const first: number[] = [];
-  const one = () =>
-    new Promise<void>((resolve) => {
-      const t0 = process.hrtime.bigint();
-      let t1: bigint | undefined;
-      let ok = true;
-      const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers, agent }, (res) => {
-        if (res.statusCode !== 200) ok = false;
-        let tail = '';
-        res.on('data', (c: Buffer) => {
-          t1 ??= process.hrtime.bigint();
-          if (o.stream) tail = (tail + c.toString('latin1')).slice(-64);
-        });
-        res.on('end', () => {
-          const t2 = process.hrtime.bigint();
-          if (o.stream && !tail.includes('[DONE]')) ok = false;
-          if (measuring) {
-            requests++;
-            if (!ok) failures++;
-            lat.push(Number(t2 - t0) / 1e6);
-            if (t1) first.push(Number(t1 - t0) / 1e6);
-          }
-          resolve();
-        });
-        res.on('error', () => {
-          if (measuring) failures++;
-          resolve();
-        });
-      });
-      req.on('error', () => {
-        if (measuring) failures++;
-        resolve();
-      });
-      req.end(o.body);
-    });
-  const loop = async () => {
-    while (!stop) await one();
-  };
-  const loops = Array.from({ length: o.connections }, loop);
-  await new Promise((r) => setTimeout(r, o.warmupMs));
-  measuring = true;
-  const start = process.hrtime.bigint();
-  await new Promise((r) => setTimeout(r, o.durationMs));
-  measuring = false;
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  stop = true;
-  await Promise.all(loops);
-  agent.destroy();
-  lat.sort((a, b) => a - b);
-  first.sort((a, b) => a - b);
-  return { requests, failures, rps: requests / seconds, p50: pct(lat, 0.5), p99: pct(lat, 0.99), ttfe50: pct(first, 0.5), ttfe99: pct(first, 0.99) };
-}
-
-function runLoad(o: Omit<LoadOptions, 'load'>): Promise<LoadResult> {
-  return new Promise((resolve, reject) => {
-    const w = new Worker(new URL(import.meta.url), { workerData: { ...o, load: true } });
-    w.once('message', resolve);
-    w.once('error', reject);
-    w.once('exit', (code) => code !== 0 && reject(new Error(`load worker exited ${code}`)));
-  });
-}
-
-// ------------------------------------------------------------------ main
-
 async function portico(upstreamUrl: string) {
-  const { buildApp, closeServices, createServices } = await import('../src/app.js');
-  const { loadConfig } = await import('../src/platform/config.js');
-  const { signToken } = await import('../src/platform/auth/jwt.js');
-  const { apiPlugins } = await import('../src/api/plugins.js');
-  const dataDir = mkdtempSync(join(tmpdir(), 'portico-bench-'));
-  const schema = DB === 'postgres' ? `bench_${randomBytes(5).toString('hex')}` : undefined;
-  const secret = 'bench-secret-0123456789abcdef0123456789abcdef';
-  const config = loadConfig({
-    DATA_DIR: dataDir,
-    // the embedded default of `npm start`: PGlite files in DATA_DIR (and the usage journal beside them)
-    PORTICO_DB: '',
-    DATABASE_URL: DB === 'postgres' ? PG_URL : '',
-    JWT_SECRET: secret,
-    LOG_LEVEL: 'info',
-  });
   const models: ModelSpec[] = [{ name: 'fast', provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' } as ModelSpec];
-  const services = await createServices(config, { dbSchema: schema, models });
-  // production-like logging: one info line per request, written to /dev/null
-  const devnull = createWriteStream('/dev/null');
-  const app = await buildApp(services, { apiPlugins, logger: { level: 'info', stream: devnull } as any });
-  const url = await app.listen({ port: 0, host: '127.0.0.1' });
-  const jwt = await signToken(new TextEncoder().encode(secret), { userId: 'bench-user', ttlSeconds: 3600 });
-  const created = await app.inject({ method: 'POST', url: '/v1/portal/api-keys', headers: { authorization: `Bearer ${jwt}` }, payload: { name: 'bench' } });
-  if (created.statusCode !== 200) throw new Error(`key: ${created.body}`);
-  const key: string = created.json().data.api_key;
-  return {
-    url,
-    key,
-    async close() {
-      await app.close();
-      await closeServices(services);
-      devnull.end();
-      if (schema) {
-        const c = new pg.Client({ connectionString: PG_URL });
-        await c.connect();
-        await c.query(`drop schema if exists ${schema} cascade`);
-        await c.end();
-      }
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  // the embedded default of `npm start` (PGlite files in DATA_DIR, the usage journal beside them), or PostgreSQL
+  const p = await startPortico({ db: DB, pglite: 'files', models, apiPlugins });
+  return { url: p.url, key: await p.createKey('bench'), close: p.close };
 }
 
 const f = (ms: number) => (ms < 10 ? ms.toFixed(3) : ms.toFixed(1));
@@ -236,11 +94,7 @@ async function main() {
   console.log(lines.join('\n'));
 }
 
-if (isMainThread) {
-  main().catch((e) => {
-    console.error(e);
-    process.exit(1);
-  });
-} else if ((workerData as LoadOptions | undefined)?.load) {
-  work(workerData as LoadOptions).then((r) => parentPort!.postMessage(r));
-}
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
