@@ -308,10 +308,22 @@ export class ResponsesService {
     return withOutputText(final);
   }
 
+  /**
+   * Stores the response, then records its usage. In that order a database that is away fails the request
+   * (503, which clients retry) before anything is charged; the usage record itself goes to the local journal,
+   * which does not depend on the database.
+   */
   private async finishRecord(p: Prepared, final: ResponseObject) {
-    await this.recordUsage(p, final);
     if (p.store) {
       await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: final, inputItems: p.inputItems, request: null });
+    }
+    try {
+      await this.recordUsage(p, final);
+    } catch (e) {
+      if (!p.store) throw e;
+      // the response is stored: a retry would make a second one, so tell the SDKs not to retry this error
+      this.d.log.error({ err: (e as Error).message, id: p.id }, 'usage not recorded for a stored response');
+      throw new AppError('service_unavailable', `the response ${p.id} was stored but its usage could not be recorded; retrieve it instead of retrying`, null, { 'x-should-retry': 'false' });
     }
   }
 
