@@ -1,4 +1,5 @@
 import type { StreamEvent } from './builder.js';
+import { AsyncChannel } from '../platform/async-channel.js';
 
 /** A background response running (or queued) in this process. */
 export class Run {
@@ -23,31 +24,25 @@ export class Run {
 
   /** Live events after `after` (already-made ones first), ending when the run ends or `signal` aborts. */
   async *follow(after: number, signal?: AbortSignal): AsyncIterable<StreamEvent> {
-    const queue: Array<StreamEvent | null> = this.events.filter((e) => e.sequence_number > after);
-    if (this.done) queue.push(null);
-    let wake: (() => void) | undefined;
-    const listener = (e: StreamEvent | null) => {
-      queue.push(e);
-      wake?.();
-    };
-    if (!this.done) this.listeners.add(listener);
-    const onAbort = () => wake?.();
-    signal?.addEventListener('abort', onAbort);
+    const channel = new AsyncChannel<StreamEvent>({ signal });
+    for (const e of this.events) if (e.sequence_number > after) channel.push(e);
+    const listener = (e: StreamEvent | null) => (e ? channel.push(e) : channel.end());
+    if (this.done) channel.end();
+    else this.listeners.add(listener);
     try {
-      while (true) {
-        if (signal?.aborted) return;
-        const e = queue.shift();
-        if (e === undefined) {
-          await new Promise<void>((r) => (wake = r));
-          wake = undefined;
-          continue;
+      for (;;) {
+        let r: IteratorResult<StreamEvent>;
+        try {
+          r = await channel.next();
+        } catch {
+          return; // the channel fails only by the abort, which ends the following quietly
         }
-        if (e === null) return;
-        yield e;
+        if (r.done) return;
+        yield r.value;
       }
     } finally {
       this.listeners.delete(listener);
-      signal?.removeEventListener('abort', onAbort);
+      void channel.return(); // off the signal
     }
   }
 }

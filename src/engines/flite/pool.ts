@@ -16,6 +16,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { EngineError, type PcmChunk } from '../types.js';
+import { abortError, AsyncChannel } from '../../platform/async-channel.js';
 
 export interface SynthJob {
   text: string;
@@ -71,12 +72,6 @@ function workerExecArgv(): string[] {
     out.push(a);
   }
   return out;
-}
-
-export function abortError(signal?: AbortSignal): unknown {
-  const r = signal?.reason;
-  if (r instanceof Error) return r;
-  return new DOMException('This operation was aborted', 'AbortError');
 }
 
 export class SynthWorkerPool {
@@ -257,52 +252,22 @@ export async function* synthesizeOnPool(
   const onOuterAbort = () => stop.abort(signal?.reason);
   signal?.addEventListener('abort', onOuterAbort, { once: true });
 
-  const buffered: PcmChunk[] = [];
-  let finished = false;
-  let failure: unknown;
-  let wake: (() => void) | undefined;
-  const notify = () => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-
+  // a chunk waiting in the channel is dropped once the signal aborts (the abort error comes first)
+  const channel = new AsyncChannel<PcmChunk>({ signal });
   const producer = (async () => {
     try {
       for (const text of sentences) {
         if (stop.signal.aborted) break;
-        await pool.run(
-          { text, voice, speed },
-          (c) => {
-            buffered.push(c);
-            notify();
-          },
-          stop.signal,
-        );
+        await pool.run({ text, voice, speed }, (c) => channel.push(c), stop.signal);
       }
+      channel.end();
     } catch (e) {
-      failure = e;
-    } finally {
-      finished = true;
-      notify();
+      channel.fail(e);
     }
   })();
 
   try {
-    for (;;) {
-      if (signal?.aborted) throw abortError(signal);
-      if (buffered.length > 0) {
-        yield buffered.shift()!;
-        continue;
-      }
-      if (finished) break;
-      await new Promise<void>((r) => {
-        wake = r;
-        if (stop.signal.aborted) r();
-      });
-    }
-    if (signal?.aborted) throw abortError(signal);
-    if (failure !== undefined) throw failure;
+    for await (const c of channel) yield c;
   } finally {
     signal?.removeEventListener('abort', onOuterAbort);
     if (!stop.signal.aborted) stop.abort();

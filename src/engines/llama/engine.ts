@@ -35,7 +35,8 @@ import {
 } from '../types.js';
 import { toChatHistory } from './history.js';
 import { describeToolsForProtocol, forcedCallSchema, toGbnfSchema } from './schema.js';
-import { abortError, EventChannel, newCallId, ThinkTagSplitter, ToolCallScanner } from './util.js';
+import { abortError, newCallId, ThinkTagSplitter, ToolCallScanner } from './util.js';
+import { AsyncChannel } from '../../platform/async-channel.js';
 
 export interface LlamaEngineOptions {
   /** path of the .gguf file */
@@ -441,7 +442,7 @@ export class LlamaEngine implements TextEngine {
     const internal = new AbortController();
     const onAbort = () => internal.abort(req.signal?.reason);
     req.signal?.addEventListener('abort', onAbort, { once: true });
-    const channel = new EventChannel<GenerateEvent>();
+    const channel = new AsyncChannel<GenerateEvent>();
     let finished = false;
     let job: Promise<void> | undefined;
     try {
@@ -477,7 +478,7 @@ export class LlamaEngine implements TextEngine {
     req: GenerateRequest,
     prepared: Prepared,
     signal: AbortSignal,
-    out: EventChannel<GenerateEvent>,
+    out: AsyncChannel<GenerateEvent>,
     cachedTokens: number,
   ): Promise<void> {
     const { mode, history, promptTokens } = prepared;
