@@ -11,12 +11,15 @@ const ModelSchema = Type.Object({
   owned_by: Type.String(),
 });
 
-/** GET /v1/models in the OpenAI list shape: the models this key may use. */
+/**
+ * GET /v1/models in the OpenAI list shape: the models this key may use. Every valid key may call it (clients
+ * call it to check a key), whatever its endpoint scopes; `model:NAME` scopes filter what it lists.
+ */
 export function registerModelRoutes(app: FastifyInstance, registry: ModelRegistry) {
   app.get(
     '/models',
     {
-      config: { scope: 'models' },
+      config: {},
       schema: {
         tags: ['Models'],
         summary: 'List the models this key may use',
@@ -34,7 +37,7 @@ export function registerModelRoutes(app: FastifyInstance, registry: ModelRegistr
   app.get(
     '/models/:model',
     {
-      config: { scope: 'models' },
+      config: {},
       schema: { tags: ['Models'], summary: 'One model', params: Type.Object({ model: Type.String({ maxLength: 200 }) }), response: { 200: ModelSchema } },
     },
     async (req) => {

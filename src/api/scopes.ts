@@ -2,9 +2,9 @@ import { AppError } from '../platform/errors.js';
 import type { KeyPrincipal } from '../portal/keys/verifier.js';
 
 /**
- * Inference-key scopes. A key without scopes may call everything. `responses`, `audio` and `models` limit
- * the endpoints (a key that names none of them may call every endpoint); `model:NAME` entries limit the
- * models (a key that names none may use every model).
+ * Inference-key scopes. A key without scopes may call everything. `responses` and `audio` limit the
+ * endpoints (a key that names none of them may call every endpoint; listing models is open to every key);
+ * `model:NAME` entries limit the models (a key that names none may use every model).
  */
 export const ROUTE_SCOPES = ['responses', 'audio', 'models'] as const;
 
