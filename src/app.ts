@@ -176,6 +176,15 @@ export async function buildApp(services: Services, opts: AppOptions = {}): Promi
     },
     bodyLimit: 1024 * 1024,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    // errors the router raises before any route runs, in the shape of the route group the URL belongs to
+    frameworkErrors: (err, req, reply) => {
+      const e =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new AppError('uri_too_long', 'a path parameter is longer than 200 characters')
+          : new AppError('validation_error', `malformed URL: ${err.message}`);
+      reply.header('x-request-id', req.id);
+      return (req.url.startsWith('/v1/portal') ? sendPortalError : sendOpenAIError)(e, req, reply);
+    },
     // production (startServer) lets running streams finish within the grace period; tests close at once
     forceCloseConnections: opts.gracefulClose ? 'idle' : true,
   });

@@ -36,6 +36,7 @@ export const ERRORS = {
   method_not_allowed: { status: 405, portal: 40500, type: 'invalid_request_error', message: 'method not allowed' },
   active_key_limit: { status: 409, portal: 40900, type: 'invalid_request_error', message: 'active API key limit reached' },
   invalid_state: { status: 409, portal: 40901, type: 'invalid_request_error', message: 'operation not allowed in the current state' },
+  uri_too_long: { status: 414, portal: 41400, type: 'invalid_request_error', message: 'a path parameter is too long' },
   payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large' },
   unsupported_media_type: { status: 415, portal: 41500, type: 'invalid_request_error', message: 'unsupported content type' },
   // 429
