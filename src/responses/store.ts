@@ -16,7 +16,13 @@ export interface StoredResponse {
   runner?: string;
 }
 
-const json = (v: unknown) => sql`${JSON.stringify(v)}::jsonb`;
+/**
+ * jsonb refuses NUL and unpaired surrogates, which a client's input or a model's output may contain: strings are
+ * stored with NUL removed and lone surrogates replaced (U+FFFD), instead of failing after the work was done.
+ */
+const jsonSafe = (_k: string, v: unknown) =>
+  typeof v === 'string' ? (v as string & { toWellFormed(): string }).toWellFormed().replace(/\u0000/g, '') : v;
+const json = (v: unknown) => sql`${JSON.stringify(v, jsonSafe)}::jsonb`;
 
 /** SQL for stored responses and their event logs (background replay). */
 export class ResponseStore {
@@ -67,7 +73,8 @@ export class ResponseStore {
       let q = tx
         .updateTable('responses')
         .set({ status: obj.status, model: obj.model, object: json(obj) as any, updated_at: Math.floor(Date.now() / 1000) })
-        .where('id', '=', obj.id);
+        .where('id', '=', obj.id)
+        .where('deleted_at', 'is', null);
       if (onlyIfStatusIn) q = q.where('status', 'in', onlyIfStatusIn);
       const r = await q.executeTakeFirst();
       const wrote = Number(r.numUpdatedRows) > 0;

@@ -166,7 +166,7 @@ test('transcription errors: client problems pass through, upstream problems are 
     await assert.rejects(engine.transcribe(req()), isEngineError('invalid_request', 400, /field required/));
     await assert.rejects(engine.transcribe(req()), isEngineError('payload_too_large', 413, /content size/));
     await assert.rejects(engine.transcribe(req()), isEngineError('rate_limit_exceeded', 429, /Slow down/));
-    await assert.rejects(engine.transcribe(req()), isEngineError('upstream_auth_failed', 502, /credentials \(HTTP 401\): Incorrect API key provided/));
+    await assert.rejects(engine.transcribe(req()), isEngineError('upstream_auth_failed', 502, /credentials \(HTTP 401\); check the model's api_key_env$/));
     await assert.rejects(engine.transcribe(req()), isEngineError('upstream_error', 502, /answered 404: Model Systran\/x is not installed/));
     await assert.rejects(engine.transcribe(req()), isEngineError('upstream_error', 502, /answered 500: <html>Internal Server Error/));
     await assert.rejects(engine.transcribe(req()), isEngineError('upstream_error', 502, /without text/));
@@ -338,5 +338,39 @@ test('Pcm16Assembler: any split of the bytes gives the same samples', () => {
       o += p.length;
     }
     assert.deepEqual(joined, samples);
+  }
+});
+
+test('no upstream error message carries Portico\'s upstream key to a client', async () => {
+  const up = await startScriptedAudioUpstream();
+  const secret = 'sk-upstream-SECRET-1234567890abcdef';
+  try {
+    const stt = createOpenAICompatibleTranscriptionEngine({ baseUrl: up.baseUrl, apiKey: secret });
+    const tts = createOpenAICompatibleSpeechEngine({ baseUrl: up.baseUrl, apiKey: secret });
+    // upstreams that echo the key they were given (whole, or its first and last characters, as OpenAI does)
+    up.script(
+      { type: 'error', status: 401, message: `Incorrect API key provided: Bearer ${secret}` },
+      { type: 'error', status: 400, message: `bad request for key ${secret}` },
+      { type: 'error', status: 400, message: `Incorrect API key provided: ${secret.slice(0, 12)}****${secret.slice(-8)}` },
+      { type: 'error', status: 500, message: `internal: ${secret}` },
+      { type: 'error', status: 403, message: `forbidden ${secret}` },
+    );
+    const messages: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      await assert.rejects(stt.transcribe(req()), (e: any) => (messages.push(e.message), true));
+    }
+    await assert.rejects(
+      (async () => {
+        for await (const _ of tts.synthesize({ text: 'hi', voice: 'alloy', speed: 1 })) void _;
+      })(),
+      (e: any) => (messages.push(e.message), true),
+    );
+    assert.equal(messages.length, 5);
+    for (const m of messages) {
+      assert.ok(!m.includes(secret), m);
+      assert.ok(!m.includes(secret.slice(0, 12)) && !m.includes(secret.slice(-8)), m);
+    }
+  } finally {
+    await up.close();
   }
 });

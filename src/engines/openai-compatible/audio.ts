@@ -120,9 +120,15 @@ async function upstreamMessage(res: Response): Promise<{ message: string; code?:
   return { message: text.trim().slice(0, 500) || res.statusText || 'no message' };
 }
 
-/** Maps an upstream HTTP error to an EngineError (see the policy at the top of this file). */
-export async function upstreamError(res: Response): Promise<EngineError> {
-  const { message, code } = await upstreamMessage(res);
+/**
+ * Maps an upstream HTTP error to an EngineError (see the policy at the top of this file). The message may reach
+ * a client, so Portico's upstream key is cut out of it (OpenAI echoes part of a refused key), and a refusal of
+ * Portico's credentials says nothing of the upstream's text.
+ */
+export async function upstreamError(res: Response, apiKey?: string): Promise<EngineError> {
+  const raw = await upstreamMessage(res);
+  const code = raw.code;
+  const message = redactKey(raw.message, apiKey);
   const s = res.status;
   if (s === 400 || s === 413 || s === 415 || s === 422) {
     const c =
@@ -137,9 +143,17 @@ export async function upstreamError(res: Response): Promise<EngineError> {
   }
   if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429);
   if (s === 401 || s === 403) {
-    return new EngineError(`upstream audio server refused Portico's credentials (HTTP ${s}): ${message}`, 'upstream_auth_failed', 502);
+    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502);
   }
   return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502);
+}
+
+/** The key and any long-enough piece of it (OpenAI shows its first and last characters) replaced. */
+function redactKey(text: string, key?: string): string {
+  if (!key) return text;
+  let out = text.split(key).join('***');
+  for (const part of [key.slice(0, 12), key.slice(-8)]) if (part.length >= 6) out = out.split(part).join('***');
+  return out;
 }
 
 function abortedError(): EngineError {
@@ -251,7 +265,7 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
       let body: unknown;
       try {
         res = await fetch(url, { method: 'POST', headers: { ...authHeaders(opts.apiKey), accept: 'application/json' }, body: form, signal });
-        if (!res.ok) throw await upstreamError(res);
+        if (!res.ok) throw await upstreamError(res, opts.apiKey);
         const ct = res.headers.get('content-type') ?? '';
         const raw = await res.text();
         if (ct.includes('json') || raw.trimStart().startsWith('{')) {
@@ -367,7 +381,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
             }),
             signal: ctl.signal,
           });
-          if (!res.ok) throw await upstreamError(res);
+          if (!res.ok) throw await upstreamError(res, opts.apiKey);
           if ((res.headers.get('content-type') ?? '').includes('application/json')) {
             throw new EngineError(`the upstream audio server answered JSON instead of audio: ${(await upstreamMessage(res)).message}`, 'upstream_error', 502);
           }

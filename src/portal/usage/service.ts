@@ -2,6 +2,7 @@ import type { UsageInsert, UsageScope, UsageStore, GroupBy, UsageRow } from './s
 import type { KeyPrincipal } from '../keys/verifier.js';
 import { randomUUID } from 'node:crypto';
 import type { UsageJournal } from './journal.js';
+import { isUnavailable } from '../../platform/http/errors.js';
 
 export interface UsageEvent {
   requestId: string;
@@ -17,6 +18,8 @@ export interface UsageEvent {
 }
 
 export const MICROS = 1_000_000;
+
+const count = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? Math.min(Math.round(n!), Number.MAX_SAFE_INTEGER) : 0);
 
 /** how long a journaled record may wait for companions before it is shipped */
 const SHIP_DELAY_MS = 25;
@@ -38,7 +41,7 @@ export class UsageService {
     this.listeners.push(l);
   }
 
-  private readonly pending: UsageInsert[] = [];
+  private pending: UsageInsert[] = [];
   private shipping: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private shipTimer: NodeJS.Timeout | undefined;
@@ -59,12 +62,13 @@ export class UsageService {
       org_id: e.key.orgId,
       model: e.model,
       operation: e.operation,
-      input_tokens: e.inputTokens ?? 0,
-      output_tokens: e.outputTokens ?? 0,
-      cached_tokens: e.cachedTokens ?? 0,
-      characters: e.characters ?? 0,
-      audio_seconds: e.audioSeconds ?? 0,
-      cost_micros: Math.round(e.costMicros ?? 0),
+      // counts from upstreams are not trusted to be whole, finite or positive
+      input_tokens: count(e.inputTokens),
+      output_tokens: count(e.outputTokens),
+      cached_tokens: count(e.cachedTokens),
+      characters: count(e.characters),
+      audio_seconds: Number.isFinite(e.audioSeconds) && e.audioSeconds! > 0 ? e.audioSeconds! : 0,
+      cost_micros: count(e.costMicros),
       created_at: Math.floor(Date.now() / 1000),
     };
     if (this.journal) {
@@ -105,18 +109,31 @@ export class UsageService {
     return run;
   }
 
-  /** Inserts batches until nothing is pending; on failure keeps the records and retries with backoff. Never rejects. */
+  /**
+   * Inserts batches until nothing is pending. The only writer of the table (flush() goes through it too), so
+   * two inserts never overlap; shipped rows are removed by identity. On an outage the records stay and are tried
+   * again with backoff; a row the database refuses for its content (not an outage) is set aside, so one bad
+   * record cannot block the ledger. Never rejects.
+   */
   private async shipAll(): Promise<void> {
     try {
       while (this.pending.length > 0) {
         const batch = this.pending.slice(0, 500);
-        await this.store.insert(batch);
-        this.pending.splice(0, batch.length);
+        try {
+          await this.store.insert(batch);
+        } catch (e) {
+          if (isUnavailable(e)) throw e;
+          await this.shipOneByOne(batch);
+        }
+        const shipped = new Set(batch);
+        this.pending = this.pending.filter((r) => !shipped.has(r));
         this.failures = 0;
       }
+      this.lastError = undefined;
       this.journal?.clear();
-    } catch {
+    } catch (e) {
       // the database is away: the records stay (they are in the journal) and are tried again
+      this.lastError = e;
       this.failures++;
       if (!this.closed) {
         this.retryTimer = setTimeout(() => {
@@ -128,40 +145,45 @@ export class UsageService {
     }
   }
 
+  private async shipOneByOne(batch: UsageInsert[]) {
+    for (const row of batch) {
+      try {
+        await this.store.insert([row]);
+      } catch (e) {
+        if (isUnavailable(e)) throw e;
+        this.refused.push(row);
+        this.onRefused?.(row, e);
+      }
+    }
+  }
+
+  /** rows the database refused for their content (kept for inspection; never retried) */
+  readonly refused: UsageInsert[] = [];
+  onRefused?: (row: UsageInsert, err: unknown) => void;
+  private lastError: unknown;
+
   /** Waits until every record made so far is in the database (query APIs read after this); throws if it cannot. */
   async flush(): Promise<void> {
     if (this.shipTimer) {
       clearTimeout(this.shipTimer);
       this.shipTimer = undefined;
     }
-    if (this.retryTimer) {
-      clearTimeout(this.retryTimer);
-      this.retryTimer = undefined;
-    }
     while (this.pending.length > 0) {
-      await this.ship();
-      if (this.pending.length > 0 && this.retryTimer) {
+      // skip the backoff: the caller wants the records in now, or the database's error
+      if (this.retryTimer) {
         clearTimeout(this.retryTimer);
         this.retryTimer = undefined;
-        // one more direct try, so the caller gets the database's error rather than waiting forever
-        const batch = this.pending.slice(0, 500);
-        try {
-          await this.store.insert(batch);
-        } catch (e) {
-          this.schedule(); // the records stay pending and go with a later shipment
-          throw e;
-        }
-        this.pending.splice(0, batch.length);
       }
+      await this.ship();
+      if (this.pending.length > 0 && this.retryTimer) throw this.lastError ?? new Error('usage records could not be stored');
     }
-    this.journal?.clear();
   }
 
   /** Ships what the last run left in the journal. */
   async recover(): Promise<number> {
     const rows = this.journal?.recover() ?? [];
     if (rows.length) {
-      this.pending.unshift(...rows);
+      this.pending = [...rows, ...this.pending];
       await this.ship();
     }
     return rows.length;
