@@ -33,7 +33,11 @@ export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
 /** shortest audio transcribed (OpenAI: 0.1 s) */
 export const MIN_AUDIO_SECONDS = 0.1;
 /** longest audio decoded (25 MiB of compressed audio stays well under this) */
-export const MAX_AUDIO_SECONDS = 4 * 3600;
+/**
+ * Longest audio accepted. Decoded audio is held in memory (16 kHz float: ~230 MB per hour) and a very low
+ * bitrate file packs hours into the 25 MiB upload limit, so the cap is on duration, not size.
+ */
+export const MAX_AUDIO_SECONDS = 3600;
 export const UPLOAD_FORMATS = ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', 'wav', 'webm'];
 export const INVALID_FILE_MESSAGE = `Invalid file format. Supported formats: ${JSON.stringify(UPLOAD_FORMATS).replace(/"/g, "'").replace(/,/g, ', ')}`;
 
@@ -279,7 +283,7 @@ export class AudioService {
         duration = d.duration;
       } catch (e) {
         if (signal.aborted) throw e;
-        if (e instanceof AudioDecodeError && /too long/.test(e.message)) throw bad(`The audio is too long (over ${MAX_AUDIO_SECONDS / 3600} hours).`, 'file');
+        if (e instanceof AudioDecodeError && /too long/.test(e.message)) throw bad(`The audio is too long (over ${MAX_AUDIO_SECONDS / 60} minutes).`, 'file');
         throw toClientError(e);
       }
       if (duration < MIN_AUDIO_SECONDS) {

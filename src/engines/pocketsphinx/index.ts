@@ -316,7 +316,7 @@ export function createPocketsphinxEngine(opts: PocketsphinxOptions = {}): Pocket
   }
 
   function runOn(file: string, duration: number, signal?: AbortSignal): Promise<string> {
-    const timeoutMs = opts.timeoutMs ?? 20_000 + Math.ceil(duration * 3000);
+    const timeoutMs = opts.timeoutMs ?? Math.min(20_000 + Math.ceil(duration * 3000), 30 * 60_000);
     return new Promise<string>((resolve, reject) => {
       if (signal?.aborted) return reject(abortedError());
       const child = spawn(binary, args(file), { stdio: ['ignore', 'pipe', 'pipe'] });

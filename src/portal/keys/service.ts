@@ -161,10 +161,18 @@ export class KeyService {
     return toRecord(row);
   }
 
-  /** Revokes an owned key (idempotent: revoking a revoked key answers its record again). */
+  /**
+   * Revokes an owned key (idempotent: revoking a revoked key answers its record again). A key the operator
+   * disabled stays as it is: revoke-then-restore would otherwise turn it active again, and only the operator
+   * may lift a disable (spec 3.1: no user-facing operation sets or clears it).
+   */
   async revoke(user: UserPrincipal, id: string): Promise<KeyRecord> {
-    const row = await this.store.updateOwned(this.kind, user.userId, id, { status: 'revoked', updated_at: now() });
-    if (!row) throw notFound();
+    const row = await this.store.updateOwned(this.kind, user.userId, id, { status: 'revoked', updated_at: now() }, ['active', 'revoked']);
+    if (!row) {
+      const existing = await this.store.getOwned(this.kind, user.userId, id);
+      if (existing?.status === 'disabled') throw new AppError('invalid_state', 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)', 'api_key_id');
+      throw notFound();
+    }
     this.emit(row, 'changed');
     return toRecord(row);
   }
@@ -190,10 +198,19 @@ export class KeyService {
 
   /** Operator commands (CLI): the spec's `disabled` status, which no user-facing operation sets. */
   async setDisabled(id: string, disabled: boolean): Promise<KeyRecord> {
-    const row = await this.store.setStatusById(id, disabled ? 'disabled' : 'active', now());
-    if (!row) throw notFound();
-    this.emit(row, 'changed');
-    return toRecord(row);
+    if (disabled) {
+      const row = await this.store.setStatusById(id, 'disabled', now());
+      if (!row) throw notFound();
+      this.emit(row, 'changed');
+      return toRecord(row);
+    }
+    // enable lifts a disable only: it does not revive a revoked key, nor go past the active limit
+    const r = await this.store.enableWithinLimit(this.kind, id, this.activeLimit, now());
+    if (r === 'not_found') throw notFound();
+    if (r === 'not_disabled') throw new AppError('invalid_state', 'only a disabled key can be enabled', 'api_key_id');
+    if (r === 'limit') throw new AppError('active_key_limit', `the owner already has ${this.activeLimit} active keys in this organization`);
+    this.emit(r, 'changed');
+    return toRecord(r);
   }
 }
 

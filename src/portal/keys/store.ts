@@ -128,7 +128,22 @@ export class KeyStore {
     return q.returningAll().executeTakeFirst();
   }
 
-  /** Operator change of status (the CLI's disable/enable); any owner. */
+  /** Operator enable: disabled -> active, under the owner's lock and within the active limit. */
+  async enableWithinLimit(kind: KeyKind, id: string, limit: number, now: number): Promise<'not_found' | 'not_disabled' | 'limit' | KeyRow> {
+    return this.db.transaction().execute(async (tx) => {
+      const t = tx as unknown as Db;
+      const row = await t.selectFrom('api_keys').selectAll().where('id', '=', id).where('kind', '=', kind).where('deleted_at', 'is', null).executeTakeFirst();
+      if (!row) return 'not_found';
+      await this.lockOwner(t, kind, row.user_id, row.org_id);
+      const fresh = await this.findOwned(t, kind, row.user_id, id);
+      if (!fresh) return 'not_found';
+      if (fresh.status !== 'disabled') return 'not_disabled';
+      if ((await this.countActive(t, kind, row.user_id, row.org_id, now)) >= limit) return 'limit';
+      return t.updateTable('api_keys').set({ status: 'active', updated_at: now }).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
+    });
+  }
+
+  /** Operator change of status (the CLI's disable); any owner. */
   async setStatusById(id: string, status: KeyRow['status'], now: number): Promise<KeyRow | undefined> {
     return this.db
       .updateTable('api_keys')

@@ -76,7 +76,10 @@ export class KeyVerifier {
       const before = this.invalidations;
       let load = this.loading.get(digest);
       if (!load) {
-        load = this.store.findByDigest(digest).finally(() => this.loading.delete(digest));
+        const mine: Promise<KeyRow | undefined> = this.store.findByDigest(digest).finally(() => {
+          if (this.loading.get(digest) === mine) this.loading.delete(digest);
+        });
+        load = mine;
         this.loading.set(digest, load);
       }
       const row = await load;

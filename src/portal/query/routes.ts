@@ -53,8 +53,8 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
         summary: 'Usage of the caller\'s keys over a time range, grouped (Management API Key with usage:read, or a portal JWT)',
         querystring: Type.Object(
           {
-            start_time: Type.Optional(Type.Integer({ minimum: 0, description: 'Unix seconds, inclusive; default 30 days ago' })),
-            end_time: Type.Optional(Type.Integer({ minimum: 0, description: 'Unix seconds, exclusive; default now' })),
+            start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, inclusive; default 30 days ago' })),
+            end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, exclusive; default now' })),
             group_by: Type.Optional(Type.String({ pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$', description: 'comma list of day, model, key, operation; default day,model' })),
             key_id: Type.Optional(Type.String({ maxLength: 100 })),
             org_id: Type.Optional(Type.String({ maxLength: 100 })),
