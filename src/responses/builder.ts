@@ -23,6 +23,11 @@ export class ResponseBuilder {
     this.seq = limits.startSeq ?? 0;
   }
 
+  /** takes back the last `n` sequence numbers (events that were made but never sent) */
+  rewind(n: number) {
+    this.seq -= n;
+  }
+
   /** sends later events elsewhere (a background job taking over a started response) */
   redirect(emit: (e: StreamEvent) => void) {
     this.emit = emit;

@@ -10,7 +10,7 @@ import type { UsageService } from '../portal/usage/service.js';
 import { assertModelScope } from '../api/scopes.js';
 import { expandReasoningContent, normalizeInput, toChatMessages, type StoredItem } from './input.js';
 import { initialResponse, normalizedTools, outputAsItems, outputText, type ResponseObject } from './object.js';
-import { ResponseBuilder, type StreamEvent } from './builder.js';
+import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
 import type { ResponseStore } from './store.js';
 import type { CreateResponseRequest } from './schemas.js';
 import { RunManager, type Run } from './runs.js';
@@ -283,9 +283,24 @@ export class ResponsesService {
     );
   }
 
+  /**
+   * Records the usage of a response. One that ended without the engine's usage (the client left, a cancel, a
+   * failure) but produced output is charged by estimate: input counted by the engine, output ~4 characters a
+   * token (so leaving before the last event is not a way to get an answer for free).
+   */
   private async recordUsage(p: Prepared, final: ResponseObject) {
-    const u = final.usage;
-    if (!u) return;
+    let u = final.usage;
+    if (!u) {
+      if (final.output.length === 0) return;
+      let chars = 0;
+      for (const o of final.output) {
+        if (o.type === 'message') for (const c of o.content) chars += c.text.length;
+        else if (o.type === 'function_call') chars += o.name.length + o.arguments.length;
+        else for (const c of o.content) chars += c.text.length;
+      }
+      const input = await p.engine.countTokens({ model: p.gen.model, messages: p.gen.messages, tools: p.gen.tools }).catch(() => 0);
+      u = toUsage({ inputTokens: input, outputTokens: Math.max(1, Math.ceil(chars / 4)) });
+    }
     await this.d.usage.record({
       requestId: p.requestId,
       key: p.key,
@@ -303,7 +318,13 @@ export class ResponsesService {
   async createSync(p: Prepared, signal: AbortSignal): Promise<ResponseObject> {
     const builder = ResponseBuilder.quiet(p.response, { maxToolCalls: p.req.max_tool_calls });
     builder.start();
-    const { final } = await this.execute(p, builder, signal, () => {});
+    let final: ResponseObject;
+    try {
+      ({ final } = await this.execute(p, builder, signal, () => {}));
+    } catch (e) {
+      if (signal.aborted) await this.recordUsage(p, builder.response).catch(() => {});
+      throw e;
+    }
     await this.finishRecord(p, final);
     return withOutputText(final);
   }
@@ -336,12 +357,29 @@ export class ResponsesService {
     let started = false;
     const builder = new ResponseBuilder(p.response, (e) => (started && !isFinal(e.type) ? write(e) : held.push(e)), { maxToolCalls: p.req.max_tool_calls });
     builder.start();
-    const { final } = await this.execute(p, builder, signal, () => {
-      started = true;
-      start();
-      for (const e of held.splice(0)) write(e);
-    });
-    await this.finishRecord(p, final);
+    let final: ResponseObject;
+    try {
+      ({ final } = await this.execute(p, builder, signal, () => {
+        started = true;
+        start();
+        for (const e of held.splice(0)) write(e);
+      }));
+    } catch (e) {
+      // the client left mid-stream: what it was sent is charged
+      if (signal.aborted) await this.recordUsage(p, builder.response).catch(() => {});
+      throw e;
+    }
+    try {
+      await this.finishRecord(p, final);
+    } catch (e) {
+      // the final event was held back: take it back and end as failed instead (error, then response.failed)
+      builder.rewind(held.length);
+      held.length = 0;
+      const { code, message } = engineCode(e);
+      builder.redirect(write);
+      builder.fail(code === 'validation_error' ? 'server_error' : code, message);
+      return;
+    }
     for (const e of held.splice(0)) write(e);
   }
 
@@ -413,8 +451,17 @@ export class ResponsesService {
       }
       clearInterval(timer);
       await flush();
-      if (p) await this.recordUsage(p, final);
-      await this.d.store.update(final, pending.splice(0), ['queued', 'in_progress']);
+      // the result first (a database blip is retried), then the charge: never billed for a lost result
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.d.store.update(final, pending.splice(0), ['queued', 'in_progress']);
+          break;
+        } catch (e) {
+          if (attempt >= 4) throw e;
+          await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+        }
+      }
+      if (p) await this.recordUsage(p, final).catch((e) => this.d.log.error({ err: (e as Error).message, id }, 'usage of a background response not recorded'));
     } finally {
       clearInterval(timer);
     }
@@ -435,6 +482,9 @@ export class ResponsesService {
     if (run) {
       run.cancelRequested = true;
       run.controller.abort(new Error('deleted'));
+    } else {
+      // it may be running on another instance: stop it there
+      await this.d.feed?.publish('responses', { cancel: id }).catch(() => {});
     }
     return { id, object: 'response', deleted: true };
   }
@@ -444,18 +494,21 @@ export class ResponsesService {
     const r = await this.d.store.get(id, key.userId);
     if (!r) throw notFound(id);
     if (!r.object.background) throw bad('Only responses created with background set to true can be cancelled.', 'response_id');
+    // still waiting in a queue (here or anywhere): cancelled in the store at once, and the job skips it
+    if (r.object.status === 'queued' && (await this.d.store.update({ ...r.object, status: 'cancelled' }, undefined, ['queued']))) {
+      const waiting = this.runs.get(id);
+      if (waiting) waiting.cancelRequested = true;
+      return this.get(id, key);
+    }
     const run = this.runs.get(id);
     if (run && !run.done) {
       run.cancelRequested = true;
       run.controller.abort(new Error('cancelled'));
       await this.waitEnded(id, key, run);
-    } else if (r.object.status === 'queued' || r.object.status === 'in_progress') {
-      // not started yet: the stored state decides (the job skips it); running elsewhere: ask that instance
-      const wrote = r.object.status === 'queued' && (await this.d.store.update({ ...r.object, status: 'cancelled' }, undefined, ['queued']));
-      if (!wrote) {
-        await this.d.feed?.publish('responses', { cancel: id });
-        await this.waitEnded(id, key);
-      }
+    } else if (r.object.status === 'in_progress' || r.object.status === 'queued') {
+      // running elsewhere: ask that instance
+      await this.d.feed?.publish('responses', { cancel: id });
+      await this.waitEnded(id, key);
     }
     return this.get(id, key);
   }

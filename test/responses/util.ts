@@ -23,7 +23,7 @@ export const MODEL = 'gpt-test';
  * A listening Portico in front of a scripted upstream. Models: `gpt-test` (the upstream, as `upstream-model`),
  * `tiny-window` (context_window 80), `down` (nothing listens), plus `extra`.
  */
-export async function setup(db: TestDb = 'pglite', extra: ModelSpec[] = []): Promise<Env> {
+export async function setup(db: TestDb = 'pglite', extra: ModelSpec[] = [], env: Record<string, string> = {}): Promise<Env> {
   const up = await startScriptedUpstream();
   const models: ModelSpec[] = [
     { name: MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text' } as ModelSpec,
@@ -31,7 +31,7 @@ export async function setup(db: TestDb = 'pglite', extra: ModelSpec[] = []): Pro
     { name: 'down', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text', timeout_ms: 2000 } as ModelSpec,
     ...extra,
   ];
-  const t = await buildTestApp({ db, listen: true, models });
+  const t = await buildTestApp({ db, listen: true, models, env });
   const url = t.url!;
   const key = await t.inferenceKey('alice');
   const client = new OpenAI({ apiKey: key, baseURL: url + '/v1', maxRetries: 0 });

@@ -45,6 +45,28 @@ export class SseWriter {
     this.reply.raw.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
   }
 
+  /**
+   * Writes every event of `events`. An error before the first event is thrown (the caller answers it as a
+   * plain HTTP error); after it, the stream ends with an `error` event, so a client never waits on a stream
+   * nobody writes to anymore.
+   */
+  async pipe(events: AsyncIterable<{ type: string; sequence_number?: number }>, onError: (e: unknown) => { code: string; message: string }) {
+    let last = -1;
+    try {
+      for await (const e of events) {
+        if (typeof e.sequence_number === 'number') last = e.sequence_number;
+        this.event(e);
+      }
+      this.end();
+    } catch (err) {
+      if (this.closed.aborted) return;
+      if (!this.started) throw err;
+      const { code, message } = onError(err);
+      this.event({ type: 'error', code, message, param: null, sequence_number: last + 1 } as { type: string });
+      this.end(false);
+    }
+  }
+
   end(done = true) {
     if (!this.started) this.start();
     if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { SseWriter } from '../../platform/http/sse.js';
+import { toAppError } from '../../platform/http/errors.js';
 import { CreateResponseBody, ResponseIdParams } from '../schemas.js';
 import type { ResponsesService } from '../service.js';
 
@@ -29,14 +30,8 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     async (req, reply) => {
       if (!req.query.stream) return svc.get(req.params.id, req.apiKey!);
       const sse = new SseWriter(req, reply);
-      const events = svc.replay(req.params.id, req.apiKey!, req.query.starting_after ?? -1, sse.closed)[Symbol.asyncIterator]();
-      // the first step checks ownership and kind, before any byte of the stream is sent
-      let next = await events.next();
-      while (!next.done) {
-        sse.event(next.value);
-        next = await events.next();
-      }
-      sse.end();
+      // the replay's first step checks ownership and kind before any byte is sent (a plain 404/400 then)
+      await sse.pipe(svc.replay(req.params.id, req.apiKey!, req.query.starting_after ?? -1, sse.closed), (e) => toAppError(e, req));
       return reply;
     },
   );

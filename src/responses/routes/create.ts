@@ -28,8 +28,12 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
         const { response } = await svc.createBackground(p);
         if (!req.body.stream) return response;
         const sse = new SseWriter(req, reply);
-        for await (const e of svc.replay(p.id, req.apiKey!, -1, sse.closed)) sse.event(e);
-        sse.end();
+        try {
+          await sse.pipe(svc.replay(p.id, req.apiKey!, -1, sse.closed), (e) => toAppError(e, req));
+        } catch (e) {
+          // the response is stored and queued: a retry would start a second one
+          throw Object.assign(toAppError(e, req), { headers: { 'x-should-retry': 'false' } });
+        }
         return reply;
       }
       if (!req.body.stream) {
