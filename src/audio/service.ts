@@ -173,12 +173,32 @@ export class AudioService {
         costMicros: price * p.characters * 1_000_000,
       });
     };
-    try {
-      for await (const bytes of encodeSpeech(pcm, p.format, signal)) {
-        started = true;
-        yield bytes;
+    // nothing is sent (so the answer can still be an error) until the engine has produced real samples:
+    // container headers (wav, ogg, flac) wait for the first audio, and input with nothing speakable is a 400
+    let samples = 0;
+    const counted = (async function* () {
+      for await (const c of pcm) {
+        samples += c.samples.length;
+        yield c;
       }
-      if (!signal.aborted) await record();
+    })();
+    const held: Buffer[] = [];
+    try {
+      for await (const bytes of encodeSpeech(counted, p.format, signal)) {
+        if (samples === 0) {
+          held.push(bytes);
+          continue;
+        }
+        started = true;
+        yield held.length ? Buffer.concat([...held.splice(0), bytes]) : bytes;
+      }
+      if (signal.aborted) return;
+      if (samples === 0) throw bad('The input contains nothing the voice can speak (no letters or digits it can read).', 'input');
+      if (held.length) {
+        started = true;
+        yield Buffer.concat(held.splice(0));
+      }
+      await record();
     } catch (e) {
       if (signal.aborted) return;
       throw toClientError(e);
