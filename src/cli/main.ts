@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { parseTtl, signToken } from '../platform/auth/jwt.js';
 import { ModelConfigError } from '../models/config.js';
+import { AppError } from '../platform/errors.js';
 import { closeServices, createServices } from '../app.js';
 import { startServer } from '../server.js';
 
@@ -161,6 +162,10 @@ main(process.argv.slice(2)).then(
     if (e instanceof UsageError || e instanceof ConfigError || e instanceof ModelConfigError || (e as any)?.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       process.stderr.write(`portico: ${(e as Error).message}\n`);
       process.exitCode = 2;
+    } else if (e instanceof AppError) {
+      // a refusal of the operation itself (unknown key, wrong state): its message, no stack
+      process.stderr.write(`portico: ${e.message}\n`);
+      process.exitCode = 1;
     } else {
       process.stderr.write(`portico: ${(e as Error)?.stack ?? e}\n`);
       process.exitCode = 1;

@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { ConfigError } from '../config.js';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { Migrator, type MigrationProvider } from 'kysely/migration';
@@ -31,7 +32,46 @@ export interface OpenedDb {
   close(): Promise<void>;
 }
 
+/**
+ * PGlite is one process's database: a second process opening the same files would not see the first one's
+ * changes (an operator's `portico keys disable` would silently do nothing) and could damage them. The data
+ * directory is locked by the process that has it open.
+ */
+function lockDataDir(dataDir: string): () => void {
+  const path = join(dataDir, 'portico.lock');
+  const mine = String(process.pid);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(path, mine, { flag: 'wx' });
+      return () => {
+        try {
+          if (readFileSync(path, 'utf8') === mine) unlinkSync(path);
+        } catch {
+          // already gone
+        }
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const holder = Number(readFileSync(path, 'utf8').trim());
+      let alive = false;
+      try {
+        alive = Number.isInteger(holder) && holder > 0 && holder !== process.pid && (process.kill(holder, 0), true);
+      } catch {
+        alive = false;
+      }
+      if (alive) {
+        throw new ConfigError(
+          `the embedded database in ${dataDir} is in use by process ${holder} (a running Portico). Stop it first, or run Portico on PostgreSQL (DATABASE_URL), where operator commands work while it serves.`,
+        );
+      }
+      unlinkSync(path); // left by a process that is gone
+    }
+  }
+  throw new ConfigError(`could not lock ${path}`);
+}
+
 export async function openDb(opts: DbOptions): Promise<OpenedDb> {
+  let releaseLock: (() => void) | undefined;
   let db: Db;
   let driver: OpenedDb['driver'];
   if (opts.databaseUrl) {
@@ -66,6 +106,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     if (!opts.inMemory) {
       dir = join(opts.dataDir, 'pglite');
       mkdirSync(dir, { recursive: true });
+      releaseLock = lockDataDir(opts.dataDir);
     }
     const pglite = await PGlite.create(dir, {
       parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
@@ -93,6 +134,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     },
     async close() {
       await db.destroy();
+      releaseLock?.();
     },
   };
 }
