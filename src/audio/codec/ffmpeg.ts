@@ -378,7 +378,13 @@ export async function ffmpegDecode(
   if (needsSeekableInput(bytes)) {
     dir = await mkdtemp(join(tmpdir(), 'portico-decode-'));
     inputArg = join(dir, 'input');
-    await writeFile(inputArg, bytes);
+    try {
+      await writeFile(inputArg, bytes);
+    } catch (e) {
+      // a full disk: the folder must not stay behind
+      await rm(dir, { recursive: true, force: true }).catch(() => {});
+      throw e;
+    }
     stdin = null;
   }
   try {
