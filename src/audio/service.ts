@@ -15,7 +15,8 @@ import { EngineError, type AudioUpload, type SpeechEngine, type Transcript, type
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelSpec } from '../models/config.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { AppError, ERRORS, type ErrorCode } from '../platform/errors.js';
+import { fromEngineError } from '../api/engine-errors.js';
+import { AppError, type ErrorCode } from '../platform/errors.js';
 import type { UsageService } from '../portal/usage/service.js';
 import type { KeyPrincipal } from '../portal/keys/verifier.js';
 import { assertModelScope } from '../api/scopes.js';
@@ -45,16 +46,10 @@ const bad = (message: string, param: string | null = null, code: ErrorCode = 'va
 
 /** An engine failure -> the error a client sees (codes of the one table in src/platform/errors.ts). */
 export function toClientError(e: unknown): AppError {
-  if (e instanceof AppError) return e;
   if (e instanceof AudioDecodeError) return new AppError('invalid_file_format', INVALID_FILE_MESSAGE, 'file');
-  if (e instanceof EngineError) {
-    if (e.code in ERRORS) return new AppError(e.code as ErrorCode, e.message, e.code === 'unsupported_language' ? 'language' : null);
-    if (e.code === 'invalid_voice') return new AppError('validation_error', e.message, 'voice');
-    if (e.code === 'upstream_auth_failed' || e.code === 'upstream_error') return new AppError('engine_error', e.message);
-    const code: ErrorCode = e.status === 429 ? 'rate_limit_exceeded' : e.status === 503 ? 'engine_unavailable' : e.status === 504 ? 'upstream_timeout' : e.status >= 500 ? 'engine_error' : e.status === 413 ? 'payload_too_large' : 'validation_error';
-    return new AppError(code, e.message);
-  }
-  return new AppError('engine_error', `the audio engine failed: ${(e as Error)?.message ?? String(e)}`);
+  if (e instanceof EngineError && e.code === 'invalid_voice') return new AppError('validation_error', e.message, 'voice');
+  if (e instanceof EngineError && e.code === 'unsupported_language') return new AppError('unsupported_language', e.message, 'language');
+  return fromEngineError(e, 'the audio engine');
 }
 
 export interface AudioServiceDeps {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError, ERRORS, type ErrorCode } from '../platform/errors.js';
-import { EngineError, type ChatMessage, type GenerateEvent, type GenerateRequest, type TextEngine, type TextFormat, type ToolChoice, type Usage } from '../engines/types.js';
+import { AppError, type ErrorCode } from '../platform/errors.js';
+import { type ChatMessage, type GenerateEvent, type GenerateRequest, type TextEngine, type TextFormat, type ToolChoice, type Usage } from '../engines/types.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { ModelSpec } from '../models/config.js';
@@ -15,6 +15,7 @@ import type { ResponseStore } from './store.js';
 import type { CreateResponseRequest } from './schemas.js';
 import { RunManager, type Run } from './runs.js';
 import { newId } from './ids.js';
+import { fromEngineError } from '../api/engine-errors.js';
 import { LocalQueue, type BackgroundQueue } from './queue.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 
@@ -52,16 +53,6 @@ interface StoredRequest {
 }
 
 const bad = (message: string, param: string | null = null, code: ErrorCode = 'validation_error') => new AppError(code, message, param);
-
-/** Maps an engine failure to a client-facing error code. */
-function engineCode(e: unknown): { code: ErrorCode; message: string; status: number } {
-  if (e instanceof AppError) return { code: e.code, message: e.message, status: e.status };
-  if (e instanceof EngineError) {
-    const code = (e.code in ERRORS ? e.code : e.status >= 500 ? 'engine_error' : e.status === 429 ? 'rate_limit_exceeded' : 'validation_error') as ErrorCode;
-    return { code, message: e.message, status: e.status };
-  }
-  return { code: 'engine_error', message: 'the model engine failed', status: 502 };
-}
 
 export class ResponsesService {
   readonly runs: RunManager;
@@ -237,8 +228,7 @@ export class ResponsesService {
       first = await it.next();
     } catch (e) {
       if (signal.aborted) throw e;
-      const { code, message, status } = engineCode(e);
-      throw new AppError(status < 500 && code in ERRORS ? code : code === 'upstream_unavailable' || code === 'upstream_timeout' ? code : 'engine_error', message);
+      throw fromEngineError(e);
     }
     onStart();
     let ev = first;
@@ -269,7 +259,7 @@ export class ResponsesService {
       return { final: builder.fail('engine_error', 'the model engine ended without finishing the response') };
     } catch (e) {
       if (signal.aborted) throw e;
-      const { code, message } = engineCode(e);
+      const { code, message } = fromEngineError(e);
       return { final: builder.fail(code === 'validation_error' ? 'engine_error' : code, message) };
     }
   }
@@ -375,7 +365,7 @@ export class ResponsesService {
       // the final event was held back: take it back and end as failed instead (error, then response.failed)
       builder.rewind(held.length);
       held.length = 0;
-      const { code, message } = engineCode(e);
+      const { code, message } = fromEngineError(e);
       builder.redirect(write);
       builder.fail(code === 'validation_error' ? 'server_error' : code, message);
       return;
@@ -445,7 +435,7 @@ export class ResponsesService {
         if (run.controller.signal.aborted) {
           final = run.cancelRequested ? builder.cancel() : builder.fail('server_shutdown', 'the server stopped while this response was running');
         } else {
-          const { code, message } = engineCode(e);
+          const { code, message } = fromEngineError(e);
           final = builder.fail(code, message);
         }
       }

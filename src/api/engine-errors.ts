@@ -1,0 +1,19 @@
+import { AppError, ERRORS, type ErrorCode } from '../platform/errors.js';
+import { EngineError } from '../engines/types.js';
+
+/**
+ * The one mapping from an engine's failure to a client-facing error (Responses and audio alike): an engine code
+ * the error table knows is kept; otherwise the engine's HTTP-status hint decides. Anything that is not an engine
+ * error is a failed engine, with a fixed message (its own text may describe internals).
+ */
+export function fromEngineError(e: unknown, what = 'the model engine'): AppError {
+  if (e instanceof AppError) return e;
+  if (e instanceof EngineError) {
+    if (e.code in ERRORS) return new AppError(e.code as ErrorCode, e.message);
+    const s = e.status;
+    const code: ErrorCode =
+      s === 429 ? 'rate_limit_exceeded' : s === 503 ? 'engine_unavailable' : s === 504 ? 'upstream_timeout' : s === 413 ? 'payload_too_large' : s >= 500 ? 'engine_error' : 'validation_error';
+    return new AppError(code, e.message);
+  }
+  return new AppError('engine_error', `${what} failed`);
+}
