@@ -2,6 +2,7 @@
  * Helpers of the audio API tests: ffprobe / ffmpeg on returned bytes, a strict SRT and WebVTT parser, word
  * error rate, the OpenAI SDK client against a listening Portico, and ffmpeg child processes of this process.
  */
+import { encodeWav } from '../../src/audio/codec/wav.js';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -173,25 +174,9 @@ export async function eventually(check: () => Promise<boolean> | boolean, timeou
   }
 }
 
-/** A mono 16-bit PCM WAV file. */
+/** A mono 16-bit PCM WAV file (the codec's own writer). */
 export function wavFile(samples: Int16Array, rate: number): Buffer {
-  const data = Buffer.alloc(samples.length * 2);
-  for (let i = 0; i < samples.length; i++) data.writeInt16LE(samples[i], i * 2);
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVE', 8);
-  h.write('fmt ', 12);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
+  return encodeWav(samples, rate);
 }
 
 /** Asserts an OpenAI-SDK error (or a fetch Response JSON) has the status, code and param. */

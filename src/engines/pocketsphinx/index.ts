@@ -24,6 +24,7 @@ import {
   type TranscriptWord,
 } from '../types.js';
 import { groupWordsIntoSegments, type SegmentOptions } from './segments.js';
+import { wavHeader } from '../../audio/codec/wav.js';
 
 export { groupWordsIntoSegments, capitalizeFirst, type SegmentOptions } from './segments.js';
 
@@ -219,23 +220,6 @@ export function floatToPcm16le(pcm: Float32Array): Buffer {
   return buf;
 }
 
-function wavHeader(dataBytes: number, sampleRate: number): Buffer {
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0, 'ascii');
-  h.writeUInt32LE(36 + dataBytes, 4);
-  h.write('WAVE', 8, 'ascii');
-  h.write('fmt ', 12, 'ascii');
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(sampleRate, 24);
-  h.writeUInt32LE(sampleRate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36, 'ascii');
-  h.writeUInt32LE(dataBytes, 40);
-  return h;
-}
 
 // ---------------------------------------------------------------- engine
 
@@ -308,7 +292,7 @@ export function createPocketsphinxEngine(opts: PocketsphinxOptions = {}): Pocket
     const dir = await mkdtemp(join(tmpdir(), 'portico-psphinx-'));
     try {
       const file = join(dir, flavor === 'json' ? 'audio.wav' : 'audio.raw');
-      await writeFile(file, flavor === 'json' ? Buffer.concat([wavHeader(body.length, SAMPLE_RATE), body]) : body);
+      await writeFile(file, flavor === 'json' ? Buffer.concat([wavHeader(SAMPLE_RATE, 1, body.length), body]) : body);
       return await runOn(file, pcm.length / SAMPLE_RATE, signal);
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -17,8 +17,5 @@ export interface KeyRoutesDeps {
 
 /** The six key operations of spec 4.1 for one kind of key. */
 export function registerKeyRoutes(app: FastifyInstance, deps: KeyRoutesDeps) {
-  // key management takes JSON only (spec 4.1, 5): without this, Fastify's built-in text/plain parser hands the
-  // raw text to the schema and a wrong content type is answered 400 "body must be object" instead of 415
-  if (app.hasContentTypeParser('text/plain')) app.removeContentTypeParser('text/plain');
   for (const r of [create, list, update, del, revoke, restore]) r(app, deps);
 }
