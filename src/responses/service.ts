@@ -406,9 +406,10 @@ export class ResponsesService {
     const stored = await this.d.store.getAny(id);
     if (!stored || stored.object.status !== 'queued') return; // cancelled or deleted while queued
     const request = stored.request as StoredRequest | null;
-    const persisted = (await this.d.store.events(id, -1)).length;
+    const storedEvents = await this.d.store.events(id, -1);
+    const persisted = storedEvents.length;
     const builder = new ResponseBuilder(stored.object, () => {}, { maxToolCalls: request?.req.max_tool_calls, startSeq: persisted });
-    for (const e of await this.d.store.events(id, -1)) run.push(e);
+    for (const e of storedEvents) run.push(e);
     const pending: StreamEvent[] = [];
     let flushing: Promise<void> = Promise.resolve();
     const flush = () => {
