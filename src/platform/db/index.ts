@@ -2,7 +2,6 @@ import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { ConfigError } from '../config.js';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { Migrator, type MigrationProvider } from 'kysely/migration';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
@@ -114,23 +113,37 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
     driver = 'pglite';
   }
-  const provider: MigrationProvider = { getMigrations: async () => builtIn };
   return {
     db,
     driver,
+    /**
+     * Applies pending migrations in name order, each in its own transaction with its log row, under an advisory
+     * lock (several instances starting at once migrate one at a time). Portico's own runner rather than
+     * Kysely's: Kysely's looks for its tables by introspecting every schema of the database, so with a
+     * search_path it could take another schema's log for ours, and it fails when another schema is dropped
+     * while it looks. Names are unqualified: they resolve through the connection's search_path.
+     */
     async migrate() {
-      const migrator = new Migrator({
-        db,
-        provider,
-        migrationTableName: 'portico_migrations',
-        migrationLockTableName: 'portico_migrations_lock',
-        migrationTableSchema: opts.schema,
+      await db.connection().execute(async (conn) => {
+        await sql`select pg_advisory_lock(hashtext('portico_migrations:' || current_schema()))`.execute(conn);
+        try {
+          await sql`create table if not exists portico_migrations (name varchar(255) not null primary key, timestamp varchar(255) not null)`.execute(conn);
+          const done = new Set((await sql<{ name: string }>`select name from portico_migrations`.execute(conn)).rows.map((r) => r.name));
+          for (const name of Object.keys(builtIn).sort()) {
+            if (done.has(name)) continue;
+            try {
+              await conn.transaction().execute(async (tx) => {
+                await builtIn[name].up(tx);
+                await sql`insert into portico_migrations (name, timestamp) values (${name}, ${new Date().toISOString()})`.execute(tx);
+              });
+            } catch (e) {
+              throw new Error(`database migration ${name} failed: ${(e as Error).message ?? e}`);
+            }
+          }
+        } finally {
+          await sql`select pg_advisory_unlock(hashtext('portico_migrations:' || current_schema()))`.execute(conn);
+        }
       });
-      const { error, results } = await migrator.migrateToLatest();
-      if (error) {
-        const failed = results?.find((r) => r.status === 'Error');
-        throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message ?? error}`);
-      }
     },
     async close() {
       await db.destroy();
