@@ -63,7 +63,9 @@ async function main() {
   console.log('| --- | ---: | ---: | ---: | ---: | --- | --- |');
   for (const { store, r, rssStart, rssEnd } of rows) {
     const mib = (k: number) => (k / 1024).toFixed(0);
-    console.log(`| ${store ? 'on' : 'off'} | ${r.rps.toFixed(1)} | ${fmt(r.latency.p50)} | ${fmt(r.latency.p99)} | ${r.non2xx + r.errors + r.dropped} of ${r.sent} | ${mib(rssStart[0])} -> ${mib(rssEnd[0])} | ${mib(rssStart[1])} -> ${mib(rssEnd[1])} |`);
+    console.log(
+      `| ${store ? 'on' : 'off'} | ${r.rps.toFixed(1)} | ${fmt(r.latency.p50)} | ${fmt(r.latency.p99)} | ${r.non2xx + r.errors + r.dropped} of ${r.sent} | ${mib(rssStart[0])} -> ${mib(rssEnd[0])} | ${mib(rssStart[1])} -> ${mib(rssEnd[1])} |`,
+    );
   }
   if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, JSON.stringify(rows, null, 2));
 }

@@ -19,6 +19,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 16);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 5000);
 const VERIFY_N = Number(process.env.BENCH_VERIFY_N || 200_000);
 const models: ModelSpec[] = ['m1', 'm2', 'm3'].map((name) => ({ name, provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text' }) as ModelSpec);
+/** what GET /v1/models lists (set once Portico is up), for the unauthenticated baseline route */
+let baselineModels: ModelSpec[] = [];
+const startedAt = Math.floor(Date.now() / 1000);
 
 interface DbResult {
   db: string;
@@ -40,18 +43,25 @@ async function benchDb(db: 'pglite' | 'postgres'): Promise<DbResult> {
     db,
     models,
     env: { MAX_ACTIVE_MANAGEMENT_KEYS: '10000', MAX_ACTIVE_INFERENCE_KEYS: '10000' },
-    apiPlugins: [
-      (api, services) => {
-        // the baseline: the same answer as GET /v1/models, without authentication
-        api.get('/bench-noauth-models', { config: { public: true } }, async () => ({
-          object: 'list' as const,
-          data: services.models.list().map((m) => ({ id: m.name, object: 'model' as const, created: services.models.createdAt, owned_by: m.owned_by ?? 'portico' })),
-        }));
+    extraModules: [
+      {
+        name: 'bench-baseline',
+        routes: {
+          // the baseline: the same answer as GET /v1/models, without authentication
+          api: (api) => {
+            api.get('/bench-noauth-models', { config: { auth: 'none' } }, async () => ({
+              object: 'list' as const,
+              data: baselineModels.map((m) => ({ id: m.name, object: 'model' as const, created: startedAt, owned_by: m.owned_by ?? 'portico' })),
+            }));
+          },
+        },
       },
     ],
   });
   try {
-    const { app, url, services } = s;
+    const { app, url } = s;
+    const services = { verifier: s.runtime.verifier, models: s.runtime.models, db: s.runtime.core.db, usage: s.runtime.core.usage };
+    baselineModels = services.models.list();
     const auth = { authorization: `Bearer ${s.jwt}` };
     const json = { ...auth, 'content-type': 'application/json' };
     const body = (i: number) => JSON.stringify({ name: `bench key ${i}`, description: 'benchmark', scopes: ['usage:read'] });
@@ -66,12 +76,18 @@ async function benchDb(db: 'pglite' | 'postgres'): Promise<DbResult> {
       if (status !== 200) throw new Error(`${what} answered ${status}`);
     };
     const createInject = latency(
-      await timeEach(N_LATENCY, async (i) => check((await app.inject({ method: 'POST', url: '/v1/portal/management/api-keys', headers: json, payload: body(i) })).statusCode, 'create')),
+      await timeEach(N_LATENCY, async (i) =>
+        check((await app.inject({ method: 'POST', url: '/v1/portal/management/api-keys', headers: json, payload: body(i) })).statusCode, 'create'),
+      ),
     );
-    const listInject = latency(await timeEach(N_LATENCY, async () => check((await app.inject({ method: 'GET', url: '/v1/portal/management/api-keys', headers: auth })).statusCode, 'list')));
+    const listInject = latency(
+      await timeEach(N_LATENCY, async () => check((await app.inject({ method: 'GET', url: '/v1/portal/management/api-keys', headers: auth })).statusCode, 'list')),
+    );
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const createSocket = latency(
-      await timeEach(N_LATENCY, async (i) => check((await request(agent, `${url}/v1/portal/management/api-keys`, { method: 'POST', headers: json, body: body(i) })).status, 'create')),
+      await timeEach(N_LATENCY, async (i) =>
+        check((await request(agent, `${url}/v1/portal/management/api-keys`, { method: 'POST', headers: json, body: body(i) })).status, 'create'),
+      ),
     );
     const listSocket = latency(await timeEach(N_LATENCY, async () => check((await request(agent, `${url}/v1/portal/management/api-keys`, { headers: auth })).status, 'list')));
     agent.destroy();
@@ -107,7 +123,9 @@ async function benchDb(db: 'pglite' | 'postgres'): Promise<DbResult> {
 function report(results: DbResult[]) {
   const lines: string[] = [];
   const row = (...c: string[]) => lines.push(`| ${c.join(' | ')} |`);
-  lines.push(`Requests per latency figure: ${N_LATENCY}, one after another. Load: ${CONNECTIONS} keep-alive connections from a worker thread, ${DURATION_MS / 1000} s after 1 s warm-up.`);
+  lines.push(
+    `Requests per latency figure: ${N_LATENCY}, one after another. Load: ${CONNECTIONS} keep-alive connections from a worker thread, ${DURATION_MS / 1000} s after 1 s warm-up.`,
+  );
   lines.push('');
   row('Database', 'Operation', 'Path', 'p50 (ms)', 'p99 (ms)', 'mean (ms)');
   row('---', '---', '---', '---:', '---:', '---:');
@@ -129,7 +147,13 @@ function report(results: DbResult[]) {
     row(r.db, 'same answer, no authentication (baseline)', r.baseline.rps.toFixed(0), fmt(r.baseline.p50), fmt(r.baseline.p99), '-');
   }
   lines.push('');
-  row('Database', 'verifier.verify(key) from the cache (µs/call)', 'no-op async call (µs/call)', 'verification cost (µs/call)', 'HTTP cost per request, authenticated vs baseline (µs)');
+  row(
+    'Database',
+    'verifier.verify(key) from the cache (µs/call)',
+    'no-op async call (µs/call)',
+    'verification cost (µs/call)',
+    'HTTP cost per request, authenticated vs baseline (µs)',
+  );
   row('---', '---:', '---:', '---:', '---:');
   for (const r of results) {
     const httpDelta = (1e6 / r.authed.rps - 1e6 / r.baseline.rps).toFixed(1);

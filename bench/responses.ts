@@ -14,8 +14,8 @@
  * for a --cpu-prof run).
  */
 import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import type { ModelSpec } from '../src/models/config.js';
-import { apiPlugins } from '../src/api/plugins.js';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
 import { startPortico } from './lib/portico.js';
@@ -28,11 +28,25 @@ const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
 async function portico(upstreamUrl: string) {
   const models: ModelSpec[] = [{ name: 'fast', provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' } as ModelSpec];
   // the embedded default of `npm start` (PGlite files in DATA_DIR, the usage journal beside them), or PostgreSQL
-  const p = await startPortico({ db: DB, pglite: 'files', models, apiPlugins });
+  const p = await startPortico({ db: DB, pglite: 'files', models });
   return { url: p.url, key: await p.createKey('bench'), close: p.close };
 }
 
 const f = (ms: number) => (ms < 10 ? ms.toFixed(3) : ms.toFixed(1));
+
+/**
+ * CPU time of this process's main thread (µs), where Portico runs: the load generator and the fast upstream are
+ * worker threads of their own, so process.cpuUsage() would count them too. /proc gives it per thread in ticks.
+ */
+function mainThreadCpuUs(): number {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10_000;
+  } catch {
+    return NaN;
+  }
+}
 
 async function main() {
   const up = await startFastUpstream();
@@ -52,18 +66,34 @@ async function main() {
 
   // one request each way first: a broken set-up fails here with its answer
   for (const stream of [false, true]) {
-    const res = await fetch(p.url + '/v1/responses', { method: 'POST', headers: { authorization: `Bearer ${p.key}`, 'content-type': 'application/json' }, body: respBody(stream, true) });
+    const res = await fetch(p.url + '/v1/responses', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.key}`, 'content-type': 'application/json' },
+      body: respBody(stream, true),
+    });
     const text = await res.text();
     if (res.status !== 200) throw new Error(`Portico answered ${res.status}: ${text}`);
   }
-  const rows: Array<{ name: string; stream: boolean; lat: LoadResult; thr: LoadResult }> = [];
+  const rows: Array<{ name: string; stream: boolean; lat: LoadResult; thr: LoadResult; cpuUs: number }> = [];
   for (const s of scenarios) {
-    const base = { url: s.url, headers: { 'content-type': 'application/json', ...(s.headers as Record<string, string>) }, body: s.body, stream: s.stream, durationMs: DURATION_MS, warmupMs: WARMUP_MS };
+    const base = {
+      url: s.url,
+      headers: { 'content-type': 'application/json', ...(s.headers as Record<string, string>) },
+      body: s.body,
+      stream: s.stream,
+      durationMs: DURATION_MS,
+      warmupMs: WARMUP_MS,
+    };
     const lat = await runLoad({ ...base, connections: 1 });
+    const cpu0 = mainThreadCpuUs();
     const thr = process.env.BENCH_PROFILE ? lat : await runLoad({ ...base, connections: CONNECTIONS });
+    // CPU spans warm-up and measured time, the count only the measured time: scale the count to the whole run
+    const cpuUs = s.name.startsWith('Portico') ? (mainThreadCpuUs() - cpu0) / (thr.rps * ((DURATION_MS + WARMUP_MS) / 1000)) : NaN;
     if (lat.failures || thr.failures) throw new Error(`${s.name}: ${lat.failures + thr.failures} failed requests`);
-    rows.push({ name: s.name, stream: s.stream, lat, thr });
-    console.error(`${s.name}: p50 ${f(lat.p50)} ms p99 ${f(lat.p99)} ms${s.stream ? ` TTFE p50 ${f(lat.ttfe50)} ms` : ''}; ${thr.rps.toFixed(0)} req/s at ${CONNECTIONS} connections`);
+    rows.push({ name: s.name, stream: s.stream, lat, thr, cpuUs });
+    console.error(
+      `${s.name}: p50 ${f(lat.p50)} ms p99 ${f(lat.p99)} ms${s.stream ? ` TTFE p50 ${f(lat.ttfe50)} ms` : ''}; ${thr.rps.toFixed(0)} req/s at ${CONNECTIONS} connections`,
+    );
   }
   await p.close();
   await up.stop();
@@ -71,12 +101,18 @@ async function main() {
   const cpus = os.cpus();
   const lines: string[] = [];
   lines.push(`Machine: ${cpus.length} cores (${cpus[0]?.model.trim()}), Node ${process.version}, ${os.platform()} ${os.release()}; database ${DB}.`);
-  lines.push(`Latency: one connection, requests one after another, ${DURATION_MS / 1000} s after ${WARMUP_MS / 1000} s warm-up. Throughput: ${CONNECTIONS} keep-alive connections.`);
+  lines.push(
+    `Latency: one connection, requests one after another, ${DURATION_MS / 1000} s after ${WARMUP_MS / 1000} s warm-up. Throughput: ${CONNECTIONS} keep-alive connections.`,
+  );
   lines.push('');
-  lines.push('| Path | p50 ms | p99 ms | TTFE p50 ms | TTFE p99 ms | req/s (1 conn) | req/s (' + CONNECTIONS + ' conns) | p50 at ' + CONNECTIONS + ' conns ms |');
-  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|');
+  lines.push(
+    '| Path | p50 ms | p99 ms | TTFE p50 ms | TTFE p99 ms | req/s (1 conn) | req/s (' + CONNECTIONS + ' conns) | p50 at ' + CONNECTIONS + ' conns ms | Portico CPU µs/req |',
+  );
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    lines.push(`| ${r.name} | ${f(r.lat.p50)} | ${f(r.lat.p99)} | ${r.stream ? f(r.lat.ttfe50) : '-'} | ${r.stream ? f(r.lat.ttfe99) : '-'} | ${r.lat.rps.toFixed(0)} | ${r.thr.rps.toFixed(0)} | ${f(r.thr.p50)} |`);
+    lines.push(
+      `| ${r.name} | ${f(r.lat.p50)} | ${f(r.lat.p99)} | ${r.stream ? f(r.lat.ttfe50) : '-'} | ${r.stream ? f(r.lat.ttfe99) : '-'} | ${r.lat.rps.toFixed(0)} | ${r.thr.rps.toFixed(0)} | ${f(r.thr.p50)} | ${Number.isNaN(r.cpuUs) ? '-' : r.cpuUs.toFixed(0)} |`,
+    );
   }
   const get = (n: string) => rows.find((r) => r.name === n);
   const added = (a: string, b: string, k: 'p50' | 'ttfe50' = 'p50') => {
@@ -86,11 +122,15 @@ async function main() {
   };
   lines.push('');
   lines.push('Added p50 by Portico (one connection):');
-  lines.push(`- non-streaming, store off: ${added('Portico, non-streaming, store off', 'upstream direct, non-streaming')} ms; store on: ${added('Portico, non-streaming, store on', 'upstream direct, non-streaming')} ms`);
+  lines.push(
+    `- non-streaming, store off: ${added('Portico, non-streaming, store off', 'upstream direct, non-streaming')} ms; store on: ${added('Portico, non-streaming, store on', 'upstream direct, non-streaming')} ms`,
+  );
   lines.push(
     `- streaming, time to first event, store off: ${added('Portico, streaming, store off', 'upstream direct, streaming', 'ttfe50')} ms; store on: ${added('Portico, streaming, store on', 'upstream direct, streaming', 'ttfe50')} ms`,
   );
-  lines.push(`- streaming, whole stream, store off: ${added('Portico, streaming, store off', 'upstream direct, streaming')} ms; store on: ${added('Portico, streaming, store on', 'upstream direct, streaming')} ms`);
+  lines.push(
+    `- streaming, whole stream, store off: ${added('Portico, streaming, store off', 'upstream direct, streaming')} ms; store on: ${added('Portico, streaming, store on', 'upstream direct, streaming')} ms`,
+  );
   console.log(lines.join('\n'));
 }
 

@@ -4,7 +4,9 @@
 //
 // The multi-process cluster tests (test/cluster: several Portico processes, PostgreSQL and Redis cut under
 // load, recovery measured against a clock) run in a second pass on their own, so the rest of the suite does
-// not compete with them for the two cores. The last line sums both passes.
+// not compete with them for the two cores. The browser tests (*.browser.test.js: Chromium driving the web page)
+// run in a pass of their own too: Chromium's CPU use would otherwise upset the timing checks of the audio tests.
+// The last line sums every pass.
 import { readdirSync, statSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -22,9 +24,15 @@ const files = [];
 files.sort();
 
 const isCluster = (f) => f.includes(`${sep}test${sep}cluster${sep}`);
+const isBrowser = (f) => f.endsWith('.browser.test.js');
+// the cluster tests are several instances sharing PostgreSQL: without PostgreSQL there is nothing they can run on
+const pgOff = process.env.PORTICO_TEST_PG === 'off';
+const clusterFiles = files.filter(isCluster);
+if (pgOff && clusterFiles.length) console.log(`# PORTICO_TEST_PG=off: the ${clusterFiles.length} cluster test files (several instances on PostgreSQL) are not run`);
 const passes = [
-  { files: files.filter((f) => !isCluster(f)), concurrency: process.env.TEST_CONCURRENCY || 2 },
-  { files: files.filter(isCluster), concurrency: 1 },
+  { files: files.filter((f) => !isCluster(f) && !isBrowser(f)), concurrency: process.env.TEST_CONCURRENCY || 2 },
+  { files: files.filter(isBrowser), concurrency: 1 },
+  { files: pgOff ? [] : clusterFiles, concurrency: 1 },
 ].filter((p) => p.files.length > 0);
 
 function run({ files, concurrency }) {

@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, closeServices, createServices, type Services } from '../../src/app.js';
+import { createCore } from '../../src/compose/core.js';
+import { createRuntime, type Runtime } from '../../src/compose/runtime.js';
+import type { FeatureModule } from '../../src/platform/module.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../../src/models/config.js';
@@ -28,15 +30,15 @@ export interface BenchPorticoOptions {
    */
   pglite?: 'memory' | 'files';
   models: ModelSpec[];
-  /** feature modules mounted under /v1 (buildApp's apiPlugins) */
-  apiPlugins?: Array<(app: FastifyInstance, services: Services) => Promise<void> | void>;
+  /** modules added to the built-in ones (e.g. a baseline route) */
+  extraModules?: FeatureModule[];
   /** more configuration variables (e.g. key limits) */
   env?: Record<string, string>;
 }
 
 export interface BenchPortico {
   app: FastifyInstance;
-  services: Services;
+  runtime: Runtime;
   /** http://127.0.0.1:<port> */
   url: string;
   /** a portal token (JWT, user bench-user, one hour) */
@@ -58,15 +60,16 @@ export async function startPortico(o: BenchPorticoOptions): Promise<BenchPortico
     LOG_LEVEL: 'info',
     ...o.env,
   });
-  const services = await createServices(config, { dbSchema: schema, models: o.models });
   // production-like logging: one info line per request, written to /dev/null
   const devnull = createWriteStream('/dev/null');
-  const app = await buildApp(services, { apiPlugins: o.apiPlugins, logger: { level: 'info', stream: devnull } as any });
+  const core = await createCore(config, { role: 'serve', dbSchema: schema, models: o.models, logDestination: devnull });
+  const runtime = await createRuntime(core, { extraModules: o.extraModules });
+  const app = runtime.app;
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   const jwt = await signToken(new TextEncoder().encode(BENCH_SECRET), { userId: 'bench-user', ttlSeconds: 3600 });
   return {
     app,
-    services,
+    runtime,
     url,
     jwt,
     async createKey(name: string) {
@@ -76,7 +79,8 @@ export async function startPortico(o: BenchPorticoOptions): Promise<BenchPortico
     },
     async close() {
       await app.close();
-      await closeServices(services);
+      await runtime.close();
+      await core.close();
       devnull.end();
       if (schema) {
         const c = new pg.Client({ connectionString: PG_URL });

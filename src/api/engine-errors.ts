@@ -1,4 +1,4 @@
-import { AppError, ERRORS, type ErrorCode } from '../platform/errors.js';
+import { AppError, ERRORS, VALIDATION_DETAILS, type ErrorCode, type ValidationDetail } from '../platform/errors.js';
 import { EngineError } from '../engines/types.js';
 
 /**
@@ -9,10 +9,25 @@ import { EngineError } from '../engines/types.js';
 export function fromEngineError(e: unknown, what = 'the model engine'): AppError {
   if (e instanceof AppError) return e;
   if (e instanceof EngineError) {
+    // a timeout is a timeout whatever the engine calls it (the openai-compatible transport says upstream_unavailable, 504)
+    if (e.status === 504) return new AppError('upstream_timeout', e.message);
+    // a refusal with one of OpenAI's validation codes (an upstream's, or an engine's own) keeps it
+    if (e.status === 400 && (VALIDATION_DETAILS as readonly string[]).includes(e.code))
+      return new AppError('validation_error', e.message, null, { detail: e.code as ValidationDetail });
     if (e.code in ERRORS) return new AppError(e.code as ErrorCode, e.message);
     const s = e.status;
     const code: ErrorCode =
-      s === 429 ? 'rate_limit_exceeded' : s === 503 ? 'engine_unavailable' : s === 504 ? 'upstream_timeout' : s === 413 ? 'payload_too_large' : s >= 500 ? 'engine_error' : 'validation_error';
+      s === 429
+        ? 'rate_limit_exceeded'
+        : s === 503
+          ? 'engine_unavailable'
+          : s === 504
+            ? 'upstream_timeout'
+            : s === 413
+              ? 'payload_too_large'
+              : s >= 500
+                ? 'engine_error'
+                : 'validation_error';
     return new AppError(code, e.message);
   }
   return new AppError('engine_error', `${what} failed`);

@@ -1,12 +1,13 @@
 import { AppError } from '../platform/errors.js';
-import type { KeyPrincipal } from '../portal/keys/verifier.js';
+import type { KeyPrincipal } from '../platform/auth/principal.js';
 
 /**
- * Inference-key scopes. A key without scopes may call everything. `responses` and `audio` limit the
- * endpoints (a key that names none of them may call every endpoint; listing models is open to every key);
+ * Inference-key scopes. A key without scopes may call everything. `responses`, `chat`, `embeddings` and
+ * `audio` limit the endpoints (a key that names none of them may call every endpoint; listing models is open
+ * to every key; `responses` does not open /chat/completions: each endpoint family is its own scope);
  * `model:NAME` entries limit the models (a key that names none may use every model).
  */
-export const ROUTE_SCOPES = ['responses', 'audio', 'models'] as const;
+export const ROUTE_SCOPES = ['responses', 'chat', 'embeddings', 'audio', 'models'] as const;
 
 export function assertRouteScope(key: KeyPrincipal, scope: string | undefined) {
   if (!scope || key.scopes.length === 0) return;

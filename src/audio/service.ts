@@ -1,6 +1,6 @@
 /**
  * The audio service: validates requests, runs the engines, shapes answers and writes the usage ledger.
- * HTTP lives in ./plugin.ts; engines in src/engines (factories in ./engines.ts); codecs in ./codec.
+ * HTTP lives in ./module.ts; engines in src/engines (factories in ./engines.ts); codecs in ./codec.
  *
  * Speech: `prepareSpeech` validates (every error before any audio), `speech` yields the encoded bytes of one
  * response (one encoder per response). The usage record (characters) is written when synthesis ends: before
@@ -11,19 +11,20 @@
  * to 16 kHz (engines that need PCM), runs the engine and formats the answer; one usage record (audio seconds).
  */
 import type { FastifyBaseLogger } from 'fastify';
-import { EngineError, type AudioUpload, type SpeechEngine, type Transcript, type TranscriptionEngine } from '../engines/types.js';
-import type { EngineRegistry } from '../engines/registry.js';
-import type { ModelSpec } from '../models/config.js';
+import { EngineError, type AudioUpload, type SpeechEngine, type SpeechQuality, type Transcript, type TranscriptionEngine, type Voice } from '../engines/types.js';
+import type { AudioEngines } from './engines.js';
+import { upstreamName, type ModelSpec } from '../models/spec.js';
+import { costMicros } from '../models/pricing.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { AppError, type ErrorCode } from '../platform/errors.js';
 import type { UsageService } from '../portal/usage/service.js';
-import type { KeyPrincipal } from '../portal/keys/verifier.js';
+import type { KeyPrincipal } from '../platform/auth/principal.js';
 import { assertModelScope } from '../api/scopes.js';
-import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSpeech, isSpeechFormat, type SpeechFormat } from './codec/index.js';
-import { OPENAI_VOICES } from './voices.js';
-import { LANGUAGE_NAMES } from '../engines/openai-compatible/audio.js';
-import { ALL_RESPONSE_FORMATS, formatsFor, translates } from './models.js';
+import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSpeech, isSpeechFormat, type SpeechFormat } from '../codec/index.js';
+import { OPENAI_VOICES, planSpeech } from './voices.js';
+import { LANGUAGE_NAMES } from '../engines/shared/languages.js';
+import { ALL_RESPONSE_FORMATS, formatsFor, isEmbeddedSpeech, speechQualityOf, translates } from './models.js';
 import { formatTranscript, type FormattedBody, type Granularity, type ResponseFormat } from './transcript-format.js';
 
 export const MAX_SPEECH_INPUT = 4096;
@@ -54,7 +55,7 @@ export function toClientError(e: unknown): AppError {
 
 export interface AudioServiceDeps {
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: AudioEngines;
   usage: UsageService;
   log?: FastifyBaseLogger;
 }
@@ -66,6 +67,7 @@ export interface PreparedSpeech {
   voice: string;
   format: SpeechFormat;
   speed: number;
+  quality: SpeechQuality;
 }
 
 export interface PreparedTranscription {
@@ -79,6 +81,11 @@ export interface PreparedTranscription {
   temperature: number;
 }
 
+/** The multipart fields of /audio/transcriptions and /audio/translations (the file part is apart). */
+const TRANSCRIPTION_FIELDS = new Set(['file', 'model', 'language', 'prompt', 'response_format', 'temperature', 'timestamp_granularities[]', 'timestamp_granularities', 'stream']);
+/** OpenAI's fields that this server does not implement. */
+const UNSUPPORTED_TRANSCRIPTION_FIELDS = new Set(['include[]', 'include', 'chunking_strategy', 'known_speaker_names[]', 'known_speaker_references[]']);
+
 /** Multipart fields as received: every value of each name, in order. */
 export type FieldMap = Record<string, string[]>;
 
@@ -89,9 +96,8 @@ function one(fields: FieldMap, name: string): string | undefined {
   return v[0];
 }
 
-function voicesOf(spec: ModelSpec): readonly string[] {
-  const extra = (spec as { voices?: unknown }).voices;
-  return Array.isArray(extra) && spec.provider === 'openai-compatible' ? [...OPENAI_VOICES, ...extra.filter((v): v is string => typeof v === 'string')] : OPENAI_VOICES;
+export function voicesOf(spec: ModelSpec): readonly string[] {
+  return spec.voices && spec.provider === 'openai-compatible' ? [...OPENAI_VOICES, ...spec.voices] : OPENAI_VOICES;
 }
 
 export class AudioService {
@@ -135,10 +141,21 @@ export class AudioService {
       if (b.instructions.length > MAX_SPEECH_INPUT) throw bad(`'instructions' is too long; the maximum is ${MAX_SPEECH_INPUT} characters.`, 'instructions');
     }
     if (b.stream_format !== undefined && b.stream_format !== null && b.stream_format !== 'audio') {
-      if (b.stream_format === 'sse') throw bad("stream_format 'sse' is not supported by this server; use 'audio' (the default): the audio itself is streamed.", 'stream_format', 'unsupported_parameter');
+      if (b.stream_format === 'sse')
+        throw bad("stream_format 'sse' is not supported by this server; use 'audio' (the default): the audio itself is streamed.", 'stream_format', 'unsupported_parameter');
       throw bad(`Invalid stream_format ${JSON.stringify(b.stream_format)}. Supported: audio.`, 'stream_format');
     }
-    return { spec, input: b.input, characters, voice: b.voice, format, speed };
+    const quality = speechQualityOf(spec);
+    if (isEmbeddedSpeech(spec)) {
+      // text in a script no embedded engine reads is refused now, not after part of the audio was sent
+      try {
+        planSpeech(b.input, b.voice as Voice, quality);
+      } catch (e) {
+        if (e instanceof EngineError && e.code === 'unsupported_language') throw new AppError('unsupported_language', e.message, 'input');
+        throw e;
+      }
+    }
+    return { spec, input: b.input, characters, voice: b.voice, format, speed, quality };
   }
 
   contentType(p: PreparedSpeech): string {
@@ -149,23 +166,22 @@ export class AudioService {
   async *speech(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal): AsyncGenerator<Buffer> {
     let engine: SpeechEngine;
     try {
-      engine = await this.d.engines.speechEngine(p.spec);
+      engine = await this.d.engines.speech(p.spec);
     } catch (e) {
       throw toClientError(e);
     }
-    const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, signal });
+    const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, quality: p.quality, signal });
     let started = false;
     let recorded = false;
     const record = async () => {
       recorded = true;
-      const price = p.spec.pricing?.per_character ?? 0;
       await this.d.usage.record({
         requestId,
         key,
         model: p.spec.name,
         operation: 'speech',
         characters: p.characters,
-        costMicros: price * p.characters * 1_000_000,
+        costMicros: costMicros(p.spec, { characters: p.characters }),
       });
     };
     // nothing is sent (so the answer can still be an error) until the engine has produced real samples:
@@ -207,6 +223,14 @@ export class AudioService {
   // ------------------------------------------------------------------ transcription / translation
 
   prepareTranscription(task: 'transcribe' | 'translate', fields: FieldMap, file: AudioUpload | undefined, key: KeyPrincipal): PreparedTranscription {
+    // the one validation policy (docs/api.md): an unknown field is refused, naming it; OpenAI's own fields this
+    // server does not implement are refused as unsupported
+    for (const name of Object.keys(fields)) {
+      if (TRANSCRIPTION_FIELDS.has(name)) continue;
+      if (UNSUPPORTED_TRANSCRIPTION_FIELDS.has(name))
+        throw bad(`'${name.replace(/\[\]$/, '')}' is not supported by this server.`, name.replace(/\[\]$/, ''), 'unsupported_parameter');
+      throw new AppError('validation_error', `Unknown parameter: '${name}'.`, name, { localized: { zh: `未知参数：'${name}'。` }, detail: 'unknown_parameter' });
+    }
     const model = one(fields, 'model');
     if (!file) {
       if (fields.file) throw bad("'file' must be an uploaded file (a multipart part with a filename), not a text field.", 'file');
@@ -271,7 +295,7 @@ export class AudioService {
     if (p.file.bytes.length === 0) throw new AppError('invalid_file_format', `The file is empty. ${INVALID_FILE_MESSAGE}`, 'file');
     let engine: TranscriptionEngine;
     try {
-      engine = await this.d.engines.transcriptionEngine(p.spec);
+      engine = await this.d.engines.transcription(p.spec);
     } catch (e) {
       throw toClientError(e);
     }
@@ -308,7 +332,7 @@ export class AudioService {
     let t: Transcript;
     try {
       t = await engine.transcribe({
-        model: p.spec.upstream_model ?? p.spec.name,
+        model: upstreamName(p.spec),
         file: p.file,
         pcm16k,
         task: p.task,
@@ -326,18 +350,20 @@ export class AudioService {
       duration = t.duration;
       if (duration === undefined) {
         // an upstream that does not report the length: measure it (for usage), best effort
-        duration = await decodeAudio(p.file.bytes, { signal, maxSeconds: MAX_AUDIO_SECONDS }).then((d) => d.duration, () => 0);
+        duration = await decodeAudio(p.file.bytes, { signal, maxSeconds: MAX_AUDIO_SECONDS }).then(
+          (d) => d.duration,
+          () => 0,
+        );
       }
     }
     const seconds = Math.round(duration * 1000) / 1000;
-    const price = p.spec.pricing?.per_audio_second ?? 0;
     await this.d.usage.record({
       requestId,
       key,
       model: p.spec.name,
       operation: p.task === 'translate' ? 'translation' : 'transcription',
       audioSeconds: seconds,
-      costMicros: price * seconds * 1_000_000,
+      costMicros: costMicros(p.spec, { audioSeconds: seconds }),
     });
     return formatTranscript(t, {
       task: p.task,

@@ -7,10 +7,18 @@
  * - vtt: `WEBVTT\n\n` then cues `00:00:00.000 --> 00:00:03.000\ntext\n\n`, text/vtt
  * - verbose_json: task, language (full lower-case name), duration, text, segments[] (whisper's fields),
  *   words[] when asked, usage. With timestamp_granularities [word] alone: words and no segments.
+ *
+ * Segments are the engine's (pocketsphinx and whisper word timings are grouped at pauses and sentence ends by
+ * src/engines/shared/segments.ts). Every field of the SDK's TranscriptionSegment is required there, so all are
+ * sent; each is what the engine says, or computed as whisper defines it (docs/api.md lists the sources):
+ * `tokens` the engine's token ids ([] from pocketsphinx, which decodes words), `temperature` the one the segment
+ * was decoded at (pocketsphinx: 0), `avg_logprob` / `no_speech_prob` from the word posteriors, `compression_ratio`
+ * and `seek` computed from the text and the start time. Only an engine that reports no confidence at all (the
+ * whisper.cpp binding) leaves avg_logprob and no_speech_prob at 0.
  */
 import { deflateSync } from 'node:zlib';
 import type { Transcript, TranscriptSegment } from '../engines/types.js';
-import { languageName } from '../engines/openai-compatible/audio.js';
+import { languageName } from '../engines/shared/languages.js';
 
 export type ResponseFormat = 'json' | 'text' | 'srt' | 'verbose_json' | 'vtt';
 export type Granularity = 'word' | 'segment';

@@ -1,8 +1,19 @@
 /**
- * The six OpenAI voices mapped to six clearly different embedded voices (see
- * shared/reference/engines.md: these six were listened to and are distinct).
+ * OpenAI's thirteen voices on the embedded engines, and how one text is spoken by them.
+ *
+ * Each voice is a distinct rendition: a different engine voice, or the same flite voice at a clearly different
+ * pitch (test/engines/tts.test.ts proves every pair differs in pitch or spectrum). `gainDb` brings the voice
+ * to the common level (-20 dBFS, src/engines/shared/loudness.ts); the figures were measured once with
+ * `npm run voices:levels` (bench/voice-levels.ts) and must be measured again when a voice's parameters change.
+ *
+ * Text in other scripts than Latin (Chinese, Japanese kana, Korean, Cyrillic...) is spoken sentence by
+ * sentence by the espeak-ng voice of that language, with the voice's `otherLanguages` variant
+ * (src/engines/shared/scripts.ts); scripts no engine here can read are refused before any audio is made.
  */
-import type { Voice } from '../engines/types.js';
+import { EngineError, type PcmChunk, type SpeechQuality, type SpeechRequest, type Voice } from '../engines/types.js';
+import type { EmbeddedSpeechEngine } from '../engines/shared/tts.js';
+import { sentencesOf } from '../engines/shared/tts.js';
+import { sentenceLanguage } from '../engines/shared/scripts.js';
 
 export type EmbeddedTtsKind = 'flite' | 'espeak';
 
@@ -11,19 +22,32 @@ export interface VoiceTarget {
   engine: EmbeddedTtsKind;
   /** the engine's own voice id */
   voice: string;
-  /** short description, for docs and /v1/models-like listings */
+  /** factor on the engine voice's pitch (default 1) */
+  pitch?: number;
+  /** gain that brings this voice to the common level (standard quality; hd measures each sentence) */
+  gainDb: number;
+  /** espeak-ng variant for sentences in other languages (`cmn` + `+f3`) */
+  otherLanguages: string;
+  /** short description, for docs and listings */
   description: string;
 }
 
-export const OPENAI_VOICES: readonly Voice[] = ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer'];
+export const OPENAI_VOICES: readonly Voice[] = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar'];
 
 const MAP: Record<Voice, VoiceTarget> = {
-  alloy: { engine: 'flite', voice: 'slt', description: 'flite slt: US English, female, clear (the most natural flite voice)' },
-  echo: { engine: 'flite', voice: 'rms', description: 'flite rms: US English, male' },
-  fable: { engine: 'flite', voice: 'awb', description: 'flite awb: Scottish English, male' },
-  onyx: { engine: 'flite', voice: 'kal16', description: 'flite kal16: US English, male, low, diphone' },
-  nova: { engine: 'espeak', voice: 'en-us+f3', description: 'espeak-ng en-us+f3: US English, female, bright' },
-  shimmer: { engine: 'espeak', voice: 'en-us+f5', description: 'espeak-ng en-us+f5: US English, female, soft' },
+  alloy: { engine: 'flite', voice: 'slt', gainDb: -5, otherLanguages: '+f1', description: 'flite slt: US English, female, clear (the most natural flite voice)' },
+  ash: { engine: 'espeak', voice: 'en-us+m3', gainDb: 0.5, otherLanguages: '+m3', description: 'espeak-ng en-us+m3: US English, male' },
+  ballad: { engine: 'espeak', voice: 'en-gb-x-rp+m7', gainDb: -1, otherLanguages: '+m7', description: 'espeak-ng en-gb-x-rp+m7: British English (RP), male' },
+  coral: { engine: 'flite', voice: 'slt', pitch: 1.2, gainDb: -6, otherLanguages: '+f2', description: 'flite slt at 1.2 x its pitch: US English, female, bright' },
+  echo: { engine: 'flite', voice: 'rms', gainDb: 0.5, otherLanguages: '+m1', description: 'flite rms: US English, male' },
+  fable: { engine: 'flite', voice: 'awb', gainDb: -0.5, otherLanguages: '+m2', description: 'flite awb: Scottish English, male' },
+  onyx: { engine: 'flite', voice: 'kal16', gainDb: 7.5, otherLanguages: '+m4', description: 'flite kal16: US English, male, low, diphone' },
+  nova: { engine: 'espeak', voice: 'en-us+f3', gainDb: 0, otherLanguages: '+f3', description: 'espeak-ng en-us+f3: US English, female, bright' },
+  sage: { engine: 'flite', voice: 'slt', pitch: 0.85, gainDb: -2.5, otherLanguages: '+f4', description: 'flite slt at 0.85 x its pitch: US English, female, calm' },
+  shimmer: { engine: 'espeak', voice: 'en-us+f5', gainDb: 0.5, otherLanguages: '+f5', description: 'espeak-ng en-us+f5: US English, female, soft' },
+  verse: { engine: 'flite', voice: 'awb', pitch: 0.8, gainDb: -1, otherLanguages: '+m5', description: 'flite awb at 0.8 x its pitch: Scottish English, male, deep' },
+  marin: { engine: 'espeak', voice: 'en-gb-x-rp+f4', gainDb: -1.5, otherLanguages: '+f4', description: 'espeak-ng en-gb-x-rp+f4: British English (RP), female' },
+  cedar: { engine: 'espeak', voice: 'en-us+m1', gainDb: 2, otherLanguages: '+m6', description: 'espeak-ng en-us+m1: US English, male, low' },
 };
 
 export function isOpenAiVoice(x: unknown): x is Voice {
@@ -35,4 +59,69 @@ export function embeddedVoiceFor(voice: Voice): VoiceTarget {
   const t = MAP[voice];
   if (!t) throw new RangeError(`unknown voice ${String(voice)}`);
   return t;
+}
+
+/** The espeak-ng voices of the table (warmed up in each espeak worker at start). */
+export const ESPEAK_TABLE_VOICES: readonly string[] = [
+  ...new Set(
+    Object.values(MAP)
+      .filter((t) => t.engine === 'espeak')
+      .map((t) => t.voice),
+  ),
+];
+
+/** One stretch of consecutive sentences spoken by the same engine voice. */
+export interface VoiceRun {
+  engine: EmbeddedTtsKind;
+  voice: string;
+  pitch: number;
+  gainDb: number;
+  sentences: string[];
+  /** the language when not the voice's own (for tests and logs) */
+  language?: string;
+}
+
+/**
+ * How `text` is spoken by `voice`: its sentences, grouped into runs of the same engine voice. Throws an
+ * EngineError (400, `unsupported_language`) naming the first sentence no engine here can speak.
+ */
+export function planSpeech(text: string, voice: Voice, quality: SpeechQuality = 'standard'): VoiceRun[] {
+  const target = embeddedVoiceFor(voice);
+  const runs: VoiceRun[] = [];
+  for (const sentence of sentencesOf(text, quality)) {
+    const lang = sentenceLanguage(sentence);
+    if (lang.kind === 'unsupported') {
+      throw new EngineError(`${unspeakableMessage(lang.reason)} (in: ${JSON.stringify(sentence.slice(0, 60))})`, 'unsupported_language', 400);
+    }
+    const next: Omit<VoiceRun, 'sentences'> =
+      lang.kind === 'voice'
+        ? { engine: target.engine, voice: target.voice, pitch: target.pitch ?? 1, gainDb: target.gainDb }
+        : { engine: 'espeak', voice: lang.espeak + target.otherLanguages, pitch: 1, gainDb: 0, language: lang.language };
+    const last = runs[runs.length - 1];
+    if (last && last.engine === next.engine && last.voice === next.voice && last.pitch === next.pitch) last.sentences.push(sentence);
+    else runs.push({ ...next, sentences: [sentence] });
+  }
+  return runs;
+}
+
+export function unspeakableMessage(reason: string): string {
+  return (
+    `The input contains text the voices cannot speak: ${reason}. Besides English (and other text in Latin script, read ` +
+    'as English), they speak Chinese, Japanese in kana, Korean, Russian, Ukrainian, Greek, Arabic, Persian, Urdu, Hindi, ' +
+    'Bengali, Punjabi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Sinhala, Georgian, Armenian and Amharic.'
+  );
+}
+
+/**
+ * Speaks `req` (an OpenAI voice) on the embedded engines: each run of sentences on its engine voice, in order,
+ * streamed as it is synthesized. `engine` gives the shared engine of a kind.
+ */
+export async function* speakEmbedded(req: SpeechRequest, engine: (kind: EmbeddedTtsKind) => Promise<EmbeddedSpeechEngine>): AsyncGenerator<PcmChunk> {
+  if (!isOpenAiVoice(req.voice)) {
+    throw new EngineError(`Unknown voice '${req.voice}'. Supported voices: ${OPENAI_VOICES.join(', ')}`, 'invalid_voice', 400);
+  }
+  for (const run of planSpeech(req.text, req.voice, req.quality)) {
+    const e = await engine(run.engine);
+    yield* e.synthesizeSentences(run.sentences, { ...req, voice: run.voice, pitch: run.pitch, gainDb: run.gainDb });
+  }
 }

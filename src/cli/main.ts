@@ -1,62 +1,288 @@
 #!/usr/bin/env node
-import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../platform/config.js';
+/**
+ * The `portico` command. `serve` builds the whole runtime; every other command builds only what it needs
+ * (the core, or less), does its one thing and exits: it never starts engines, queues, workers or sweeps, so it
+ * can never take a background job. `--help` and `--version` work on every command and do nothing else; a
+ * missing or bad value is a one-line error.
+ */
+import { readFileSync } from 'node:fs';
+import cluster from 'node:cluster';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { ConfigError, loadConfig, type Config } from '../platform/config.js';
 import { parseTtl, signToken } from '../platform/auth/jwt.js';
+import { openDb } from '../platform/db/index.js';
 import { ModelConfigError } from '../models/config.js';
 import { AppError } from '../platform/errors.js';
-import { closeServices, createServices } from '../app.js';
-import { startServer } from '../server.js';
+import { PRIVATE_UMASK } from '../platform/data-dir.js';
+import { MICROS } from '../portal/usage/service.js';
+import type { Core } from '../compose/core.js';
 
-const HELP = `portico: self-hostable AI API platform
+const VERSION: string = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-Usage:
-  portico serve                               start the HTTP service (PORT, HOST, DATA_DIR, DATABASE_URL, ...)
-  portico token --user ID [--org ORG [--admin]] [--ttl 1h]
-                                              print a portal JWT signed with the configured secret
-  portico keys disable ID | keys enable ID    set a key's status to disabled / active (operator only)
-  portico keys limit ID [--rpm N] [--tpm N]  per-key requests / tokens per minute (default: the configured ones; 0 = unlimited)
-  portico credits grant --user ID [--org ORG] --amount N [--note TEXT]
-                                              grant credits (for the balance query and budgets)
-  portico migrate                             apply database migrations and exit
-  portico help
-`;
+/** set by a command that decides its own exit code (models) */
+let commandExitCode = 0;
 
-async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  switch (cmd) {
-    case 'serve':
-      return serve();
-    case 'token':
-      return token(rest);
-    case 'keys':
-      return keys(rest);
-    case 'credits':
-      return credits(rest);
-    case 'migrate': {
-      const s = await createServices(loadConfig());
-      await closeServices(s);
-      console.log('migrations applied');
-      return 0;
-    }
-    case undefined:
-    case 'help':
-    case '--help':
-    case '-h':
-      process.stdout.write(HELP);
-      return cmd === undefined ? 1 : 0;
-    default:
-      process.stderr.write(`unknown command "${cmd}"\n\n${HELP}`);
-      return 2;
+/** A refusal of what the operator asked, said in one line (exit code 2). */
+class UsageError extends Error {}
+
+/** the largest grant accepted in one command, in credits */
+const MAX_GRANT = 1_000_000_000_000;
+
+function wholeNumber(name: string) {
+  return (v: string): number | null => {
+    if (v === 'default') return null;
+    if (!/^\d{1,12}$/.test(v)) throw new InvalidArgumentError(`${name} must be a whole number (0 = unlimited) or "default"`);
+    return Number(v);
+  };
+}
+
+/** Credits as the ledger stores them: whole micro-credits, positive, bounded; the figure printed is the one stored. */
+function parseCredits(v: string): number {
+  if (!/^\d+(\.\d+)?$/.test(v.trim())) throw new InvalidArgumentError('the amount must be a positive number of credits, like 100 or 2.5');
+  const n = Number(v);
+  const micros = Math.round(n * MICROS);
+  if (micros <= 0) throw new InvalidArgumentError(`the amount must be at least 0.000001 credits (one micro-credit); got ${v}`);
+  if (n > MAX_GRANT) throw new InvalidArgumentError(`the amount must be at most ${MAX_GRANT} credits in one grant; got ${v}`);
+  if (Math.abs(micros - n * MICROS) > 1e-6 * Math.max(1, n * MICROS))
+    throw new InvalidArgumentError(`the amount has more than 6 decimals (the ledger counts micro-credits); got ${v}`);
+  return micros / MICROS;
+}
+
+function identifier(name: string) {
+  return (v: string): string => {
+    if (v.trim() === '' || v.length > 256 || /[\u0000-\u001f\u007f]/.test(v)) throw new InvalidArgumentError(`${name} must be 1-256 printable characters`);
+    return v;
+  };
+}
+
+function ttl(v: string): number {
+  try {
+    return parseTtl(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
   }
 }
 
-async function serve(): Promise<number> {
+/** Runs `fn` on the core and closes it, whatever happens. */
+async function withCore<T>(fn: (core: Core) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  const server = await startServer(config);
-  const log = server.app.log;
-  log.info({ url: server.url, database: server.services.db.driver }, `Portico listening on ${server.url} (portal ${server.url}/v1/portal, API ${server.url}/v1, docs ${server.url}/docs)`);
+  // loaded here, not at start: `token`, `--help` and `--version` need none of it
+  const { createCore } = await import('../compose/core.js');
+  const core = await createCore(config, { role: 'command' });
+  try {
+    return await fn(core);
+  } finally {
+    await core.close();
+  }
+}
+
+/** A key id's shape, checked before anything is opened. */
+function keyId(id: string): string {
+  if (!/^(mkey|key)_[A-Za-z0-9_-]{1,64}$/.test(id)) throw new InvalidArgumentError(`"${id}" is not a key id (key_... for inference keys, mkey_... for Management API Keys)`);
+  return id;
+}
+
+function keyService(core: Core, id: string) {
+  return id.startsWith('mkey_') ? core.keys.management : core.keys.inference;
+}
+
+function buildCli(): Command {
+  const program = new Command('portico')
+    .description('Portico: self-hostable AI API platform (API-key portal, OpenAI-compatible endpoints)')
+    .version(VERSION, '-v, --version')
+    .showSuggestionAfterError()
+    .configureHelp({ sortSubcommands: false })
+    .addHelpText(
+      'after',
+      `
+Examples:
+  portico serve                                   start on PORT (8080) with embedded storage in DATA_DIR (./data)
+  portico login --user alice [--org acme --admin] a single-use link that signs alice in to the web page
+  portico token --user alice [--org acme --admin] a portal JWT for the key portal
+  portico keys disable key_...                    operator-only: refuse a key at once on every instance
+  portico keys limit key_... --rpm 60 --tpm 100000
+  portico credits grant --user alice --amount 100 personal credits (or --org acme for the organization)
+  portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF   a small instruct model for the embedded engine
+  portico models list | portico models rm NAME
+  portico migrate [--dry-run]
+
+Every command takes --help and --version. Settings come from the environment (see the README).`,
+    )
+    .exitOverride();
+  const sub = (name: string, description: string) => program.command(name).description(description).version(VERSION, '-v, --version').exitOverride();
+
+  sub('serve', 'start the HTTP service (settings: PORT, HOST, DATA_DIR, DATABASE_URL, REDIS_URL, ... see the README)')
+    .option('--workers <n>', 'processes sharing the port: a number or auto (one per core); more than 1 needs DATABASE_URL and REDIS_URL (default: WORKERS or 1)')
+    .action(serve);
+
+  sub('token', 'print a portal JWT signed with the configured secret')
+    .requiredOption('--user <id>', 'the user id (sub)', identifier('--user'))
+    .option('--org <org>', 'an organization the user belongs to', identifier('--org'))
+    .option('--admin', 'the user is an administrator of --org', false)
+    .option('--role <role>', 'the role in --org (default member)', identifier('--role'))
+    .option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d', ttl, 3600)
+    .action(async (o: { user: string; org?: string; admin: boolean; role?: string; ttl: number }) => {
+      if ((o.admin || o.role) && !o.org) throw new UsageError(`${o.admin ? '--admin' : '--role'} needs --org ORG`);
+      const config = loadConfig();
+      if (!config.jwt.secret) throw new UsageError('tokens are verified with JWT_JWKS_URL; mint them at your identity provider');
+      const orgRoles: Record<string, string> = {};
+      if (o.org) orgRoles[o.org] = o.admin ? config.jwt.adminRole : (o.role ?? 'member');
+      const jwt = await signToken(config.jwt.secret, {
+        userId: o.user,
+        orgRoles,
+        ttlSeconds: o.ttl,
+        issuer: config.jwt.issuer,
+        audience: config.jwt.audience,
+        claim: config.jwt.orgRolesClaim,
+      });
+      process.stdout.write(jwt + '\n');
+    });
+
+  sub('login', 'print a single-use sign-in link to the web page (no identity provider needed)')
+    .requiredOption('--user <id>', 'the user id', identifier('--user'))
+    .option('--org <org>', 'an organization the user belongs to', identifier('--org'))
+    .option('--admin', 'the user is an administrator of --org', false)
+    .option('--ttl <duration>', 'how long the link works, e.g. 15m (at most 1h)', ttl, 900)
+    .action(async (o: { user: string; org?: string; admin: boolean; ttl: number }) => {
+      if (o.admin && !o.org) throw new UsageError('--admin needs --org ORG');
+      const config = loadConfig();
+      const { mintSignInLink } = await import('../web/link.js');
+      const orgRoles: Record<string, string> = o.org ? { [o.org]: o.admin ? config.jwt.adminRole : 'member' } : {};
+      let link;
+      try {
+        link = await mintSignInLink({ pepper: config.keyPepper, publicUrl: config.web.publicUrl, userId: o.user, orgRoles, ttlSeconds: o.ttl });
+      } catch (e) {
+        throw new UsageError((e as Error).message);
+      }
+      process.stdout.write(`${link.url}\n`);
+      const within = o.ttl % 3600 === 0 ? `${o.ttl / 3600}h` : o.ttl % 60 === 0 ? `${o.ttl / 60}m` : `${o.ttl}s`;
+      process.stderr.write(`Open it in a browser within ${within} to sign in as ${o.user}; it works once.\n`);
+    });
+
+  const keys = sub('keys', 'operator-only changes to any key (disabled keys are refused at once on every instance)');
+  const keyCmd = (name: string, description: string) => keys.command(name).description(description).version(VERSION, '-v, --version').exitOverride();
+  for (const action of ['disable', 'enable'] as const) {
+    keyCmd(action, action === 'disable' ? 'set a key to disabled (its owner cannot lift it)' : 'set a disabled key back to active')
+      .argument('<id>', 'key_... or mkey_...', keyId)
+      .action((id: string) =>
+        withCore(async (core) => {
+          const rec = await keyService(core, id).setDisabled(id, action === 'disable');
+          console.log(`${rec.id}: ${rec.status}`);
+        }),
+      );
+  }
+  keyCmd('limit', "a key's own requests and tokens per minute (default: the configured RATE_LIMIT_RPM / RATE_LIMIT_TPM)")
+    .argument('<id>', 'key_... or mkey_...', keyId)
+    .option('--rpm <n>', 'requests per minute (0 = unlimited, "default" = the configured one)', wholeNumber('--rpm'))
+    .option('--tpm <n>', 'tokens per minute (0 = unlimited, "default" = the configured one)', wholeNumber('--tpm'))
+    .action((id: string, o: { rpm?: number | null; tpm?: number | null }) =>
+      withCore(async (core) => {
+        const row = await keyService(core, id).setLimits(id, o.rpm ?? null, o.tpm ?? null);
+        console.log(`${row.id}: rpm ${row.rpm_limit ?? 'default'}, tpm ${row.tpm_limit ?? 'default'}`);
+      }),
+    );
+
+  const credits = sub('credits', 'credits for the balance query and budgets');
+  credits
+    .command('grant')
+    .description("grant credits to a user (personal credits) or to an organization (shared by its members' org keys)")
+    .version(VERSION, '-v, --version')
+    .exitOverride()
+    .addOption(new Option('--user <id>', "a user's personal credits").argParser(identifier('--user')).conflicts('org'))
+    .addOption(new Option('--org <org>', "an organization's credits").argParser(identifier('--org')))
+    .requiredOption('--amount <credits>', 'a positive amount, at most 6 decimals', parseCredits)
+    .option('--note <text>', 'a note kept with the grant', '')
+    .action((o: { user?: string; org?: string; amount: number; note: string }) => {
+      if (!o.user && !o.org) throw new UsageError('give --user ID (personal credits) or --org ORG (organization credits)');
+      return withCore(async (core) => {
+        const scope = o.user ? { orgId: 'default', userId: o.user } : { orgId: o.org! };
+        await core.usage.grant(o.user ?? '', o.user ? 'default' : o.org!, o.amount, o.note);
+        const bal = await core.usage.balance(scope);
+        console.log(`granted ${o.amount} credits to ${o.user ? `user ${o.user}` : `organization ${o.org}`}; balance ${bal.balance}`);
+      });
+    });
+
+  const models = sub('models', 'models for the embedded engines: pull from Hugging Face or a URL, list, remove (MODELS_DIR)');
+  const modelsCmd = (name: string, description: string) => models.command(name).description(description).version(VERSION, '-v, --version').exitOverride();
+  // the work and its output are the pull library's (src/models/pull/cli.ts); this only parses the arguments
+  const runModels = async (args: string[]) => {
+    const { modelsCommand } = await import('../models/pull/cli.js');
+    commandExitCode = await modelsCommand(args);
+  };
+  modelsCmd('pull', 'download a GGUF (or whisper.cpp ggml) model; resumes, verifies, then serves it at once')
+    .argument('<ref>', 'hf:<owner>/<repo>[:<quant>] | hf:<owner>/<repo>/<file> | whisper:<name> | https://...')
+    .option('--name <name>', 'the name clients send (default: derived from the file)')
+    .addOption(new Option('--kind <kind>', 'what the GGUF is for').choices(['text', 'embedding']))
+    .option('--sha256 <hex>', 'the expected SHA-256 (for URLs whose server gives none)')
+    .action((ref: string, o: { name?: string; kind?: string; sha256?: string }) =>
+      runModels(['pull', ref, ...(o.name ? ['--name', o.name] : []), ...(o.kind ? ['--kind', o.kind] : []), ...(o.sha256 ? ['--sha256', o.sha256] : [])]),
+    );
+  modelsCmd('list', 'the pulled models: name, kind, size, file')
+    .alias('ls')
+    .option('--json', 'as JSON', false)
+    .action((o: { json: boolean }) => runModels(['list', ...(o.json ? ['--json'] : [])]));
+  modelsCmd('rm', 'remove a pulled model and its file (an alias: only the alias)')
+    .alias('remove')
+    .argument('<name>', 'a name from portico models list')
+    .action((name: string) => runModels(['rm', name]));
+
+  sub('migrate', 'apply the database migrations and exit')
+    .option('--dry-run', 'list the migrations that would run, change nothing', false)
+    .action(async (o: { dryRun: boolean }) => {
+      const config = loadConfig();
+      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb });
+      try {
+        if (o.dryRun) {
+          const pending = await db.pending();
+          console.log(pending.length ? `pending migrations: ${pending.join(', ')}` : 'no pending migrations');
+        } else {
+          const applied = await db.migrate();
+          console.log(applied.length ? `migrations applied: ${applied.join(', ')}` : 'no pending migrations');
+        }
+      } finally {
+        await db.close();
+      }
+    });
+  return program;
+}
+
+async function serve(o: { workers?: string } = {}): Promise<void> {
+  if (o.workers !== undefined) process.env.WORKERS = o.workers;
+  const config: Config = loadConfig();
+  const workers = await import('../compose/workers.js');
+  if (config.workers > 1 && cluster.isPrimary) {
+    const why = workers.workersRefusal(config);
+    if (why) throw new UsageError(why);
+    const { createLogger } = await import('../platform/log.js');
+    const code = await workers.runPrimary(config, createLogger(config.logLevel), { exec: process.argv[1]!, args: ['serve'] });
+    process.exit(code);
+  }
+  const { startServer } = await import('../compose/serve.js');
+  let server;
+  try {
+    server = await startServer(config);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE')
+      throw new UsageError(`port ${config.port} on ${config.host} is in use by another program: stop it or set PORT to another port`);
+    if ((e as NodeJS.ErrnoException).code === 'EACCES')
+      throw new UsageError(`not allowed to listen on ${config.host}:${config.port}: choose a PORT above 1023 or run with the right privileges`);
+    throw e;
+  }
+  const log = server.core.log;
+  log.info(
+    { url: server.url, database: server.core.db.driver, ...(server.metricsUrl ? { metrics: server.metricsUrl } : {}) },
+    `Portico listening on ${server.url} (portal ${server.url}/v1/portal, API ${server.url}/v1, docs ${server.url}/docs)`,
+  );
+  // the hints once, not once per worker
+  if ((config.workerId ?? 1) === 1)
+    log.info(
+      `Open the web page at ${config.web.publicUrl}/ and sign in with a link printed by: DATA_DIR=${config.dataDir} npx portico login --user alice` +
+        (config.web.oidc ? `, or with your identity provider (${config.web.oidc.issuer}) from the sign-in page` : ''),
+    );
   if (config.jwt.secretGenerated) {
-    log.info(`No JWT_SECRET or JWT_JWKS_URL is set: portal tokens are signed with a secret generated in ${config.dataDir}/jwt-secret. Mint one with: DATA_DIR=${config.dataDir} npx portico token --user alice`);
+    log.info(
+      `No JWT_SECRET or JWT_JWKS_URL is set: portal tokens are signed with a secret generated in ${config.dataDir}/jwt-secret. Mint one with: DATA_DIR=${config.dataDir} npx portico token --user alice`,
+    );
   }
   let stopping = false;
   const stop = async (signal: string) => {
@@ -70,105 +296,42 @@ async function serve(): Promise<number> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
-  return new Promise<number>(() => {});
+  workers.watchPrimary(() => void stop('primary gone'));
+  await new Promise<never>(() => {});
 }
 
-async function token(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { user: { type: 'string' }, org: { type: 'string' }, admin: { type: 'boolean', default: false }, ttl: { type: 'string', default: '1h' }, role: { type: 'string' } },
-  });
-  if (!values.user) throw new UsageError('token needs --user ID');
-  if (values.admin && !values.org) throw new UsageError('--admin needs --org ORG');
-  let ttlSeconds: number;
+async function main(argv: string[]): Promise<number> {
+  // everything Portico writes (the database, the journal, secrets, pulled models) is its user's alone
+  process.umask(PRIVATE_UMASK);
+  const program = buildCli();
+  if (argv.length === 0) {
+    process.stdout.write(program.helpInformation());
+    return 1;
+  }
   try {
-    ttlSeconds = parseTtl(values.ttl!);
+    await program.parseAsync(argv, { from: 'user' });
+    return commandExitCode;
   } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const config = loadConfig();
-  if (!config.jwt.secret) throw new UsageError('tokens are verified with JWT_JWKS_URL; mint them at your identity provider');
-  const orgRoles: Record<string, string> = {};
-  if (values.org) orgRoles[values.org] = values.admin ? config.jwt.adminRole : values.role ?? 'member';
-  const jwt = await signToken(config.jwt.secret, {
-    userId: values.user,
-    orgRoles,
-    ttlSeconds,
-    issuer: config.jwt.issuer,
-    audience: config.jwt.audience,
-    claim: config.jwt.orgRolesClaim,
-  });
-  process.stdout.write(jwt + '\n');
-  return 0;
-}
-
-async function keys(args: string[]): Promise<number> {
-  const [action, id] = args;
-  if (action === 'limit' && id) {
-    const { values } = parseArgs({ args: args.slice(2), options: { rpm: { type: 'string' }, tpm: { type: 'string' } } });
-    const num = (v: string | undefined, name: string) => {
-      if (v === undefined || v === 'default') return null;
-      if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be a whole number (0 = unlimited) or "default"`);
-      return Number(v);
-    };
-    const s = await createServices(loadConfig());
-    try {
-      const svc = id.startsWith('mkey_') ? s.managementKeys : s.inferenceKeys;
-      const row = await svc.setLimits(id, num(values.rpm, 'rpm'), num(values.tpm, 'tpm'));
-      console.log(`${row.id}: rpm ${row.rpm_limit ?? 'default'}, tpm ${row.tpm_limit ?? 'default'}`);
-      return 0;
-    } finally {
-      await closeServices(s);
+    if (e instanceof CommanderError) {
+      // --help and --version end here with code 0; a parse error was already printed in one line
+      return e.exitCode === 0 ? 0 : 2;
     }
-  }
-  if ((action !== 'disable' && action !== 'enable') || !id) throw new UsageError('usage: portico keys disable ID | portico keys enable ID | portico keys limit ID --rpm N --tpm N');
-  const s = await createServices(loadConfig());
-  try {
-    const svc = id.startsWith('mkey_') ? s.managementKeys : s.inferenceKeys;
-    const rec = await svc.setDisabled(id, action === 'disable');
-    console.log(`${rec.id}: ${rec.status}`);
-    return 0;
-  } finally {
-    await closeServices(s);
-  }
-}
-
-async function credits(args: string[]): Promise<number> {
-  const [action, ...rest] = args;
-  if (action !== 'grant') throw new UsageError('usage: portico credits grant --user ID [--org ORG] --amount N');
-  const { values } = parseArgs({ args: rest, options: { user: { type: 'string' }, org: { type: 'string' }, amount: { type: 'string' }, note: { type: 'string', default: '' } } });
-  const amount = Number(values.amount);
-  if (!values.amount || !Number.isFinite(amount) || amount === 0) throw new UsageError('--amount must be a non-zero number');
-  if (!values.user && !values.org) throw new UsageError('give --user ID (personal credits) and/or --org ORG');
-  const s = await createServices(loadConfig());
-  try {
-    // org credits (user '') are shared by the org; personal credits belong to one user in the personal scope
-    await s.usage.grant(values.user ?? '', values.org ?? 'default', amount, values.note);
-    const bal = await s.usage.balance(values.user && !values.org ? { orgId: 'default', userId: values.user } : { orgId: values.org!, userId: values.user });
-    console.log(`granted ${amount}; balance ${bal.balance}`);
-    return 0;
-  } finally {
-    await closeServices(s);
-  }
-}
-
-class UsageError extends Error {}
-
-main(process.argv.slice(2)).then(
-  (code) => {
-    if (code !== undefined) process.exitCode = code;
-  },
-  (e) => {
-    if (e instanceof UsageError || e instanceof ConfigError || e instanceof ModelConfigError || (e as any)?.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
-      process.stderr.write(`portico: ${(e as Error).message}\n`);
-      process.exitCode = 2;
-    } else if (e instanceof AppError) {
+    if (e instanceof UsageError || e instanceof ConfigError || e instanceof ModelConfigError) {
+      process.stderr.write(`portico: ${e.message}\n`);
+      return 2;
+    }
+    if (e instanceof AppError) {
       // a refusal of the operation itself (unknown key, wrong state): its message, no stack
       process.stderr.write(`portico: ${e.message}\n`);
-      process.exitCode = 1;
-    } else {
-      process.stderr.write(`portico: ${(e as Error)?.stack ?? e}\n`);
-      process.exitCode = 1;
+      return 1;
     }
-  },
-);
+    process.stderr.write(`portico: ${(e as Error)?.stack ?? e}\n`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+  // a command is done: nothing it opened may keep the process alive (serve never gets here)
+  setTimeout(() => process.exit(code), 2_000).unref();
+});

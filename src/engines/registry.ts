@@ -1,90 +1,84 @@
-import type { ModelSpec } from '../models/config.js';
-import { AppError } from '../platform/errors.js';
-import type { SpeechEngine, TextEngine, TranscriptionEngine } from './types.js';
+import type { Capability, Provider, ProviderContext } from './provider.js';
+import { EngineError, type EmbeddingsEngine, type SpeechEngine, type TextEngine, type TranscriptionEngine } from './types.js';
+
+interface Engines {
+  text: TextEngine;
+  speech: SpeechEngine;
+  transcription: TranscriptionEngine;
+  embeddings: EmbeddingsEngine;
+}
+
+/** What the registry needs of a model entry: its name, type and provider, and the provider's own keys. */
+export interface EngineSpec {
+  name: string;
+  provider: string;
+  type: Capability;
+}
 
 /**
- * Engines for configured models, created on first use and shared by every request for that model.
- * Engines are loaded lazily (a model file is read only when someone asks for it) and closed at shutdown.
+ * The engines of the configured models, created on first use through their provider and shared by every
+ * request for that model (or, for a `shared` provider such as a speech worker pool, by every model of that
+ * provider). A failed creation is not kept: the next request tries again (the file may have appeared).
  */
 export class EngineRegistry {
-  private readonly text = new Map<string, Promise<TextEngine>>();
-  private readonly speech = new Map<string, Promise<SpeechEngine>>();
-  private readonly stt = new Map<string, Promise<TranscriptionEngine>>();
+  private readonly engines = new Map<string, Promise<{ close(): Promise<void> }>>();
+  private closed = false;
 
-  constructor(private readonly env: Record<string, string | undefined> = process.env) {}
+  constructor(
+    private readonly providers: ReadonlyMap<string, Provider>,
+    private readonly ctx: ProviderContext,
+  ) {}
 
-  textEngine(spec: ModelSpec): Promise<TextEngine> {
-    let p = this.text.get(spec.name);
+  text(spec: EngineSpec): Promise<TextEngine> {
+    return this.get('text', spec);
+  }
+
+  speech(spec: EngineSpec): Promise<SpeechEngine> {
+    return this.get('speech', spec);
+  }
+
+  transcription(spec: EngineSpec): Promise<TranscriptionEngine> {
+    return this.get('transcription', spec);
+  }
+
+  embeddings(spec: EngineSpec): Promise<EmbeddingsEngine> {
+    return this.get('embeddings', spec);
+  }
+
+  private get<C extends Capability>(capability: C, spec: EngineSpec): Promise<Engines[C]> {
+    if (this.closed) return Promise.reject(new EngineError('the server is shutting down', 'engine_unavailable', 503));
+    const provider = this.providers.get(spec.provider);
+    const create = provider?.create[capability];
+    if (!provider || !create) {
+      return Promise.reject(new EngineError(`the model '${spec.name}' (provider ${spec.provider}) does not serve ${capability}`, 'engine_unavailable', 503));
+    }
+    const id = provider.shared ? `${capability}\u0000provider\u0000${provider.name}` : `${capability}\u0000${spec.name}`;
+    let p = this.engines.get(id) as Promise<Engines[C]> | undefined;
     if (!p) {
-      p = this.createText(spec);
-      this.text.set(spec.name, p);
-      // a failed load is not cached: the next request tries again (the file may have appeared)
-      p.catch(() => this.text.delete(spec.name));
+      // the spec was checked against the provider's options when the model file was read
+      p = (create as (s: unknown, c: ProviderContext) => Promise<Engines[C]>)(spec, this.ctx);
+      this.engines.set(id, p);
+      p.catch(() => this.engines.delete(id));
     }
     return p;
   }
 
-  private async createText(spec: ModelSpec): Promise<TextEngine> {
-    switch (spec.provider) {
-      case 'openai-compatible': {
-        const { createOpenAICompatibleEngine } = await import('./openai-compatible/index.js');
-        return createOpenAICompatibleEngine({
-          baseUrl: spec.base_url!,
-          apiKey: spec.api_key_env ? this.env[spec.api_key_env] : undefined,
-          api: spec.api ?? 'chat.completions',
-          contextWindow: spec.context_window,
-          timeoutMs: spec.timeout_ms,
-        });
+  /** Closes the engines of a model that went away or changed (the next request creates them anew). */
+  async release(name: string): Promise<void> {
+    const gone: Array<Promise<{ close(): Promise<void> }>> = [];
+    for (const [id, p] of this.engines) {
+      if (id.endsWith(`\u0000${name}`) && !id.includes('\u0000provider\u0000')) {
+        this.engines.delete(id);
+        gone.push(p);
       }
-      case 'llama': {
-        const { createLlamaEngine } = await import('./llama/index.js');
-        try {
-          // only the options the configuration sets: an undefined one must not override the engine's default
-          return await createLlamaEngine({
-            path: spec.path!,
-            ...(spec.context_window !== undefined ? { contextSize: spec.context_window } : {}),
-            ...(spec.parallel !== undefined ? { parallel: spec.parallel } : {}),
-          });
-        } catch (e) {
-          throw new AppError('engine_unavailable', `the model '${spec.name}' could not be loaded from ${spec.path}: ${(e as Error).message}`, 'model');
-        }
-      }
-      default:
-        throw new AppError('engine_unavailable', `the model '${spec.name}' (provider ${spec.provider}) does not generate text`, 'model');
     }
-  }
-
-  /** registered by the audio module */
-  speechFactory?: (spec: ModelSpec) => Promise<SpeechEngine>;
-  transcriptionFactory?: (spec: ModelSpec) => Promise<TranscriptionEngine>;
-
-  speechEngine(spec: ModelSpec): Promise<SpeechEngine> {
-    let p = this.speech.get(spec.name);
-    if (!p) {
-      if (!this.speechFactory) return Promise.reject(new AppError('engine_unavailable', 'no speech engine is available'));
-      p = this.speechFactory(spec);
-      this.speech.set(spec.name, p);
-      p.catch(() => this.speech.delete(spec.name));
-    }
-    return p;
-  }
-
-  transcriptionEngine(spec: ModelSpec): Promise<TranscriptionEngine> {
-    let p = this.stt.get(spec.name);
-    if (!p) {
-      if (!this.transcriptionFactory) return Promise.reject(new AppError('engine_unavailable', 'no speech recognition engine is available'));
-      p = this.transcriptionFactory(spec);
-      this.stt.set(spec.name, p);
-      p.catch(() => this.stt.delete(spec.name));
-    }
-    return p;
+    await Promise.all(gone.map((p) => p.then((e) => e.close()).catch(() => {})));
   }
 
   async close(): Promise<void> {
-    const all = [...this.text.values(), ...this.speech.values(), ...this.stt.values()];
-    this.text.clear();
-    this.speech.clear();
-    this.stt.clear();
+    this.closed = true;
+    const all = [...this.engines.values()];
+    this.engines.clear();
     await Promise.all(all.map((p) => p.then((e) => e.close()).catch(() => {})));
   }
 }

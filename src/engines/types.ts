@@ -8,9 +8,7 @@
 
 export type ChatRole = 'system' | 'developer' | 'user' | 'assistant' | 'tool';
 
-export type ChatContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; url: string; detail?: 'auto' | 'low' | 'high' };
+export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; url: string; detail?: 'auto' | 'low' | 'high' };
 
 export interface ChatToolCall {
   callId: string;
@@ -43,9 +41,7 @@ export interface FunctionTool {
 export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; name: string };
 
 export type TextFormat =
-  | { type: 'text' }
-  | { type: 'json_object' }
-  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean; description?: string };
+  { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean; description?: string };
 
 export interface GenerateRequest {
   /** the model name the engine should use upstream (already mapped from the client's name) */
@@ -60,7 +56,15 @@ export interface GenerateRequest {
   topP?: number;
   maxOutputTokens?: number;
   stop?: string[];
+  /** -2..2: lowers the odds of tokens already present in the output (OpenAI's definition); unset = the engine's default */
+  presencePenalty?: number;
+  /** -2..2: lowers the odds of tokens in proportion to how often they already appear in the output */
+  frequencyPenalty?: number;
+  /** the most tool calls the response may make: an engine that can stops generating once it is reached */
+  maxToolCalls?: number;
   reasoningEffort?: string;
+  /** sampling seed: the same seed, input and parameters give the same output where the engine can (OpenAI's `seed`) */
+  seed?: number;
   /** stable id of the conversation prefix (e.g. previous response id) so engines can reuse a KV cache */
   cacheKey?: string;
   /** id under which this generation's state may be kept for a later request that continues it */
@@ -83,7 +87,8 @@ export type GenerateEvent =
   | { type: 'text_delta'; delta: string }
   | { type: 'tool_call_start'; callId: string; name: string }
   | { type: 'tool_call_delta'; callId: string; delta: string }
-  | { type: 'tool_call_end'; callId: string; arguments: string }
+  /** `incomplete`: the call was cut by the token cap (its arguments are what was generated, usually not valid JSON) */
+  | { type: 'tool_call_end'; callId: string; arguments: string; incomplete?: boolean }
   | { type: 'done'; finishReason: FinishReason; usage: Usage; model?: string };
 
 export interface TextEngine {
@@ -91,9 +96,26 @@ export interface TextEngine {
   /** context window in tokens, when known */
   readonly contextWindow?: number;
   generate(req: GenerateRequest): AsyncIterable<GenerateEvent>;
+  /** where an embedded engine runs (CPU, GPU) and how long it took to load, for the start log */
+  info?(): { device: string; loadMs?: number };
   /** exact (or best-effort for upstreams) token count of a conversation as the model would see it */
   countTokens(req: Pick<GenerateRequest, 'model' | 'messages' | 'tools'>): Promise<number>;
+  /**
+   * Chat Completions pass-through, for engines whose upstream speaks Chat Completions itself: the client's body
+   * (its model name already mapped) is forwarded as it is, and the upstream's answer comes back as it is: one
+   * JSON object (`stream` false), or each chunk of the stream in order (`stream` true; `[DONE]` is not
+   * yielded). A refusal before the first value is thrown as an EngineError, and so is a failure mid-stream.
+   * Engines without it generate (`generate`) and the chat feature builds the answer.
+   */
+  chatCompletions?(req: ChatCompletionsRequest): AsyncIterable<Record<string, unknown>>;
   close(): Promise<void>;
+}
+
+/** A Chat Completions request forwarded to an upstream (TextEngine.chatCompletions). */
+export interface ChatCompletionsRequest {
+  /** the request body: validated, the model name mapped to the upstream's */
+  body: Record<string, unknown>;
+  signal?: AbortSignal;
 }
 
 /** An engine failure with a message safe to show a client. `status` hints the HTTP status when it happens before output. */
@@ -110,7 +132,15 @@ export class EngineError extends Error {
 
 // ---------------------------------------------------------------- text to speech
 
-export type Voice = 'alloy' | 'echo' | 'fable' | 'onyx' | 'nova' | 'shimmer';
+/** OpenAI's thirteen voices (the SDK's `voice` values). */
+export type Voice = 'alloy' | 'ash' | 'ballad' | 'coral' | 'echo' | 'fable' | 'onyx' | 'nova' | 'sage' | 'shimmer' | 'verse' | 'marin' | 'cedar';
+
+/**
+ * How the embedded engines trade latency for quality: `standard` streams audio as soon as it exists (a long
+ * first sentence is cut at its first clause, espeak-ng streams within a sentence, a fixed gain per voice);
+ * `hd` renders each sentence whole and sets its level exactly (see src/engines/shared/loudness.ts).
+ */
+export type SpeechQuality = 'standard' | 'hd';
 
 export interface SpeechRequest {
   text: string;
@@ -118,14 +148,18 @@ export interface SpeechRequest {
   voice: string;
   /** 0.25 .. 4.0; above 1 is faster */
   speed: number;
+  /** embedded engines: factor on the engine voice's own pitch (default 1) */
+  pitch?: number;
+  /** embedded engines: fixed gain in dB applied to the samples (standard quality; default 0) */
+  gainDb?: number;
+  /** embedded engines: default `standard`; other engines ignore it */
+  quality?: SpeechQuality;
   signal?: AbortSignal;
 }
 
-/** Mono 16-bit signed PCM at `sampleRate`. */
-export interface PcmChunk {
-  samples: Int16Array;
-  sampleRate: number;
-}
+/** Mono 16-bit signed PCM at `sampleRate` (defined with the codecs, which engines and features share). */
+export type { PcmChunk } from '../codec/pcm.js';
+import type { PcmChunk } from '../codec/pcm.js';
 
 export interface SpeechEngine {
   readonly kind: string;
@@ -157,14 +191,17 @@ export interface TranscribeRequest {
   signal?: AbortSignal;
 }
 
+/** A segment; the optional fields are what the engine can tell (the formatter fills or computes the rest). */
 export interface TranscriptSegment {
   start: number;
   end: number;
   text: string;
+  /** token ids, for engines that decode tokens */
   tokens?: number[];
   avgLogprob?: number;
   noSpeechProb?: number;
   compressionRatio?: number;
+  /** the temperature the segment was decoded at */
   temperature?: number;
 }
 
@@ -172,6 +209,8 @@ export interface TranscriptWord {
   word: string;
   start: number;
   end: number;
+  /** the recognizer's posterior probability of the word (0..1), when it gives one (not sent to clients) */
+  probability?: number;
 }
 
 export interface Transcript {
@@ -193,5 +232,36 @@ export interface TranscriptionEngine {
   /** ISO-639-1 codes it recognizes, or undefined for any */
   readonly languages?: readonly string[];
   transcribe(req: TranscribeRequest): Promise<Transcript>;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- embeddings
+
+export interface EmbedRequest {
+  /** the model name the engine should use upstream */
+  model: string;
+  /** texts, or token arrays (ids of the model's own vocabulary), one vector each */
+  input: Array<string | number[]>;
+  /** fewer dimensions, where the model allows it (an engine refuses with a 400 EngineError where it does not) */
+  dimensions?: number;
+  /** a caller's end-user id, for upstreams that take it (OpenAI's `user`) */
+  user?: string;
+  signal?: AbortSignal;
+}
+
+export interface EmbedResult {
+  /** one vector per input, in order */
+  vectors: number[][];
+  inputTokens: number;
+  model?: string;
+}
+
+export interface EmbeddingsEngine {
+  readonly kind: string;
+  /** the size of the model's vectors, when the engine knows it (embedded models, once loaded) */
+  readonly dimensions?: number;
+  embed(req: EmbedRequest): Promise<EmbedResult>;
+  /** where an embedded engine runs (CPU, GPU) and how long it took to load, for the start log */
+  info?(): { device: string; loadMs?: number };
   close(): Promise<void>;
 }

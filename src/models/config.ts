@@ -1,94 +1,185 @@
+/**
+ * The model file (YAML, named by PORTICO_CONFIG). Strict: an unknown key is an error that names the key, the
+ * entry and the keys that are allowed there (with the closest one when it looks like a typo); a wrong value
+ * lists the allowed ones. A file that is not Portico's (a LiteLLM `model_list`) says so.
+ */
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { Type, type Static } from 'typebox';
-import { Ajv } from 'ajv';
+import { Type, type TObject } from 'typebox';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { CAPABILITIES, type Capability, type Provider } from '../engines/provider.js';
+import { PROVIDERS } from '../engines/providers.js';
+import { COMMON_KEYS, type ModelSpec } from './spec.js';
 
-/** One model entry of the YAML file named by PORTICO_CONFIG. */
-export const ModelSpecSchema = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 200 }),
-    provider: Type.Union([
-      Type.Literal('openai-compatible'),
-      Type.Literal('llama'),
-      Type.Literal('flite'),
-      Type.Literal('espeak'),
-      Type.Literal('pocketsphinx'),
-      Type.Literal('whisper'),
-    ]),
-    /** what the model does; inferred from the provider when omitted (openai-compatible: text) */
-    type: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('speech'), Type.Literal('transcription')])),
-    base_url: Type.Optional(Type.String({ pattern: '^https?://' })),
-    api_key_env: Type.Optional(Type.String({ minLength: 1 })),
-    upstream_model: Type.Optional(Type.String({ minLength: 1 })),
-    api: Type.Optional(Type.Union([Type.Literal('chat.completions'), Type.Literal('responses')])),
-    context_window: Type.Optional(Type.Integer({ minimum: 16 })),
-    path: Type.Optional(Type.String({ minLength: 1 })),
-    parallel: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-    timeout_ms: Type.Optional(Type.Integer({ minimum: 100 })),
-    owned_by: Type.Optional(Type.String()),
-    /** credits per million tokens / per audio second / per character, for the usage ledger and budgets */
-    pricing: Type.Optional(
-      Type.Object(
-        {
-          input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
-          output_per_million: Type.Optional(Type.Number({ minimum: 0 })),
-          cached_input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
-          per_audio_second: Type.Optional(Type.Number({ minimum: 0 })),
-          per_character: Type.Optional(Type.Number({ minimum: 0 })),
-        },
-        { additionalProperties: false },
-      ),
-    ),
-  },
-  { additionalProperties: true },
-);
-export type ModelSpec = Static<typeof ModelSpecSchema> & { type: 'text' | 'speech' | 'transcription' };
+export type { ModelSpec } from './spec.js';
 
-export const PorticoFileSchema = Type.Object(
-  {
-    models: Type.Optional(Type.Array(ModelSpecSchema)),
-  },
-  { additionalProperties: true },
-);
-
-export class ModelConfigError extends Error {}
-
-const ajv = new Ajv({ allErrors: false, strict: false });
-const validateFile = ajv.compile(PorticoFileSchema);
-
-function inferType(p: Static<typeof ModelSpecSchema>['provider']): ModelSpec['type'] {
-  if (p === 'flite' || p === 'espeak') return 'speech';
-  if (p === 'pocketsphinx' || p === 'whisper') return 'transcription';
-  return 'text';
+export class ModelConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ModelConfigError';
+  }
 }
 
-/** Parses and validates the model configuration text; errors say which entry and field is wrong. */
-export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { models: ModelSpec[]; raw: Record<string, unknown> } {
+const ajv = new Ajv({ allErrors: true, strict: false });
+const entryValidators = new Map<string, ValidateFunction>();
+
+function entrySchema(p: Provider): TObject {
+  return Type.Object({ ...COMMON_KEYS, ...p.options.properties }, { additionalProperties: false });
+}
+
+function validatorFor(p: Provider): ValidateFunction {
+  let v = entryValidators.get(p.name);
+  if (!v) {
+    v = ajv.compile(entrySchema(p));
+    entryValidators.set(p.name, v);
+  }
+  return v;
+}
+
+/** Levenshtein distance, for "did you mean" on a mistyped key. */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = d[0]!;
+    d[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cur = d[j]!;
+      d[j] = Math.min(d[j]! + 1, d[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+  }
+  return d[b.length]!;
+}
+
+function closest(key: string, allowed: string[]): string | undefined {
+  const norm = (s: string) => s.toLowerCase().replace(/[-_ ]/g, '');
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const a of allowed) {
+    const dd = norm(a) === norm(key) ? 0 : distance(key.toLowerCase(), a);
+    if (dd < bestD) {
+      best = a;
+      bestD = dd;
+    }
+  }
+  return best !== undefined && bestD <= Math.max(2, Math.floor(key.length / 3)) ? best : undefined;
+}
+
+const list = (xs: readonly string[]) => xs.join(', ');
+
+function describe(e: ErrorObject, where: string, allowedKeys: string[], providerName: string): string {
+  const path = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  const params = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'additionalProperties': {
+      const key = String(params.additionalProperty);
+      const at = path ? `${path}.${key}` : key;
+      const allowed = path === 'pricing' ? Object.keys(COMMON_KEYS.pricing.properties) : allowedKeys;
+      const hint = closest(key, allowed);
+      return `${where}: unknown key '${at}'${path ? '' : ` for provider ${providerName}`}${hint ? ` (did you mean '${hint}'?)` : ''}; allowed keys${path ? ` of ${path}` : ''}: ${list(allowed)}`;
+    }
+    case 'required':
+      return `${where}: '${String(params.missingProperty)}' is required for provider ${providerName}`;
+    case 'enum':
+      return `${where}: '${path}' must be one of: ${list((params.allowedValues as unknown[]).map(String))}`;
+    case 'pattern':
+      return `${where}: '${path}' must be an http:// or https:// URL`;
+    case 'type':
+      return `${where}: '${path}' must be ${params.type === 'integer' ? 'a whole number' : `a ${String(params.type)}`}`;
+    case 'minimum':
+      return `${where}: '${path}' must be at least ${String(params.limit)}`;
+    case 'maximum':
+      return `${where}: '${path}' must be at most ${String(params.limit)}`;
+    case 'minLength':
+      return `${where}: '${path}' must not be empty`;
+    case 'maxLength':
+      return `${where}: '${path}' must be at most ${String(params.limit)} characters`;
+    case 'anyOf': {
+      // a union of literals (e.g. api): list them
+      return `${where}: '${path}' has a value that is not allowed`;
+    }
+    default:
+      return `${where}: '${path}' ${e.message ?? 'is invalid'}`;
+  }
+}
+
+function literalsOf(p: Provider, key: string): string[] | undefined {
+  const s = (p.options.properties as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key];
+  const values = s?.anyOf?.map((x) => x.const).filter((x): x is string => typeof x === 'string');
+  return values?.length ? values : undefined;
+}
+
+/**
+ * Checks one entry (from the file, or built by code) and gives the ModelSpec with its type filled in.
+ * `where` names the entry in messages, e.g. `models.yaml: models[2] (gpt-4o)`.
+ */
+export function checkModelEntry(raw: unknown, where: string): ModelSpec {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ModelConfigError(`${where}: each model must be a mapping with at least name and provider`);
+  const entry = raw as Record<string, unknown>;
+  const providerName = entry.provider;
+  if (typeof providerName !== 'string' || !PROVIDERS.has(providerName)) {
+    throw new ModelConfigError(
+      `${where}: ${providerName === undefined ? "'provider' is required" : `unknown provider ${JSON.stringify(providerName)}`}; one of: ${list([...PROVIDERS.keys()])}`,
+    );
+  }
+  const provider = PROVIDERS.get(providerName)!;
+  const allowedKeys = [...Object.keys(COMMON_KEYS), ...Object.keys(provider.options.properties)];
+  const validate = validatorFor(provider);
+  if (!validate(entry)) {
+    const errors = validate.errors ?? [];
+    // the most useful error first: unknown keys (typos), then missing ones, then values
+    const order = ['additionalProperties', 'required', 'enum', 'anyOf', 'type'];
+    const e = [...errors].sort((a, b) => (order.indexOf(a.keyword) + 1 || 99) - (order.indexOf(b.keyword) + 1 || 99))[0]!;
+    if (e.keyword === 'anyOf' || (e.keyword === 'const' && e.instancePath)) {
+      const key = e.instancePath.replace(/^\//, '');
+      const values = literalsOf(provider, key);
+      if (values) throw new ModelConfigError(`${where}: '${key}' must be one of: ${list(values)}`);
+    }
+    throw new ModelConfigError(describe(e, where, allowedKeys, providerName));
+  }
+  const type = (entry.type ?? provider.serves[0]) as string;
+  if (!(CAPABILITIES as readonly string[]).includes(type) || !(provider.serves as readonly string[]).includes(type)) {
+    throw new ModelConfigError(`${where}: 'type' must be one of: ${list(provider.serves)} for provider ${providerName} (got ${JSON.stringify(entry.type)})`);
+  }
+  const spec = { ...entry, type: type as Capability } as ModelSpec;
+  const problem = provider.check?.(spec as never);
+  if (problem) throw new ModelConfigError(`${where}: ${problem}`);
+  return spec;
+}
+
+/** Parses and checks the model file; errors say which entry and key is wrong. */
+export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { models: ModelSpec[] } {
   let doc: unknown;
   try {
     doc = parseYaml(text) ?? {};
   } catch (e) {
     throw new ModelConfigError(`${source}: not valid YAML: ${(e as Error).message}`);
   }
-  if (!validateFile(doc)) {
-    const e = validateFile.errors![0];
-    throw new ModelConfigError(`${source}: ${e.instancePath || '(root)'} ${e.message}${e.params && 'allowedValues' in e.params ? ': ' + (e.params as any).allowedValues.join(', ') : ''}`);
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new ModelConfigError(`${source}: the file must be a mapping with a 'models' list`);
+  const top = doc as Record<string, unknown>;
+  for (const k of Object.keys(top)) {
+    if (k === 'models') continue;
+    if (k === 'model_list') {
+      throw new ModelConfigError(`${source}: 'model_list' is LiteLLM's key; Portico reads a 'models' list with name, provider and the provider's keys (see docs/models.md)`);
+    }
+    throw new ModelConfigError(`${source}: unknown top-level key '${k}'${closest(k, ['models']) ? " (did you mean 'models'?)" : ''}; the file has one key: models`);
   }
-  const d = doc as Static<typeof PorticoFileSchema>;
+  const entries = top.models ?? [];
+  if (!Array.isArray(entries)) throw new ModelConfigError(`${source}: 'models' must be a list`);
   const seen = new Set<string>();
   const models: ModelSpec[] = [];
-  for (const [i, m] of (d.models ?? []).entries()) {
-    if (seen.has(m.name)) throw new ModelConfigError(`${source}: /models/${i} duplicates the model name "${m.name}"`);
-    seen.add(m.name);
-    if (m.provider === 'openai-compatible' && !m.base_url) throw new ModelConfigError(`${source}: /models/${i} (${m.name}) needs base_url for provider openai-compatible`);
-    if ((m.provider === 'llama' || m.provider === 'whisper') && !m.path) throw new ModelConfigError(`${source}: /models/${i} (${m.name}) needs path (a model file) for provider ${m.provider}`);
-    models.push({ ...m, type: m.type ?? inferType(m.provider) });
-  }
-  return { models, raw: d as Record<string, unknown> };
+  entries.forEach((raw, i) => {
+    const named = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? ` (${(raw as { name: string }).name})` : '';
+    const spec = checkModelEntry(raw, `${source}: models[${i}]${named}`);
+    if (seen.has(spec.name)) throw new ModelConfigError(`${source}: models[${i}] duplicates the model name "${spec.name}"`);
+    seen.add(spec.name);
+    models.push(spec);
+  });
+  return { models };
 }
 
-export function loadModelConfig(path: string | undefined): { models: ModelSpec[]; raw: Record<string, unknown> } {
-  if (!path) return { models: [], raw: {} };
+export function loadModelConfig(path: string | undefined): { models: ModelSpec[] } {
+  if (!path) return { models: [] };
   let text: string;
   try {
     text = readFileSync(path, 'utf8');

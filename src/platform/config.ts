@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync, chmodSync, linkSync, unlinkSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
+import { availableParallelism } from 'node:os';
 
 /** Everything Portico reads from the environment, validated once at start. */
 export interface Config {
@@ -13,6 +14,10 @@ export interface Config {
   inMemoryDb: boolean;
   redisUrl?: string;
   modelConfigPath?: string;
+  /** where pulled models and their catalogue live (MODELS_DIR, default DATA_DIR/models) */
+  modelsDir: string;
+  /** the embedded llama engine: 'auto' uses a GPU when node-llama-cpp finds one (CUDA, Vulkan, Metal), 'cpu' never */
+  llamaGpu: 'auto' | 'cpu';
   logLevel: string;
   jwt: {
     /** HS256 secret; generated under dataDir when neither secret nor JWKS is configured */
@@ -42,8 +47,57 @@ export interface Config {
   backgroundConcurrency: number;
   /** graceful shutdown: how long running streams may take to finish (ms) */
   shutdownGraceMs: number;
+  /**
+   * `portico serve` processes on this machine (WORKERS, `auto` = one per core; default 1). Above 1 a primary
+   * process forks that many workers sharing the port; it needs DATABASE_URL and REDIS_URL (the embedded
+   * database belongs to one process, and limits, spend and cancellation must be shared).
+   */
+  workers: number;
+  /** set in a worker forked by the primary (PORTICO_WORKER_ID, 1-based): its journal lives in DATA_DIR/workers/<id> */
+  workerId?: number;
   /** a running background job whose instance has been silent this long is marked failed (ms) */
   backgroundStaleMs: number;
+  /** what one client may hold of the HTTP server (docs/security.md, "Limits and timeouts") */
+  http: HttpLimits;
+  /** the WebSocket mode of /v1/responses (docs/api.md, "WebSocket mode") */
+  ws: WsLimits;
+  /** /metrics: a port of its own (METRICS_PORT, on METRICS_HOST) and/or a bearer token (METRICS_TOKEN); neither: loopback only */
+  metrics: { port?: number; host: string; token?: string };
+  /** the web page (src/web): its public address, sessions, OpenID Connect sign-in, CORS of {base_url} */
+  web: WebConfig;
+}
+
+export interface HttpLimits {
+  /** the whole request (headers and body) must arrive within this (ms); answers, streams included, are not bounded by it */
+  requestTimeoutMs: number;
+  /** the request's headers must arrive within this (ms) */
+  headersTimeoutMs: number;
+  /** an idle keep-alive connection is closed after this (ms) */
+  keepAliveTimeoutMs: number;
+  /** open connections this process accepts; more are closed at once */
+  maxConnections: number;
+}
+
+export interface WsLimits {
+  /** a connection lasts at most this long (WS_MAX_AGE_MS, default 60 minutes) */
+  maxAgeMs: number;
+  /** a client frame larger than this gets an error frame (WS_MAX_FRAME_BYTES, default 16 MiB, as an HTTP body) */
+  maxFrameBytes: number;
+  /** response.create messages that may wait behind the one in flight (WS_MAX_QUEUED_TURNS, default 8) */
+  maxQueuedTurns: number;
+  /** a ping every this often; a peer that has not answered the previous one is cut (WS_PING_INTERVAL_MS, 0 = off) */
+  pingIntervalMs: number;
+}
+
+export interface WebConfig {
+  /** the address people open (PUBLIC_URL, no trailing slash): sign-in links, Secure cookies, the OIDC redirect */
+  publicUrl: string;
+  /** how long a page session lasts from sign-in (ms) */
+  sessionTtlMs: number;
+  /** OpenID Connect sign-in (authorization code + PKCE); unset: sign-in links only */
+  oidc?: { issuer: string; clientId: string; clientSecret?: string; redirectUrl: string; scopes: string };
+  /** origins allowed to call {base_url} from a browser (CORS); empty = CORS off, ['*'] = any origin */
+  corsOrigins: string[];
 }
 
 export class ConfigError extends Error {
@@ -62,6 +116,13 @@ function int(env: Env, name: string, def: number, min: number, max: number): num
   const n = Number(raw);
   if (n < min || n > max) throw new ConfigError(`${name} must be from ${min} to ${max}, got ${n}`);
   return n;
+}
+
+function choice<T extends string>(env: Env, name: string, allowed: readonly T[], def: T): T {
+  const raw = (env[name] ?? '').trim().toLowerCase();
+  if (raw === '') return def;
+  if (!(allowed as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}; got "${env[name]}"`);
+  return raw as T;
 }
 
 function bool(env: Env, name: string): boolean {
@@ -136,14 +197,17 @@ export function loadConfig(env: Env = process.env): Config {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
   }
+  const port = int(env, 'PORT', 8080, 0, 65535);
   return {
-    port: int(env, 'PORT', 8080, 0, 65535),
+    port,
     host,
     dataDir,
     databaseUrl,
     inMemoryDb,
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     modelConfigPath: env.PORTICO_CONFIG || undefined,
+    modelsDir: env.MODELS_DIR?.trim() ? resolve(env.MODELS_DIR.trim()) : join(dataDir, 'models'),
+    llamaGpu: choice(env, 'LLAMA_GPU', ['auto', 'cpu'] as const, 'auto'),
     logLevel,
     jwt: {
       secret,
@@ -165,6 +229,107 @@ export function loadConfig(env: Env = process.env): Config {
     billingEnabled: bool(env, 'BILLING_ENABLED'),
     backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
+    workers: workersSetting(env),
+    metrics: metricsSetting(env, host),
+    http: httpLimits(env),
+    ws: {
+      maxAgeMs: int(env, 'WS_MAX_AGE_MS', 3_600_000, 1_000, 86_400_000),
+      maxFrameBytes: int(env, 'WS_MAX_FRAME_BYTES', 16 * 1024 * 1024, 1024, 64 * 1024 * 1024),
+      maxQueuedTurns: int(env, 'WS_MAX_QUEUED_TURNS', 8, 0, 1000),
+      pingIntervalMs: int(env, 'WS_PING_INTERVAL_MS', 30_000, 0, 3_600_000),
+    },
+    workerId: env.PORTICO_WORKER_ID ? int(env, 'PORTICO_WORKER_ID', 1, 1, 1024) : undefined,
     backgroundStaleMs: int(env, 'BACKGROUND_STALE_MS', 30_000, 1_000, 3_600_000),
+    web: webConfig(env, host, port),
+  };
+}
+
+function httpLimits(env: Env): HttpLimits {
+  const requestTimeoutMs = int(env, 'REQUEST_TIMEOUT_MS', 120_000, 1_000, 3_600_000);
+  const headersTimeoutMs = int(env, 'HEADERS_TIMEOUT_MS', 10_000, 1_000, 600_000);
+  if (headersTimeoutMs > requestTimeoutMs) throw new ConfigError(`HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not be longer than REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  return {
+    requestTimeoutMs,
+    headersTimeoutMs,
+    keepAliveTimeoutMs: int(env, 'KEEPALIVE_TIMEOUT_MS', 72_000, 1_000, 3_600_000),
+    maxConnections: int(env, 'MAX_CONNECTIONS', defaultMaxConnections(), 16, 1_000_000),
+  };
+}
+
+/**
+ * Four fifths of the process's open-file limit (the rest stays for the database, upstreams, logs and model
+ * files), at most 10,000: the server refuses connections before the process runs out of descriptors.
+ */
+function defaultMaxConnections(): number {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    if (m && m[1] !== 'unlimited') return Math.max(16, Math.min(10_000, Math.floor(Number(m[1]) * 0.8)));
+  } catch {
+    // not Linux: no way to read the limit from Node
+  }
+  return 10_000;
+}
+
+function metricsSetting(env: Env, host: string): Config['metrics'] {
+  const token = env.METRICS_TOKEN?.trim() || undefined;
+  if (token !== undefined && (token.length < 16 || /\s/.test(token))) throw new ConfigError('METRICS_TOKEN must be at least 16 characters, without spaces');
+  const port = env.METRICS_PORT?.trim() ? int(env, 'METRICS_PORT', 0, 0, 65535) : undefined;
+  return { port, host: env.METRICS_HOST?.trim() || host, token };
+}
+
+/** WORKERS: a count, or `auto` for one per core */
+function workersSetting(env: Env): number {
+  const v = env.WORKERS?.trim();
+  if (v === undefined || v === '') return 1;
+  if (v.toLowerCase() === 'auto') return Math.max(1, availableParallelism());
+  const n = /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!(n >= 1 && n <= 256)) throw new ConfigError(`WORKERS must be a number of processes from 1 to 256, or auto (one per core); got "${env.WORKERS}"`);
+  return n;
+}
+
+function webConfig(env: Env, host: string, port: number): WebConfig {
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '';
+  const shownHost = wildcard ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const publicUrl = (url(env, 'PUBLIC_URL', ['http:', 'https:']) ?? `http://${shownHost}:${port}`).replace(/\/+$/, '');
+  let oidc: WebConfig['oidc'];
+  const issuer = url(env, 'OIDC_ISSUER', ['http:', 'https:']);
+  if (issuer) {
+    const clientId = env.OIDC_CLIENT_ID?.trim();
+    if (!clientId) throw new ConfigError('OIDC_ISSUER is set but OIDC_CLIENT_ID is not: both are needed for OpenID Connect sign-in');
+    const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(new URL(issuer).hostname);
+    if (new URL(issuer).protocol === 'http:' && !loopback)
+      throw new ConfigError('OIDC_ISSUER must start with https:// (plain http is accepted only on this machine: localhost, 127.0.0.1, [::1])');
+    oidc = {
+      issuer,
+      clientId,
+      clientSecret: env.OIDC_CLIENT_SECRET || undefined,
+      redirectUrl: url(env, 'OIDC_REDIRECT_URL', ['http:', 'https:']) ?? `${publicUrl}/auth/oidc/callback`,
+      scopes: env.OIDC_SCOPES?.trim() || 'openid profile email',
+    };
+    if (!oidc.scopes.split(/\s+/).includes('openid')) throw new ConfigError('OIDC_SCOPES must include openid');
+  } else if (env.OIDC_CLIENT_ID) {
+    throw new ConfigError('OIDC_CLIENT_ID is set but OIDC_ISSUER is not: both are needed for OpenID Connect sign-in');
+  }
+  const corsOrigins = (env.CORS_ORIGINS ?? '')
+    .split(',')
+    .map((o) => o.trim())
+    .filter((o) => o !== '');
+  for (const o of corsOrigins) {
+    if (o === '*') continue;
+    let u: URL | undefined;
+    try {
+      u = new URL(o);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || u.origin !== o.replace(/\/$/, '')) {
+      throw new ConfigError(`CORS_ORIGINS must list origins such as https://app.example.com (scheme, host, optional port; no path) or *, got "${o}"`);
+    }
+  }
+  return {
+    publicUrl,
+    sessionTtlMs: int(env, 'SESSION_TTL_MS', 8 * 3_600_000, 1_000, 30 * 86_400_000),
+    oidc,
+    corsOrigins: corsOrigins.includes('*') ? ['*'] : corsOrigins.map((o) => o.replace(/\/$/, '')),
   };
 }

@@ -14,6 +14,13 @@ export const ERRORS = {
   invalid_file_format: { status: 400, portal: 40006, type: 'invalid_request_error', message: 'invalid file format' },
   audio_too_short: { status: 400, portal: 40007, type: 'invalid_request_error', message: 'audio file is too short' },
   unsupported_language: { status: 400, portal: 40008, type: 'invalid_request_error', message: 'language not supported by this model' },
+  invalid_encrypted_content: { status: 400, portal: 40009, type: 'invalid_request_error', message: 'the encrypted content could not be verified' },
+  websocket_connection_limit_reached: {
+    status: 400,
+    portal: 40010,
+    type: 'invalid_request_error',
+    message: 'Responses websocket connection limit reached: create a new websocket connection to continue',
+  },
   // 401
   unauthorized: { status: 401, portal: 40100, type: 'authentication_error', message: 'unauthorized' },
   invalid_authorization_format: { status: 401, portal: 40101, type: 'authentication_error', message: 'unauthorized: invalid authorization format' },
@@ -23,9 +30,18 @@ export const ERRORS = {
   api_key_revoked: { status: 401, portal: 40105, type: 'authentication_error', message: 'unauthorized: API key has been revoked' },
   api_key_expired: { status: 401, portal: 40106, type: 'authentication_error', message: 'unauthorized: API key has expired' },
   api_key_disabled: { status: 401, portal: 40107, type: 'authentication_error', message: 'unauthorized: API key is disabled' },
+  session_expired: { status: 401, portal: 40108, type: 'authentication_error', message: 'unauthorized: the session has expired or was signed out; sign in again' },
+  sign_in_link_invalid: { status: 401, portal: 40109, type: 'authentication_error', message: 'unauthorized: this sign-in link is invalid or has expired; ask for a new one' },
+  sign_in_link_used: { status: 401, portal: 40110, type: 'authentication_error', message: 'unauthorized: this sign-in link has already been used; ask for a new one' },
   // 403
   permission_denied: { status: 403, portal: 40300, type: 'permission_error', message: 'permission denied' },
   insufficient_scope: { status: 403, portal: 40301, type: 'permission_error', message: 'permission denied: the API key lacks the scope this operation needs' },
+  csrf_failed: {
+    status: 403,
+    portal: 40302,
+    type: 'permission_error',
+    message: 'permission denied: missing or wrong CSRF token (x-csrf-token) for a request authenticated by the session cookie',
+  },
   // 404
   not_found: { status: 404, portal: 40400, type: 'invalid_request_error', message: 'not found' },
   api_key_not_found: { status: 404, portal: 40401, type: 'invalid_request_error', message: 'API key not found' },
@@ -39,6 +55,7 @@ export const ERRORS = {
   uri_too_long: { status: 414, portal: 41400, type: 'invalid_request_error', message: 'a path parameter is too long' },
   payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large' },
   unsupported_media_type: { status: 415, portal: 41500, type: 'invalid_request_error', message: 'unsupported content type' },
+  upgrade_required: { status: 426, portal: 42600, type: 'invalid_request_error', message: 'this resource needs a WebSocket upgrade' },
   // 429
   rate_limit_exceeded: { status: 429, portal: 42900, type: 'requests', message: 'rate limit exceeded' },
   insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent' },
@@ -63,19 +80,62 @@ const I18N: Partial<Record<ErrorCode, Record<string, string>>> = {
   api_key_revoked: { en: 'unauthorized: API key has been revoked', zh: '未授权：API 密钥已被吊销' },
   api_key_expired: { en: 'unauthorized: API key has expired', zh: '未授权：API 密钥已过期' },
   api_key_disabled: { en: 'unauthorized: API key is disabled', zh: '未授权：API 密钥已停用' },
+  session_expired: { en: ERRORS.session_expired.message, zh: '未授权：会话已过期或已退出，请重新登录' },
+  sign_in_link_invalid: { en: ERRORS.sign_in_link_invalid.message, zh: '未授权：登录链接无效或已过期，请索取新链接' },
+  sign_in_link_used: { en: ERRORS.sign_in_link_used.message, zh: '未授权：登录链接已被使用，请索取新链接' },
 };
+
+/**
+ * What a validation_error is, in OpenAI's own codes: the `code` the OpenAI error shape reports (the portal
+ * reports them all as 40000 validation_error, with the detail beside it).
+ */
+export const VALIDATION_DETAILS = [
+  'unknown_parameter',
+  'missing_required_parameter',
+  'invalid_type',
+  'invalid_value',
+  'string_above_max_length',
+  'string_below_min_length',
+  'array_above_max_length',
+  'array_below_min_length',
+  'integer_above_max_value',
+  'integer_below_min_value',
+  'decimal_above_max_value',
+  'decimal_below_min_value',
+] as const;
+export type ValidationDetail = (typeof VALIDATION_DETAILS)[number];
+
+export interface AppErrorExtra {
+  /** response headers (retry-after, x-should-retry) */
+  headers?: Record<string, string>;
+  /** the message in other languages (e.g. validation messages, which name the parameter) */
+  localized?: Partial<Record<'zh', string>>;
+  /** validation_error: which rule failed, as OpenAI's code */
+  detail?: ValidationDetail;
+}
 
 export class AppError extends Error {
   readonly status: number;
+  headers?: Record<string, string>;
+  readonly localized?: Partial<Record<'zh', string>>;
+  readonly detail?: ValidationDetail;
   constructor(
     readonly code: ErrorCode,
     message?: string,
     readonly param: string | null = null,
-    readonly headers?: Record<string, string>,
+    extra: AppErrorExtra = {},
   ) {
     super(message ?? ERRORS[code].message);
     this.name = 'AppError';
     this.status = ERRORS[code].status;
+    this.headers = extra.headers;
+    this.localized = extra.localized;
+    this.detail = extra.detail;
+  }
+
+  /** The code the OpenAI error shape reports: the validation detail when there is one. */
+  get openaiCode(): string {
+    return this.detail ?? this.code;
   }
   /** whether the message is the table's default (so it may be translated) */
   get isDefaultMessage(): boolean {
@@ -96,7 +156,8 @@ export function pickLanguage(acceptLanguage: string | undefined): string {
       const m = /^\s*q=([0-9.]+)\s*$/.exec(p);
       if (m) q = Number(m[1]);
     }
-    if ((lang === 'zh' || lang === 'en') && q > bestQ) {
+    // q=0 means "not acceptable"
+    if ((lang === 'zh' || lang === 'en') && q > 0 && q > bestQ) {
       best = lang;
       bestQ = q;
     }
@@ -105,6 +166,10 @@ export function pickLanguage(acceptLanguage: string | undefined): string {
 }
 
 export function localizedMessage(err: AppError, acceptLanguage: string | undefined): string {
+  if (err.localized) {
+    const lang = pickLanguage(acceptLanguage);
+    return lang === 'zh' ? (err.localized.zh ?? err.message) : err.message;
+  }
   const table = I18N[err.code];
   if (!table || !err.isDefaultMessage) return err.message;
   return table[pickLanguage(acceptLanguage)] ?? err.message;

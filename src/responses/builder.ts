@@ -1,8 +1,17 @@
 import type { FinishReason, GenerateEvent, Usage } from '../engines/types.js';
 import { newId } from './ids.js';
-import type { OutputItem, ResponseObject, ResponseUsage } from './object.js';
+import type { OutputAudioPart, OutputItem, OutputTextPart, ResponseObject, ResponseUsage } from './object.js';
 
 export type StreamEvent = { type: string; sequence_number: number; [k: string]: unknown };
+
+type MessageItem = OutputItem & { type: 'message' };
+
+/** The spoken part of the open message, while its audio is made. */
+interface OpenAudio {
+  item: MessageItem;
+  index: number;
+  part: OutputAudioPart;
+}
 
 /**
  * Folds engine events into the ResponseObject and, at the same time, into the Responses streaming events
@@ -12,6 +21,9 @@ export type StreamEvent = { type: string; sequence_number: number; [k: string]: 
 export class ResponseBuilder {
   private seq = 0;
   private open: { item: OutputItem; index: number } | undefined;
+  /** the open message's text part was closed (its text is finished; its audio may still be coming) */
+  private textClosed = false;
+  private audio: OpenAudio | undefined;
   private readonly argsByCall = new Map<string, OutputItem & { type: 'function_call' }>();
   private toolCalls = 0;
 
@@ -87,7 +99,7 @@ export class ResponseBuilder {
       case 'text_delta': {
         const { item, index } = this.ensure('message');
         if (item.type !== 'message') return;
-        item.content[0].text += ev.delta;
+        (item.content[0] as OutputTextPart).text += ev.delta;
         this.send('response.output_text.delta', () => ({ item_id: item.id, output_index: index, content_index: 0, delta: ev.delta, logprobs: [] }));
         return;
       }
@@ -122,7 +134,8 @@ export class ResponseBuilder {
         const item = this.argsByCall.get(ev.callId);
         if (!item || this.open?.item !== item) return;
         item.arguments = ev.arguments;
-        this.closeOpen('completed');
+        // a call the token cap cut is incomplete, in its events and in the stored object, as a cut message is
+        this.closeOpen(ev.incomplete ? 'incomplete' : 'completed');
         return;
       }
       case 'done':
@@ -142,6 +155,7 @@ export class ResponseBuilder {
     this.response.output.push(item);
     const index = this.response.output.length - 1;
     this.open = { item, index };
+    this.textClosed = false;
     this.send('response.output_item.added', () => ({ output_index: index, item: structuredClone(item) }));
     if (item.type === 'message') {
       const part = { type: 'output_text' as const, text: '', annotations: [], logprobs: [] };
@@ -155,21 +169,87 @@ export class ResponseBuilder {
     return this.open;
   }
 
+  /** The open message, if the open item is one. */
+  get openMessage(): { item: MessageItem; index: number } | undefined {
+    const o = this.open;
+    return o && o.item.type === 'message' ? { item: o.item, index: o.index } : undefined;
+  }
+
+  /**
+   * Closes the text part of the open message (its text is finished) and leaves the message open: its spoken part
+   * (content index 1) is still being made. The message closes at the next closeOpen.
+   */
+  closeText() {
+    const m = this.openMessage;
+    if (!m || this.textClosed) return;
+    this.textClosed = true;
+    const { item, index } = m;
+    const part = item.content[0] as OutputTextPart;
+    this.send('response.output_text.done', () => ({ item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] }));
+    this.send('response.content_part.done', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
+  }
+
+  // ---------------------------------------------------------------- the spoken part (modalities audio)
+  // Events: response.content_part.added (output_audio, content_index 1), then response.audio.delta (base64 pieces
+  // that decode when joined) and response.audio.transcript.delta as the audio is made, then response.audio.done,
+  // response.audio.transcript.done and response.content_part.done with the whole part. The SDK's event types carry
+  // `delta` only; item_id, output_index and content_index are added so a client can tell the part.
+
+  /** The open message gets its spoken part (empty until audio comes). */
+  audioStart() {
+    const m = this.openMessage;
+    if (!m || this.audio) return;
+    const part: OutputAudioPart = { type: 'output_audio', data: '', transcript: '' };
+    m.item.content.push(part);
+    this.audio = { item: m.item, index: m.index, part };
+    this.send('response.content_part.added', () => ({ item_id: m.item.id, output_index: m.index, content_index: 1, part: structuredClone(part) }));
+  }
+
+  /** base64 of the next audio bytes (a multiple of 3 bytes, except the last piece, so the pieces join) */
+  audioDelta(b64: string) {
+    const a = this.audio;
+    if (!a || !b64) return;
+    a.part.data += b64;
+    this.send('response.audio.delta', () => ({ item_id: a.item.id, output_index: a.index, content_index: 1, delta: b64 }));
+  }
+
+  /** the text the voice is speaking now */
+  audioTranscriptDelta(text: string) {
+    const a = this.audio;
+    if (!a || !text) return;
+    a.part.transcript += text;
+    this.send('response.audio.transcript.delta', () => ({ item_id: a.item.id, output_index: a.index, content_index: 1, delta: text }));
+  }
+
+  /** Closes the spoken part; `data` replaces the joined pieces (a WAV header with its lengths filled in). */
+  audioDone(data?: string) {
+    const a = this.audio;
+    if (!a) return;
+    this.audio = undefined;
+    if (data !== undefined) a.part.data = data;
+    const ids = { item_id: a.item.id, output_index: a.index, content_index: 1 };
+    this.send('response.audio.done', () => ({ ...ids }));
+    this.send('response.audio.transcript.done', () => ({ ...ids, transcript: a.part.transcript }));
+    this.send('response.content_part.done', () => ({ ...ids, part: structuredClone(a.part) }));
+  }
+
   private closeOpen(status: 'completed' | 'incomplete') {
     const o = this.open;
     if (!o) return;
-    this.open = undefined;
     const { item, index } = o;
     if (item.type === 'message') {
-      const part = item.content[0];
-      this.send('response.output_text.done', () => ({ item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] }));
-      this.send('response.content_part.done', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
+      this.closeText();
+      // a spoken part still open here was cut short (a failure, a cancel): closed with what was made
+      this.audioDone();
+      this.open = undefined;
       item.status = status;
     } else if (item.type === 'reasoning') {
+      this.open = undefined;
       const part = item.content[0];
       this.send('response.reasoning_text.done', () => ({ item_id: item.id, output_index: index, content_index: 0, text: part.text }));
       this.send('response.content_part.done', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
     } else {
+      this.open = undefined;
       this.send('response.function_call_arguments.done', () => ({ item_id: item.id, output_index: index, name: item.name, arguments: item.arguments }));
       item.status = status;
     }
@@ -206,15 +286,17 @@ export class ResponseBuilder {
     return r;
   }
 
-  /** Cancelled (background): the object says so; there is no cancel event in the protocol. */
+  /**
+   * Cancelled (background). The protocol has no cancel event, and a stream must not end with an item open: the
+   * open item is closed as incomplete (its done events, as for a cut message), then `response.incomplete`
+   * carries the object with status `cancelled`: the final event the SDKs' stream helpers know that says the
+   * output stopped short (their final response is then the cancelled object).
+   */
   cancel(): ResponseObject {
     const r = this.response;
-    if (this.open) {
-      const { item } = this.open;
-      if (item.type !== 'reasoning') item.status = 'incomplete';
-      this.open = undefined;
-    }
+    this.closeOpen('incomplete');
     r.status = 'cancelled';
+    this.send('response.incomplete', () => ({ response: this.snapshot() }));
     return r;
   }
 }

@@ -15,7 +15,15 @@ export type StoredItem =
   | { id: string; type: 'message'; role: 'user' | 'assistant' | 'system' | 'developer'; content: InputPart[]; status?: string; name?: string }
   | { id: string; type: 'function_call'; call_id: string; name: string; arguments: string; status?: string }
   | { id: string; type: 'function_call_output'; call_id: string; output: string; status?: string }
-  | { id: string; type: 'reasoning'; summary: Array<{ type: 'summary_text'; text: string }>; content?: Array<{ type: 'reasoning_text'; text: string }>; encrypted_content: string | null };
+  | {
+      id: string;
+      type: 'reasoning';
+      summary: Array<{ type: 'summary_text'; text: string }>;
+      content?: Array<{ type: 'reasoning_text'; text: string }>;
+      encrypted_content: string | null;
+    }
+  /** a window made by POST /responses/compact: opened (./seal.ts) before the model sees the conversation */
+  | { id: string; type: 'compaction'; encrypted_content: string };
 
 const bad = (message: string, param: string) => new AppError('validation_error', message, param);
 
@@ -30,7 +38,8 @@ function parts(content: unknown, role: string, param: string): InputPart[] {
   if (content === null) throw bad(`${param} must not be null`, param);
   if (typeof content === 'string') return [role === 'assistant' ? { type: 'output_text', text: content } : { type: 'input_text', text: content }];
   if (!Array.isArray(content)) throw bad(`${param} must be a string or an array of content parts`, param);
-  return content.map((p, i): InputPart => {
+  const spoken = new Set<InputPart>();
+  const out = content.map((p, i): InputPart => {
     const pp = `${param}[${i}]`;
     if (!p || typeof p !== 'object') throw bad(`${pp} must be an object`, pp);
     const o = p as Record<string, unknown>;
@@ -42,6 +51,12 @@ function parts(content: unknown, role: string, param: string): InputPart[] {
         return { type: 'output_text', text: str(o.text, `${pp}.text`, { allowEmpty: true }), annotations: [] };
       case 'refusal':
         return { type: 'output_text', text: str(o.refusal, `${pp}.refusal`, { allowEmpty: true }), annotations: [] };
+      case 'output_audio': {
+        // a spoken answer sent back is its transcript: the model reads text, not audio
+        const part: InputPart = { type: 'output_text', text: str(o.transcript, `${pp}.transcript`, { allowEmpty: true }), annotations: [] };
+        spoken.add(part);
+        return part;
+      }
       case 'input_image': {
         if (o.file_id !== undefined && o.image_url === undefined) throw bad(`${pp}.file_id is not supported: send image_url (an https or data: URL)`, `${pp}.file_id`);
         return { type: 'input_image', image_url: str(o.image_url, `${pp}.image_url`), detail: detail(o.detail, `${pp}.detail`) };
@@ -54,9 +69,11 @@ function parts(content: unknown, role: string, param: string): InputPart[] {
         return { type: 'input_image', image_url: str(u.url, `${pp}.image_url.url`), detail: detail(u.detail, `${pp}.image_url.detail`) };
       }
       default:
-        throw bad(`${pp}.type must be one of input_text, input_image, output_text (or text, image_url); got ${JSON.stringify(o.type)}`, `${pp}.type`);
+        throw bad(`${pp}.type must be one of input_text, input_image, output_text, output_audio (or text, image_url); got ${JSON.stringify(o.type)}`, `${pp}.type`);
     }
   });
+  // beside the output_text part of the same answer (the same text), a transcript adds nothing
+  return spoken.size && out.some((x) => x.type === 'output_text' && !spoken.has(x)) ? out.filter((x) => !spoken.has(x)) : out;
 }
 
 function detail(v: unknown, param: string): 'auto' | 'low' | 'high' {
@@ -79,9 +96,12 @@ export function normalizeInput(input: string | unknown[]): StoredItem[] {
     const id = typeof o.id === 'string' && o.id.length > 0 && o.id.length <= 200 ? o.id : undefined;
     switch (type) {
       case 'message': {
-        if (o.tool_calls !== undefined) throw bad(`${p}.tool_calls is not supported in input messages of the responses endpoint: send function_call items instead`, `${p}.tool_calls`);
-        if (o.tool_call_id !== undefined) throw bad(`${p}.tool_call_id is not supported in input messages of the responses endpoint: send a function_call_output item instead`, `${p}.tool_call_id`);
-        if (o.role === 'tool') throw bad(`${p}.role "tool" is not supported in input messages of the responses endpoint: return tool results as function_call_output items`, `${p}.role`);
+        if (o.tool_calls !== undefined)
+          throw bad(`${p}.tool_calls is not supported in input messages of the responses endpoint: send function_call items instead`, `${p}.tool_calls`);
+        if (o.tool_call_id !== undefined)
+          throw bad(`${p}.tool_call_id is not supported in input messages of the responses endpoint: send a function_call_output item instead`, `${p}.tool_call_id`);
+        if (o.role === 'tool')
+          throw bad(`${p}.role "tool" is not supported in input messages of the responses endpoint: return tool results as function_call_output items`, `${p}.role`);
         if (!ROLES.includes(o.role as any)) throw bad(`${p}.role must be one of ${ROLES.join(', ')}`, `${p}.role`);
         const role = o.role as (typeof ROLES)[number];
         const item: StoredItem = { id: id ?? newId('msg'), type: 'message', role, content: parts(o.content, role, `${p}.content`) };
@@ -102,19 +122,31 @@ export function normalizeInput(input: string | unknown[]): StoredItem[] {
         const out = o.output;
         let text: string;
         if (typeof out === 'string') text = out;
-        else if (Array.isArray(out)) text = parts(out, 'user', `${p}.output`).map((x) => ('text' in x ? x.text : '')).join('');
+        else if (Array.isArray(out))
+          text = parts(out, 'user', `${p}.output`)
+            .map((x) => ('text' in x ? x.text : ''))
+            .join('');
         else throw bad(`${p}.output must be a string`, `${p}.output`);
         return { id: id ?? newId('fco'), type: 'function_call_output', call_id: str(o.call_id, `${p}.call_id`), output: text, status: 'completed' };
       }
       case 'reasoning': {
-        const summary = Array.isArray(o.summary) ? o.summary.filter((s: any) => s && typeof s.text === 'string').map((s: any) => ({ type: 'summary_text' as const, text: s.text })) : [];
-        const content = Array.isArray(o.content) ? o.content.filter((s: any) => s && typeof s.text === 'string').map((s: any) => ({ type: 'reasoning_text' as const, text: s.text })) : undefined;
+        const summary = Array.isArray(o.summary)
+          ? o.summary.filter((s: any) => s && typeof s.text === 'string').map((s: any) => ({ type: 'summary_text' as const, text: s.text }))
+          : [];
+        const content = Array.isArray(o.content)
+          ? o.content.filter((s: any) => s && typeof s.text === 'string').map((s: any) => ({ type: 'reasoning_text' as const, text: s.text }))
+          : undefined;
         return { id: id ?? newId('rs'), type: 'reasoning', summary, content, encrypted_content: typeof o.encrypted_content === 'string' ? o.encrypted_content : null };
+      }
+      case 'compaction': {
+        const sealed = str(o.encrypted_content, `${p}.encrypted_content`);
+        if (sealed.length > 10 * 1024 * 1024) throw bad(`${p}.encrypted_content is longer than 10485760 characters`, `${p}.encrypted_content`);
+        return { id: id ?? newId('cmp'), type: 'compaction', encrypted_content: sealed };
       }
       case 'item_reference':
         throw bad(`${p}: item_reference is not supported; use previous_response_id to continue a stored conversation`, `${p}.type`);
       default:
-        throw bad(`${p}.type must be one of message, function_call, function_call_output, reasoning; got ${JSON.stringify(type)}`, `${p}.type`);
+        throw bad(`${p}.type must be one of message, function_call, function_call_output, reasoning, compaction; got ${JSON.stringify(type)}`, `${p}.type`);
     }
   });
 }

@@ -3,13 +3,18 @@ import type { StoredItem } from './input.js';
 
 export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
+export type OutputTextPart = { type: 'output_text'; text: string; annotations: unknown[]; logprobs: unknown[] };
+/** the spoken answer (modalities audio): base64 audio of the message's text, and that text (SDK ResponseOutputAudio) */
+export type OutputAudioPart = { type: 'output_audio'; data: string; transcript: string };
+
 export type OutputItem =
   | {
       id: string;
       type: 'message';
       status: 'in_progress' | 'completed' | 'incomplete';
       role: 'assistant';
-      content: Array<{ type: 'output_text'; text: string; annotations: unknown[]; logprobs: unknown[] }>;
+      /** the output_text part first; with modalities audio, the output_audio part after it */
+      content: Array<OutputTextPart | OutputAudioPart>;
     }
   | { id: string; type: 'function_call'; status: 'in_progress' | 'completed' | 'incomplete'; call_id: string; name: string; arguments: string }
   | {
@@ -135,7 +140,14 @@ export function initialResponse(req: CreateResponseRequest, id: string, createdA
 export function outputAsItems(output: OutputItem[]): StoredItem[] {
   const items: StoredItem[] = [];
   for (const o of output) {
-    if (o.type === 'message') items.push({ id: o.id, type: 'message', role: 'assistant', content: o.content.map((c) => ({ type: 'output_text', text: c.text })) });
+    // a spoken part is not history: its transcript is the text part the model sees (the audio is not sent back)
+    if (o.type === 'message')
+      items.push({
+        id: o.id,
+        type: 'message',
+        role: 'assistant',
+        content: o.content.flatMap((c) => (c.type === 'output_text' ? [{ type: 'output_text' as const, text: c.text }] : [])),
+      });
     else if (o.type === 'function_call') items.push({ id: o.id, type: 'function_call', call_id: o.call_id, name: o.name, arguments: o.arguments, status: o.status });
     else items.push({ id: o.id, type: 'reasoning', summary: o.summary, content: o.content, encrypted_content: o.encrypted_content });
   }
@@ -144,6 +156,13 @@ export function outputAsItems(output: OutputItem[]): StoredItem[] {
 
 export function outputText(output: OutputItem[]): string {
   let s = '';
-  for (const o of output) if (o.type === 'message') for (const c of o.content) s += c.text;
+  for (const o of output) if (o.type === 'message') for (const c of o.content) if (c.type === 'output_text') s += c.text;
   return s;
+}
+
+/** Characters the voice was given (the transcripts of the spoken parts), as /audio/speech counts its input. */
+export function spokenCharacters(output: OutputItem[]): number {
+  let n = 0;
+  for (const o of output) if (o.type === 'message') for (const c of o.content) if (c.type === 'output_audio') n += [...c.transcript].length;
+  return n;
 }

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { StreamEvent } from './builder.js';
 import { AsyncChannel } from '../platform/async-channel.js';
 
@@ -26,7 +27,7 @@ export class Run {
   async *follow(after: number, signal?: AbortSignal): AsyncIterable<StreamEvent> {
     const channel = new AsyncChannel<StreamEvent>({ signal });
     for (const e of this.events) if (e.sequence_number > after) channel.push(e);
-    const listener = (e: StreamEvent | null) => (e ? channel.push(e) : channel.end());
+    const listener = (e: StreamEvent | null) => (e ? e.sequence_number > after && channel.push(e) : channel.end());
     if (this.done) channel.end();
     else this.listeners.add(listener);
     try {
@@ -47,9 +48,14 @@ export class Run {
   }
 }
 
+/** what a RunManager writes: one line per job that ends by throwing */
+export type RunLog = Pick<FastifyBaseLogger, 'error' | 'info'>;
+
 /**
  * Background work in this process: a bounded number of jobs run at once, the rest wait in line. Each job
  * has a Run that carries its events (for live replay) and its AbortController (for cancel and shutdown).
+ * A job that throws is logged once with its response id: at error level, unless the job had been stopped
+ * (cancel or shutdown), which is no failure and is logged at info.
  */
 export class RunManager {
   private readonly runs = new Map<string, Run>();
@@ -57,7 +63,10 @@ export class RunManager {
   private active = 0;
   private closed = false;
 
-  constructor(private readonly concurrency = 4) {}
+  constructor(
+    private readonly concurrency: number,
+    private readonly log: RunLog,
+  ) {}
 
   get(id: string): Run | undefined {
     return this.runs.get(id);
@@ -77,7 +86,16 @@ export class RunManager {
     const start = () => {
       this.active++;
       job(run)
-        .catch(() => {})
+        .catch((e: unknown) => {
+          // a job ends its response itself (failed, cancelled); what escapes it is a fault of its own
+          if (run.controller.signal.aborted) {
+            const err = e instanceof Error ? e.message : String(e);
+            this.log.info({ id, err, reason: run.cancelRequested ? 'cancelled' : 'stopped' }, 'background job stopped');
+          } else {
+            // the error itself (pino writes its message and stack)
+            this.log.error({ id, err: e }, 'background job failed outside its response');
+          }
+        })
         .finally(() => {
           this.active--;
           run.end();

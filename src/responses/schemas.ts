@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { ANSWER_AUDIO_FORMATS } from './speech.js';
 
 const FunctionToolSchema = Type.Object(
   {
@@ -36,7 +37,29 @@ export const CreateResponseBody = Type.Object(
     max_tool_calls: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
     stream: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
     stream_options: Type.Optional(Type.Union([Type.Object({ include_obfuscation: Type.Optional(Type.Boolean()) }), Type.Null()])),
-    modalities: Type.Optional(Type.Array(Type.Union([Type.Literal('text'), Type.Literal('audio')]), { maxItems: 2 })),
+    modalities: Type.Optional(
+      Type.Array(Type.Union([Type.Literal('text'), Type.Literal('audio')]), {
+        maxItems: 2,
+        description: 'with "audio" (["audio"] alone counts as ["text", "audio"]) each message also gets a spoken output_audio part',
+      }),
+    ),
+    audio: Type.Optional(
+      Type.Union([
+        Type.Object(
+          {
+            voice: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'one of the voices of /v1/audio/speech (default alloy)' })),
+            format: Type.Optional(
+              Type.Union(
+                ANSWER_AUDIO_FORMATS.map((f) => Type.Literal(f)),
+                { description: 'default mp3; pcm16 is raw 24 kHz 16-bit little-endian mono' },
+              ),
+            ),
+          },
+          { additionalProperties: false, description: 'the spoken answer (with modalities ["text", "audio"])' },
+        ),
+        Type.Null(),
+      ]),
+    ),
     tools: Type.Optional(Type.Array(FunctionToolSchema, { maxItems: 128 })),
     tool_choice: Type.Optional(
       Type.Union([
@@ -74,15 +97,7 @@ export const CreateResponseBody = Type.Object(
         Type.Object(
           {
             effort: Type.Optional(
-              Type.Union([
-                Type.Literal('none'),
-                Type.Literal('minimal'),
-                Type.Literal('low'),
-                Type.Literal('medium'),
-                Type.Literal('high'),
-                Type.Literal('xhigh'),
-                Type.Null(),
-              ]),
+              Type.Union([Type.Literal('none'), Type.Literal('minimal'), Type.Literal('low'), Type.Literal('medium'), Type.Literal('high'), Type.Literal('xhigh'), Type.Null()]),
             ),
             summary: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('concise'), Type.Literal('detailed'), Type.Null()])),
             generate_summary: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('concise'), Type.Literal('detailed'), Type.Null()])),
@@ -98,13 +113,11 @@ export const CreateResponseBody = Type.Object(
         description: 'up to 4 stop sequences',
       }),
     ),
-    metadata: Type.Optional(
-      Type.Union([Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 512 }), { maxProperties: 16 }), Type.Null()]),
-    ),
+    metadata: Type.Optional(Type.Union([Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 512 }), { maxProperties: 16 }), Type.Null()])),
     user: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
     safety_identifier: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
     prompt_cache_key: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
-    prompt_cache_retention: Type.Optional(Type.Union([Type.Literal('in-memory'), Type.Literal('24h'), Type.Null()])),
+    prompt_cache_retention: Type.Optional(Type.Union([Type.Literal('in_memory'), Type.Literal('in-memory'), Type.Literal('24h'), Type.Null()])),
     service_tier: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('default'), Type.Literal('flex'), Type.Literal('priority'), Type.Null()])),
     top_logprobs: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 20 }), Type.Null()])),
     include: Type.Optional(Type.Union([Type.Array(Type.String()), Type.Null()])),
@@ -116,4 +129,4 @@ export const CreateResponseBody = Type.Object(
 
 export type CreateResponseRequest = Static<typeof CreateResponseBody>;
 
-export const ResponseIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) });
+export const ResponseIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false });

@@ -20,8 +20,7 @@ export interface StoredResponse {
  * jsonb refuses NUL and unpaired surrogates, which a client's input or a model's output may contain: strings are
  * stored with NUL removed and lone surrogates replaced (U+FFFD), instead of failing after the work was done.
  */
-const jsonSafe = (_k: string, v: unknown) =>
-  typeof v === 'string' ? (v as string & { toWellFormed(): string }).toWellFormed().replace(/\u0000/g, '') : v;
+const jsonSafe = (_k: string, v: unknown) => (typeof v === 'string' ? (v as string & { toWellFormed(): string }).toWellFormed().replace(/\u0000/g, '') : v);
 const json = (v: unknown) => sql`${JSON.stringify(v, jsonSafe)}::jsonb`;
 
 /** SQL for stored responses and their event logs (background replay). */
@@ -88,22 +87,32 @@ export class ResponseStore {
   }
 
   async get(id: string, userId: string): Promise<StoredResponse | undefined> {
-    const row = await this.db
-      .selectFrom('responses')
-      .selectAll()
-      .where('id', '=', id)
-      .where('user_id', '=', userId)
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
+    const row = await this.db.selectFrom('responses').selectAll().where('id', '=', id).where('user_id', '=', userId).where('deleted_at', 'is', null).executeTakeFirst();
     if (!row) return undefined;
-    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object as ResponseObject, inputItems: row.input_items as StoredItem[], request: row.request };
+    return {
+      id: row.id,
+      userId: row.user_id,
+      orgId: row.org_id,
+      keyId: row.key_id,
+      object: row.object as ResponseObject,
+      inputItems: row.input_items as StoredItem[],
+      request: row.request,
+    };
   }
 
   /** A response whoever owns it (background jobs). */
   async getAny(id: string): Promise<StoredResponse | undefined> {
     const row = await this.db.selectFrom('responses').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
     if (!row) return undefined;
-    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object as ResponseObject, inputItems: row.input_items as StoredItem[], request: row.request };
+    return {
+      id: row.id,
+      userId: row.user_id,
+      orgId: row.org_id,
+      keyId: row.key_id,
+      object: row.object as ResponseObject,
+      inputItems: row.input_items as StoredItem[],
+      request: row.request,
+    };
   }
 
   /** Takes a queued job for this instance: queued -> in_progress with a heartbeat. False if someone else has it. */
@@ -143,7 +152,6 @@ export class ResponseStore {
     return r.rows.length;
   }
 
-
   /** The chain ending at `id` (oldest first), as far as it is stored; empty when `id` itself is not. */
   async chain(id: string, userId: string, maxDepth = 1000): Promise<Array<{ id: string; object: ResponseObject; inputItems: StoredItem[] }>> {
     const r = await sql<{ id: string; object: ResponseObject; input_items: StoredItem[]; depth: number }>`
@@ -177,11 +185,5 @@ export class ResponseStore {
       return true;
     }
     return false;
-  }
-
-  /** Background jobs left queued or in progress by a process that is gone. */
-  async unfinished(): Promise<Array<{ id: string; userId: string }>> {
-    const rows = await this.db.selectFrom('responses').select(['id', 'user_id']).where('status', 'in', ['queued', 'in_progress']).where('deleted_at', 'is', null).execute();
-    return rows.map((r) => ({ id: r.id, userId: r.user_id }));
   }
 }

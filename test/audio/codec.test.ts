@@ -28,7 +28,7 @@ import {
   spareEncoderCount,
   wavHeader,
   type SpeechFormat,
-} from '../../src/audio/codec/index.js';
+} from '../../src/codec/index.js';
 import { createFliteEngine, type EmbeddedSpeechEngine } from '../../src/engines/flite/index.js';
 
 function tone(freq: number, seconds: number, rate: number, amp = 8000): Int16Array {
@@ -156,17 +156,25 @@ describe('resampler', () => {
     const y = resampleFloat(x, 48000, 16000);
     assert.equal(y.length, 16000);
     assert.ok(rmsOf(y, 200, 15800) < 0.01, `11 kHz tone leaked at 16 kHz: rms ${rmsOf(y, 200, 15800)}`);
-    const z = resampleFloat(x.map((_, i) => 0.5 * Math.sin((2 * Math.PI * 1000 * i) / 48000)), 48000, 16000);
+    const z = resampleFloat(
+      x.map((_, i) => 0.5 * Math.sin((2 * Math.PI * 1000 * i) / 48000)),
+      48000,
+      16000,
+    );
     assert.ok(Math.abs(rmsOf(z, 200, 15800) - 0.5 / Math.SQRT2) < 0.01, 'a 1 kHz tone passes');
   });
 });
 
 describe('formats', () => {
   test('content types', () => {
-    assert.deepEqual(
-      Object.fromEntries(SPEECH_FORMATS.map((f) => [f, contentTypeFor(f)])),
-      { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav', pcm: 'audio/pcm' },
-    );
+    assert.deepEqual(Object.fromEntries(SPEECH_FORMATS.map((f) => [f, contentTypeFor(f)])), {
+      mp3: 'audio/mpeg',
+      opus: 'audio/ogg',
+      aac: 'audio/aac',
+      flac: 'audio/flac',
+      wav: 'audio/wav',
+      pcm: 'audio/pcm',
+    });
   });
 
   test('pcm is raw 24 kHz 16-bit mono with the right length', async () => {
@@ -286,11 +294,14 @@ describe('formats', () => {
       }
     }
     let got = 0;
-    await assert.rejects(async () => {
-      for await (const _ of encodeSpeech(endless(), 'mp3', ac.signal)) {
-        if (++got === 3) ac.abort();
-      }
-    }, { name: 'AbortError' });
+    await assert.rejects(
+      async () => {
+        for await (const _ of encodeSpeech(endless(), 'mp3', ac.signal)) {
+          if (++got === 3) ac.abort();
+        }
+      },
+      { name: 'AbortError' },
+    );
     await sleep(100);
     const pulledAtStop = pulled;
     await sleep(200);
@@ -317,11 +328,14 @@ describe('formats', () => {
       // an encoder that cannot start: invalid sample rate for the input
       const enc = new FfmpegEncoder('mp3', { sampleRate: -5 });
       enc.end();
-      await assert.rejects(async () => {
-        for await (const _ of enc) {
-          /* drain */
-        }
-      }, { name: 'FfmpegError' });
+      await assert.rejects(
+        async () => {
+          for await (const _ of enc) {
+            /* drain */
+          }
+        },
+        { name: 'FfmpegError' },
+      );
     } finally {
       setFfmpegBinary(undefined);
     }

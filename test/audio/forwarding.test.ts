@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import OpenAI, { toFile } from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { DEFAULT_VERBOSE_JSON, startScriptedAudioUpstream, tone, type ScriptedAudioUpstream } from '../helpers/scripted-audio-upstream.js';
-import { withDefaultAudioModels } from '../../src/audio/models.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { assertApiError, client, parseSrt, probe, rejects, wavFile } from './helpers.js';
 
@@ -19,11 +18,26 @@ describe('openai-compatible audio models forward to the upstream', () => {
   before(async () => {
     up = await startScriptedAudioUpstream();
     process.env.PORTICO_TEST_UPSTREAM_KEY = 'up-secret';
-    const models = withDefaultAudioModels([
-      { name: 'remote-tts', provider: 'openai-compatible', type: 'speech', base_url: up.baseUrl, upstream_model: 'kokoro', api_key_env: 'PORTICO_TEST_UPSTREAM_KEY', voices: ['af_bella'] } as ModelSpec,
-      { name: 'remote-stt', provider: 'openai-compatible', type: 'transcription', base_url: up.baseUrl, upstream_model: 'Systran/faster-whisper-small', api_key_env: 'PORTICO_TEST_UPSTREAM_KEY' } as ModelSpec,
-    ]);
-    t = await buildTestApp({ listen: true, models });
+    const models = [
+      {
+        name: 'remote-tts',
+        provider: 'openai-compatible',
+        type: 'speech',
+        base_url: up.baseUrl,
+        upstream_model: 'kokoro',
+        api_key_env: 'PORTICO_TEST_UPSTREAM_KEY',
+        voices: ['af_bella'],
+      } as ModelSpec,
+      {
+        name: 'remote-stt',
+        provider: 'openai-compatible',
+        type: 'transcription',
+        base_url: up.baseUrl,
+        upstream_model: 'Systran/faster-whisper-small',
+        api_key_env: 'PORTICO_TEST_UPSTREAM_KEY',
+      } as ModelSpec,
+    ];
+    t = await buildTestApp({ listen: true, models, builtins: true });
     ({ openai } = await client(t));
   });
   after(async () => {
@@ -49,6 +63,12 @@ describe('openai-compatible audio models forward to the upstream', () => {
     const bytes = Buffer.from(await wav.arrayBuffer());
     assert.equal(bytes.length, 44 + 48000);
     assert.equal((up.requests.at(-1)!.json as { voice: string }).voice, 'af_bella');
+    // the upstream decides what it can speak: text the embedded voices refuse (Thai), a voice new to the
+    // thirteen (marin) and tts quality are not Portico's business here
+    up.script({ type: 'pcm', samples: tone(0.5), chunkSizes: [24000], intervalMs: 0 });
+    const thai = await openai.audio.speech.create({ model: 'remote-tts', voice: 'marin', input: 'สวัสดีครับ', response_format: 'pcm' });
+    assert.equal(Buffer.from(await thai.arrayBuffer()).length, 24000);
+    assert.deepEqual(up.requests.at(-1)!.json, { model: 'kokoro', input: 'สวัสดีครับ', voice: 'marin', response_format: 'pcm', speed: 1 });
   });
 
   test('speech: upstream errors before the first byte become OpenAI-shape errors (400 passes through, 401 -> 502)', async () => {
@@ -56,7 +76,7 @@ describe('openai-compatible audio models forward to the upstream', () => {
     assertApiError(await rejects(openai.audio.speech.create({ model: 'remote-tts', voice: 'alloy', input: 'x' })), 400, undefined, undefined, /unsupported characters/);
     up.script({ type: 'error', status: 401, message: 'bad key' });
     assertApiError(await rejects(openai.audio.speech.create({ model: 'remote-tts', voice: 'alloy', input: 'x' })), 502, 'engine_error');
-    // a voice outside the six and the configured ones
+    // a voice outside the thirteen and the configured ones
     assertApiError(await rejects(openai.audio.speech.create({ model: 'remote-tts', voice: 'bob' as 'alloy', input: 'x' })), 400, 'validation_error', 'voice');
   });
 
@@ -92,11 +112,19 @@ describe('openai-compatible audio models forward to the upstream', () => {
     assert.equal(r.files[0].filename, 'clip.wav');
     assert.ok(r.files[0].bytes.equals(audio), 'the original bytes are forwarded');
 
-    const v = (await openai.audio.transcriptions.create({ file: await toFile(audio, 'clip.wav'), model: 'remote-stt', response_format: 'verbose_json', timestamp_granularities: ['word'] })) as OpenAI.Audio.TranscriptionVerbose;
+    const v = (await openai.audio.transcriptions.create({
+      file: await toFile(audio, 'clip.wav'),
+      model: 'remote-stt',
+      response_format: 'verbose_json',
+      timestamp_granularities: ['word'],
+    })) as OpenAI.Audio.TranscriptionVerbose;
     assert.deepEqual(up.requests.at(-1)!.fields['timestamp_granularities[]'], ['word', 'segment']);
     assert.equal(v.language, 'english');
     assert.equal(v.duration, 2.5);
-    assert.deepEqual(v.words!.map((w) => w.word), ['Hello', 'there,', 'general', 'Kenobi.']);
+    assert.deepEqual(
+      v.words!.map((w) => w.word),
+      ['Hello', 'there,', 'general', 'Kenobi.'],
+    );
     assert.equal(v.segments, undefined);
     const srt = (await openai.audio.transcriptions.create({ file: await toFile(audio, 'clip.wav'), model: 'remote-stt', response_format: 'srt' })) as unknown as string;
     assert.deepEqual(parseSrt(srt), [{ index: 1, start: 0, end: 2.5, text: 'Hello there, general Kenobi.' }]);
@@ -107,8 +135,15 @@ describe('openai-compatible audio models forward to the upstream', () => {
   });
 
   test('translation is forwarded to /audio/translations; upstream 400 passes through, 500 -> 502', async () => {
-    up.script({ type: 'json', body: { ...DEFAULT_VERBOSE_JSON, task: 'translate', language: 'german', text: 'Good morning.', segments: [{ ...DEFAULT_VERBOSE_JSON.segments[0], text: ' Good morning.' }] } });
-    const v = (await openai.audio.translations.create({ file: await toFile(audio, 'clip.wav'), model: 'remote-stt', response_format: 'verbose_json' })) as unknown as { task: string; language: string; text: string };
+    up.script({
+      type: 'json',
+      body: { ...DEFAULT_VERBOSE_JSON, task: 'translate', language: 'german', text: 'Good morning.', segments: [{ ...DEFAULT_VERBOSE_JSON.segments[0], text: ' Good morning.' }] },
+    });
+    const v = (await openai.audio.translations.create({ file: await toFile(audio, 'clip.wav'), model: 'remote-stt', response_format: 'verbose_json' })) as unknown as {
+      task: string;
+      language: string;
+      text: string;
+    };
     assert.equal(up.requests.at(-1)!.path, '/v1/audio/translations');
     assert.equal(v.task, 'translate');
     assert.equal(v.language, 'german');

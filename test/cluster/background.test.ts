@@ -78,12 +78,18 @@ describe('background responses across two instances (BullMQ on Redis)', () => {
     assert.equal(live.at(-1).type, 'response.completed', `last event ${live.at(-1).type} (job on ${runner.name}, replay on ${other.name})`);
     assertContiguous(resumed, 6);
     assert.equal(resumed.at(-1).type, 'response.completed');
-    const text = live.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+    const text = live
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
     assert.equal(text, Array.from({ length: 16 }, (_, i) => `w${i} `).join(''));
     // after the end, from either instance, the same events
     for (const inst of c.instances) {
       const again = await replay(inst, key, id);
-      assert.deepEqual(again.map((e) => [e.sequence_number, e.type]), live.map((e) => [e.sequence_number, e.type]));
+      assert.deepEqual(
+        again.map((e) => [e.sequence_number, e.type]),
+        live.map((e) => [e.sequence_number, e.type]),
+      );
       const tail = await replay(inst, key, id, live.length - 3);
       assertContiguous(tail, live.length - 2);
     }

@@ -58,7 +58,7 @@ describe('health, readiness, metrics and graceful shutdown of real processes', (
       assert.equal(r.status, 200);
       const body = (await r.json()) as any;
       assert.equal(body.status, 'ready');
-      assert.deepEqual(body.checks, { database: 'ok', migrations: 'ok', redis: 'ok' });
+      assert.deepEqual(body.checks, { database: 'ok', migrations: 'ok', models: 'ok', redis: 'ok' });
     }
   });
 

@@ -101,7 +101,10 @@ test('streams text deltas as they are generated; greedy decoding is reproducible
   });
   const deltas = a.events.filter((x) => x.type === 'text_delta');
   assert.ok(deltas.length > 3, `several deltas (${deltas.length})`);
-  assert.ok(deltas.every((d) => d.type === 'text_delta' && d.delta.length > 0), 'no empty deltas');
+  assert.ok(
+    deltas.every((d) => d.type === 'text_delta' && d.delta.length > 0),
+    'no empty deltas',
+  );
   assert.ok(firstDeltaAt > 0 && firstDeltaAt <= doneAt, 'the first delta comes before done');
   assert.ok(a.text.length > 0);
   assert.ok(!a.text.includes('\uFFFD'), 'valid UTF-8 text');
@@ -235,7 +238,12 @@ test('tool_choice required with parallel calls allowed gives one or more calls i
     assert.ok(tool);
     assert.deepEqual(validate(JSON.parse(c.args), tool.parameters as Record<string, unknown>), []);
   }
-  for (const c of calls) assert.deepEqual(c.order.filter((o) => o !== 'delta'), ['start', 'end'], 'each call is ended before the next starts');
+  for (const c of calls)
+    assert.deepEqual(
+      c.order.filter((o) => o !== 'delta'),
+      ['start', 'end'],
+      'each call is ended before the next starts',
+    );
 });
 
 test('tool_choice naming a function calls that function', async () => {
@@ -383,7 +391,10 @@ test('a continued conversation reuses the KV cache (cachedTokens)', async () => 
 });
 
 test('a saved state survives its sequence being reused by other conversations', async () => {
-  const convA: ChatMessage[] = [{ role: 'system', content: 'Conversation A is about cooking pasta with tomatoes and basil.' }, { role: 'user', content: 'How long do I boil it?' }];
+  const convA: ChatMessage[] = [
+    { role: 'system', content: 'Conversation A is about cooking pasta with tomatoes and basil.' },
+    { role: 'user', content: 'How long do I boil it?' },
+  ];
   const a = await collect(single, { messages: convA, maxOutputTokens: 8, temperature: 0, saveKey: 'A1' });
   // unrelated conversations overwrite the only sequence
   for (let i = 0; i < 2; i++) {
@@ -419,8 +430,22 @@ test('a reasoning model streams its thinking as reasoning deltas with reasoningT
     }
     assert.ok(sawBoth, 'the model ended its thinking and answered at least once');
     // earlier reasoning is part of the history the template renders
-    const n1 = await r1.countTokens({ model: 't', messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'user', content: 'c' }] });
-    const n2 = await r1.countTokens({ model: 't', messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b', reasoning: 'hmm let me see' }, { role: 'user', content: 'c' }] });
+    const n1 = await r1.countTokens({
+      model: 't',
+      messages: [
+        { role: 'user', content: 'a' },
+        { role: 'assistant', content: 'b' },
+        { role: 'user', content: 'c' },
+      ],
+    });
+    const n2 = await r1.countTokens({
+      model: 't',
+      messages: [
+        { role: 'user', content: 'a' },
+        { role: 'assistant', content: 'b', reasoning: 'hmm let me see' },
+        { role: 'user', content: 'c' },
+      ],
+    });
     assert.ok(n2 >= n1);
   } finally {
     await r1.close();

@@ -69,7 +69,13 @@ test('responses: the conversation becomes input items, instructions, flat tools,
       messages: [
         { role: 'system', content: 'Be brief.' },
         { role: 'developer', content: 'Use metric units.' },
-        { role: 'user', content: [{ type: 'text', text: 'Weather here?' }, { type: 'image_url', url: 'https://x/img.png' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Weather here?' },
+            { type: 'image_url', url: 'https://x/img.png' },
+          ],
+        },
         { role: 'assistant', content: 'Let me check.', toolCalls: [{ callId: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}' }] },
         { role: 'tool', toolCallId: 'call_1', content: '{"temp":3}' },
         { role: 'assistant', content: 'It is 3 degrees.' },
@@ -127,7 +133,12 @@ test('responses: the conversation becomes input items, instructions, flat tools,
 test('responses: minimal request; json_object format', async () => {
   up.script({ text: 'ok' }, { text: '{}' });
   await collect(engine.generate(req()));
-  assert.deepEqual(up.requests[0].body, { model: 'gpt-4.1-mini', input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi' }] }], store: false, stream: true });
+  assert.deepEqual(up.requests[0].body, {
+    model: 'gpt-4.1-mini',
+    input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi' }] }],
+    store: false,
+    stream: true,
+  });
   await collect(engine.generate(req({ format: { type: 'json_object' }, toolChoice: 'required', tools: [{ name: 'f' }] })));
   assert.deepEqual(up.requests[1].body.text, { format: { type: 'json_object' } });
   assert.equal(up.requests[1].body.tool_choice, 'required');
@@ -141,7 +152,12 @@ test('responses: text deltas, the upstream model and usage with details', async 
     { type: 'text_delta', delta: 'lo' },
     { type: 'text_delta', delta: '!' },
   ]);
-  assert.deepEqual(done(evs), { type: 'done', finishReason: 'stop', usage: { inputTokens: 20, outputTokens: 3, cachedTokens: 16, reasoningTokens: 0 }, model: 'gpt-4.1-mini-2025-04-14' });
+  assert.deepEqual(done(evs), {
+    type: 'done',
+    finishReason: 'stop',
+    usage: { inputTokens: 20, outputTokens: 3, cachedTokens: 16, reasoningTokens: 0 },
+    model: 'gpt-4.1-mini-2025-04-14',
+  });
 });
 
 test('responses: reasoning summary and raw reasoning text -> reasoning_delta', async () => {
@@ -172,7 +188,12 @@ test('responses: function calls, sequential and interleaved, come out well-forme
 });
 
 test('responses: sequential calls stream live: the first ends before the second starts arriving', async () => {
-  up.script({ toolCalls: [{ id: 'c1', name: 'a', arguments: ['{"x":', '1}'] }, { id: 'c2', name: 'b', arguments: '{}' }] });
+  up.script({
+    toolCalls: [
+      { id: 'c1', name: 'a', arguments: ['{"x":', '1}'] },
+      { id: 'c2', name: 'b', arguments: '{}' },
+    ],
+  });
   const evs = await collect(engine.generate(req({ tools: [{ name: 'a' }, { name: 'b' }] })));
   assert.deepEqual(
     evs.map((e) => e.type),
@@ -181,7 +202,12 @@ test('responses: sequential calls stream live: the first ends before the second 
 });
 
 test('responses: parallelToolCalls false keeps only the first call', async () => {
-  up.script({ toolCalls: [{ id: 'c1', name: 'a', arguments: '{"x":1}' }, { id: 'c2', name: 'b', arguments: '{}' }] });
+  up.script({
+    toolCalls: [
+      { id: 'c1', name: 'a', arguments: '{"x":1}' },
+      { id: 'c2', name: 'b', arguments: '{}' },
+    ],
+  });
   const evs = await collect(engine.generate(req({ tools: [{ name: 'a' }, { name: 'b' }], parallelToolCalls: false })));
   assert.deepEqual(toolCalls(evs), [{ callId: 'c1', name: 'a', arguments: '{"x":1}' }]);
 });
@@ -194,7 +220,11 @@ test('responses: response.incomplete (max_output_tokens) -> done length', async 
 });
 
 test('responses: response.failed and error events -> EngineError after the output so far', async () => {
-  const failed = JSON.stringify({ type: 'response.failed', sequence_number: 2, response: { id: 'r', status: 'failed', error: { code: 'server_error', message: 'The model crashed' } } });
+  const failed = JSON.stringify({
+    type: 'response.failed',
+    sequence_number: 2,
+    response: { id: 'r', status: 'failed', error: { code: 'server_error', message: 'The model crashed' } },
+  });
   up.script(
     { raw: ['event: response.output_text.delta\ndata: {"type":"response.output_text.delta","output_index":0,"delta":"par"}\n\n', `event: response.failed\ndata: ${failed}\n\n`] },
     { raw: ['event: error\ndata: {"type":"error","code":"rate_limit_exceeded","message":"Too many tokens","param":null}\n\n'] },
@@ -218,7 +248,10 @@ test('responses: a stream that breaks, or ends before response.completed, throws
 });
 
 test('responses: upstream errors before the stream map like chat ones', async () => {
-  up.script({ status: 400, errorBody: { error: { message: "Unsupported parameter: 'temperature'", type: 'invalid_request_error', param: 'temperature', code: 'unsupported_parameter' } } });
+  up.script({
+    status: 400,
+    errorBody: { error: { message: "Unsupported parameter: 'temperature'", type: 'invalid_request_error', param: 'temperature', code: 'unsupported_parameter' } },
+  });
   const { error } = await failure(engine.generate(req({ temperature: 1 })));
   assert.equal(error.status, 400);
   assert.equal(error.code, 'unsupported_parameter');

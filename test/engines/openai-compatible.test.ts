@@ -75,16 +75,25 @@ test('chat: sends the whole request translated, always streaming with usage', as
       messages: [
         { role: 'system', content: 'Be brief.' },
         { role: 'developer', content: 'Dev rule.' },
-        { role: 'user', content: [{ type: 'text', text: 'What is in' }, { type: 'image_url', url: 'data:image/png;base64,AAAA', detail: 'low' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is in' },
+            { type: 'image_url', url: 'data:image/png;base64,AAAA', detail: 'low' },
+          ],
+        },
         { role: 'assistant', content: '', reasoning: 'thinking...', toolCalls: [{ callId: 'call_a', name: 'get_weather', arguments: '{"city":"Paris"}' }] },
         { role: 'tool', toolCallId: 'call_a', content: '{"temp":21}' },
         { role: 'assistant', content: [{ type: 'text', text: 'It is 21.' }] },
-        { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'a' },
+            { type: 'text', text: 'b' },
+          ],
+        },
       ],
-      tools: [
-        { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true },
-        { name: 'noargs' },
-      ],
+      tools: [{ name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true }, { name: 'noargs' }],
       toolChoice: { type: 'function', name: 'get_weather' },
       parallelToolCalls: true,
       format: { type: 'json_schema', name: 'answer', schema: { type: 'object' }, strict: true },
@@ -151,7 +160,16 @@ test('chat: minimal request sends no optional fields; json_object; string tool c
   assert.equal('response_format' in up.requests[2].body, false);
 
   const dev = createOpenAICompatibleEngine({ baseUrl: up.url, api: 'chat.completions', developerRole: 'developer' });
-  await collect(dev.generate(req({ messages: [{ role: 'developer', content: 'x' }, { role: 'user', content: 'y' }] })));
+  await collect(
+    dev.generate(
+      req({
+        messages: [
+          { role: 'developer', content: 'x' },
+          { role: 'user', content: 'y' },
+        ],
+      }),
+    ),
+  );
   assert.equal(up.requests[3].body.messages[0].role, 'developer');
   assert.equal(up.requests[3].headers.authorization, undefined);
   await dev.close();
@@ -328,7 +346,13 @@ test('chat: an upstream that ignores stream:true and answers JSON still works', 
     res.end(
       JSON.stringify({
         model: 'm-json',
-        choices: [{ index: 0, message: { role: 'assistant', content: 'plain', tool_calls: [{ id: 'c9', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, finish_reason: 'tool_calls' }],
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: 'plain', tool_calls: [{ id: 'c9', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] },
+            finish_reason: 'tool_calls',
+          },
+        ],
         usage: { prompt_tokens: 1, completion_tokens: 2 },
       }),
     );
@@ -349,7 +373,10 @@ test('chat: an upstream that ignores stream:true and answers JSON still works', 
 // ------------------------------------------------------------------ errors
 
 test('chat: upstream 400 -> EngineError 400 with the upstream message and code', async () => {
-  up.script({ status: 400, errorBody: { error: { message: "This model's maximum context length is 8192 tokens", type: 'invalid_request_error', code: 'context_length_exceeded' } } });
+  up.script({
+    status: 400,
+    errorBody: { error: { message: "This model's maximum context length is 8192 tokens", type: 'invalid_request_error', code: 'context_length_exceeded' } },
+  });
   const { error } = await failure(engine.generate(req()));
   assert.equal(error.status, 400);
   assert.equal(error.code, 'context_length_exceeded');
@@ -357,7 +384,11 @@ test('chat: upstream 400 -> EngineError 400 with the upstream message and code',
 });
 
 test('chat: error bodies of other shapes ({error:"..."}, {detail}, plain text)', async () => {
-  up.script({ status: 422, errorBody: { detail: 'field required: messages' } }, { status: 400, errorBody: { error: 'model "x" not found, try pulling it first' } }, { status: 500, errorBody: 'boom' });
+  up.script(
+    { status: 422, errorBody: { detail: 'field required: messages' } },
+    { status: 400, errorBody: { error: 'model "x" not found, try pulling it first' } },
+    { status: 500, errorBody: 'boom' },
+  );
   let { error } = await failure(engine.generate(req()));
   assert.equal(error.status, 400);
   assert.equal(error.code, 'invalid_request');
@@ -405,9 +436,12 @@ test('chat: connection refused -> upstream_unavailable 502', async () => {
 
 test('chat: no answer within timeoutMs -> upstream_unavailable 504, and a stalled stream times out too', async () => {
   const e = createOpenAICompatibleEngine({ baseUrl: up.url, api: 'chat.completions', timeoutMs: 150 });
-  up.script({ hang: true }, { raw: ['data: {"choices":[{"index":0,"delta":{"content":"a "}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'], delayMs: 1000 });
+  up.script(
+    { hang: true },
+    { raw: ['data: {"choices":[{"index":0,"delta":{"content":"a "}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'], delayMs: 1000 },
+  );
   const t0 = Date.now();
-  let { error } = await failure(e.generate(req()));
+  const { error } = await failure(e.generate(req()));
   assert.equal(error.code, 'upstream_unavailable');
   assert.equal(error.status, 504);
   assert.ok(Date.now() - t0 < 1000);
@@ -501,8 +535,18 @@ test('connections are reused between requests (keep-alive)', async () => {
 
 test('countTokens: an estimate that grows with the conversation and the tools', async () => {
   const a = await engine.countTokens({ model: 'm', messages: [{ role: 'user', content: 'Hello world, how are you?' }] });
-  const b = await engine.countTokens({ model: 'm', messages: [{ role: 'user', content: 'Hello world, how are you?' }, { role: 'assistant', content: 'x'.repeat(400) }] });
-  const c = await engine.countTokens({ model: 'm', messages: [{ role: 'user', content: 'Hello world, how are you?' }], tools: [{ name: 'get_weather', parameters: { type: 'object' } }] });
+  const b = await engine.countTokens({
+    model: 'm',
+    messages: [
+      { role: 'user', content: 'Hello world, how are you?' },
+      { role: 'assistant', content: 'x'.repeat(400) },
+    ],
+  });
+  const c = await engine.countTokens({
+    model: 'm',
+    messages: [{ role: 'user', content: 'Hello world, how are you?' }],
+    tools: [{ name: 'get_weather', parameters: { type: 'object' } }],
+  });
   assert.ok(a >= 7 && a <= 20, String(a));
   assert.ok(b >= a + 100, String(b));
   assert.ok(c > a, String(c));
@@ -514,7 +558,10 @@ test('countTokens: an estimate that grows with the conversation and the tools', 
 // ------------------------------------------------------------------ the scripted upstream itself
 
 test('scripted upstream: non-streamed chat and responses answers, /v1/models, api key check', async () => {
-  up.script({ text: ['Hi', ' there'], toolCalls: [{ id: 'c1', name: 'f', arguments: '{"a":1}' }], usage: { prompt_tokens: 5, completion_tokens: 2 } }, { text: 'R', reasoning: 'think' });
+  up.script(
+    { text: ['Hi', ' there'], toolCalls: [{ id: 'c1', name: 'f', arguments: '{"a":1}' }], usage: { prompt_tokens: 5, completion_tokens: 2 } },
+    { text: 'R', reasoning: 'think' },
+  );
   const post = (path: string, body: unknown) =>
     fetch(up.url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
   const c = await post('/chat/completions', { model: 'm1', messages: [] });
@@ -526,10 +573,16 @@ test('scripted upstream: non-streamed chat and responses answers, /v1/models, ap
   const r = await post('/responses', { model: 'm2', input: 'x' });
   assert.equal(r.object, 'response');
   assert.equal(r.status, 'completed');
-  assert.deepEqual(r.output.map((i: any) => i.type), ['reasoning', 'message']);
+  assert.deepEqual(
+    r.output.map((i: any) => i.type),
+    ['reasoning', 'message'],
+  );
   assert.equal(r.output[1].content[0].text, 'R');
   const m = (await fetch(up.url + '/models').then((x) => x.json())) as any;
-  assert.deepEqual(m.data.map((x: any) => x.id), ['scripted-model']);
+  assert.deepEqual(
+    m.data.map((x: any) => x.id),
+    ['scripted-model'],
+  );
   assert.equal(up.requests.length, 3);
   assert.equal(up.requests[1].body.model, 'm2');
 

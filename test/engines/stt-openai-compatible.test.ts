@@ -8,11 +8,10 @@ import assert from 'node:assert/strict';
 import {
   createOpenAICompatibleSpeechEngine,
   createOpenAICompatibleTranscriptionEngine,
-  languageCode,
-  languageName,
   Pcm16Assembler,
   verboseJsonToTranscript,
 } from '../../src/engines/openai-compatible/audio.js';
+import { languageCode, languageName } from '../../src/engines/shared/languages.js';
 import { EngineError, type PcmChunk, type TranscribeRequest } from '../../src/engines/types.js';
 import { DEFAULT_VERBOSE_JSON, int16ToLeBytes, startScriptedAudioUpstream, tone } from '../helpers/scripted-audio-upstream.js';
 
@@ -131,7 +130,10 @@ test('transcription: without word timestamps no granularities are sent and no wo
 test('translation: posts to /audio/translations without language or granularities; language en', async () => {
   const up = await startScriptedAudioUpstream();
   try {
-    up.script({ type: 'json', body: { task: 'translate', language: 'german', duration: '3.25', text: 'Good morning.', segments: [{ start: 0, end: 3.25, text: ' Good morning.' }] } });
+    up.script({
+      type: 'json',
+      body: { task: 'translate', language: 'german', duration: '3.25', text: 'Good morning.', segments: [{ start: 0, end: 3.25, text: ' Good morning.' }] },
+    });
     const engine = createOpenAICompatibleTranscriptionEngine({ baseUrl: up.baseUrl });
     const tr = await engine.transcribe(req({ task: 'translate', language: 'de', wordTimestamps: true, prompt: 'p' }));
     const r = up.requests[0];
@@ -232,7 +234,7 @@ test('speech: posts JSON for pcm and yields the exact samples across odd chunk b
     samples[3] = 256;
     up.script({ type: 'pcm', samples, chunkSizes: [1, 3, 2, 5, 7, 1, 1, 999] });
     const engine = createOpenAICompatibleSpeechEngine({ baseUrl: up.baseUrl, apiKey: 'k', upstreamModel: 'kokoro' });
-    assert.deepEqual(engine.voices, ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer']);
+    assert.deepEqual(engine.voices, ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar']);
     const chunks = await collect(engine.synthesize({ text: 'Hello world.', voice: 'nova', speed: 1.5 }));
     const r = up.requests[0];
     assert.equal(r.path, '/v1/audio/speech');
@@ -259,7 +261,7 @@ test('speech: chunks arrive over time; abort and early stop end the upstream req
     const got: number[] = [];
     await assert.rejects(
       (async () => {
-        for await (const c of engine.synthesize({ text: 'x', voice: 'alloy', speed: 1, signal: ac.signal })) {
+        for await (const _c of engine.synthesize({ text: 'x', voice: 'alloy', speed: 1, signal: ac.signal })) {
           got.push(Date.now());
           if (got.length === 3) ac.abort();
         }
@@ -319,7 +321,7 @@ test('Pcm16Assembler: any split of the bytes gives the same samples', () => {
   for (let i = 0; i < samples.length; i++) samples[i] = ((i * 7919) % 65536) - 32768;
   const bytes = int16ToLeBytes(samples);
   let seed = 42;
-  const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+  const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
   for (let round = 0; round < 50; round++) {
     const asm = new Pcm16Assembler();
     const parts: Int16Array[] = [];
@@ -341,7 +343,7 @@ test('Pcm16Assembler: any split of the bytes gives the same samples', () => {
   }
 });
 
-test('no upstream error message carries Portico\'s upstream key to a client', async () => {
+test("no upstream error message carries Portico's upstream key to a client", async () => {
   const up = await startScriptedAudioUpstream();
   const secret = 'sk-upstream-SECRET-1234567890abcdef';
   try {

@@ -211,9 +211,47 @@ test('pocketsphinx recognizes flite speech within 25% word error, with ordered w
   }
 });
 
+test("continuous speech (sentences with only the voice's own short pauses) is segmented at sentence ends, never mid-sentence", { skip }, async (t) => {
+  const sentences = [
+    'The birch canoe slid on the smooth planks.',
+    'Glue the sheet to the dark blue background.',
+    'It is easy to tell the depth of a well.',
+    'These days a chicken leg is a rare dish.',
+    'Rice is often served in round bowls.',
+    'The juice of lemons makes fine punch.',
+    'The box was thrown beside the parked truck.',
+    'Four hours of steady work faced us.',
+  ];
+  const parts = await Promise.all(sentences.map((x) => flite(x)));
+  const pcm = concat(parts, 0);
+  const boundaries: number[] = [];
+  let at = 0;
+  for (const p of parts.slice(0, -1)) boundaries.push((at += p.length) / 16000);
+  const engine = createPocketsphinxEngine();
+  try {
+    const tr = await engine.transcribe(request(pcm));
+    t.diagnostic(tr.segments.map((x) => `${x.start.toFixed(2)}-${x.end.toFixed(2)} ${x.text}`).join(' | '));
+    const near = (x: number) => boundaries.some((b) => Math.abs(b - x) <= 0.5);
+    for (let i = 1; i < tr.segments.length; i++) {
+      const cut = (tr.segments[i - 1].end + tr.segments[i].start) / 2;
+      assert.ok(near(cut), `segment ${i} starts at ${tr.segments[i].start}, not at a sentence end (${boundaries.map((b) => b.toFixed(2))})`);
+    }
+    assert.ok(tr.segments.length >= sentences.length - 2, `${tr.segments.length} segments for ${sentences.length} sentences`);
+    for (const x of tr.segments) {
+      assert.ok(x.end - x.start <= 12);
+      assert.ok(x.avgLogprob! < 0 && x.noSpeechProb! >= 0 && x.noSpeechProb! <= 1);
+    }
+  } finally {
+    await engine.close();
+  }
+});
+
 test('pocketsphinx: abort kills the decoder process; a timeout kills it too and says so', { skip }, async () => {
   const one = await flite('This is a long recording that keeps going on and on for quite a while without any real end in sight.');
-  const pcm = concat(Array.from({ length: 6 }, () => one), 0.3); // about 35 s: takes several seconds to decode
+  const pcm = concat(
+    Array.from({ length: 6 }, () => one),
+    0.3,
+  ); // about 35 s: takes several seconds to decode
   const engine = createPocketsphinxEngine();
   try {
     const ac = new AbortController();
@@ -319,7 +357,9 @@ test('parses pocketsphinx_continuous -time yes output, drops fillers and variant
     tr.words?.map((w) => w.word),
     ['hello', 'there', 'after', 'long', 'pause'],
   );
-  assert.deepEqual(tr.words?.[0], { word: 'hello', start: 0.15, end: 0.52 });
+  assert.deepEqual(tr.words?.[0], { word: 'hello', start: 0.15, end: 0.52, probability: 0.9995 });
+  // probabilities above 1 (log-math rounding in pocketsphinx) are clamped
+  assert.equal(tr.words?.[2].probability, 1);
   // clamped to the duration
   assert.equal(tr.words?.[4].end, 7.0);
   assert.deepEqual(
@@ -330,6 +370,16 @@ test('parses pocketsphinx_continuous -time yes output, drops fillers and variant
     ],
   );
   assert.equal(tr.text, 'Hello there After long pause');
+  // confidences from the word posteriors; pocketsphinx has no sampling and no tokens
+  const [a, b] = tr.segments;
+  assert.ok(Math.abs(a.avgLogprob! - (Math.log(0.9995) + Math.log(0.984421)) / 2) < 1e-4);
+  assert.ok(Math.abs(a.noSpeechProb! - (1 - 0.9995) * (1 - 0.984421)) < 1e-4);
+  assert.ok(Math.abs(b.avgLogprob! - (Math.log(1) + Math.log(0.974625) + Math.log(0.862675)) / 3) < 1e-4);
+  assert.equal(b.noSpeechProb, 0);
+  for (const seg of tr.segments) {
+    assert.equal(seg.temperature, 0);
+    assert.deepEqual(seg.tokens, []);
+  }
 });
 
 test('parses pocketsphinx 5.x JSON lines', () => {
@@ -338,19 +388,22 @@ test('parses pocketsphinx 5.x JSON lines', () => {
     '{"b":3.000,"d":0.500,"p":0.9,"t":"stop","w":[{"b":3.000,"d":0.500,"p":0.9,"t":"stop"}]}\n';
   const tr = utterancesToTranscript(parseJsonOutput(out), 4);
   assert.deepEqual(tr.words, [
-    { word: 'go', start: 0.1, end: 0.5 },
-    { word: 'forward', start: 0.5, end: 1.2 },
-    { word: 'stop', start: 3, end: 3.5 },
+    { word: 'go', start: 0.1, end: 0.5, probability: 0.9 },
+    { word: 'forward', start: 0.5, end: 1.2, probability: 0.9 },
+    { word: 'stop', start: 3, end: 3.5, probability: 0.9 },
   ]);
   assert.equal(tr.segments.length, 2);
   assert.throws(() => parseJsonOutput('{not json'), EngineError);
 });
 
-test('groups words into segments by pause, length and word count', () => {
+test('groups words into segments by pause, sentence pause, punctuation, length and word count', () => {
   const words = Array.from({ length: 10 }, (_, i) => ({ word: 'w' + i, start: i * 0.5, end: i * 0.5 + 0.4 }));
   assert.equal(groupWordsIntoSegments(words).length, 1);
-  assert.equal(groupWordsIntoSegments(words, { maxWords: 4 }).length, 3);
-  assert.equal(groupWordsIntoSegments(words, { maxSegmentSec: 2 }).length, 3);
+  // too many words or too long: split in balanced pieces (all gaps equal here), never more than asked
+  const byWords = groupWordsIntoSegments(words, { maxWords: 4 });
+  assert.ok(byWords.every((s) => s.text.split(' ').length <= 4) && byWords.length === 4, JSON.stringify(byWords));
+  const byLength = groupWordsIntoSegments(words, { maxSegmentSec: 2 });
+  assert.ok(byLength.every((s) => s.end - s.start <= 2) && byLength.length === 4, JSON.stringify(byLength));
   const paused = words.map((w, i) => (i >= 5 ? { ...w, start: w.start + 2, end: w.end + 2 } : w));
   const segs = groupWordsIntoSegments(paused);
   assert.deepEqual(
@@ -361,4 +414,47 @@ test('groups words into segments by pause, length and word count', () => {
     ],
   );
   assert.equal(segs[0].text, 'W0 w1 w2 w3 w4');
+  // no word probabilities: no confidence is made up
+  assert.equal(segs[0].avgLogprob, undefined);
+  assert.equal(segs[0].noSpeechProb, undefined);
+});
+
+test('sentence pauses and sentence ends split continuous speech; a long run is cut at its longest pause, not at a fixed length', () => {
+  // three "sentences" of 8 words spoken without a long pause: 0.25 s between sentences, 0.02 s between words
+  const words: Array<{ word: string; start: number; end: number }> = [];
+  let t = 0;
+  for (let s = 0; s < 3; s++) {
+    for (let w = 0; w < 8; w++) {
+      words.push({ word: `s${s}w${w}`, start: t, end: t + 0.3 });
+      t += 0.32;
+    }
+    t += 0.23;
+  }
+  assert.deepEqual(
+    groupWordsIntoSegments(words).map((s) => s.text.split(' ')[0].toLowerCase()),
+    ['s0w0', 's1w0', 's2w0'],
+  );
+  // a sentence pause that would leave a piece under a second is not used
+  const short = [...words.slice(0, 8), { word: 'yes', start: words[7].end + 0.25, end: words[7].end + 0.55 }];
+  assert.equal(groupWordsIntoSegments(short).length, 1);
+  // punctuation (whisper's words) ends a sentence even without a pause
+  const punct = words.map((w, i) => ({ ...w, start: i * 0.3, end: i * 0.3 + 0.3, word: i === 11 ? 'end.' : w.word }));
+  assert.deepEqual(
+    groupWordsIntoSegments(punct).map((s) => s.text.split(' ').length),
+    [12, 12],
+  );
+  // 20 s of speech without a sentence pause: split where the speaker paused longest (0.15 s at ~9 s), not at 12 s
+  const run = Array.from({ length: 60 }, (_, i) => ({ word: 'w' + i, start: i * 0.33 + (i >= 27 ? 0.15 : 0), end: i * 0.33 + 0.32 + (i >= 27 ? 0.15 : 0) }));
+  const cut = groupWordsIntoSegments(run);
+  assert.equal(cut.length, 2, JSON.stringify(cut.map((s) => [s.start, s.end])));
+  assert.equal(cut[1].text.split(' ')[0], 'W27');
+});
+
+test('segment confidence: mean log posterior, and the probability that no word was spoken', () => {
+  const seg = groupWordsIntoSegments([
+    { word: 'a', start: 0, end: 0.3, probability: 0.5 },
+    { word: 'b', start: 0.3, end: 0.6, probability: 0.8 },
+  ])[0];
+  assert.ok(Math.abs(seg.avgLogprob! - (Math.log(0.5) + Math.log(0.8)) / 2) < 1e-4);
+  assert.ok(Math.abs(seg.noSpeechProb! - 0.5 * 0.2) < 1e-4);
 });

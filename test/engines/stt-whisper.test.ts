@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createWhisperEngine, detectWhisperBinding, tokensToWords } from '../../src/engines/whisper/index.js';
+import { createWhisperEngine, detectWhisperBinding, tokensToWords, whisperInstallCommand } from '../../src/engines/whisper/index.js';
 import { EngineError, type TranscribeRequest } from '../../src/engines/types.js';
 
 function req(extra: Partial<TranscribeRequest> = {}): TranscribeRequest {
@@ -51,10 +51,13 @@ test('whisper: absent binding gives the install hint; no model path too', async 
     assert.ok(e instanceof EngineError);
     assert.equal(e.code, 'engine_unavailable');
     assert.equal(e.status, 503);
-    assert.match(e.message, /install @fugood\/whisper\.node and configure a ggml model/);
+    // the exact command, and no server path (the loader's own message, which has paths, goes to the log)
+    assert.match(e.message, /not installed on this server: npm install --no-save --omit=optional @fugood\/whisper\.node@\S+ @fugood\/node-whisper-[a-z0-9]+-[a-z0-9]+@\S+ /);
+    assert.ok(!e.message.includes('/models/') && !e.message.includes('imported from'), e.message);
     return true;
   });
-  await assert.rejects(createWhisperEngine({ modelPath: '' }).transcribe(req()), /install @fugood\/whisper\.node/);
+  await assert.rejects(createWhisperEngine({ modelPath: '' }).transcribe(req()), /no whisper model configured: install the whisper binding \(npm install/);
+  assert.equal(whisperInstallCommand('darwin', 'arm64'), 'npm install --no-save --omit=optional @fugood/whisper.node@1.1.3 @fugood/node-whisper-darwin-arm64@1.1.3');
 });
 
 test('whisper: options and result mapping through a fake binding', async () => {
@@ -64,8 +67,14 @@ test('whisper: options and result mapping through a fake binding', async () => {
     writeFileSync(modPath, FAKE);
     const model = join(dir, 'ggml-tiny.bin');
     const url = pathToFileURL(modPath).href;
-    // model file missing
-    await assert.rejects(createWhisperEngine({ modelPath: model, packageName: url }).transcribe(req()), /model file not found/);
+    // model file missing: said without the path (the log has it)
+    const logged: object[] = [];
+    await assert.rejects(createWhisperEngine({ modelPath: model, packageName: url, log: { warn: (o) => logged.push(o) } }).transcribe(req()), (e: Error) => {
+      assert.match(e.message, /the whisper model file is not on the server/);
+      assert.ok(!e.message.includes(dir), e.message);
+      return true;
+    });
+    assert.deepEqual(logged, [{ path: model }]);
     writeFileSync(model, 'not really a model');
     const fake = (await import(url)) as { calls: Array<Record<string, any>>; released: number };
     const engine = createWhisperEngine({ modelPath: model, packageName: url, threads: 2 });

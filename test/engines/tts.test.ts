@@ -1,16 +1,20 @@
 /**
- * Embedded text-to-speech engines (flite, espeak-ng) in worker threads, and the OpenAI voice map.
+ * Embedded text-to-speech engines (flite, espeak-ng) in worker threads, and the OpenAI voice map: thirteen
+ * distinct voices, one level, hd against standard quality, sentences in other scripts.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createFliteEngine, type EmbeddedSpeechEngine } from '../../src/engines/flite/index.js';
 import { createEspeakEngine } from '../../src/engines/espeak/index.js';
-import { splitSentences } from '../../src/engines/flite/sentences.js';
+import { splitSentences } from '../../src/engines/shared/sentences.js';
 import { espeakRate } from '../../src/engines/espeak/rate.js';
-import { EngineError, type PcmChunk, type SpeechRequest } from '../../src/engines/types.js';
-import { OPENAI_VOICES, embeddedVoiceFor, isOpenAiVoice } from '../../src/audio/voices.js';
-import { resampleStream } from '../../src/audio/codec/index.js';
-import { timeStretch } from '../../src/audio/codec/stretch.js';
+import { EngineError, type PcmChunk, type SpeechQuality, type SpeechRequest, type Voice } from '../../src/engines/types.js';
+import { ESPEAK_TABLE_VOICES, OPENAI_VOICES, embeddedVoiceFor, isOpenAiVoice, planSpeech, speakEmbedded } from '../../src/audio/voices.js';
+import { FLITE_PITCHED_VOICES } from '../../src/engines/flite/index.js';
+import { applyGain, normalizeSentence, speechLevelDb, TARGET_LEVEL_DBFS } from '../../src/engines/shared/loudness.js';
+import { concatInt16, ltas, ltasDistance, medianF0, rms, trimmedLevelDb } from '../helpers/voice-features.js';
+import { resampleStream } from '../../src/codec/index.js';
+import { timeStretch } from '../../src/codec/stretch.js';
 
 interface Collected {
   chunks: PcmChunk[];
@@ -22,16 +26,6 @@ interface Collected {
   totalMs: number;
 }
 
-function concat(parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}
-
 async function collect(engine: EmbeddedSpeechEngine, req: SpeechRequest): Promise<Collected> {
   const t0 = performance.now();
   const chunks: PcmChunk[] = [];
@@ -40,57 +34,19 @@ async function collect(engine: EmbeddedSpeechEngine, req: SpeechRequest): Promis
     chunks.push(c);
     times.push(performance.now() - t0);
   }
-  const samples = concat(chunks.map((c) => c.samples));
+  const samples = concatInt16(chunks.map((c) => c.samples));
   const sampleRate = chunks[0]?.sampleRate ?? 0;
   return { chunks, times, samples, sampleRate, seconds: sampleRate ? samples.length / sampleRate : 0, totalMs: performance.now() - t0 };
 }
 
-function rms(x: Int16Array): number {
-  let s = 0;
-  for (const v of x) s += v * v;
-  return Math.sqrt(s / Math.max(1, x.length));
-}
-
-/** Median F0 of voiced frames (autocorrelation) and zero-crossing rate: a crude voice fingerprint. */
-function voiceFeatures(x: Int16Array, rate: number): { f0: number; zcr: number } {
-  const n = Math.round(rate * 0.04);
-  const hop = Math.round(rate * 0.02);
-  const overall = rms(x);
-  const f0s: number[] = [];
-  for (let s = 0; s + n <= x.length; s += hop) {
-    let e = 0;
-    for (let i = 0; i < n; i++) e += x[s + i] * x[s + i];
-    if (Math.sqrt(e / n) < overall * 0.7) continue;
-    let best = 0;
-    let bestLag = 0;
-    for (let lag = Math.floor(rate / 400); lag <= Math.ceil(rate / 70); lag++) {
-      let c = 0;
-      for (let i = 0; i + lag < n; i++) c += x[s + i] * x[s + i + lag];
-      c /= e;
-      if (c > best) {
-        best = c;
-        bestLag = lag;
-      }
-    }
-    if (best > 0.5) f0s.push(rate / bestLag);
-  }
-  let zc = 0;
-  for (let i = 1; i < x.length; i++) if (x[i - 1] < 0 !== x[i] < 0) zc++;
-  f0s.sort((a, b) => a - b);
-  return { f0: f0s[Math.floor(f0s.length / 2)] ?? 0, zcr: zc / (x.length / rate) };
-}
-
-const LONG_TEXT = Array.from(
-  { length: 10 },
-  (_, i) => `This is sentence number ${i + 1} of a longer text, which is read one sentence at a time.`,
-).join(' ');
+const LONG_TEXT = Array.from({ length: 10 }, (_, i) => `This is sentence number ${i + 1} of a longer text, which is read one sentence at a time.`).join(' ');
 
 let flite: EmbeddedSpeechEngine;
 let espeak: EmbeddedSpeechEngine;
 
 before(async () => {
   flite = createFliteEngine({ poolSize: 2 });
-  espeak = createEspeakEngine({ poolSize: 2 });
+  espeak = createEspeakEngine({ poolSize: 2, warmVoices: ESPEAK_TABLE_VOICES });
   await Promise.all([flite.ready(), espeak.ready()]);
 });
 
@@ -102,57 +58,234 @@ function engineFor(kind: string): EmbeddedSpeechEngine {
   return kind === 'flite' ? flite : espeak;
 }
 
+const FEMALE: readonly Voice[] = ['alloy', 'coral', 'nova', 'sage', 'shimmer', 'marin'];
+const STANDARD_SENTENCE = 'The rainbow is a division of white light into many beautiful colors.';
+
+/** Speaks `text` with an OpenAI voice through the voice table, as the API does; PCM at its native rate(s). */
+async function speak(voice: Voice, text: string, quality: SpeechQuality = 'standard', speed = 1): Promise<PcmChunk[]> {
+  const chunks: PcmChunk[] = [];
+  for await (const c of speakEmbedded({ text, voice, speed, quality }, async (k) => engineFor(k))) chunks.push(c);
+  return chunks;
+}
+
+/** The chunks as one signal at 16 kHz. */
+async function at16k(chunks: PcmChunk[]): Promise<Int16Array> {
+  const parts: Int16Array[] = [];
+  for await (const p of resampleStream(
+    (async function* () {
+      yield* chunks;
+    })(),
+    16000,
+  ))
+    parts.push(p);
+  return concatInt16(parts);
+}
+
 describe('voice map', () => {
-  test('maps the six OpenAI voices to six different engine voices', () => {
+  test('the thirteen OpenAI voices, each on an engine voice that exists, no two with the same engine voice and pitch', () => {
+    assert.deepEqual([...OPENAI_VOICES], ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar']);
     const targets = OPENAI_VOICES.map((v) => embeddedVoiceFor(v));
-    assert.equal(new Set(targets.map((t) => `${t.engine}/${t.voice}`)).size, 6);
-    assert.deepEqual(
-      targets.map((t) => `${t.engine}/${t.voice}`),
-      ['flite/slt', 'flite/rms', 'flite/awb', 'flite/kal16', 'espeak/en-us+f3', 'espeak/en-us+f5'],
-    );
-    for (const t of targets) assert.ok(engineFor(t.engine).voices.includes(t.voice), `${t.voice} is a voice of ${t.engine}`);
-    assert.equal(isOpenAiVoice('alloy'), true);
-    assert.equal(isOpenAiVoice('ballad'), false);
+    assert.equal(new Set(targets.map((t) => `${t.engine}/${t.voice}@${t.pitch ?? 1}`)).size, 13);
+    for (const t of targets) {
+      assert.ok(engineFor(t.engine).voices.includes(t.voice), `${t.voice} is a voice of ${t.engine}`);
+      if (t.pitch !== undefined && t.engine === 'flite') assert.ok(FLITE_PITCHED_VOICES.includes(t.voice), `${t.voice} can change pitch`);
+      assert.ok(Math.abs(t.gainDb) <= 12);
+    }
+    for (const v of ['ash', 'ballad', 'coral', 'sage', 'verse', 'marin', 'cedar', 'alloy']) assert.equal(isOpenAiVoice(v), true, v);
+    assert.equal(isOpenAiVoice('bob'), false);
     assert.equal(isOpenAiVoice('toString'), false);
   });
 
-  test('every voice gives audible speech, and the six differ in pitch or spectrum', async () => {
-    const feats: { voice: string; f0: number; zcr: number }[] = [];
+  test('every voice is audible, and every pair differs in pitch (8 % or more) or in spectrum (LTAS 2 dB or more) on the same sentence', async () => {
+    const feats: { voice: Voice; f0: number; ltas: number[] }[] = [];
     for (const v of OPENAI_VOICES) {
+      const chunks = await speak(v, STANDARD_SENTENCE);
       const t = embeddedVoiceFor(v);
-      const parts: Int16Array[] = [];
-      let nativeRate = 0;
-      const engine = engineFor(t.engine);
-      const tap = async function* () {
-        for await (const c of engine.synthesize({ text: 'The rainbow is a division of white light into many beautiful colors.', voice: t.voice, speed: 1 })) {
-          nativeRate = c.sampleRate;
-          yield c;
-        }
-      };
-      for await (const p of resampleStream(tap(), 16000)) parts.push(p);
-      const pcm = concat(parts);
+      assert.ok(
+        chunks.every((c) => c.sampleRate === (t.engine === 'flite' ? 16000 : 22050)),
+        `${v} native rate`,
+      );
+      const pcm = await at16k(chunks);
       const seconds = pcm.length / 16000;
-      assert.equal(nativeRate, t.engine === 'flite' ? 16000 : 22050, `${v} native rate`);
       assert.ok(seconds > 2 && seconds < 7, `${v}: ${seconds.toFixed(2)} s of audio`);
       assert.ok(rms(pcm) > 500, `${v}: audible (rms ${rms(pcm).toFixed(0)})`);
-      const f = voiceFeatures(pcm, 16000);
-      assert.ok(f.f0 > 60 && f.f0 < 400, `${v}: plausible F0 ${f.f0}`);
-      feats.push({ voice: v, ...f });
+      const f0 = medianF0(pcm, 16000);
+      assert.ok(f0 > 60 && f0 < 400, `${v}: plausible F0 ${f0}`);
+      feats.push({ voice: v, f0, ltas: ltas(pcm, 16000) });
     }
-    const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(a, b);
+    const alike = (a: { f0: number; ltas: number[] }, b: { f0: number; ltas: number[] }) => Math.max(a.f0, b.f0) / Math.min(a.f0, b.f0) < 1.08 && ltasDistance(a.ltas, b.ltas) < 2;
     for (let i = 0; i < feats.length; i++) {
       for (let j = i + 1; j < feats.length; j++) {
         const a = feats[i];
         const b = feats[j];
-        assert.ok(
-          rel(a.f0, b.f0) > 0.08 || rel(a.zcr, b.zcr) > 0.08,
-          `${a.voice} and ${b.voice} sound alike: F0 ${a.f0.toFixed(0)}/${b.f0.toFixed(0)} Hz, ZCR ${a.zcr.toFixed(0)}/${b.zcr.toFixed(0)}`,
-        );
+        assert.ok(!alike(a, b), `${a.voice} and ${b.voice} sound alike: F0 ${a.f0.toFixed(0)}/${b.f0.toFixed(0)} Hz, LTAS distance ${ltasDistance(a.ltas, b.ltas).toFixed(2)} dB`);
       }
     }
-    // female voices above male ones
-    const f0 = Object.fromEntries(feats.map((f) => [f.voice, f.f0]));
-    assert.ok(f0.alloy > f0.echo && f0.nova > f0.onyx && f0.shimmer > f0.onyx);
+    // the measure does tell alike voices: the same flite voice 3 % higher, the same espeak voice at almost its own pitch
+    for (const [kind, voice, pitch] of [
+      ['flite', 'slt', 1.03],
+      ['espeak', 'en-us+m3', 1.02],
+    ] as const) {
+      const base = await at16k((await collect(engineFor(kind), { text: STANDARD_SENTENCE, voice, speed: 1 })).chunks);
+      const near = await at16k((await collect(engineFor(kind), { text: STANDARD_SENTENCE, voice, speed: 1, pitch })).chunks);
+      const fa = { f0: medianF0(base, 16000), ltas: ltas(base, 16000) };
+      const fb = { f0: medianF0(near, 16000), ltas: ltas(near, 16000) };
+      assert.ok(alike(fa, fb), `${voice} vs x${pitch}: F0 ${fa.f0.toFixed(0)}/${fb.f0.toFixed(0)}, LTAS ${ltasDistance(fa.ltas, fb.ltas).toFixed(2)}`);
+    }
+    // female voices above 140 Hz, male ones below
+    for (const f of feats) {
+      if (FEMALE.includes(f.voice)) assert.ok(f.f0 > 140, `${f.voice} (female) at ${f.f0.toFixed(0)} Hz`);
+      else assert.ok(f.f0 < 140, `${f.voice} (male) at ${f.f0.toFixed(0)} Hz`);
+    }
+  });
+
+  test('pitch: flite slt and kal16, and espeak, move F0 by the factor asked; rms has no pitch control and says so', async () => {
+    for (const [kind, voice, factor, tol] of [
+      ['flite', 'slt', 1.2, 0.05],
+      ['flite', 'kal16', 1.3, 0.08],
+      ['espeak', 'en-us+m3', 1.2, 0.1],
+    ] as const) {
+      const base = await at16k((await collect(engineFor(kind), { text: STANDARD_SENTENCE, voice, speed: 1 })).chunks);
+      const moved = await at16k((await collect(engineFor(kind), { text: STANDARD_SENTENCE, voice, speed: 1, pitch: factor })).chunks);
+      const ratio = medianF0(moved, 16000) / medianF0(base, 16000);
+      assert.ok(Math.abs(ratio - factor) <= tol, `${kind} ${voice} x${factor}: F0 ratio ${ratio.toFixed(3)}`);
+    }
+    assert.throws(
+      () => flite.synthesize({ text: 'x', voice: 'rms', speed: 1, pitch: 1.2 }),
+      (e: unknown) => e instanceof EngineError && e.status === 400 && /no pitch control/.test(e.message),
+    );
+    assert.throws(
+      () => espeak.synthesize({ text: 'x', voice: 'en-us', speed: 1, pitch: 3 }),
+      (e: unknown) => e instanceof EngineError && e.status === 400,
+    );
+  });
+});
+
+describe('loudness', () => {
+  test('the limiter bends peaks instead of clipping; the level ignores leading and trailing silence', () => {
+    const rate = 16000;
+    const tone = new Int16Array(rate);
+    for (let i = 0; i < rate; i++) tone[i] = Math.round(30000 * Math.sin((2 * Math.PI * 220 * i) / rate));
+    const loud = applyGain(tone.slice(), 4);
+    assert.ok(loud.every((v) => v <= 32767 && v >= -32768));
+    assert.ok(Math.max(...loud) > 31000, 'peaks are bent towards full scale, not flattened low');
+    const quiet = applyGain(tone.slice(), 0.5);
+    assert.ok(
+      quiet.every((v, i) => Math.abs(v - tone[i] * 0.5) <= 0.5),
+      'below the knee the gain is linear',
+    );
+    // a -20 dBFS sine with 0.5 s of silence either side
+    const a = 32768 * Math.SQRT2 * 0.1;
+    const padded = new Int16Array(2 * rate);
+    for (let i = 0; i < rate; i++) padded[rate / 2 + i] = Math.round(a * Math.sin((2 * Math.PI * 300 * i) / rate));
+    assert.ok(Math.abs(speechLevelDb(padded, rate) - -20) < 0.1, `level ${speechLevelDb(padded, rate)}`);
+    assert.equal(speechLevelDb(new Int16Array(rate), rate), -Infinity);
+    const n = normalizeSentence(padded.slice(), rate, -26);
+    assert.ok(Math.abs(speechLevelDb(n, rate) - -26) < 0.1);
+  });
+
+  test('standard: every voice, with its fixed gain, is within 2 dB of -20 dBFS on a standard sentence', async () => {
+    for (const v of OPENAI_VOICES) {
+      const chunks = await speak(v, STANDARD_SENTENCE);
+      const level = trimmedLevelDb(concatInt16(chunks.map((c) => c.samples)), chunks[0].sampleRate);
+      assert.ok(Math.abs(level - TARGET_LEVEL_DBFS) <= 2, `${v}: ${level.toFixed(1)} dBFS`);
+    }
+  });
+
+  test('hd: each sentence is set to -20 dBFS within 0.3 dB, whatever the voice (one chunk per sentence)', async () => {
+    const sentences = ['Stop right there!', 'The birch canoe slid on the smooth planks, and nobody saw it go.', 'Why?', 'Four hours of steady work faced us.'];
+    for (const v of ['alloy', 'onyx', 'nova', 'cedar'] as const) {
+      const chunks = await speak(v, sentences.join(' '), 'hd');
+      assert.equal(chunks.length, sentences.length, `${v}: one chunk per sentence`);
+      for (const c of chunks) {
+        const level = trimmedLevelDb(c.samples, c.sampleRate);
+        assert.ok(Math.abs(level - TARGET_LEVEL_DBFS) <= 0.3, `${v}: sentence at ${level.toFixed(2)} dBFS`);
+      }
+    }
+  });
+});
+
+describe('hd and standard quality', () => {
+  const FIRST_LONG = 'When the first sentence is rather long, it is cut at its first comma, so that audio starts sooner. Then more.';
+
+  test('standard cuts a long first sentence at its first clause to start sooner; hd speaks it whole', async () => {
+    assert.deepEqual(planSpeech(FIRST_LONG, 'alloy', 'standard')[0].sentences, [
+      'When the first sentence is rather long,',
+      'it is cut at its first comma, so that audio starts sooner.',
+      'Then more.',
+    ]);
+    assert.deepEqual(planSpeech(FIRST_LONG, 'alloy', 'hd')[0].sentences, [
+      'When the first sentence is rather long, it is cut at its first comma, so that audio starts sooner.',
+      'Then more.',
+    ]);
+    const std = await speak('alloy', FIRST_LONG, 'standard');
+    const hd = await speak('alloy', FIRST_LONG, 'hd');
+    const secs = (c: PcmChunk) => c.samples.length / c.sampleRate;
+    assert.ok(secs(std[0]) < 3, `standard: first chunk ${secs(std[0]).toFixed(2)} s (the clause)`);
+    assert.ok(secs(hd[0]) > 4, `hd: first chunk ${secs(hd[0]).toFixed(2)} s (the whole sentence)`);
+  });
+
+  test('espeak streams within a sentence at standard quality, and sends the sentence whole at hd', async () => {
+    const sentence = 'Glue the sheet to the dark blue background, then put the box beside the parked truck and wait.';
+    const std = await speak('nova', sentence, 'standard');
+    const hd = await speak('nova', sentence, 'hd');
+    assert.ok(std.length >= 4, `standard: ${std.length} chunks`);
+    assert.equal(hd.length, 1);
+    const total = (cs: PcmChunk[]) => cs.reduce((n, c) => n + c.samples.length, 0);
+    assert.ok(Math.abs(total(std) - total(hd)) < 0.05 * total(hd), 'the same speech');
+  });
+});
+
+describe('languages', () => {
+  test('sentences in other scripts go to the espeak-ng voice of their language; Latin script stays with the voice', () => {
+    const plan = (text: string, voice: Voice = 'alloy') => planSpeech(text, voice).map((r) => [r.engine, r.voice, r.sentences.length]);
+    assert.deepEqual(plan('Hello there. 你好，世界。 Goodbye now.'), [
+      ['flite', 'slt', 1],
+      ['espeak', 'cmn+f1', 1],
+      ['flite', 'slt', 1],
+    ]);
+    assert.deepEqual(plan('我喜欢学习中文。今天天气很好。', 'echo'), [['espeak', 'cmn+m1', 2]]);
+    assert.deepEqual(plan('こんにちは、おげんきですか。', 'nova'), [['espeak', 'ja+f3', 1]]);
+    assert.deepEqual(plan('오늘 날씨가 정말 좋네요.', 'onyx'), [['espeak', 'ko+m4', 1]]);
+    assert.deepEqual(plan('Сегодня хорошая погода.'), [['espeak', 'ru+f1', 1]]);
+    assert.deepEqual(plan('Сьогодні гарна погода.'), [['espeak', 'uk+f1', 1]]);
+    assert.deepEqual(plan('الطقس جميل اليوم.'), [['espeak', 'ar+f1', 1]]);
+    assert.deepEqual(plan('امروز هوا گرم است.'), [['espeak', 'fa+f1', 1]]);
+    assert.deepEqual(plan('Σήμερα ο καιρός είναι καλός.'), [['espeak', 'el+f1', 1]]);
+    assert.deepEqual(plan('आज मौसम अच्छा है।'), [['espeak', 'hi+f1', 1]]);
+    // Latin script with accents, digits, emoji and symbols: the voice itself
+    assert.deepEqual(plan('Café au lait, 3 € — great! 👍', 'ash'), [['espeak', 'en-us+m3', 1]]);
+    assert.deepEqual(plan('Déjà vu.', 'fable'), [['flite', 'awb', 1]]);
+  });
+
+  test('scripts no engine here reads are refused with a 400 that says what is spoken', () => {
+    for (const [text, what] of [
+      ['สวัสดีครับ', /Thai script/],
+      ['Hello שלום', /Hebrew script/],
+      ['東京は日本の首都です。', /kanji/],
+      ['ᠮᠣᠩᠭᠣᠯ', /Mongolian/],
+    ] as const) {
+      assert.throws(
+        () => planSpeech(text, 'alloy'),
+        (e: unknown) => e instanceof EngineError && e.status === 400 && e.code === 'unsupported_language' && what.test(e.message) && /Chinese/.test(e.message),
+        text,
+      );
+    }
+  });
+
+  test('Chinese on a flite voice is spoken in Mandarin: plausible duration and level, not silence', async () => {
+    const text = '我喜欢学习中文。今天天气很好。'; // 13 syllables
+    for (const v of ['alloy', 'echo'] as const) {
+      const chunks = await speak(v, text);
+      assert.ok(
+        chunks.every((c) => c.sampleRate === 22050),
+        'espeak-ng spoke it',
+      );
+      const pcm = concatInt16(chunks.map((c) => c.samples));
+      const seconds = pcm.length / 22050;
+      assert.ok(seconds > 13 * 0.15 && seconds < 13 * 0.6, `${v}: ${seconds.toFixed(2)} s for 13 syllables`);
+      assert.ok(Math.abs(trimmedLevelDb(pcm, 22050) - TARGET_LEVEL_DBFS) <= 3, `${v}: level ${trimmedLevelDb(pcm, 22050).toFixed(1)}`);
+    }
   });
 });
 
@@ -241,12 +374,15 @@ describe('off the event loop', () => {
     const ac = new AbortController();
     const words = Array.from({ length: 60 }, (_, i) => `word${i}`).join(' ');
     let received = 0;
-    await assert.rejects(async () => {
-      for await (const _ of espeak.synthesize({ text: words, voice: 'en-us+f5', speed: 1, signal: ac.signal, })) {
-        received++;
-        ac.abort();
-      }
-    }, { name: 'AbortError' });
+    await assert.rejects(
+      async () => {
+        for await (const _ of espeak.synthesize({ text: words, voice: 'en-us+f5', speed: 1, signal: ac.signal })) {
+          received++;
+          ac.abort();
+        }
+      },
+      { name: 'AbortError' },
+    );
     assert.equal(received, 1);
   });
 
@@ -323,6 +459,19 @@ describe('sentence splitting', () => {
     assert.equal(parts.join(' '), long);
     const first = splitSentences('When the first sentence is rather long, it is cut at its first comma, so that audio starts sooner.');
     assert.deepEqual(first, ['When the first sentence is rather long,', 'it is cut at its first comma, so that audio starts sooner.']);
+    assert.deepEqual(splitSentences('When the first sentence is rather long, it is cut at its first comma, so that audio starts sooner.', 240, Infinity), [
+      'When the first sentence is rather long, it is cut at its first comma, so that audio starts sooner.',
+    ]);
+  });
+
+  test('Chinese and Japanese full stops end sentences without a space; long CJK text is cut at its commas', () => {
+    assert.deepEqual(splitSentences('我喜欢学习中文。今天天气很好！你呢？'), ['我喜欢学习中文。', '今天天气很好！', '你呢？']);
+    assert.deepEqual(splitSentences('「はい。」と言った。'), ['「はい。」', 'と言った。']);
+    const long = Array.from({ length: 30 }, () => '今天天气很好').join('，') + '。';
+    const parts = splitSentences(long, 100);
+    assert.ok(parts.length >= 2);
+    for (const p of parts) assert.ok(p.length <= 100 && /[，。]$/.test(p), p);
+    assert.equal(parts.join(''), long);
   });
 });
 
@@ -345,8 +494,8 @@ describe('speed helpers', () => {
     for (const speed of [0.5, 1.6]) {
       const out = timeStretch(tone, speed, rate);
       assert.equal(out.length, Math.round(rate / speed));
-      const f = voiceFeatures(out, rate);
-      assert.ok(Math.abs(f.f0 - 200) < 10, `pitch after stretch ${speed}: ${f.f0}`);
+      const f0 = medianF0(out, rate);
+      assert.ok(Math.abs(f0 - 200) < 10, `pitch after stretch ${speed}: ${f0}`);
     }
   });
 });

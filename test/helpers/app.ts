@@ -4,11 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, closeServices, createServices, type AppOptions, type Services } from '../../src/app.js';
+import type { DestinationStream } from 'pino';
+import { createCore, type Core } from '../../src/compose/core.js';
+import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/compose/runtime.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../../src/models/config.js';
-import { apiPlugins } from '../../src/api/plugins.js';
 
 export type TestDb = 'pglite' | 'postgres';
 
@@ -22,9 +23,23 @@ export function testDatabases(): TestDb[] {
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 
+/** The parts of core and runtime tests reach for, by the names they had. */
+export interface TestServices {
+  db: Core['db'];
+  usage: Core['usage'];
+  managementKeys: Core['keys']['management'];
+  inferenceKeys: Core['keys']['inference'];
+  verifier: Runtime['verifier'];
+  models: Runtime['models'];
+  engines: Runtime['engines'];
+  audioEngines: Runtime['audioEngines'];
+}
+
 export interface TestApp {
   app: FastifyInstance;
-  services: Services;
+  core: Core;
+  runtime: Runtime;
+  services: TestServices;
   config: Config;
   db: TestDb;
   /** a portal JWT for that user */
@@ -37,16 +52,22 @@ export interface TestApp {
 export interface TestAppOptions {
   db?: TestDb;
   env?: Record<string, string>;
+  /** exactly these models (plus the built-in audio models only when `builtins` is true) instead of PORTICO_CONFIG */
   models?: ModelSpec[];
-  app?: AppOptions;
+  builtins?: boolean;
+  runtime?: RuntimeOptions;
+  /** where log lines go (default: nowhere, LOG_LEVEL silent) */
+  logDestination?: DestinationStream;
   /** listen on a real port too (returns url) */
   listen?: boolean;
+  /** PostgreSQL: this schema (shared by several apps, like instances on one database; the caller drops it) */
+  dbSchema?: string;
 }
 
 export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp & { url?: string }> {
   const db = opts.db ?? 'pglite';
   const dataDir = mkdtempSync(join(tmpdir(), 'portico-test-'));
-  const schema = db === 'postgres' ? `t_${randomBytes(6).toString('hex')}` : undefined;
+  const schema = db === 'postgres' ? (opts.dbSchema ?? `t_${randomBytes(6).toString('hex')}`) : undefined;
   const config = loadConfig({
     DATA_DIR: dataDir,
     PORTICO_DB: db === 'pglite' ? 'memory' : '',
@@ -56,13 +77,26 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     PORT: '0',
     ...opts.env,
   });
-  const services = await createServices(config, { dbSchema: schema, models: opts.models });
-  const app = await buildApp(services, { apiPlugins, ...opts.app });
+  const core = await createCore(config, { role: 'serve', dbSchema: schema, models: opts.models, logDestination: opts.logDestination });
+  const runtime = await createRuntime(core, { builtinModels: opts.builtins ?? opts.models === undefined, ...opts.runtime });
+  const app = runtime.app;
+  const services: TestServices = {
+    db: core.db,
+    usage: core.usage,
+    managementKeys: core.keys.management,
+    inferenceKeys: core.keys.inference,
+    verifier: runtime.verifier,
+    models: runtime.models,
+    engines: runtime.engines,
+    audioEngines: runtime.audioEngines,
+  };
   let url: string | undefined;
   if (opts.listen) url = await app.listen({ port: 0, host: '127.0.0.1' });
   else await app.ready();
   const t: TestApp & { url?: string } = {
     app,
+    core,
+    runtime,
     services,
     config,
     db,
@@ -80,8 +114,9 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     },
     async close() {
       await app.close();
-      await closeServices(services);
-      if (schema) {
+      await runtime.close();
+      await core.close();
+      if (schema && !opts.dbSchema) {
         const c = new pg.Client({ connectionString: TEST_PG_URL });
         await c.connect();
         await c.query(`drop schema if exists ${schema} cascade`);

@@ -27,7 +27,8 @@ import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 export const MAIN_JS = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 export const CLUSTER_PG_URL = process.env.PORTICO_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
-export const CLUSTER_REDIS = { host: '127.0.0.1', port: 6379 };
+/** the Redis the cluster tests use (PORTICO_TEST_REDIS_PORT: another server, so two checkouts can run them at once) */
+export const CLUSTER_REDIS = { host: '127.0.0.1', port: Number(process.env.PORTICO_TEST_REDIS_PORT || 6379) };
 export const CLUSTER_JWT_SECRET = 'cluster-jwt-secret-0123456789abcdef0123456789';
 export const CLUSTER_KEY_PEPPER = 'cluster-key-pepper-0123456789abcdef0123456789';
 
@@ -313,7 +314,12 @@ export function parseSse(text: string): any[] {
 }
 
 /** POST /v1/responses with a key (JSON body); gives status, JSON body and headers. */
-export async function createResponse(url: string, key: string, body: Record<string, unknown>, timeoutMs = 15_000): Promise<{ status: number; body: any; headers: Headers; ms: number }> {
+export async function createResponse(
+  url: string,
+  key: string,
+  body: Record<string, unknown>,
+  timeoutMs = 15_000,
+): Promise<{ status: number; body: any; headers: Headers; ms: number }> {
   const t0 = Date.now();
   const r = await fetch(`${url}/v1/responses`, {
     method: 'POST',

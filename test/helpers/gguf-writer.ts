@@ -55,26 +55,76 @@ class ByteSink {
     this.cur = Buffer.alloc(Math.max(1 << 16, n));
     this.pos = 0;
   }
-  u8(v: number) { this.ensure(1); this.cur.writeUInt8(v, this.pos); this.pos += 1; this.length += 1; }
-  u32(v: number) { this.ensure(4); this.cur.writeUInt32LE(v, this.pos); this.pos += 4; this.length += 4; }
-  i32(v: number) { this.ensure(4); this.cur.writeInt32LE(v, this.pos); this.pos += 4; this.length += 4; }
-  f32(v: number) { this.ensure(4); this.cur.writeFloatLE(v, this.pos); this.pos += 4; this.length += 4; }
-  u64(v: number) { this.ensure(8); this.cur.writeBigUInt64LE(BigInt(v), this.pos); this.pos += 8; this.length += 8; }
-  bytes(b: Uint8Array) { this.ensure(b.length); this.cur.set(b, this.pos); this.pos += b.length; this.length += b.length; }
-  string(s: string) { const b = Buffer.from(s, 'utf8'); this.u64(b.length); this.bytes(b); }
-  pad(alignment: number) { while (this.length % alignment !== 0) this.u8(0); }
-  toBuffer(): Buffer { return Buffer.concat([...this.chunks, this.cur.subarray(0, this.pos)]); }
+  u8(v: number) {
+    this.ensure(1);
+    this.cur.writeUInt8(v, this.pos);
+    this.pos += 1;
+    this.length += 1;
+  }
+  u32(v: number) {
+    this.ensure(4);
+    this.cur.writeUInt32LE(v, this.pos);
+    this.pos += 4;
+    this.length += 4;
+  }
+  i32(v: number) {
+    this.ensure(4);
+    this.cur.writeInt32LE(v, this.pos);
+    this.pos += 4;
+    this.length += 4;
+  }
+  f32(v: number) {
+    this.ensure(4);
+    this.cur.writeFloatLE(v, this.pos);
+    this.pos += 4;
+    this.length += 4;
+  }
+  u64(v: number) {
+    this.ensure(8);
+    this.cur.writeBigUInt64LE(BigInt(v), this.pos);
+    this.pos += 8;
+    this.length += 8;
+  }
+  bytes(b: Uint8Array) {
+    this.ensure(b.length);
+    this.cur.set(b, this.pos);
+    this.pos += b.length;
+    this.length += b.length;
+  }
+  string(s: string) {
+    const b = Buffer.from(s, 'utf8');
+    this.u64(b.length);
+    this.bytes(b);
+  }
+  pad(alignment: number) {
+    while (this.length % alignment !== 0) this.u8(0);
+  }
+  toBuffer(): Buffer {
+    return Buffer.concat([...this.chunks, this.cur.subarray(0, this.pos)]);
+  }
 }
 
 function writeValue(s: ByteSink, v: GgufValue) {
   s.u32(v.type);
   switch (v.type) {
-    case GgufType.UINT32: s.u32(Number(v.value)); break;
-    case GgufType.INT32: s.i32(Number(v.value)); break;
-    case GgufType.FLOAT32: s.f32(Number(v.value)); break;
-    case GgufType.UINT64: s.u64(Number(v.value)); break;
-    case GgufType.BOOL: s.u8(v.value ? 1 : 0); break;
-    case GgufType.STRING: s.string(v.value); break;
+    case GgufType.UINT32:
+      s.u32(Number(v.value));
+      break;
+    case GgufType.INT32:
+      s.i32(Number(v.value));
+      break;
+    case GgufType.FLOAT32:
+      s.f32(Number(v.value));
+      break;
+    case GgufType.UINT64:
+      s.u64(Number(v.value));
+      break;
+    case GgufType.BOOL:
+      s.u8(v.value ? 1 : 0);
+      break;
+    case GgufType.STRING:
+      s.string(v.value);
+      break;
     case GgufType.ARRAY: {
       s.u32(v.itemType);
       s.u64(v.value.length);

@@ -7,8 +7,12 @@
  *   up.requests[0].body                                     // what was received (parsed JSON)
  *   await up.close();
  *
- * Routes: POST /v1/chat/completions (stream or not), POST /v1/responses (stream or not), GET /v1/models.
- * One Reply object describes an answer; it is rendered in the dialect of the route that was called.
+ * Routes: POST /v1/chat/completions (stream or not), POST /v1/responses (stream or not), POST /v1/embeddings,
+ * GET /v1/models. One Reply object describes an answer; it is rendered in the dialect of the route that was called.
+ * Chat Completions as OpenAI answers them: a stream carries the usage chunk (and `usage: null` on every other
+ * chunk) only when the request asks with `stream_options.include_usage`; `logprobs: true` gets a logprobs entry
+ * per text piece. Embeddings: `scriptedEmbedding(text, dimensions)` per input (token arrays: their ids joined by
+ * commas), as floats or base64, usage one token per 4 characters (or per token id).
  * When nothing is scripted, `defaultReply` answers (a short text), so a benchmark needs no scripting at all.
  */
 import http from 'node:http';
@@ -58,6 +62,10 @@ export interface Reply {
   raw?: string[];
   /** never answer (timeouts); the request stays open until the client gives up */
   hang?: boolean;
+  /** embeddings: the vector size when the request gives no `dimensions` (default 8) */
+  embeddingSize?: number;
+  /** embeddings: refuse `dimensions` as OpenAI does for models without it (400) */
+  noDimensions?: boolean;
 }
 
 export interface RecordedRequest {
@@ -165,16 +173,19 @@ function responsesUsage(u: Exclude<Reply['usage'], undefined | false>) {
 let seq = 0;
 
 /** Chat Completions stream: the `data:` payloads in order (without the framing). */
-function chatEvents(p: Plan, reply: Reply): string[] {
+function chatEvents(p: Plan, reply: Reply, req: any = {}): string[] {
   const id = `chatcmpl-${++seq}`;
   const created = Math.floor(Date.now() / 1000);
   const head = `{"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(p.model)},"choices":`;
   const ev: string[] = [];
-  const delta = (d: unknown, finish: string | null = null) => head + JSON.stringify([{ index: 0, delta: d, logprobs: null, finish_reason: finish }]) + '}';
+  // OpenAI: with include_usage every chunk has `usage: null` and a last chunk carries it; without, no usage at all
+  const includeUsage = req.stream_options?.include_usage === true;
+  const tail = includeUsage ? ',"usage":null}' : '}';
+  const delta = (d: unknown, finish: string | null = null, logprobs: unknown = null) => head + JSON.stringify([{ index: 0, delta: d, logprobs, finish_reason: finish }]) + tail;
   ev.push(delta({ role: 'assistant', content: '' }));
   const rf = reply.reasoningField ?? 'reasoning_content';
   for (const r of p.reasoning) ev.push(delta({ [rf]: r }));
-  for (const t of p.text) ev.push(delta({ content: t }));
+  for (const t of p.text) ev.push(delta({ content: t }, null, req.logprobs === true ? textLogprobs(t) : null));
   const seen = new Set<number>();
   for (const [c, i] of p.order) {
     const call = p.calls[c];
@@ -189,12 +200,41 @@ function chatEvents(p: Plan, reply: Reply): string[] {
     ev.push(delta({ tool_calls: [tc] }));
   }
   if (p.finishReason !== null) ev.push(delta({}, p.finishReason));
-  if (p.usage) ev.push(head + '[],"usage":' + JSON.stringify(chatUsage(p.usage)) + '}');
+  if (p.usage && includeUsage) ev.push(head + '[],"usage":' + JSON.stringify(chatUsage(p.usage)) + '}');
   if (!reply.noDone) ev.push('[DONE]');
   return ev;
 }
 
-function chatCompletion(p: Plan) {
+/** a logprobs entry for a text piece, as OpenAI gives them (one token per piece here) */
+function textLogprobs(t: string) {
+  return { content: [{ token: t, logprob: -0.25, bytes: [...Buffer.from(t, 'utf8')], top_logprobs: [] }], refusal: null };
+}
+
+/** The vector the scripted upstream gives a text: deterministic, unit length. */
+export function scriptedEmbedding(text: string, dimensions = 8): number[] {
+  let h = 2166136261;
+  for (const c of Buffer.from(text, 'utf8')) h = Math.imul(h ^ c, 16777619) >>> 0;
+  const v = Array.from({ length: dimensions }, (_, i) => Math.sin(h / 1000 + i * 1.7) + 0.01 * (i + 1));
+  const n = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  return v.map((x) => Math.fround(x / n));
+}
+
+function embeddingsAnswer(body: any, reply: Reply) {
+  const raw = body?.input;
+  const inputs: Array<string | number[]> = typeof raw === 'string' ? [raw] : Array.isArray(raw) && typeof raw[0] === 'number' ? [raw] : (raw ?? []);
+  const dims = body?.dimensions ?? reply.embeddingSize ?? 8;
+  let tokens = 0;
+  const data = inputs.map((x, index) => {
+    const text = typeof x === 'string' ? x : x.join(',');
+    tokens += typeof x === 'string' ? Math.max(1, Math.ceil(x.length / 4)) : x.length;
+    const v = scriptedEmbedding(text, dims);
+    const embedding = body?.encoding_format === 'base64' ? Buffer.from(Float32Array.from(v).buffer).toString('base64') : v;
+    return { object: 'embedding', index, embedding };
+  });
+  return { object: 'list', data, model: reply.model ?? body?.model ?? 'scripted', usage: { prompt_tokens: tokens, total_tokens: tokens } };
+}
+
+function chatCompletion(p: Plan, req: any = {}) {
   const message: any = { role: 'assistant', content: p.text.length ? p.text.join('') : null };
   if (p.reasoning.length) message.reasoning_content = p.reasoning.join('');
   if (p.calls.length) message.tool_calls = p.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.pieces.join('') } }));
@@ -203,7 +243,9 @@ function chatCompletion(p: Plan) {
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model: p.model,
-    choices: [{ index: 0, message, logprobs: null, finish_reason: p.finishReason }],
+    choices: [
+      { index: 0, message, logprobs: req.logprobs === true ? { content: p.text.flatMap((t) => textLogprobs(t).content), refusal: null } : null, finish_reason: p.finishReason },
+    ],
   };
   if (p.usage) o.usage = chatUsage(p.usage);
   return o;
@@ -245,7 +287,13 @@ function responsesEvents(p: Plan, reply: Reply): string[] {
     for (const t of p.text) ev.push({ type: 'response.output_text.delta', item_id, output_index: oi, content_index: 0, delta: t, logprobs: [] });
     ev.push({ type: 'response.output_text.done', item_id, output_index: oi, content_index: 0, text: full, logprobs: [] });
     ev.push({ type: 'response.content_part.done', item_id, output_index: oi, content_index: 0, part: { type: 'output_text', text: full, annotations: [] } });
-    const item = { id: item_id, type: 'message', role: 'assistant', status: incomplete ? 'incomplete' : 'completed', content: [{ type: 'output_text', text: full, annotations: [] }] };
+    const item = {
+      id: item_id,
+      type: 'message',
+      role: 'assistant',
+      status: incomplete ? 'incomplete' : 'completed',
+      content: [{ type: 'output_text', text: full, annotations: [] }],
+    };
     ev.push({ type: 'response.output_item.done', output_index: oi, item });
     output.push(item);
     oi++;
@@ -266,7 +314,11 @@ function responsesEvents(p: Plan, reply: Reply): string[] {
     const item_id = `fc_${seq}_${c}`;
     if (!added.has(c)) {
       added.add(c);
-      ev.push({ type: 'response.output_item.added', output_index: first + c, item: { id: item_id, type: 'function_call', call_id: call.id, name: call.name, arguments: '', status: 'in_progress' } });
+      ev.push({
+        type: 'response.output_item.added',
+        output_index: first + c,
+        item: { id: item_id, type: 'function_call', call_id: call.id, name: call.name, arguments: '', status: 'in_progress' },
+      });
     }
     if (call.pieces[i]) ev.push({ type: 'response.function_call_arguments.delta', item_id, output_index: first + c, delta: call.pieces[i] });
     if (--remaining[c] === 0) done(c);
@@ -374,7 +426,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     if (rec.method === 'GET' && path === '/models') {
       return json(res, 200, { object: 'list', data: up.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'scripted' })) });
     }
-    if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses')) {
+    if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses' && path !== '/embeddings')) {
       return json(res, 404, { error: { message: `no route ${rec.method} ${rec.path}`, type: 'invalid_request_error', param: null, code: null } });
     }
     const next = queue.length ? queue.shift()! : up.defaultReply;
@@ -387,14 +439,28 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     }
     if (reply.raw) return stream(res, reply, reply.raw);
     const body = rec.body ?? {};
+    if (path === '/embeddings') {
+      if (reply.noDimensions && body.dimensions !== undefined) {
+        return json(res, 400, { error: { message: 'This model does not support specifying dimensions.', type: 'invalid_request_error', param: 'dimensions', code: null } });
+      }
+      return json(res, 200, embeddingsAnswer(body, reply), reply.headers);
+    }
     const p = plan(reply, typeof body.model === 'string' ? body.model : 'scripted');
     const responses = path === '/responses';
-    if (!body.stream) return json(res, 200, responses ? responseObject(p, reply) : chatCompletion(p), reply.headers);
+    if (!body.stream) return json(res, 200, responses ? responseObject(p, reply) : chatCompletion(p, body), reply.headers);
     if (responses) {
       const evs = responsesEvents(p, reply);
-      return stream(res, reply, evs.map((e) => `event: ${JSON.parse(e).type}\ndata: ${e}\n\n`));
+      return stream(
+        res,
+        reply,
+        evs.map((e) => `event: ${JSON.parse(e).type}\ndata: ${e}\n\n`),
+      );
     }
-    return stream(res, reply, chatEvents(p, reply).map((e) => `data: ${e}\n\n`));
+    return stream(
+      res,
+      reply,
+      chatEvents(p, reply, body).map((e) => `data: ${e}\n\n`),
+    );
   }
 
   async function stream(res: http.ServerResponse, reply: Reply, frames: string[]): Promise<void> {

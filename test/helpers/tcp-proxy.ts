@@ -77,7 +77,10 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
       cut = true;
       // refuse new connections (ECONNREFUSED) and reset the open ones
       const closed = closeServer();
-      for (const s of pairs) s.resetAndDestroy ? s.resetAndDestroy() : s.destroy();
+      for (const s of pairs) {
+        if (s.resetAndDestroy) s.resetAndDestroy();
+        else s.destroy();
+      }
       pairs.clear();
       await closed;
     },

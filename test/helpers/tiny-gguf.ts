@@ -44,7 +44,7 @@ export interface TinyGgufOptions {
 const GENERATOR_VERSION = 4;
 
 export const CHATML_TEMPLATE =
-  "{%- for message in messages -%}" +
+  '{%- for message in messages -%}' +
   "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' -}}" +
   '{%- endfor -%}' +
   "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
@@ -314,7 +314,10 @@ export async function makeTinyGgufInfo(opts: TinyGgufOptions = {}): Promise<Tiny
   const o = resolveOptions(opts);
   if (o.nEmbd % o.nHead !== 0 || o.nHead % o.nHeadKv !== 0) throw new Error('nEmbd must divide by nHead, nHead by nHeadKv');
   const dir = opts.dir ?? join(packageRoot(), 'test', '.fixtures');
-  const hash = createHash('sha256').update(JSON.stringify({ v: GENERATOR_VERSION, ...o })).digest('hex').slice(0, 12);
+  const hash = createHash('sha256')
+    .update(JSON.stringify({ v: GENERATOR_VERSION, ...o }))
+    .digest('hex')
+    .slice(0, 12);
   const path = join(dir, `tiny-${o.flavour}-${hash}.gguf`);
   const built = buildModel(o); // cheap (tens of ms); also gives the token ids
   if (!existsSync(path)) {

@@ -19,11 +19,14 @@ describe('configuration from the environment', () => {
   });
 
   const bad = (env: Record<string, string>, message: RegExp) =>
-    assert.throws(() => loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, ...env }), (e: unknown) => {
-      assert.ok(e instanceof ConfigError, `expected a ConfigError, got ${e}`);
-      assert.match((e as Error).message, message);
-      return true;
-    });
+    assert.throws(
+      () => loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, ...env }),
+      (e: unknown) => {
+        assert.ok(e instanceof ConfigError, `expected a ConfigError, got ${e}`);
+        assert.match((e as Error).message, message);
+        return true;
+      },
+    );
 
   test('defaults', () => {
     const c = loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET });
@@ -90,7 +93,53 @@ describe('configuration from the environment', () => {
     const dir = tmp();
     loadConfig({ DATA_DIR: dir });
     writeFileSync(join(dir, 'jwt-secret'), 'not hex!');
-    assert.throws(() => loadConfig({ DATA_DIR: dir }), (e: unknown) => e instanceof ConfigError && /damaged.*delete it/.test((e as Error).message));
+    assert.throws(
+      () => loadConfig({ DATA_DIR: dir }),
+      (e: unknown) => e instanceof ConfigError && /damaged.*delete it/.test((e as Error).message),
+    );
+  });
+
+  test('web page settings: public address, sessions, OpenID Connect, CORS origins', () => {
+    const d = loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, PORT: '9000' }).web;
+    assert.equal(d.publicUrl, 'http://127.0.0.1:9000');
+    assert.equal(d.sessionTtlMs, 8 * 3_600_000);
+    assert.equal(d.oidc, undefined);
+    assert.deepEqual(d.corsOrigins, []);
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, HOST: '0.0.0.0' }).web.publicUrl, 'http://127.0.0.1:8080');
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, HOST: '::1' }).web.publicUrl, 'http://[::1]:8080');
+    const c = loadConfig({
+      DATA_DIR: tmp(),
+      JWT_SECRET: SECRET,
+      PUBLIC_URL: 'https://ai.example.com/',
+      OIDC_ISSUER: 'https://id.example.com/realms/x',
+      OIDC_CLIENT_ID: 'portico',
+      OIDC_CLIENT_SECRET: 's3cret',
+      SESSION_TTL_MS: '3600000',
+      CORS_ORIGINS: 'https://a.example.com, http://localhost:5173/',
+    }).web;
+    assert.equal(c.publicUrl, 'https://ai.example.com');
+    assert.deepEqual(c.oidc, {
+      issuer: 'https://id.example.com/realms/x',
+      clientId: 'portico',
+      clientSecret: 's3cret',
+      redirectUrl: 'https://ai.example.com/auth/oidc/callback',
+      scopes: 'openid profile email',
+    });
+    assert.equal(c.sessionTtlMs, 3_600_000);
+    assert.deepEqual(c.corsOrigins, ['https://a.example.com', 'http://localhost:5173']);
+    assert.deepEqual(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, CORS_ORIGINS: 'https://a.example.com,*' }).web.corsOrigins, ['*']);
+    assert.equal(
+      loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, OIDC_ISSUER: 'http://127.0.0.1:4000', OIDC_CLIENT_ID: 'p', OIDC_REDIRECT_URL: 'http://127.0.0.1:8080/auth/oidc/callback' })
+        .web.oidc?.issuer,
+      'http://127.0.0.1:4000',
+    );
+    bad({ OIDC_ISSUER: 'https://id.example.com' }, /OIDC_CLIENT_ID/);
+    bad({ OIDC_CLIENT_ID: 'portico' }, /OIDC_ISSUER/);
+    bad({ OIDC_ISSUER: 'http://id.example.com', OIDC_CLIENT_ID: 'p' }, /https:\/\/.*only on this machine/);
+    bad({ OIDC_ISSUER: 'https://id.example.com', OIDC_CLIENT_ID: 'p', OIDC_SCOPES: 'profile email' }, /include openid/);
+    bad({ PUBLIC_URL: 'ftp://x' }, /PUBLIC_URL must start with/);
+    bad({ CORS_ORIGINS: 'https://a.example.com/app' }, /CORS_ORIGINS/);
+    bad({ CORS_ORIGINS: 'a.example.com' }, /CORS_ORIGINS/);
+    bad({ SESSION_TTL_MS: '10' }, /SESSION_TTL_MS/);
   });
 });
-

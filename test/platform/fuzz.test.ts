@@ -18,27 +18,71 @@ function rng(seed: number) {
   };
 }
 
-const FIELDS = ['model', 'input', 'name', 'description', 'expires_at', 'scopes', 'org_id', 'api_key_id', 'tools', 'tool_choice', 'text', 'stop', 'stream', 'background', 'store', 'previous_response_id', 'metadata', 'voice', 'response_format', 'speed', 'temperature', 'max_output_tokens', 'reasoning', 'truncation', 'instructions', '__proto__', 'constructor'];
+const FIELDS = [
+  'model',
+  'input',
+  'name',
+  'description',
+  'expires_at',
+  'scopes',
+  'org_id',
+  'api_key_id',
+  'tools',
+  'tool_choice',
+  'text',
+  'stop',
+  'stream',
+  'background',
+  'store',
+  'previous_response_id',
+  'metadata',
+  'voice',
+  'response_format',
+  'speed',
+  'temperature',
+  'max_output_tokens',
+  'reasoning',
+  'truncation',
+  'instructions',
+  '__proto__',
+  'constructor',
+];
 
 function value(r: () => number, depth = 0): unknown {
   const pick = Math.floor(r() * 16);
   switch (pick) {
-    case 0: return null;
-    case 1: return r() < 0.5;
-    case 2: return Math.floor(r() * 2 ** 53) * (r() < 0.5 ? -1 : 1);
-    case 3: return r() * 1e308 * (r() < 0.5 ? -1 : 1);
-    case 4: return '';
-    case 5: return 'x'.repeat(Math.floor(r() * 6000));
-    case 6: return '\u202e\ud83d\ude00\u0301 Ω ' + String.fromCharCode(Math.floor(r() * 0xd7ff));
-    case 7: return 'gpt-test';
-    case 8: return 'alloy';
-    case 9: return [];
-    case 10: return depth > 3 ? 'deep' : Array.from({ length: Math.floor(r() * 4) }, () => value(r, depth + 1));
-    case 11: return depth > 3 ? {} : object(r, depth + 1);
-    case 12: return { type: 'function', name: 'f', parameters: depth > 3 ? {} : object(r, depth + 1) };
-    case 13: return [{ role: 'user', content: depth > 3 ? 'x' : value(r, depth + 1) }];
-    case 14: return 0.5;
-    default: return 'sk-' + 'A'.repeat(38);
+    case 0:
+      return null;
+    case 1:
+      return r() < 0.5;
+    case 2:
+      return Math.floor(r() * 2 ** 53) * (r() < 0.5 ? -1 : 1);
+    case 3:
+      return r() * 1e308 * (r() < 0.5 ? -1 : 1);
+    case 4:
+      return '';
+    case 5:
+      return 'x'.repeat(Math.floor(r() * 6000));
+    case 6:
+      return '\u202e\ud83d\ude00\u0301 Ω ' + String.fromCharCode(Math.floor(r() * 0xd7ff));
+    case 7:
+      return 'gpt-test';
+    case 8:
+      return 'alloy';
+    case 9:
+      return [];
+    case 10:
+      return depth > 3 ? 'deep' : Array.from({ length: Math.floor(r() * 4) }, () => value(r, depth + 1));
+    case 11:
+      return depth > 3 ? {} : object(r, depth + 1);
+    case 12:
+      return { type: 'function', name: 'f', parameters: depth > 3 ? {} : object(r, depth + 1) };
+    case 13:
+      return [{ role: 'user', content: depth > 3 ? 'x' : value(r, depth + 1) }];
+    case 14:
+      return 0.5;
+    default:
+      return 'sk-' + 'A'.repeat(38);
   }
 }
 
@@ -53,7 +97,12 @@ function object(r: () => number, depth = 0): Record<string, unknown> {
 /** any generated value as text for a query string or header */
 const text = (v: unknown) => (typeof v === 'string' ? v : (JSON.stringify(v) ?? 'undefined'));
 /** a query-string value: cut, with lone surrogates (which cannot be URI-encoded) replaced */
-const q = (v: unknown, max: number) => encodeURIComponent(text(v).slice(0, max).replace(/[\ud800-\udfff]/g, '?'));
+const q = (v: unknown, max: number) =>
+  encodeURIComponent(
+    text(v)
+      .slice(0, max)
+      .replace(/[\ud800-\udfff]/g, '?'),
+  );
 
 function body(r: () => number): { payload: string; contentType: string } {
   const k = Math.floor(r() * 10);
@@ -73,7 +122,13 @@ describe('no input breaks any route', () => {
   const auth: Record<string, string> = {};
   before(async () => {
     up = await startScriptedUpstream({ record: false });
-    t = await buildTestApp({ models: [{ name: 'gpt-test', provider: 'openai-compatible', base_url: up.url, type: 'text' }] });
+    t = await buildTestApp({
+      models: [
+        { name: 'gpt-test', provider: 'openai-compatible', base_url: up.url, type: 'text' },
+        { name: 'gen-test', provider: 'openai-compatible', base_url: up.url, type: 'text', api: 'responses' },
+        { name: 'embed-test', provider: 'openai-compatible', base_url: up.url, type: 'embeddings' },
+      ],
+    });
     const jwt = await t.token('fuzzer', { acme: 'admin' });
     auth.portal = `Bearer ${jwt}`;
     auth.api = `Bearer ${await t.inferenceKey('fuzzer')}`;
@@ -97,9 +152,18 @@ describe('no input breaks any route', () => {
     let calls = 0;
     for (const route of routes) {
       for (let i = 0; i < Number(process.env.FUZZ_ROUNDS ?? 12); i++) {
-        const url = route.path.replace(/\{[^}]+\}/g, () => odd[Math.floor(r() * odd.length)]) + (r() < 0.5 ? `?page=${q(value(r), 500)}&per_page=${q(value(r), 50)}&stream=${q(value(r), 50)}&limit=${q(value(r), 50)}&order=${q(value(r), 50)}` : '');
+        const url =
+          route.path.replace(/\{[^}]+\}/g, () => odd[Math.floor(r() * odd.length)]) +
+          (r() < 0.5 ? `?page=${q(value(r), 500)}&per_page=${q(value(r), 50)}&stream=${q(value(r), 50)}&limit=${q(value(r), 50)}&order=${q(value(r), 50)}` : '');
         const group = route.path.startsWith('/v1/portal/query') ? 'query' : route.path.startsWith('/v1/portal') ? 'portal' : 'api';
-        const headers: Record<string, string> = { authorization: r() < 0.9 ? auth[group] : text(value(r)).replace(/[^\x20-\x7e]/g, '?').slice(0, 200) };
+        const headers: Record<string, string> = {
+          authorization:
+            r() < 0.9
+              ? auth[group]
+              : text(value(r))
+                  .replace(/[^\x20-\x7e]/g, '?')
+                  .slice(0, 200),
+        };
         if (r() < 0.3) headers['accept-language'] = 'zh-CN,en;q=0.5';
         const withBody = route.method !== 'GET' && route.method !== 'DELETE';
         const b = withBody ? body(r) : undefined;
@@ -148,6 +212,27 @@ describe('no input breaks any route', () => {
         },
       },
       { url: '/v1/audio/speech', auth: auth.api, body: { model: 'tts-1', input: 'Short.', voice: 'alloy', response_format: 'pcm', speed: 1 } },
+      ...['gpt-test', 'gen-test'].map((model) => ({
+        url: '/v1/chat/completions',
+        auth: auth.api,
+        body: {
+          model,
+          messages: [
+            { role: 'system', content: 'be brief' },
+            { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+            { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+            { role: 'tool', tool_call_id: 'call_1', content: 'ok' },
+          ],
+          tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'string' } } } } }],
+          tool_choice: 'auto',
+          response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
+          max_completion_tokens: 50,
+          stop: ['END'],
+          stream: false,
+          temperature: 0.5,
+        },
+      })),
+      { url: '/v1/embeddings', auth: auth.api, body: { model: 'embed-test', input: ['a', 'b'], encoding_format: 'base64', dimensions: 4 } },
       { url: '/v1/portal/api-keys', auth: auth.portal, body: { name: 'n', description: 'd', expires_at: 0, scopes: ['responses'], org_id: 'default' } },
       { url: '/v1/portal/management/api-keys/revoke', auth: auth.portal, body: { api_key_id: 'mkey_none' } },
     ];
@@ -177,6 +262,6 @@ describe('no input breaks any route', () => {
         }
       }
     }
-    assert.ok(n >= 96);
+    assert.ok(n >= 168);
   });
 });

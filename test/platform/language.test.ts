@@ -20,6 +20,10 @@ describe('Accept-Language picking', () => {
       ['en;q=0.1, zh-CN', 'zh'],
       ['*', 'en'],
       ['de, *;q=0.5', 'en'],
+      // q=0 means "not acceptable"
+      ['zh;q=0', 'en'],
+      ['zh-CN;q=0.000, de', 'en'],
+      ['en;q=0, zh;q=0', 'en'],
       [' zh-CN ; q=1 , en ; q=0.5', 'zh'],
       ['garbage;;;,,', 'en'],
     ];

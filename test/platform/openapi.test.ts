@@ -25,6 +25,10 @@ for (const db of testDatabases()) {
       want['/v1/portal/query/usage'] = ['get'];
       want['/v1/portal/query/balance'] = ['get'];
       want['/v1/models'] = ['get'];
+      want['/v1/portal/me'] = ['get'];
+      want['/v1/portal/session'] = ['get', 'delete'];
+      want['/v1/portal/session/link'] = ['post'];
+      want['/v1/portal/session/methods'] = ['get'];
       for (const [path, methods] of Object.entries(want)) {
         assert.ok(doc.paths[path], `missing path ${path}`);
         for (const m of methods) assert.ok(doc.paths[path][m], `missing ${m.toUpperCase()} ${path}`);
@@ -39,18 +43,33 @@ for (const db of testDatabases()) {
         assert.equal(body.properties.scopes.maxItems, 10);
         assert.equal(body.properties.scopes.items.maxLength, 50);
         const q = doc.paths[base].get.parameters.map((p: any) => p.name).sort();
-        assert.deepEqual(q, ['org_id', 'page', 'per_page', 'status']);
+        assert.deepEqual(q, ['org_id', 'page', 'per_page', 'search', 'status']);
       }
       assert.deepEqual(doc.paths['/v1/models'].get.security, [{ apiKey: [] }]);
+      // the page's own paths are not API
+      for (const p of ['/', '/keys', '/assets/{file}', '/auth/oidc/login', '/auth/oidc/callback']) assert.equal(doc.paths[p], undefined, p);
       assert.ok(doc.components.securitySchemes.portalJwt);
       assert.ok(doc.components.securitySchemes.apiKey);
+      // every operation declares its error shape: the envelope on the portal, the OpenAI object under /v1
+      for (const [path, ops] of Object.entries<Record<string, any>>(doc.paths)) {
+        if (!path.startsWith('/v1')) continue;
+        for (const [method, op] of Object.entries<any>(ops)) {
+          for (const status of ['4XX', '5XX']) {
+            const schema = op.responses?.[status]?.content?.['application/json']?.schema;
+            assert.ok(schema, `${method.toUpperCase()} ${path} declares ${status}`);
+            if (path.startsWith('/v1/portal')) assert.deepEqual(Object.keys(schema.properties).sort(), ['data', 'meta'], `${path} ${status}`);
+            else assert.deepEqual(Object.keys(schema.properties.error.properties).sort(), ['code', 'message', 'param', 'type'], `${path} ${status}`);
+          }
+        }
+      }
       // the document itself is not listed
       assert.equal(doc.paths['/openapi.json'], undefined);
     });
 
     test('/docs answers 200 with an HTML page', async () => {
       let res = await t.app.inject({ method: 'GET', url: '/docs' });
-      if (res.statusCode >= 300 && res.statusCode < 400) res = await t.app.inject({ method: 'GET', url: String(res.headers.location).startsWith('/') ? String(res.headers.location) : `/docs/${res.headers.location}` });
+      if (res.statusCode >= 300 && res.statusCode < 400)
+        res = await t.app.inject({ method: 'GET', url: String(res.headers.location).startsWith('/') ? String(res.headers.location) : `/docs/${res.headers.location}` });
       assert.equal(res.statusCode, 200);
       assert.match(String(res.headers['content-type']), /text\/html/);
       assert.match(res.body, /swagger/i);

@@ -50,11 +50,15 @@ for (const db of testDatabases()) {
       assert.equal(res.statusCode, 200);
       const body = res.json();
       assert.equal(body.object, 'list');
-      assert.deepEqual(body.data.map((m: any) => m.id), ['m1', 'm2', 'm3']);
+      assert.deepEqual(
+        body.data.map((m: any) => m.id),
+        ['m1', 'm2', 'm3'],
+      );
       for (const m of body.data) {
         assert.equal(m.object, 'model');
         assert.equal(typeof m.created, 'number');
         assert.equal(typeof m.owned_by, 'string');
+        assert.deepEqual([m.type, m.engine], ['text', 'openai-compatible']);
       }
       assert.match(res.headers['x-request-id'] as string, /^req_/);
       const one = await call('GET', '/v1/models/m2', key);
@@ -108,7 +112,12 @@ for (const db of testDatabases()) {
 
     test('missing or non-Bearer authorization on {base_url} -> 401', async () => {
       assertOpenAIError(await call('GET', '/v1/models'), 401, 'unauthorized', 'unauthorized');
-      assertOpenAIError(await call('GET', '/v1/models', undefined, undefined, { authorization: 'Basic x' }), 401, 'invalid_authorization_format', 'unauthorized: invalid authorization format');
+      assertOpenAIError(
+        await call('GET', '/v1/models', undefined, undefined, { authorization: 'Basic x' }),
+        401,
+        'invalid_authorization_format',
+        'unauthorized: invalid authorization format',
+      );
       assertOpenAIError(await call('GET', '/v1/models', undefined, undefined, { authorization: 'Bearer a b' }), 401, 'invalid_authorization_format');
     });
 
@@ -131,7 +140,10 @@ for (const db of testDatabases()) {
       assert.equal((await t.services.inferenceKeys.setDisabled(k.id, true)).status, 'disabled');
       assertOpenAIError(await models$(k.api_key), 401, 'api_key_disabled');
       const listed = assertOk(await call('GET', `${INFER}?status=disabled`, alice));
-      assert.deepEqual(listed.list.map((x: any) => x.id), [k.id]);
+      assert.deepEqual(
+        listed.list.map((x: any) => x.id),
+        [k.id],
+      );
       await t.services.inferenceKeys.setDisabled(k.id, false);
       assert.equal((await models$(k.api_key)).statusCode, 200);
       await call('DELETE', `${INFER}/${k.id}`, alice);

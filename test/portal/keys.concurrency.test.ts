@@ -40,7 +40,10 @@ for (const db of testDatabases()) {
         assert.equal(assertOk(await call('GET', base, tok)).total, 10);
         // the limit is per org: 10 more at once in acme all succeed
         const org = await Promise.all(Array.from({ length: 10 }, (_, i) => call('POST', base, tok, { name: `o${i}`, org_id: 'acme' })));
-        assert.deepEqual(org.map((r) => r.statusCode), Array(10).fill(200));
+        assert.deepEqual(
+          org.map((r) => r.statusCode),
+          Array(10).fill(200),
+        );
         assert.equal(await countActive(user, 'acme', kind), 10);
         // and per user: someone else in the same org is not affected
         const other = await t.token(`other${base.length}`, { acme: 'admin' });

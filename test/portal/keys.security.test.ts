@@ -45,7 +45,7 @@ for (const db of testDatabases()) {
       });
     }
 
-    test('an org admin does not see another member\'s keys in the org', async () => {
+    test("an org admin does not see another member's keys in the org", async () => {
       const admin = await t.token('org-admin', { acme: 'admin' });
       const admin2 = await t.token('org-admin-2', { acme: 'admin' });
       const k = assertOk(await call('POST', MGMT, admin, { name: 'org key', org_id: 'acme' }));
@@ -61,8 +61,14 @@ for (const db of testDatabases()) {
       assert.match(sk.api_key, /^sk-/);
       const ml = assertOk(await call('GET', MGMT, u));
       const il = assertOk(await call('GET', INFER, u));
-      assert.deepEqual(ml.list.map((k: any) => k.id), [mk.id]);
-      assert.deepEqual(il.list.map((k: any) => k.id), [sk.id]);
+      assert.deepEqual(
+        ml.list.map((k: any) => k.id),
+        [mk.id],
+      );
+      assert.deepEqual(
+        il.list.map((k: any) => k.id),
+        [sk.id],
+      );
       // an id of one kind is unknown to the other's operations
       assertPortalError(await call('PUT', `${MGMT}/${sk.id}`, u, { name: 'x' }), 404);
       assertPortalError(await call('DELETE', `${MGMT}/${sk.id}`, u), 404);
@@ -113,7 +119,7 @@ for (const db of testDatabases()) {
           cb();
         },
       });
-      t = await buildTestApp({ db, app: { logger: { level: 'trace', stream } as any } });
+      t = await buildTestApp({ db, env: { LOG_LEVEL: 'trace' }, logDestination: stream });
       call = caller(t);
     });
     after(() => t.close());
@@ -203,7 +209,12 @@ for (const db of testDatabases()) {
       assertPortalError(await call('GET', MGMT, noSub), 401, /^unauthorized/, 40102);
       const emptySub = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('').setExpirationTime(exp).sign(secret);
       assertPortalError(await call('GET', MGMT, emptySub), 401, /^unauthorized/, 40102);
-      const nbf = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('x').setNotBefore(exp - 1800).setExpirationTime(exp).sign(secret);
+      const nbf = await new SignJWT({})
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject('x')
+        .setNotBefore(exp - 1800)
+        .setExpirationTime(exp)
+        .sign(secret);
       assertPortalError(await call('GET', MGMT, nbf), 401, /^unauthorized/, 40102);
       const hs512 = await new SignJWT({}).setProtectedHeader({ alg: 'HS512' }).setSubject('x').setExpirationTime(exp).sign(new Uint8Array(64).fill(7));
       assertPortalError(await call('GET', MGMT, hs512), 401, /^unauthorized/, 40102);
@@ -285,7 +296,11 @@ for (const db of testDatabases()) {
 
     test('algorithm confusion: an HS256 token signed with the public key bytes -> 401', async () => {
       const exp = Math.floor(Date.now() / 1000) + 3600;
-      for (const material of [publicPem, publicPem.trim(), Buffer.from(JSON.stringify(await exportJWK(await import('node:crypto').then((c) => c.createPublicKey(publicPem))))).toString()]) {
+      for (const material of [
+        publicPem,
+        publicPem.trim(),
+        Buffer.from(JSON.stringify(await exportJWK(await import('node:crypto').then((c) => c.createPublicKey(publicPem))))).toString(),
+      ]) {
         const hs = await new SignJWT({ org_roles: { acme: 'admin' } })
           .setProtectedHeader({ alg: 'HS256', kid: 'k1' })
           .setSubject('attacker')

@@ -35,7 +35,11 @@ for (const db of testDatabases()) {
       await rec('old', aliceSk2, 'alice', 'default', 'm1', 100, 100, 2_000_000);
       // records reach the table from the usage journal in batches: ship them before editing the table
       await t.services.usage.flush();
-      await t.services.db.db.updateTable('usage_records').set({ created_at: nowS() - 3 * DAY }).where('request_id', '=', 'old').execute();
+      await t.services.db.db
+        .updateTable('usage_records')
+        .set({ created_at: nowS() - 3 * DAY })
+        .where('request_id', '=', 'old')
+        .execute();
       // bob, personal, and the acme org (dave and carol)
       await rec('b1', 'key_bob', 'bob', 'default', 'm1', 7, 7, 3_000_000);
       await rec('a1', 'key_dave', 'dave', 'acme', 'm1', 1000, 1, 100_000);
@@ -81,7 +85,7 @@ for (const db of testDatabases()) {
       assertPortalError(await call('GET', BALANCE, undefined, undefined, { authorization: 'Basic x' }), 401, 'unauthorized: invalid authorization format', 40101);
     });
 
-    test('org scoping: an org key sees the org; a personal key sees only its owner\'s personal records', async () => {
+    test("org scoping: an org key sees the org; a personal key sees only its owner's personal records", async () => {
       const carol = await t.token('carol', { acme: 'admin' });
       const orgKey = assertOk(await call('POST', MGMT, carol, { name: 'acme reporting', org_id: 'acme' }));
       const u = assertOk(await call('GET', `${USAGE}?group_by=key`, orgKey.api_key));
@@ -115,15 +119,21 @@ for (const db of testDatabases()) {
       assert.equal(byDay.list.length, 2);
       const today = new Date(nowS() * 1000).toISOString().slice(0, 10);
       const then = new Date((nowS() - 3 * DAY) * 1000).toISOString().slice(0, 10);
-      assert.deepEqual(byDay.list.map((r: any) => [r.date, r.requests]), [
-        [then, 1],
-        [today, 3],
-      ]);
+      assert.deepEqual(
+        byDay.list.map((r: any) => [r.date, r.requests]),
+        [
+          [then, 1],
+          [today, 3],
+        ],
+      );
       const byKey = assertOk(await call('GET', `${USAGE}?group_by=key`, alice));
-      assert.deepEqual(byKey.list.map((r: any) => [r.key_id, r.requests]), [
-        [aliceSk1, 2],
-        [aliceSk2, 2],
-      ]);
+      assert.deepEqual(
+        byKey.list.map((r: any) => [r.key_id, r.requests]),
+        [
+          [aliceSk1, 2],
+          [aliceSk2, 2],
+        ],
+      );
       // default grouping: day and model
       const def = assertOk(await call('GET', USAGE, alice));
       assert.deepEqual(def.group_by, ['day', 'model']);
@@ -134,7 +144,10 @@ for (const db of testDatabases()) {
       assert.equal(recent.total.requests, 3);
       // a range ending two days ago holds only the old record
       const old = assertOk(await call('GET', `${USAGE}?start_time=${nowS() - 10 * DAY}&end_time=${nowS() - 2 * DAY}&group_by=model`, alice));
-      assert.deepEqual(old.list.map((r: any) => [r.model, r.requests]), [['m1', 1]]);
+      assert.deepEqual(
+        old.list.map((r: any) => [r.model, r.requests]),
+        [['m1', 1]],
+      );
       assert.equal(old.total.cost, 2);
       // a range that holds nothing
       assert.equal(assertOk(await call('GET', `${USAGE}?start_time=1&end_time=1000`, alice)).total.requests, 0);

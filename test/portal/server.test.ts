@@ -43,7 +43,11 @@ for (const db of testDatabases()) {
 
     test('errors over the wire keep the envelope; the portal answers JSON for a bad body', async () => {
       const jwt = await t.token('net-user-2');
-      const bad = await fetch(`${t.url}/v1/portal/management/api-keys`, { method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body: '{"name":' });
+      const bad = await fetch(`${t.url}/v1/portal/management/api-keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+        body: '{"name":',
+      });
       assert.equal(bad.status, 400);
       const b = await bad.json();
       assert.equal(b.meta.code, 40005);

@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UsageService } from '../../src/portal/usage/service.js';
-import { UsageJournal } from '../../src/portal/usage/journal.js';
+import { RefusedRecords, UsageJournal } from '../../src/portal/usage/journal.js';
 import type { UsageInsert, UsageStore } from '../../src/portal/usage/store.js';
+import { captureLog } from '../helpers/log.js';
 
 /** A store that keeps rows in memory (unique by record_id, as the table is) and can be made to fail. */
 function fakeStore() {
@@ -14,15 +15,21 @@ function fakeStore() {
     down: false,
     calls: 0,
     rows,
+    /** rows with this model are refused for their content, as PostgreSQL refuses a NUL in text */
+    refuseModel: undefined as string | undefined,
     async insert(batch: UsageInsert[]) {
       s.calls++;
       await new Promise((r) => setTimeout(r, 2));
       if (s.down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      if (batch.some((r) => r.model === s.refuseModel)) throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' });
       for (const r of batch) if (!rows.has(r.record_id!)) rows.set(r.record_id!, r);
     },
   };
   return s;
 }
+
+const service = (store: ReturnType<typeof fakeStore>, dir: string, log = captureLog().log, refused = new RefusedRecords(dir)) =>
+  new UsageService(store as unknown as UsageStore, new UsageJournal(dir), { log, refused });
 
 const key = { keyId: 'key_1', userId: 'u', orgId: 'default' };
 const until = async (cond: () => boolean, ms = 5000) => {
@@ -37,7 +44,7 @@ test('journaled records are shipped in batches, survive a database outage, and n
   const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
   try {
     const store = fakeStore();
-    const usage = new UsageService(store as unknown as UsageStore, new UsageJournal(dir));
+    const usage = service(store, dir);
     for (let i = 0; i < 50; i++) await usage.record({ requestId: `r${i}`, key, model: 'm', operation: 'responses', inputTokens: 1 });
     await until(() => store.rows.size === 50);
     assert.ok(store.calls < 50, `records were batched (${store.calls} inserts for 50 records)`);
@@ -66,20 +73,118 @@ test('records left in the journal by a stopped process are shipped at the next s
   try {
     const store = fakeStore();
     store.down = true;
-    const first = new UsageService(store as unknown as UsageStore, new UsageJournal(dir));
+    const first = service(store, dir);
     for (let i = 0; i < 5; i++) await first.record({ requestId: `a${i}`, key, model: 'm', operation: 'responses' });
     // the process dies here (no close): the records are only in the journal
     store.down = false;
-    const second = new UsageService(store as unknown as UsageStore, new UsageJournal(dir));
+    const second = service(store, dir);
     assert.equal(await second.recover(), 5);
     await second.flush();
     assert.equal(store.rows.size, 5);
     // a second recovery of the same records (a crash before the journal was emptied) adds nothing
-    const third = new UsageService(store as unknown as UsageStore, new UsageJournal(dir));
+    const third = service(store, dir);
     await third.recover();
     await third.flush();
     assert.equal(store.rows.size, 5);
     await Promise.all([second.close(), third.close()]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a record the database refuses is set aside in usage-refused.ndjson (0600), logged once at error level, and the rest is stored', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
+  try {
+    const store = fakeStore();
+    store.refuseModel = 'bad';
+    const { log, lines } = captureLog();
+    const usage = service(store, dir, log);
+    const refusedSeen: string[] = [];
+    usage.onRefused((row) => refusedSeen.push(row.request_id));
+    for (let i = 0; i < 10; i++) await usage.record({ requestId: `ok${i}`, key, model: 'm', operation: 'responses', costMicros: 5 });
+    await usage.record({ requestId: 'refused', key, model: 'bad', operation: 'responses', inputTokens: 7, costMicros: 70 });
+    await usage.flush();
+    assert.equal(store.rows.size, 10, 'the good records of the batch are stored one by one');
+    const file = join(dir, 'usage-refused.ndjson');
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const set = new RefusedRecords(dir).read();
+    assert.equal(set.length, 1);
+    assert.equal(set[0]!.record.request_id, 'refused');
+    assert.equal(set[0]!.record.cost_micros, 70);
+    assert.equal(set[0]!.record.input_tokens, 7);
+    assert.match(set[0]!.reason, /invalid byte sequence/);
+    assert.ok(Number.isInteger(set[0]!.refused_at));
+    // the journal is emptied only now that the record is safe elsewhere
+    assert.equal(readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8'), '');
+    const errors = lines.filter((l) => l.level === 'error');
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0]!.obj.request_id, 'refused');
+    assert.equal(errors[0]!.obj.record_id, set[0]!.record.record_id);
+    assert.equal(errors[0]!.obj.file, file);
+    assert.deepEqual(refusedSeen, ['refused']);
+    await usage.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a refused record that cannot be set aside stays in the journal and is tried again: never dropped', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
+  try {
+    const store = fakeStore();
+    store.refuseModel = 'bad';
+    const { log, lines } = captureLog();
+    // the refused file cannot be written (a full disk): the record must not be dropped with the journal
+    class FullDisk extends RefusedRecords {
+      full = true;
+      override append(row: UsageInsert, reason: string) {
+        if (this.full) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+        super.append(row, reason);
+      }
+    }
+    const refused = new FullDisk(dir);
+    const usage = service(store, dir, log, refused);
+    await usage.record({ requestId: 'good', key, model: 'm', operation: 'responses' });
+    await usage.record({ requestId: 'refused', key, model: 'bad', operation: 'responses', costMicros: 9 });
+    await assert.rejects(usage.flush(), /ENOSPC/);
+    const journal = () => readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8');
+    assert.match(journal(), /"request_id":"refused"/, 'the refused record is still in the journal');
+    assert.ok(lines.some((l) => l.level === 'error' && l.obj.request_id === 'refused' && /not set aside/.test(l.msg)));
+    // a process that stops now finds it in the journal at its next start
+    assert.equal(new UsageJournal(dir).recover().filter((r) => r.request_id === 'refused').length, 1);
+    // the disk has room again: the next attempt sets it aside and empties the journal
+    refused.full = false;
+    await usage.flush();
+    assert.deepEqual(
+      refused.read().map((l) => l.record.request_id),
+      ['refused'],
+    );
+    assert.equal(journal(), '');
+    assert.ok(store.rows.has([...store.rows.keys()][0]!));
+    assert.deepEqual(
+      [...store.rows.values()].map((r) => r.request_id),
+      ['good'],
+    );
+    await usage.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('close() with the database away ends at once and leaves the records in the journal', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
+  try {
+    const store = fakeStore();
+    store.down = true;
+    const usage = service(store, dir);
+    for (let i = 0; i < 3; i++) await usage.record({ requestId: `c${i}`, key, model: 'm', operation: 'responses' });
+    const t0 = Date.now();
+    await usage.close();
+    assert.ok(Date.now() - t0 < 1000, `close took ${Date.now() - t0} ms`);
+    const calls = store.calls;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(store.calls, calls, 'no shipment after close');
+    assert.equal(new UsageJournal(dir).recover().length, 3);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

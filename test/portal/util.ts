@@ -72,5 +72,9 @@ export async function eventually<T>(f: () => Promise<T>, ms = 2000): Promise<T> 
 
 /** Moves a key's expiry into the past directly in the database (no waiting). */
 export async function expireInDb(t: TestApp, id: string) {
-  await t.services.db.db.updateTable('api_keys').set({ expires_at: nowS() - 10 }).where('id', '=', id).execute();
+  await t.services.db.db
+    .updateTable('api_keys')
+    .set({ expires_at: nowS() - 10 })
+    .where('id', '=', id)
+    .execute();
 }

@@ -22,7 +22,7 @@ for (const db of testDatabases()) {
     });
     after(() => e.close());
 
-    test('plain text: the whole ResponseObject, usage total, the upstream\'s dated model name', async () => {
+    test("plain text: the whole ResponseObject, usage total, the upstream's dated model name", async () => {
       e.up.script({ text: 'Hello there, friend.', chunks: 3, model: 'upstream-model-2026-01-01', usage: { prompt_tokens: 12, completion_tokens: 5 } });
       const res = await e.call('POST', '/v1/responses', { model: MODEL, input: 'Say hello' });
       assert.equal(res.status, 200);
@@ -32,12 +32,28 @@ for (const db of testDatabases()) {
       assert.equal(r.model, 'upstream-model-2026-01-01');
       assert.equal(r.background, false);
       assert.equal(r.store, true);
-      for (const f of ['error', 'incomplete_details', 'instructions', 'max_output_tokens', 'max_tool_calls', 'previous_response_id', 'prompt_cache_key', 'safety_identifier', 'user']) {
+      for (const f of [
+        'error',
+        'incomplete_details',
+        'instructions',
+        'max_output_tokens',
+        'max_tool_calls',
+        'previous_response_id',
+        'prompt_cache_key',
+        'safety_identifier',
+        'user',
+      ]) {
         assert.equal(r[f], null, `${f} is null`);
       }
       assert.equal(typeof r.completed_at, 'number');
       assert.ok(r.completed_at >= r.created_at);
-      assert.deepEqual(r.usage, { input_tokens: 12, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 17 });
+      assert.deepEqual(r.usage, {
+        input_tokens: 12,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: 5,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 17,
+      });
       assert.equal(r.output.length, 1);
       const m = r.output[0];
       assert.equal(m.type, 'message');
@@ -65,6 +81,18 @@ for (const db of testDatabases()) {
       assertUsage(s.usage);
     });
 
+    test("prompt_cache_retention: the SDK's 'in_memory' and the API reference's 'in-memory' and '24h' are accepted and echoed; others refused", async () => {
+      for (const v of ['in_memory', 'in-memory', '24h']) {
+        e.up.script({ text: 'ok' });
+        const r = await e.client.responses.create({ model: MODEL, input: 'x', prompt_cache_key: 'conv-1', prompt_cache_retention: v as 'in_memory' });
+        assert.equal(r.prompt_cache_retention, v);
+        assert.equal(r.prompt_cache_key, 'conv-1');
+      }
+      const bad = await e.call('POST', '/v1/responses', { model: MODEL, input: 'x', prompt_cache_retention: 'forever' });
+      assert.equal(bad.status, 400);
+      assert.equal((await bad.json()).error.param, 'prompt_cache_retention');
+    });
+
     test('instructions become the system message; message arrays with every role and part kind', async () => {
       e.up.script({ text: 'ok' });
       const r = await e.client.responses.create({
@@ -73,9 +101,21 @@ for (const db of testDatabases()) {
         input: [
           { role: 'system', content: 'You are terse.' },
           { role: 'developer', content: 'Answer in English.' },
-          { role: 'user', content: [{ type: 'input_text', text: 'What is in ' }, { type: 'input_image', image_url: 'https://example.com/a.png', detail: 'low' }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'What is in ' },
+              { type: 'input_image', image_url: 'https://example.com/a.png', detail: 'low' },
+            ],
+          },
           { role: 'assistant', content: 'A cat.' },
-          { role: 'user', content: [{ type: 'text', text: 'And here?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'high' } }] } as any,
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'And here?' },
+              { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'high' } },
+            ],
+          } as any,
           { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Thanks' }] },
         ],
       });
@@ -85,9 +125,21 @@ for (const db of testDatabases()) {
         { role: 'system', content: 'Be brief.' },
         { role: 'system', content: 'You are terse.' },
         { role: 'system', content: 'Answer in English.' },
-        { role: 'user', content: [{ type: 'text', text: 'What is in ' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png', detail: 'low' } }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is in ' },
+            { type: 'image_url', image_url: { url: 'https://example.com/a.png', detail: 'low' } },
+          ],
+        },
         { role: 'assistant', content: 'A cat.' },
-        { role: 'user', content: [{ type: 'text', text: 'And here?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'high' } }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'And here?' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA', detail: 'high' } },
+          ],
+        },
         { role: 'user', content: 'Thanks' },
       ]);
     });
@@ -112,7 +164,10 @@ for (const db of testDatabases()) {
       assert.deepEqual(JSON.parse(c.arguments), { city: 'Paris' });
       assert.equal(c.status, 'completed');
       assert.match(c.id!, /^fc_/);
-      assert.deepEqual(r.tools.map((t: any) => t.name), ['get_weather', 'get_time']);
+      assert.deepEqual(
+        r.tools.map((t: any) => t.name),
+        ['get_weather', 'get_time'],
+      );
     });
 
     test('tool_choice none / auto / required / object', async () => {
@@ -141,15 +196,28 @@ for (const db of testDatabases()) {
     });
 
     test('parallel_tool_calls false: at most one call even when the upstream sends two', async () => {
-      e.up.script({ toolCalls: [{ name: 'get_weather', arguments: '{"city":"A"}' }, { name: 'get_weather', arguments: '{"city":"B"}' }] });
+      e.up.script({
+        toolCalls: [
+          { name: 'get_weather', arguments: '{"city":"A"}' },
+          { name: 'get_weather', arguments: '{"city":"B"}' },
+        ],
+      });
       const r = await e.client.responses.create({ model: MODEL, input: 'x', tools: [weather], parallel_tool_calls: false });
       assert.equal(e.last().parallel_tool_calls, false);
       assert.equal(r.parallel_tool_calls, false);
       assert.equal(r.output.filter((o) => o.type === 'function_call').length, 1);
       // with true, both
-      e.up.script({ toolCalls: [{ name: 'get_weather', arguments: '{"city":"A"}' }, { name: 'get_weather', arguments: '{"city":"B"}' }] });
+      e.up.script({
+        toolCalls: [
+          { name: 'get_weather', arguments: '{"city":"A"}' },
+          { name: 'get_weather', arguments: '{"city":"B"}' },
+        ],
+      });
       const r2 = await e.client.responses.create({ model: MODEL, input: 'x', tools: [weather] });
-      assert.deepEqual(r2.output.map((o: any) => JSON.parse(o.arguments).city), ['A', 'B']);
+      assert.deepEqual(
+        r2.output.map((o: any) => JSON.parse(o.arguments).city),
+        ['A', 'B'],
+      );
     });
 
     test('function_call and function_call_output items are re-attached as assistant tool_calls and tool messages', async () => {

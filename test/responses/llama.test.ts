@@ -17,7 +17,7 @@ describe('responses on the llama engine', () => {
 
   test('plain generation: exact usage (input tokens equal the input_tokens count; output equals the cap)', async () => {
     const body = { model: 'tiny', instructions: 'Answer briefly.', input: 'What is the weather like in the city?' };
-    const count = await (await e.call('POST', '/v1/responses/input_tokens', body)).json() as any;
+    const count = (await (await e.call('POST', '/v1/responses/input_tokens', body)).json()) as any;
     assert.equal(count.object, 'response.input_tokens');
     const r = await e.client.responses.create({ ...body, max_output_tokens: 8, temperature: 0 });
     assertFullObject(r);

@@ -33,21 +33,27 @@ for (const db of testDatabases()) {
         ]);
         e.up.script({ text: 'Bye.' });
         await e.client.responses.create({ model: MODEL, previous_response_id: r2.id, instructions: 'Be short.', input: 'Bye' });
-        assert.deepEqual(e.last().messages.map((m: any) => [m.role, m.content]), [
-          ['system', 'Be short.'],
-          ['user', 'My name is Ann.'],
-          ['assistant', 'Hi Ann!'],
-          ['user', 'What is my name?'],
-          ['assistant', 'Your name is Ann.'],
-          ['user', 'Bye'],
-        ]);
+        assert.deepEqual(
+          e.last().messages.map((m: any) => [m.role, m.content]),
+          [
+            ['system', 'Be short.'],
+            ['user', 'My name is Ann.'],
+            ['assistant', 'Hi Ann!'],
+            ['user', 'What is my name?'],
+            ['assistant', 'Your name is Ann.'],
+            ['user', 'Bye'],
+          ],
+        );
       });
 
       test('a function call in the previous output is answered with a function_call_output item', async () => {
         const tools = [{ type: 'function' as const, name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } }, strict: false }];
         e.up.script({ reasoning: 'I should look it up.', toolCalls: [{ id: 'call_9', name: 'lookup', arguments: '{"q":"x"}' }] });
         const r1 = await e.client.responses.create({ model: MODEL, input: 'Find x', tools });
-        assert.deepEqual(r1.output.map((o) => o.type), ['reasoning', 'function_call']);
+        assert.deepEqual(
+          r1.output.map((o) => o.type),
+          ['reasoning', 'function_call'],
+        );
         e.up.script({ text: 'x is 1' });
         const r2 = await e.client.responses.create({ model: MODEL, previous_response_id: r1.id, tools, input: [{ type: 'function_call_output', call_id: 'call_9', output: '1' }] });
         assert.equal(r2.output_text, 'x is 1');
@@ -58,9 +64,14 @@ for (const db of testDatabases()) {
         ]);
       });
 
-      test('unknown id, store:false, another user\'s response -> 404 previous_response_not_found', async () => {
+      test("unknown id, store:false, another user's response -> 404 previous_response_not_found", async () => {
         const n = e.up.requests.length;
-        await expectError(await e.call('POST', '/v1/responses', { model: MODEL, input: 'x', previous_response_id: 'resp_nope' }), 404, 'previous_response_not_found', 'previous_response_id');
+        await expectError(
+          await e.call('POST', '/v1/responses', { model: MODEL, input: 'x', previous_response_id: 'resp_nope' }),
+          404,
+          'previous_response_not_found',
+          'previous_response_id',
+        );
         e.up.script({ text: 'not kept' });
         const unstored = await e.client.responses.create({ model: MODEL, input: 'x', store: false });
         assert.equal((unstored as any).store, false);
@@ -69,7 +80,10 @@ for (const db of testDatabases()) {
         await assert.rejects(e.client.responses.retrieve(unstored.id), OpenAI.NotFoundError);
         e.up.script({ text: 'mine' });
         const mine = await e.client.responses.create({ model: MODEL, input: 'x' });
-        await assert.rejects(bob.responses.create({ model: MODEL, input: 'y', previous_response_id: mine.id }), (err: any) => err.status === 404 && err.code === 'previous_response_not_found');
+        await assert.rejects(
+          bob.responses.create({ model: MODEL, input: 'y', previous_response_id: mine.id }),
+          (err: any) => err.status === 404 && err.code === 'previous_response_not_found',
+        );
         assert.equal(e.up.requests.length, n + 2);
       });
 
@@ -101,7 +115,10 @@ for (const db of testDatabases()) {
         assert.equal(all.object, 'list');
         assert.equal(all.data.length, 5);
         assert.equal(all.has_more, false);
-        assert.deepEqual(all.data.map((i: any) => i.content[0].text), ['one', 'two', 'three', 'four', 'five']);
+        assert.deepEqual(
+          all.data.map((i: any) => i.content[0].text),
+          ['one', 'two', 'three', 'four', 'five'],
+        );
         for (const i of all.data) {
           assert.equal(typeof i.id, 'string');
           assert.ok(i.id.length > 0);
@@ -113,22 +130,41 @@ for (const db of testDatabases()) {
         assert.equal(all.first_id, all.data[0].id);
         assert.equal(all.last_id, all.data[4].id);
         const desc = await get('');
-        assert.deepEqual(desc.data.map((i: any) => i.content[0].text), ['five', 'four', 'three', 'two', 'one'], 'desc by default');
+        assert.deepEqual(
+          desc.data.map((i: any) => i.content[0].text),
+          ['five', 'four', 'three', 'two', 'one'],
+          'desc by default',
+        );
         const p1 = await get('?order=asc&limit=2');
-        assert.deepEqual(p1.data.map((i: any) => i.content[0].text), ['one', 'two']);
+        assert.deepEqual(
+          p1.data.map((i: any) => i.content[0].text),
+          ['one', 'two'],
+        );
         assert.equal(p1.has_more, true);
         assert.equal(p1.first_id, p1.data[0].id);
         assert.equal(p1.last_id, p1.data[1].id);
         const p2 = await get(`?order=asc&limit=2&after=${p1.last_id}`);
-        assert.deepEqual(p2.data.map((i: any) => i.content[0].text), ['three', 'four']);
+        assert.deepEqual(
+          p2.data.map((i: any) => i.content[0].text),
+          ['three', 'four'],
+        );
         assert.equal(p2.has_more, true);
         const p3 = await get(`?order=asc&limit=2&after=${p2.last_id}`);
-        assert.deepEqual(p3.data.map((i: any) => i.content[0].text), ['five']);
+        assert.deepEqual(
+          p3.data.map((i: any) => i.content[0].text),
+          ['five'],
+        );
         assert.equal(p3.has_more, false);
         const d1 = await get('?order=desc&limit=3');
-        assert.deepEqual(d1.data.map((i: any) => i.content[0].text), ['five', 'four', 'three']);
+        assert.deepEqual(
+          d1.data.map((i: any) => i.content[0].text),
+          ['five', 'four', 'three'],
+        );
         const d2 = await get(`?order=desc&limit=3&after=${d1.last_id}`);
-        assert.deepEqual(d2.data.map((i: any) => i.content[0].text), ['two', 'one']);
+        assert.deepEqual(
+          d2.data.map((i: any) => i.content[0].text),
+          ['two', 'one'],
+        );
         await expectError(await e.call('GET', `/v1/responses/${r.id}/input_items?limit=101`), 400, undefined, 'limit');
         // the SDK pages through them
         const texts: string[] = [];
@@ -206,7 +242,10 @@ for (const db of testDatabases()) {
         const s = await e.client.responses.retrieve(q.id, { stream: true, starting_after: 4 });
         const seqs: number[] = [];
         for await (const ev of s) seqs.push(ev.sequence_number);
-        assert.deepEqual(seqs, events.slice(5).map((x) => x.sequence_number));
+        assert.deepEqual(
+          seqs,
+          events.slice(5).map((x) => x.sequence_number),
+        );
         // a non-background response cannot be replayed
         e.up.script({ text: 'fg' });
         const fg = await e.client.responses.create({ model: MODEL, input: 'x' });
@@ -218,7 +257,13 @@ for (const db of testDatabases()) {
         const q = await e.client.responses.create({ model: MODEL, input: 'x', background: true });
         const events = checkFraming(await readSse(await e.call('GET', `/v1/responses/${q.id}?stream=true`)));
         assert.equal(events[events.length - 1].type, 'response.completed');
-        assert.equal(events.filter((x) => x.type === 'response.output_text.delta').map((x) => x.delta).join(''), '0123456789');
+        assert.equal(
+          events
+            .filter((x) => x.type === 'response.output_text.delta')
+            .map((x) => x.delta)
+            .join(''),
+          '0123456789',
+        );
       });
 
       test('background + stream: the events of the queued response, live', async () => {

@@ -31,7 +31,10 @@ for (const db of testDatabases()) {
       assert.equal(final.usage?.total_tokens, 12);
       const stored = await e.client.responses.retrieve(final.id);
       // (the SDK's parser adds `parsed: null` to the streamed parts; the ids and texts are the same)
-      assert.deepEqual(stored.output.map((o: any) => [o.id, o.status, o.content[0].text]), final.output.map((o: any) => [o.id, o.status, o.content[0].text]));
+      assert.deepEqual(
+        stored.output.map((o: any) => [o.id, o.status, o.content[0].text]),
+        final.output.map((o: any) => [o.id, o.status, o.content[0].text]),
+      );
       assert.deepEqual(stored.usage, final.usage);
       assert.equal(stored.status, 'completed');
     });
@@ -74,26 +77,43 @@ for (const db of testDatabases()) {
       const argsDone = events.find((x) => x.type === 'response.function_call_arguments.done');
       assert.equal(argsDone.name, 'get_weather');
       assert.equal(argsDone.arguments, '{"city":"Paris"}');
-      assert.equal(events.filter((x) => x.type === 'response.function_call_arguments.delta').map((x) => x.delta).join(''), '{"city":"Paris"}');
+      assert.equal(
+        events
+          .filter((x) => x.type === 'response.function_call_arguments.delta')
+          .map((x) => x.delta)
+          .join(''),
+        '{"city":"Paris"}',
+      );
       const done = events[events.length - 2];
       assert.equal(done.item.status, 'completed');
       assert.equal(done.item.arguments, '{"city":"Paris"}');
     });
 
     test('two calls: the second at the next output_index; SDK stream accepts it', async () => {
-      const two = { toolCalls: [{ name: 'get_weather', arguments: '{"city":"A"}' }, { name: 'get_weather', arguments: '{"city":"B"}' }] };
+      const two = {
+        toolCalls: [
+          { name: 'get_weather', arguments: '{"city":"A"}' },
+          { name: 'get_weather', arguments: '{"city":"B"}' },
+        ],
+      };
       e.up.script(two);
       const events = checkFraming(await readSse(await stream({ input: 'w', tools: [weather] })));
       const deltas = (i: number) => events.filter((x) => x.type === 'response.function_call_arguments.delta' && x.output_index === i).length;
       assert.deepEqual(types(events), ['response.created', 'response.in_progress', ...callItemTypes(deltas(0)), ...callItemTypes(deltas(1)), 'response.completed']);
       const adds = events.filter((x) => x.type === 'response.output_item.added');
-      assert.deepEqual(adds.map((x) => x.output_index), [0, 1]);
+      assert.deepEqual(
+        adds.map((x) => x.output_index),
+        [0, 1],
+      );
       assert.notEqual(adds[0].item.id, adds[1].item.id);
       assert.notEqual(adds[0].item.call_id, adds[1].item.call_id);
       e.up.script(two);
       const s = e.client.responses.stream({ model: MODEL, input: 'w', tools: [weather] });
       const final = await s.finalResponse();
-      assert.deepEqual(final.output.map((o: any) => o.arguments), ['{"city":"A"}', '{"city":"B"}']);
+      assert.deepEqual(
+        final.output.map((o: any) => o.arguments),
+        ['{"city":"A"}', '{"city":"B"}'],
+      );
     });
 
     test('reasoning (upstream reasoning_content): a reasoning item with reasoning_text events, then the message', async () => {

@@ -60,7 +60,12 @@ export async function setup(db: TestDb = 'pglite', extra: ModelSpec[] = [], env:
 }
 
 /** Asserts an OpenAI-shaped error answer and returns its `error`. */
-export async function expectError(res: Response, status: number, code?: string | null, param?: string | null): Promise<{ message: string; type: string; param: string | null; code: string | null }> {
+export async function expectError(
+  res: Response,
+  status: number,
+  code?: string | null,
+  param?: string | null,
+): Promise<{ message: string; type: string; param: string | null; code: string | null }> {
   const text = await res.text();
   assert.equal(res.status, status, `expected HTTP ${status}, got ${res.status}: ${text}`);
   const body = JSON.parse(text);
@@ -116,7 +121,11 @@ export function checkFraming(frames: SseFrame[], opts: { done?: boolean; from?: 
     assert.equal(frames[frames.length - 1].data, '[DONE]', 'the stream ends with data: [DONE]');
     assert.equal(frames[frames.length - 1].event, undefined);
     assert.equal(frames.filter((f) => f.data === '[DONE]').length, 1);
-  } else assert.ok(frames.every((f) => f.data !== '[DONE]'), 'no [DONE] expected');
+  } else
+    assert.ok(
+      frames.every((f) => f.data !== '[DONE]'),
+      'no [DONE] expected',
+    );
   let n = opts.from ?? 0;
   for (const f of events) {
     assert.equal(f.event, f.json.type, 'event: line equals data.type');
@@ -145,10 +154,40 @@ export function callItemTypes(deltas: number): string[] {
 
 /** Every field of the ResponseObject (spec 2.5 and the protocol reference). */
 export const RESPONSE_FIELDS = [
-  'id', 'object', 'created_at', 'status', 'background', 'billing', 'completed_at', 'error', 'incomplete_details', 'instructions',
-  'max_output_tokens', 'max_tool_calls', 'model', 'output', 'parallel_tool_calls', 'previous_response_id', 'prompt_cache_key',
-  'prompt_cache_retention', 'reasoning', 'safety_identifier', 'service_tier', 'store', 'temperature', 'text', 'tool_choice', 'tools',
-  'top_logprobs', 'top_p', 'truncation', 'user', 'metadata', 'usage', 'presence_penalty', 'frequency_penalty',
+  'id',
+  'object',
+  'created_at',
+  'status',
+  'background',
+  'billing',
+  'completed_at',
+  'error',
+  'incomplete_details',
+  'instructions',
+  'max_output_tokens',
+  'max_tool_calls',
+  'model',
+  'output',
+  'parallel_tool_calls',
+  'previous_response_id',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'reasoning',
+  'safety_identifier',
+  'service_tier',
+  'store',
+  'temperature',
+  'text',
+  'tool_choice',
+  'tools',
+  'top_logprobs',
+  'top_p',
+  'truncation',
+  'user',
+  'metadata',
+  'usage',
+  'presence_penalty',
+  'frequency_penalty',
 ] as const;
 
 export function assertFullObject(r: any) {

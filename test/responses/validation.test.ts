@@ -20,14 +20,32 @@ describe('responses validation', () => {
       ['input null', { model: MODEL, input: null }, 'input'],
       ['empty input array', { model: MODEL, input: [] }, 'input'],
       ['content missing', { model: MODEL, input: [{ role: 'user' }] }, 'input[0].content'],
-      ['content null', { model: MODEL, input: [{ role: 'user', content: 'a' }, { role: 'user', content: null }] }, 'input[1].content'],
-      ['tool_calls in a message', { model: MODEL, input: [{ role: 'assistant', content: '', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }] }, 'input[0].tool_calls'],
+      [
+        'content null',
+        {
+          model: MODEL,
+          input: [
+            { role: 'user', content: 'a' },
+            { role: 'user', content: null },
+          ],
+        },
+        'input[1].content',
+      ],
+      [
+        'tool_calls in a message',
+        { model: MODEL, input: [{ role: 'assistant', content: '', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }] },
+        'input[0].tool_calls',
+      ],
       ['tool_call_id in a message', { model: MODEL, input: [{ role: 'user', content: 'x', tool_call_id: 'c' }] }, 'input[0].tool_call_id'],
       ['role tool', { model: MODEL, input: [{ role: 'tool', content: 'x' }] }, 'input[0].role'],
       ['the former messages parameter', { model: MODEL, messages: [{ role: 'user', content: 'x' }] }, 'messages', 'unsupported_parameter'],
       ['messages next to input', { model: MODEL, input: 'x', messages: [] }, 'messages', 'unsupported_parameter'],
       ['a non-function tool', { model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
-      ['tool_choice naming an unknown tool', { model: MODEL, input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }], tool_choice: { type: 'function', name: 'g' } }, 'tool_choice.name'],
+      [
+        'tool_choice naming an unknown tool',
+        { model: MODEL, input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }], tool_choice: { type: 'function', name: 'g' } },
+        'tool_choice.name',
+      ],
       ['tool_choice required without tools', { model: MODEL, input: 'x', tool_choice: 'required' }, 'tool_choice'],
       ['an unknown top-level parameter', { model: MODEL, input: 'x', frobnicate: true }, 'frobnicate'],
       ['temperature 3', { model: MODEL, input: 'x', temperature: 3 }, 'temperature'],
@@ -68,7 +86,7 @@ describe('responses validation', () => {
     await assert.rejects(e.client.responses.create({ model: 'nope', input: 'x' }), OpenAI.NotFoundError);
   });
 
-  test('authentication and scopes: another model\'s key 403, malformed 401 invalid_format, revoked 401, none 401', async () => {
+  test("authentication and scopes: another model's key 403, malformed 401 invalid_format, revoked 401, none 401", async () => {
     const scoped = await e.t.inferenceKey('alice', { scopes: ['model:tiny-window'] });
     await expectError(await post({ model: MODEL, input: 'x' }, { authorization: `Bearer ${scoped}` }), 403, 'insufficient_scope');
     // the same key may use its own model

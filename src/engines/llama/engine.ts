@@ -24,15 +24,7 @@ import {
   type LlamaModel,
   type Token,
 } from 'node-llama-cpp';
-import {
-  EngineError,
-  type FinishReason,
-  type FunctionTool,
-  type GenerateEvent,
-  type GenerateRequest,
-  type TextEngine,
-  type Usage,
-} from '../types.js';
+import { EngineError, type FinishReason, type FunctionTool, type GenerateEvent, type GenerateRequest, type TextEngine, type Usage } from '../types.js';
 import { toChatHistory } from './history.js';
 import { describeToolsForProtocol, forcedCallSchema, toGbnfSchema } from './schema.js';
 import { abortError, newCallId, ThinkTagSplitter, ToolCallScanner } from './util.js';
@@ -100,7 +92,7 @@ interface Prepared {
 
 const llamaInstances = new Map<string, Promise<Llama>>();
 
-function sharedLlama(gpu: false | 'auto'): Promise<Llama> {
+export function sharedLlama(gpu: false | 'auto'): Promise<Llama> {
   const key = String(gpu);
   let p = llamaInstances.get(key);
   if (!p) {
@@ -141,6 +133,11 @@ export class LlamaEngine implements TextEngine {
       ...options,
     };
     if (!(this.opts.parallel >= 1)) throw new EngineError('llama engine: parallel must be at least 1', 'invalid_config', 500);
+  }
+
+  /** Where it runs and how long it took to load (after load), for the start log. */
+  info(): { device: string; loadMs?: number } {
+    return { device: this.llama ? (this.llama.gpu ? `GPU (${this.llama.gpu})` : 'CPU') : 'not loaded', loadMs: this.loadMs };
   }
 
   /** Context window in tokens (per sequence): the requested size until the model is loaded, then the actual one. */
@@ -222,7 +219,7 @@ export class LlamaEngine implements TextEngine {
     });
   }
 
-  private async prepare(req: Pick<GenerateRequest, 'messages' | 'tools' | 'toolChoice' | 'parallelToolCalls' | 'format'>): Promise<Prepared> {
+  private async prepare(req: Pick<GenerateRequest, 'messages' | 'tools' | 'toolChoice' | 'parallelToolCalls' | 'format' | 'maxToolCalls'>): Promise<Prepared> {
     const choice = req.toolChoice ?? 'auto';
     let tools: FunctionTool[] = choice === 'none' ? [] : (req.tools ?? []);
     if (typeof choice === 'object') {
@@ -232,7 +229,8 @@ export class LlamaEngine implements TextEngine {
     if (choice === 'required' && tools.length === 0) {
       throw new EngineError('tool_choice "required" needs at least one function tool', 'invalid_tool_choice', 400);
     }
-    const parallel = req.parallelToolCalls !== false;
+    // one call allowed (parallel_tool_calls false, or max_tool_calls 1): the grammar and the chat wrapper allow one
+    const parallel = req.parallelToolCalls !== false && req.maxToolCalls !== 1;
     const forced = tools.length > 0 && (choice === 'required' || typeof choice === 'object');
     const format = req.format && req.format.type !== 'text' ? req.format : undefined;
 
@@ -243,10 +241,7 @@ export class LlamaEngine implements TextEngine {
       mode = { kind: 'forced', grammar, parallel };
       extraSystem = describeToolsForProtocol(tools, parallel, true);
     } else if (format) {
-      const grammar =
-        format.type === 'json_object'
-          ? await (this.jsonGrammar ??= this.llama.getGrammarFor('json'))
-          : await this.grammarForSchema(toGbnfSchema(format.schema));
+      const grammar = format.type === 'json_object' ? await (this.jsonGrammar ??= this.llama.getGrammarFor('json')) : await this.grammarForSchema(toGbnfSchema(format.schema));
       mode = { kind: 'grammar', grammar };
       if (tools.length > 0) extraSystem = describeToolsForProtocol(tools, parallel, false);
     } else if (tools.length > 0) {
@@ -258,7 +253,7 @@ export class LlamaEngine implements TextEngine {
           ...(hasParams ? { params: toGbnfSchema(t.parameters) as GbnfJsonSchema } : {}),
         };
       }
-      mode = { kind: 'functions', functions, maxParallel: parallel ? undefined : 1 };
+      mode = { kind: 'functions', functions, maxParallel: parallel ? req.maxToolCalls : 1 };
     } else mode = { kind: 'text' };
 
     const history = toChatHistory(req.messages, extraSystem);
@@ -428,11 +423,7 @@ export class LlamaEngine implements TextEngine {
     const ctx = this.ctxSize as number;
     const promptLen = prepared.promptTokens.length;
     if (promptLen + 1 >= ctx) {
-      throw new EngineError(
-        `This model's context window is ${ctx} tokens; the input has ${promptLen} tokens.`,
-        'context_length_exceeded',
-        400,
-      );
+      throw new EngineError(`This model's context window is ${ctx} tokens; the input has ${promptLen} tokens.`, 'context_length_exceeded', 400);
     }
     if (req.maxOutputTokens !== undefined && !(req.maxOutputTokens >= 1)) {
       throw new EngineError('max_output_tokens must be at least 1', 'invalid_request', 400);
@@ -473,14 +464,7 @@ export class LlamaEngine implements TextEngine {
 
   private readonly running = new Map<Slot, Promise<unknown>>();
 
-  private async runOnSlot(
-    slot: Slot,
-    req: GenerateRequest,
-    prepared: Prepared,
-    signal: AbortSignal,
-    out: AsyncChannel<GenerateEvent>,
-    cachedTokens: number,
-  ): Promise<void> {
+  private async runOnSlot(slot: Slot, req: GenerateRequest, prepared: Prepared, signal: AbortSignal, out: AsyncChannel<GenerateEvent>, cachedTokens: number): Promise<void> {
     const { mode, history, promptTokens } = prepared;
     const ctx = this.ctxSize as number;
     const room = ctx - promptTokens.length - 1;
@@ -496,34 +480,50 @@ export class LlamaEngine implements TextEngine {
       else if (scanner) scanner.push(s);
       else out.push({ type: 'text_delta', delta: s });
     };
+    // once max_tool_calls calls are made no more may be: generation stops there instead of running on to the token cap
+    const enough = new AbortController();
     const scanner =
       mode.kind === 'forced'
         ? new ToolCallScanner(mode.parallel, {
-            start: (callId, name) => out.push({ type: 'tool_call_start', callId, name }),
-            delta: (callId, delta) => out.push({ type: 'tool_call_delta', callId, delta }),
-            end: (callId, args) => out.push({ type: 'tool_call_end', callId, arguments: args }),
+            // a call begun in the same chunk that ended the last allowed one is not passed on
+            start: (callId, name) => !enough.signal.aborted && out.push({ type: 'tool_call_start', callId, name }),
+            delta: (callId, delta) => !enough.signal.aborted && out.push({ type: 'tool_call_delta', callId, delta }),
+            end: (callId, args, incomplete) => {
+              if (enough.signal.aborted) return;
+              out.push(incomplete ? { type: 'tool_call_end', callId, arguments: args, incomplete } : { type: 'tool_call_end', callId, arguments: args });
+              if (!incomplete && req.maxToolCalls !== undefined && scanner!.calls.filter((c) => c.complete).length >= req.maxToolCalls) enough.abort();
+            },
           })
         : undefined;
 
     // native function calls (tool_choice auto)
     let nativeCall: { index: number; callId: string; args: string } | undefined;
     let nativeCalls = 0;
-    const endNative = () => {
+    /** `cut`: the token cap ended the call before its arguments did (incomplete, arguments as written) */
+    const endNative = (cut = false) => {
       if (nativeCall) {
-        out.push({ type: 'tool_call_end', callId: nativeCall.callId, arguments: nativeCall.args || '{}' });
+        out.push(
+          cut
+            ? { type: 'tool_call_end', callId: nativeCall.callId, arguments: nativeCall.args, incomplete: true }
+            : { type: 'tool_call_end', callId: nativeCall.callId, arguments: nativeCall.args || '{}' },
+        );
         nativeCall = undefined;
       }
     };
 
     const temperature = req.temperature ?? this.opts.defaultTemperature;
+    const penalties = req.presencePenalty !== undefined || req.frequencyPenalty !== undefined;
     const common = {
-      signal,
+      signal: AbortSignal.any([signal, enough.signal]),
       stopOnAbortSignal: true,
       maxTokens,
       temperature,
-      // node-llama-cpp's default seed is fixed; clients expect different samples per request
-      seed: randomInt(2 ** 31),
+      // node-llama-cpp's default seed is fixed; clients expect different samples per request unless they give a seed
+      seed: req.seed !== undefined ? ((req.seed % 2 ** 32) + 2 ** 32) % 2 ** 32 : randomInt(2 ** 31),
       ...(req.topP !== undefined && temperature > 0 ? { topP: req.topP } : {}),
+      // OpenAI's presence and frequency penalties are llama.cpp's (subtracted from the logits of tokens already
+      // generated), applied by node-llama-cpp over the last 64 generated tokens; the repeat penalty stays at its default
+      ...(penalties ? { repeatPenalty: { presencePenalty: req.presencePenalty ?? 0, frequencyPenalty: req.frequencyPenalty ?? 0 } } : {}),
       ...(req.stop && req.stop.length > 0 ? { customStopTriggers: req.stop.filter((s) => s.length > 0) } : {}),
       ...(thoughtBudget(req.reasoningEffort) !== undefined ? { budgets: { thoughtTokens: thoughtBudget(req.reasoningEffort) } } : {}),
       onResponseChunk: (chunk: { type: 'segment' | undefined; segmentType?: string; text: string; tokens: Token[] }) => {
@@ -578,15 +578,15 @@ export class LlamaEngine implements TextEngine {
     } finally {
       this.running.delete(slot);
     }
+    const stopReason = res.metadata.stopReason;
     splitter?.flush(emitText);
-    endNative();
+    endNative(stopReason === 'maxTokens');
     scanner?.finish();
 
     const used = TokenMeter.diff(slot.sequence.tokenMeter.getState(), meterStart);
-    const stopReason = res.metadata.stopReason;
     let finishReason: FinishReason = stopReason === 'maxTokens' ? 'length' : 'stop';
     if (mode.kind === 'functions' && nativeCalls > 0 && stopReason !== 'maxTokens') finishReason = 'tool_calls';
-    if (scanner && scanner.calls.length > 0 && scanner.calls.every((c) => c.complete) && stopReason !== 'maxTokens') finishReason = 'tool_calls';
+    if (scanner && scanner.calls.length > 0 && (enough.signal.aborted || scanner.calls.every((c) => c.complete)) && stopReason !== 'maxTokens') finishReason = 'tool_calls';
     const usage: Usage = {
       inputTokens: promptTokens.length,
       outputTokens: used.usedOutputTokens,

@@ -77,7 +77,8 @@ export class ToolCallScanner {
     private readonly emit: {
       start(callId: string, name: string): void;
       delta(callId: string, delta: string): void;
-      end(callId: string, args: string): void;
+      /** `incomplete`: the generation ended inside the arguments (the token cap, a stop sequence) */
+      end(callId: string, args: string, incomplete?: boolean): void;
     },
   ) {}
 
@@ -178,7 +179,7 @@ export class ToolCallScanner {
       this.flushDelta();
       const call = this.calls[this.calls.length - 1];
       call.arguments = this.argsBuf;
-      this.emit.end(call.callId, this.argsBuf);
+      this.emit.end(call.callId, this.argsBuf, true);
       this.inArgs = false;
       this.current = undefined;
     }

@@ -27,49 +27,7 @@ import {
   type TranscriptSegment,
   type TranscriptWord,
 } from '../types.js';
-
-// ---------------------------------------------------------------- language names
-
-/** Whisper's language table: ISO-639-1 code -> the lower-case name verbose_json reports. */
-export const LANGUAGE_NAMES: Readonly<Record<string, string>> = {
-  en: 'english', zh: 'chinese', de: 'german', es: 'spanish', ru: 'russian', ko: 'korean', fr: 'french',
-  ja: 'japanese', pt: 'portuguese', tr: 'turkish', pl: 'polish', ca: 'catalan', nl: 'dutch', ar: 'arabic',
-  sv: 'swedish', it: 'italian', id: 'indonesian', hi: 'hindi', fi: 'finnish', vi: 'vietnamese', he: 'hebrew',
-  uk: 'ukrainian', el: 'greek', ms: 'malay', cs: 'czech', ro: 'romanian', da: 'danish', hu: 'hungarian',
-  ta: 'tamil', no: 'norwegian', th: 'thai', ur: 'urdu', hr: 'croatian', bg: 'bulgarian', lt: 'lithuanian',
-  la: 'latin', mi: 'maori', ml: 'malayalam', cy: 'welsh', sk: 'slovak', te: 'telugu', fa: 'persian',
-  lv: 'latvian', bn: 'bengali', sr: 'serbian', az: 'azerbaijani', sl: 'slovenian', kn: 'kannada', et: 'estonian',
-  mk: 'macedonian', br: 'breton', eu: 'basque', is: 'icelandic', hy: 'armenian', ne: 'nepali', mn: 'mongolian',
-  bs: 'bosnian', kk: 'kazakh', sq: 'albanian', sw: 'swahili', gl: 'galician', mr: 'marathi', pa: 'punjabi',
-  si: 'sinhala', km: 'khmer', sn: 'shona', yo: 'yoruba', so: 'somali', af: 'afrikaans', oc: 'occitan',
-  ka: 'georgian', be: 'belarusian', tg: 'tajik', sd: 'sindhi', gu: 'gujarati', am: 'amharic', yi: 'yiddish',
-  lo: 'lao', uz: 'uzbek', fo: 'faroese', ht: 'haitian creole', ps: 'pashto', tk: 'turkmen', nn: 'nynorsk',
-  mt: 'maltese', sa: 'sanskrit', lb: 'luxembourgish', my: 'myanmar', bo: 'tibetan', tl: 'tagalog',
-  mg: 'malagasy', as: 'assamese', tt: 'tatar', haw: 'hawaiian', ln: 'lingala', ha: 'hausa', ba: 'bashkir',
-  jv: 'javanese', su: 'sundanese', yue: 'cantonese',
-};
-
-const NAME_TO_CODE: Record<string, string> = Object.fromEntries(Object.entries(LANGUAGE_NAMES).map(([c, n]) => [n, c]));
-Object.assign(NAME_TO_CODE, {
-  burmese: 'my', valencian: 'ca', flemish: 'nl', haitian: 'ht', letzeburgesch: 'lb', pushto: 'ps', panjabi: 'pa',
-  moldavian: 'ro', moldovan: 'ro', sinhalese: 'si', castilian: 'es', mandarin: 'zh', jw: 'jv',
-});
-
-/** "english" / "English" / "en" / "en-US" -> "en"; undefined when unknown. */
-export function languageCode(nameOrCode: string | undefined | null): string | undefined {
-  if (!nameOrCode) return undefined;
-  const s = nameOrCode.trim().toLowerCase();
-  if (NAME_TO_CODE[s]) return NAME_TO_CODE[s];
-  if (LANGUAGE_NAMES[s]) return s;
-  const base = s.split(/[-_]/)[0];
-  if (LANGUAGE_NAMES[base]) return base;
-  return undefined;
-}
-
-/** "en" -> "english" (the verbose_json form); unknown codes are returned as given. */
-export function languageName(code: string): string {
-  return LANGUAGE_NAMES[code.toLowerCase()] ?? code;
-}
+import { languageCode } from '../shared/languages.js';
 
 // ---------------------------------------------------------------- shared HTTP bits
 
@@ -87,12 +45,27 @@ export const DEFAULT_AUDIO_TIMEOUT_MS = 300_000;
 
 const PASS_THROUGH_CODES = new Set(['audio_too_short', 'invalid_file_format', 'unsupported_language']);
 
+/** The URL without its userinfo (fetch refuses URLs with credentials: they go in the Basic header instead). */
 function endpoint(baseUrl: string, path: string): string {
-  return baseUrl.replace(/\/+$/, '') + path;
+  const u = new URL(baseUrl.replace(/\/+$/, '') + path);
+  u.username = '';
+  u.password = '';
+  return u.toString();
 }
 
-function authHeaders(apiKey?: string): Record<string, string> {
-  return apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+/** Bearer with the api key; else Basic from a base_url's userinfo (as the text engine sends them); else nothing. */
+function authHeaders(apiKey: string | undefined, baseUrl: string): Record<string, string> {
+  if (apiKey) return { authorization: `Bearer ${apiKey}` };
+  const u = new URL(baseUrl);
+  if (!u.username && !u.password) return {};
+  const dec = (x: string) => {
+    try {
+      return decodeURIComponent(x);
+    } catch {
+      return x;
+    }
+  };
+  return { authorization: 'Basic ' + Buffer.from(`${dec(u.username)}:${dec(u.password)}`).toString('base64') };
 }
 
 /** The upstream's error message: OpenAI `{error:{message}}`, FastAPI `{detail}`, `{message}`, or the text. */
@@ -131,14 +104,7 @@ export async function upstreamError(res: Response, apiKey?: string): Promise<Eng
   const message = redactKey(raw.message, apiKey);
   const s = res.status;
   if (s === 400 || s === 413 || s === 415 || s === 422) {
-    const c =
-      code && PASS_THROUGH_CODES.has(code)
-        ? code
-        : s === 413
-          ? 'payload_too_large'
-          : s === 415
-            ? 'unsupported_media_type'
-            : 'invalid_request';
+    const c = code && PASS_THROUGH_CODES.has(code) ? code : s === 413 ? 'payload_too_large' : s === 415 ? 'unsupported_media_type' : 'invalid_request';
     return new EngineError(message, c, s === 422 ? 400 : s);
   }
   if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429);
@@ -245,7 +211,9 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
       const translate = req.task === 'translate';
       const url = endpoint(opts.baseUrl, translate ? '/audio/translations' : '/audio/transcriptions');
       const form = new FormData();
-      const blob = new Blob([new Uint8Array(req.file.bytes.buffer, req.file.bytes.byteOffset, req.file.bytes.byteLength) as Uint8Array<ArrayBuffer>], { type: req.file.mimeType || 'application/octet-stream' });
+      const blob = new Blob([new Uint8Array(req.file.bytes.buffer, req.file.bytes.byteOffset, req.file.bytes.byteLength) as Uint8Array<ArrayBuffer>], {
+        type: req.file.mimeType || 'application/octet-stream',
+      });
       form.append('file', blob, req.file.filename || 'audio');
       form.append('model', opts.upstreamModel ?? req.model);
       form.append('response_format', 'verbose_json');
@@ -264,7 +232,7 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
       let res: Response;
       let body: unknown;
       try {
-        res = await fetch(url, { method: 'POST', headers: { ...authHeaders(opts.apiKey), accept: 'application/json' }, body: form, signal });
+        res = await fetch(url, { method: 'POST', headers: { ...authHeaders(opts.apiKey, opts.baseUrl), accept: 'application/json' }, body: form, signal });
         if (!res.ok) throw await upstreamError(res, opts.apiKey);
         const ct = res.headers.get('content-type') ?? '';
         const raw = await res.text();
@@ -296,13 +264,13 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
 // ---------------------------------------------------------------- speech
 
 export interface OpenAICompatibleSpeechOptions extends OpenAICompatibleAudioOptions {
-  /** voice ids the upstream knows; default the six OpenAI voices */
+  /** voice ids the upstream knows; default the thirteen OpenAI voices */
   voices?: readonly string[];
   /** sample rate of the upstream's pcm format (OpenAI: 24000) */
   sampleRate?: number;
 }
 
-export const OPENAI_VOICES = ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer'] as const;
+export const OPENAI_VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar'] as const;
 
 /**
  * Turns a stream of byte chunks of s16le PCM into Int16Array chunks, carrying an odd trailing byte over to the
@@ -321,12 +289,12 @@ export class Pcm16Assembler {
     const out = new Int16Array(n);
     let i = 0;
     if (this.carry !== undefined) {
-      out[0] = ((bytes[0] << 8) | this.carry) << 16 >> 16;
+      out[0] = (((bytes[0] << 8) | this.carry) << 16) >> 16;
       offset = 1;
       i = 1;
       this.carry = undefined;
     }
-    for (; i < n; i++, offset += 2) out[i] = ((bytes[offset + 1] << 8) | bytes[offset]) << 16 >> 16;
+    for (; i < n; i++, offset += 2) out[i] = (((bytes[offset + 1] << 8) | bytes[offset]) << 16) >> 16;
     if (offset < bytes.length) this.carry = bytes[offset];
     return out;
   }
@@ -371,7 +339,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
         try {
           res = await fetch(url, {
             method: 'POST',
-            headers: { ...authHeaders(opts.apiKey), 'content-type': 'application/json', accept: 'audio/pcm, application/octet-stream' },
+            headers: { ...authHeaders(opts.apiKey, opts.baseUrl), 'content-type': 'application/json', accept: 'audio/pcm, application/octet-stream' },
             body: JSON.stringify({
               model: opts.upstreamModel ?? 'tts-1',
               input: req.text,

@@ -23,9 +23,7 @@ function chatContent(content: ChatMessage['content']): unknown {
   for (const p of content) if (p.type !== 'text') hasImage = true;
   // text-only: a plain string, which every server (and every chat template) understands
   if (!hasImage) return textOf(content);
-  return content.map((p) =>
-    p.type === 'text' ? { type: 'text', text: p.text } : { type: 'image_url', image_url: p.detail ? { url: p.url, detail: p.detail } : { url: p.url } },
-  );
+  return content.map((p) => (p.type === 'text' ? { type: 'text', text: p.text } : { type: 'image_url', image_url: p.detail ? { url: p.url, detail: p.detail } : { url: p.url } }));
 }
 
 export function chatMessages(messages: readonly ChatMessage[], opts: ChatOptions): unknown[] {
@@ -104,6 +102,8 @@ export function buildChatBody(req: GenerateRequest, opts: ChatOptions): Record<s
   if (req.stop?.length) body.stop = req.stop;
   if (req.temperature !== undefined) body.temperature = req.temperature;
   if (req.topP !== undefined) body.top_p = req.topP;
+  if (req.presencePenalty !== undefined) body.presence_penalty = req.presencePenalty;
+  if (req.frequencyPenalty !== undefined) body.frequency_penalty = req.frequencyPenalty;
   // max_tokens, not max_completion_tokens: vLLM, Ollama, llama.cpp, LocalAI... know max_tokens; OpenAI still accepts it
   if (req.maxOutputTokens !== undefined) body.max_tokens = req.maxOutputTokens;
   if (req.reasoningEffort) body.reasoning_effort = req.reasoningEffort;
@@ -211,6 +211,7 @@ export class ChatDecoder implements StreamDecoder {
       if (typeof t === 'string' && t) {
         this.outChars += t.length;
         this.out.push({ type: 'text_delta', delta: t });
+        this.calls.otherOutput();
       }
       const tcs = d.tool_calls;
       if (Array.isArray(tcs)) {
@@ -269,7 +270,7 @@ export class ChatDecoder implements StreamDecoder {
       throw new EngineError('upstream stream ended before the answer was finished', 'upstream_stream_broken', 502);
     }
     this.terminal = true;
-    this.calls.finishAll();
+    this.calls.finishAll(this.finishReason === 'length');
     const finishReason: FinishReason = this.finishReason === 'length' ? 'length' : this.calls.count > 0 ? 'tool_calls' : 'stop';
     // no usage from the upstream (some servers ignore stream_options): estimated, see tokens.ts
     const usage = this.usage ?? {

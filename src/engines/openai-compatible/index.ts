@@ -6,7 +6,8 @@
  * a server that ignores `stream` and answers with one JSON body is handled too.
  */
 import type { IncomingMessage } from 'node:http';
-import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
+import { EngineError, type ChatCompletionsRequest, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
+import { chatPassthrough } from './chat-passthrough.js';
 import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
 import { SseParser } from './sse.js';
@@ -44,6 +45,8 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
         ? run(upstream, '/responses', req, () => buildResponsesBody(req), new ResponsesDecoder(req))
         : run(upstream, '/chat/completions', req, () => buildChatBody(req, chatOpts), new ChatDecoder(req));
     },
+    // Chat Completions forwarded as they are (chat-passthrough.ts), when the upstream speaks them
+    ...(api === 'chat.completions' ? { chatCompletions: (r: ChatCompletionsRequest) => chatPassthrough(upstream, r, chatOpts) } : {}),
     /** estimate: no standard upstream endpoint counts tokens (see tokens.ts for the rule) */
     countTokens(req) {
       return Promise.resolve(estimateTokens(req.messages, req.tools));
@@ -58,13 +61,7 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
 /** Chunks queued ahead of the consumer before the upstream socket is paused. */
 const HIGH_WATER = 32;
 
-async function* run(
-  up: Upstream,
-  path: string,
-  req: GenerateRequest,
-  body: () => Record<string, unknown>,
-  decoder: StreamDecoder,
-): AsyncGenerator<GenerateEvent> {
+async function* run(up: Upstream, path: string, req: GenerateRequest, body: () => Record<string, unknown>, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
   const call = await up.post(path, JSON.stringify(body()), req.signal);
   const res = call.res!;
   const out = decoder.out;

@@ -71,6 +71,8 @@ export function buildResponsesBody(req: GenerateRequest): Record<string, unknown
       return o;
     });
     if (req.parallelToolCalls !== undefined) body.parallel_tool_calls = req.parallelToolCalls;
+    // the Responses API has the cap itself: the upstream stops calling (and generating) once it is reached
+    if (req.maxToolCalls !== undefined) body.max_tool_calls = req.maxToolCalls;
   }
   const tc = req.toolChoice;
   if (tc !== undefined && (req.tools?.length || tc === 'none')) body.tool_choice = typeof tc === 'string' ? tc : { type: 'function', name: tc.name };
@@ -151,6 +153,7 @@ export class ResponsesDecoder implements StreamDecoder {
         if (typeof e.delta === 'string' && e.delta) {
           this.outChars += e.delta.length;
           this.out.push({ type: 'text_delta', delta: e.delta });
+          this.calls.otherOutput();
         }
         return;
       case 'response.reasoning_summary_text.delta':
@@ -181,6 +184,7 @@ export class ResponsesDecoder implements StreamDecoder {
         if (item?.type !== 'function_call') return;
         const k = typeof e.output_index === 'number' ? e.output_index : this.key({ item_id: item.id });
         if (typeof item.arguments === 'string') this.calls.setArguments(k, item.arguments);
+        if (item.status === 'incomplete') this.calls.markCut(k);
         this.calls.complete(k);
         return;
       }
@@ -207,7 +211,7 @@ export class ResponsesDecoder implements StreamDecoder {
   private end(resp: any, reason: FinishReason): void {
     this.terminal = true;
     if (typeof resp?.model === 'string' && resp.model) this.model = resp.model;
-    this.calls.finishAll();
+    this.calls.finishAll(reason === 'length');
     const finishReason: FinishReason = reason === 'length' ? 'length' : this.calls.count > 0 ? 'tool_calls' : 'stop';
     // no usage from the upstream: estimated, see tokens.ts
     const usage = responsesUsage(resp?.usage) ?? {
@@ -231,6 +235,7 @@ export class ResponsesDecoder implements StreamDecoder {
         for (const p of item.content ?? []) if (p?.type === 'output_text' || p?.type === 'refusal') this.event({ delta: p.text ?? p.refusal }, 'response.output_text.delta');
       } else if (item?.type === 'function_call') {
         this.calls.add(i, item.call_id, item.name, item.arguments);
+        if (item.status === 'incomplete') this.calls.markCut(i);
         this.calls.complete(i);
       }
     });

@@ -14,7 +14,7 @@ export class SseParser {
   constructor(private readonly onEvent: (data: string, event: string) => void) {}
 
   push(chunk: string): void {
-    let s = this.buf.length ? this.buf + chunk : chunk;
+    const s = this.buf.length ? this.buf + chunk : chunk;
     let pos = 0;
     if (this.skipLF) {
       this.skipLF = false;

@@ -12,6 +12,8 @@ interface Entry {
   complete: boolean;
   /** dropped because parallel tool calls are off and this is not the first call */
   ignored: boolean;
+  /** cut by the token cap: ended as incomplete, with the arguments that were written */
+  cut: boolean;
 }
 
 export function newCallId(): string {
@@ -31,6 +33,8 @@ export class ToolCallAssembler {
   count = 0;
   /** characters of arguments received, for usage estimates */
   chars = 0;
+  /** the call the upstream wrote to last (text written after it clears it): the one a token cap cuts */
+  private writing: Entry | undefined;
 
   constructor(
     private readonly out: GenerateEvent[],
@@ -40,13 +44,14 @@ export class ToolCallAssembler {
   add(key: number | string, id: string | undefined, name: string | undefined, piece: string | undefined): void {
     let e = this.entries.get(key);
     if (!e) {
-      e = { id: id || '', name: name || '', args: '', started: false, ended: false, complete: false, ignored: this.onlyFirst && this.count > 0 };
+      e = { id: id || '', name: name || '', args: '', started: false, ended: false, complete: false, ignored: this.onlyFirst && this.count > 0, cut: false };
       this.entries.set(key, e);
       if (!e.ignored) this.count++;
     } else {
       if (id && !e.id) e.id = id;
       if (name && !e.name) e.name = name;
     }
+    this.writing = e;
     if (e.ignored || e.ended) return;
     if (piece) {
       e.args += piece;
@@ -82,8 +87,23 @@ export class ToolCallAssembler {
     }
   }
 
-  /** The upstream finished: every call is complete. */
-  finishAll(): void {
+  /** The upstream wrote something else (text): the calls before it were finished. */
+  otherOutput(): void {
+    this.writing = undefined;
+  }
+
+  /** The upstream says this call was cut short (Responses: its output_item.done has status incomplete). */
+  markCut(key: number | string): void {
+    const e = this.entries.get(key);
+    if (e) e.cut = true;
+  }
+
+  /**
+   * The upstream finished: every call is complete, except, when the token cap ended it (`cut`), the call it
+   * was writing (unless the upstream itself said that one was complete).
+   */
+  finishAll(cut = false): void {
+    if (cut && this.writing && !this.writing.complete) this.writing.cut = true;
     for (const e of this.entries.values()) e.complete = true;
     if (this.live) {
       this.end(this.live);
@@ -114,6 +134,12 @@ export class ToolCallAssembler {
 
   private end(e: Entry): void {
     if (!e.started) this.start(e);
+    if (e.cut) {
+      // what was written, as it was: a cut call is not passed off as complete (no "{}" filler either)
+      e.ended = true;
+      this.out.push({ type: 'tool_call_end', callId: e.id, arguments: e.args, incomplete: true });
+      return;
+    }
     if (!e.args) {
       // a call without arguments: OpenAI sends "{}", so do we (and the deltas add up to the final text)
       e.args = '{}';

@@ -16,17 +16,11 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, delimiter, join } from 'node:path';
-import {
-  EngineError,
-  type TranscribeRequest,
-  type Transcript,
-  type TranscriptionEngine,
-  type TranscriptWord,
-} from '../types.js';
-import { groupWordsIntoSegments, type SegmentOptions } from './segments.js';
-import { wavHeader } from '../../audio/codec/wav.js';
+import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptWord } from '../types.js';
+import { groupWordsIntoSegments, type SegmentOptions } from '../shared/segments.js';
+import { wavHeader } from '../../codec/wav.js';
 
-export { groupWordsIntoSegments, capitalizeFirst, type SegmentOptions } from './segments.js';
+export { groupWordsIntoSegments, capitalizeFirst, type SegmentOptions } from '../shared/segments.js';
 
 export type PocketsphinxFlavor = 'continuous' | 'json';
 
@@ -68,7 +62,12 @@ export interface PocketsphinxDetection {
 }
 
 function findOnPath(name: string): string | undefined {
-  const candidates = name.includes('/') ? [name] : (process.env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(d, name));
+  const candidates = name.includes('/')
+    ? [name]
+    : (process.env.PATH ?? '')
+        .split(delimiter)
+        .filter(Boolean)
+        .map((d) => join(d, name));
   for (const p of candidates) {
     try {
       accessSync(p, constants.X_OK);
@@ -134,8 +133,8 @@ export function parseContinuousOutput(out: string): RecognizedUtterance[] {
         cur = { text: '', words: [] };
         utts.push(cur);
       }
-      // the end column is the start time of the word's last 10 ms frame
-      cur.words.push({ word: parts[0], start: Number(parts[1]), end: Number(parts[2]) + 0.01 });
+      // the end column is the start time of the word's last 10 ms frame; the last one is its posterior probability
+      cur.words.push({ word: parts[0], start: Number(parts[1]), end: Number(parts[2]) + 0.01, probability: Number(parts[3]) });
     } else if (line.length > 0) {
       cur = { text: line, words: [] };
       utts.push(cur);
@@ -158,9 +157,9 @@ export function parseJsonOutput(out: string): RecognizedUtterance[] {
     }
     const words: TranscriptWord[] = [];
     if (Array.isArray(o.w)) {
-      for (const w of o.w as Array<{ b?: unknown; d?: unknown; t?: unknown }>) {
+      for (const w of o.w as Array<{ b?: unknown; d?: unknown; t?: unknown; p?: unknown }>) {
         if (typeof w.t !== 'string' || typeof w.b !== 'number' || typeof w.d !== 'number') continue;
-        words.push({ word: w.t, start: w.b, end: w.b + w.d });
+        words.push({ word: w.t, start: w.b, end: w.b + w.d, ...(typeof w.p === 'number' ? { probability: w.p } : {}) });
       }
     }
     utts.push({ text: typeof o.t === 'string' ? o.t : '', words });
@@ -173,7 +172,11 @@ export function isFiller(word: string): boolean {
   return word.startsWith('<') || word.startsWith('[') || word.startsWith('++') || word === '';
 }
 
-/** Builds a Transcript from recognized utterances: drops fillers, strips `word(2)` variants, clamps times. */
+/**
+ * Builds a Transcript from recognized utterances: drops fillers, strips `word(2)` variants, clamps times, and
+ * groups the words into segments at utterance boundaries, pauses (a dropped `<sil>` leaves its silence as a
+ * gap between words) and length limits (../shared/segments.ts), with confidences from the word posteriors.
+ */
 export function utterancesToTranscript(utts: RecognizedUtterance[], duration: number, segOpts?: SegmentOptions): Transcript {
   const words: TranscriptWord[] = [];
   const breaksBefore = new Set<number>();
@@ -191,10 +194,12 @@ export function utterancesToTranscript(utts: RecognizedUtterance[], duration: nu
         breaksBefore.add(words.length);
         first = false;
       }
-      words.push({ word, start: round3(start), end: round3(end) });
+      const p = w.probability;
+      words.push({ word, start: round3(start), end: round3(end), ...(p !== undefined && Number.isFinite(p) ? { probability: Math.min(1, Math.max(0, p)) } : {}) });
     }
   }
-  const segments = groupWordsIntoSegments(words, { ...segOpts, breaksBefore });
+  // pocketsphinx decodes without sampling: temperature 0 whatever the request asked; no token ids
+  const segments = groupWordsIntoSegments(words, { ...segOpts, breaksBefore }).map((s) => ({ ...s, temperature: 0, tokens: [] }));
   return {
     text: segments.map((s) => s.text).join(' '),
     language: 'en',
@@ -219,7 +224,6 @@ export function floatToPcm16le(pcm: Float32Array): Buffer {
   }
   return buf;
 }
-
 
 // ---------------------------------------------------------------- engine
 
@@ -352,13 +356,7 @@ export function createPocketsphinxEngine(opts: PocketsphinxOptions = {}): Pocket
           .slice(-3)
           .join(' | ')
           .trim();
-        finish(
-          new EngineError(
-            `pocketsphinx failed (${code !== null ? 'exit code ' + code : 'signal ' + sig})${errors ? ': ' + errors.slice(0, 500) : ''}`,
-            'engine_error',
-            502,
-          ),
-        );
+        finish(new EngineError(`pocketsphinx failed (${code !== null ? 'exit code ' + code : 'signal ' + sig})${errors ? ': ' + errors.slice(0, 500) : ''}`, 'engine_error', 502));
       });
     });
   }
@@ -378,11 +376,7 @@ export function createPocketsphinxEngine(opts: PocketsphinxOptions = {}): Pocket
       if (closed) throw new EngineError('the pocketsphinx engine is closed', 'engine_unavailable', 503);
       const lang = req.language?.trim().toLowerCase();
       if (lang && lang !== 'en' && !lang.startsWith('en-') && lang !== 'english') {
-        throw new EngineError(
-          `pocketsphinx recognizes English only; language '${req.language}' is not supported`,
-          'unsupported_language',
-          400,
-        );
+        throw new EngineError(`pocketsphinx recognizes English only; language '${req.language}' is not supported`, 'unsupported_language', 400);
       }
       if (!req.pcm16k) throw new EngineError('pocketsphinx needs 16 kHz PCM (pcm16k) decoded by the audio service', 'internal_error', 500);
       const pcm = req.pcm16k;

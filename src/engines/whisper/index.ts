@@ -1,26 +1,32 @@
 /**
  * Speech recognition with whisper.cpp through the optional `@fugood/whisper.node` binding (prebuilt CPU binary
- * in `@fugood/node-whisper-linux-x64`). The package is NOT a dependency of Portico: its default install pulls
- * ~240 MB of CUDA/Vulkan variants. Users who want whisper install it themselves
- * (`npm install @fugood/whisper.node --omit=optional` plus `@fugood/node-whisper-linux-x64`) and configure a
- * ggml model file. The binding is loaded with a dynamic import at the first transcription, never before.
+ * in `@fugood/node-whisper-<platform>-<arch>`). The package is NOT a dependency of Portico: its default install
+ * pulls ~240 MB of CUDA/Vulkan variants. Users who want whisper install it themselves (whisperInstallCommand():
+ * the binding and its CPU package for the platform, with --omit=optional) and configure or pull a ggml model file.
+ * The binding is loaded with a dynamic import at the first transcription, never before.
  *
  * Gives segments, language detection (language omitted -> auto), translation to English, and word timings
  * (token timestamps, one token per segment, merged back into words and regrouped into segments).
  */
 import { existsSync } from 'node:fs';
-import {
-  EngineError,
-  type TranscribeRequest,
-  type Transcript,
-  type TranscriptionEngine,
-  type TranscriptSegment,
-  type TranscriptWord,
-} from '../types.js';
-import { groupWordsIntoSegments } from '../pocketsphinx/segments.js';
+import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptSegment, type TranscriptWord } from '../types.js';
+import { groupWordsIntoSegments } from '../shared/segments.js';
 
 export const WHISPER_PACKAGE = '@fugood/whisper.node';
-export const WHISPER_INSTALL_HINT = `install ${WHISPER_PACKAGE} and configure a ggml model (e.g. ggml-base.bin from whisper.cpp)`;
+/** the version the engine was written against (its API: initWhisper, transcribeData, release) */
+export const WHISPER_VERSION = '1.1.3';
+
+/** The binding's prebuilt CPU package for this platform (what it loads; its GPU variants are not needed). */
+export function whisperPlatformPackage(platform: string = process.platform, arch: string = process.arch): string {
+  return `@fugood/node-whisper-${platform}-${arch}`;
+}
+
+/** The one command that installs the binding without its ~240 MB of GPU variants, run in Portico's folder. */
+export function whisperInstallCommand(platform: string = process.platform, arch: string = process.arch): string {
+  return `npm install --no-save --omit=optional ${WHISPER_PACKAGE}@${WHISPER_VERSION} ${whisperPlatformPackage(platform, arch)}@${WHISPER_VERSION}`;
+}
+
+export const WHISPER_INSTALL_HINT = `install the whisper binding (${whisperInstallCommand()}) and configure or pull a ggml model (portico models pull whisper:base.en); see docs/models.md`;
 
 export interface WhisperOptions {
   /** path of a ggml whisper model file (required) */
@@ -28,8 +34,10 @@ export interface WhisperOptions {
   /** CPU threads per transcription (default: the binding's default, up to 8) */
   threads?: number;
   useGpu?: boolean;
-  /** module specifier to import, for tests (default '@fugood/whisper.node') */
+  /** module specifier to import instead of '@fugood/whisper.node' (a binding installed elsewhere; the tests' fake) */
   packageName?: string;
+  /** where the details a client must not see go (server paths, the loader's own messages) */
+  log?: { warn(o: object, msg?: string): void };
 }
 
 // The few parts of the binding's API this engine uses (see @fugood/whisper.node lib/binding.ts).
@@ -46,24 +54,28 @@ interface BindingResult {
   isAborted: boolean;
 }
 interface BindingContext {
-  transcribeData(
-    audio: ArrayBuffer,
-    options?: Record<string, unknown>,
-  ): { stop: () => Promise<void>; promise: Promise<BindingResult> };
+  transcribeData(audio: ArrayBuffer, options?: Record<string, unknown>): { stop: () => Promise<void>; promise: Promise<BindingResult> };
   release(): Promise<void>;
 }
 interface BindingModule {
   initWhisper(options: { filePath: string; useGpu?: boolean }): Promise<BindingContext>;
 }
 
-/** Whether the binding package can be resolved from here (cheap; does not load it). */
+/**
+ * Whether the binding can be loaded from here (cheap; loads nothing): the package and, for the default one, its
+ * prebuilt package for this platform (the binding loads that one; without it, it fails at the first use).
+ */
 export function detectWhisperBinding(packageName = WHISPER_PACKAGE): boolean {
-  try {
-    import.meta.resolve(packageName);
-    return true;
-  } catch {
-    return false;
-  }
+  const resolves = (spec: string) => {
+    try {
+      import.meta.resolve(spec);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!resolves(packageName)) return false;
+  return packageName !== WHISPER_PACKAGE || resolves(whisperPlatformPackage());
 }
 
 function toPcm16(pcm: Float32Array): ArrayBuffer {
@@ -104,24 +116,29 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
     if (!ctx) {
       ctx = (async () => {
         if (!opts.modelPath) throw new EngineError(`no whisper model configured: ${WHISPER_INSTALL_HINT}`, 'engine_unavailable', 503);
+        // what reaches a client names no server path: the loader's messages (which carry paths) go to the log
         let mod: BindingModule;
         try {
           const m = (await import(packageName)) as BindingModule & { default?: BindingModule };
           mod = typeof m.initWhisper === 'function' ? m : (m.default as BindingModule);
+          if (typeof mod?.initWhisper !== 'function') throw new Error(`${packageName} has no initWhisper`);
         } catch (e) {
+          opts.log?.warn({ package: packageName, err: (e as Error).message }, 'the whisper binding could not be loaded');
           throw new EngineError(
-            `the whisper engine is not available (${packageName} could not be loaded: ${(e as Error).message.split('\n')[0]}); ${WHISPER_INSTALL_HINT}`,
+            `A whisper model is set up, but the whisper engine is not installed on this server: ${whisperInstallCommand()} (in Portico's folder), then try again; see docs/models.md.`,
             'engine_unavailable',
             503,
           );
         }
         if (!existsSync(opts.modelPath)) {
-          throw new EngineError(`whisper model file not found: ${opts.modelPath}`, 'engine_unavailable', 503);
+          opts.log?.warn({ path: opts.modelPath }, 'whisper model file not found');
+          throw new EngineError('the whisper model file is not on the server (the server log says where it was looked for); pull or configure it again', 'engine_unavailable', 503);
         }
         try {
           return await mod.initWhisper({ filePath: opts.modelPath, useGpu: opts.useGpu ?? false });
         } catch (e) {
-          throw new EngineError(`could not load whisper model ${opts.modelPath}: ${(e as Error).message}`, 'engine_unavailable', 503);
+          opts.log?.warn({ path: opts.modelPath, err: (e as Error).message }, 'whisper model could not be loaded');
+          throw new EngineError('the whisper model could not be loaded (the server log says why)', 'engine_unavailable', 503);
         }
       })();
       // a failed load is retried at the next request (the user may install the package meanwhile)
@@ -171,12 +188,13 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
         words = tokensToWords(res.segments);
         segments = groupWordsIntoSegments(words, { pauseSec: 1, maxSegmentSec: 30 });
       } else {
-        segments = res.segments
-          .map((s) => ({ start: s.t0 / 1000, end: s.t1 / 1000, text: s.text.replace(SPECIAL, '').trim() }))
-          .filter((s) => s.text.length > 0);
+        segments = res.segments.map((s) => ({ start: s.t0 / 1000, end: s.t1 / 1000, text: s.text.replace(SPECIAL, '').trim() })).filter((s) => s.text.length > 0);
       }
       return {
-        text: segments.map((s) => s.text).join(' ').trim(),
+        text: segments
+          .map((s) => s.text)
+          .join(' ')
+          .trim(),
         language: req.task === 'translate' ? 'en' : res.language || req.language,
         duration,
         segments,

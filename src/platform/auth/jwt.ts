@@ -51,16 +51,21 @@ export function createJwtVerifier(jwt: Config['jwt']): JwtVerifier {
       }
       const sub = payload.sub;
       if (typeof sub !== 'string' || sub.length === 0 || sub.length > 255) throw new AppError('invalid_token', 'unauthorized: token has no valid subject');
-      const rawRoles = payload[jwt.orgRolesClaim];
-      const orgRoles: Record<string, string> = {};
-      if (rawRoles && typeof rawRoles === 'object' && !Array.isArray(rawRoles)) {
-        for (const [org, role] of Object.entries(rawRoles as Record<string, unknown>)) {
-          if (typeof role === 'string') orgRoles[org] = role;
-        }
-      }
-      return { userId: sub, orgRoles };
+      return { userId: sub, orgRoles: orgRolesFromClaims(payload, jwt.orgRolesClaim) };
     },
   };
+}
+
+/** The org -> role map of a token's claims (the claim named by JWT_ORG_ROLES_CLAIM); anything else is ignored. */
+export function orgRolesFromClaims(claims: Record<string, unknown>, claim: string): Record<string, string> {
+  const rawRoles = claims[claim];
+  const orgRoles: Record<string, string> = {};
+  if (rawRoles && typeof rawRoles === 'object' && !Array.isArray(rawRoles)) {
+    for (const [org, role] of Object.entries(rawRoles as Record<string, unknown>)) {
+      if (typeof role === 'string') orgRoles[org] = role;
+    }
+  }
+  return orgRoles;
 }
 
 export function isOrgAdmin(p: UserPrincipal, orgId: string, adminRole: string): boolean {

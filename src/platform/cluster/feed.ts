@@ -13,6 +13,11 @@ export interface ChangeFeed {
   readonly kind: 'local' | 'redis' | 'postgres';
   publish(channel: string, message: Record<string, unknown>): Promise<void>;
   subscribe(channel: string, handler: FeedHandler): void;
+  /**
+   * Called when the subscription comes back after the connection was lost: messages published meanwhile
+   * were not delivered, so whoever keeps state from them should start afresh.
+   */
+  onResync(handler: () => void): void;
   close(): Promise<void>;
 }
 
@@ -27,22 +32,45 @@ class LocalFeed implements ChangeFeed {
   subscribe(channel: string, handler: FeedHandler) {
     this.handlers.set(channel, [...(this.handlers.get(channel) ?? []), handler]);
   }
+  onResync() {
+    // in process: nothing is ever lost
+  }
   async close() {}
 }
 
 class RedisFeed implements ChangeFeed {
   readonly kind = 'redis' as const;
-  private readonly pub: Redis;
-  private readonly sub: Redis;
+  /** opened at the first publish, the subscriber at the first subscribe: a command that does neither opens nothing */
+  private pubConn?: Redis;
+  private sub?: Redis;
   private readonly handlers = new Map<string, FeedHandler[]>();
+  private readonly opts = { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(n * 100, 1000) };
 
-  constructor(url: string, private readonly log: FastifyBaseLogger) {
-    const opts = { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(n * 100, 1000) };
-    this.pub = new Redis(url, opts);
+  constructor(
+    private readonly url: string,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  private get pub(): Redis {
+    if (!this.pubConn) {
+      this.pubConn = new Redis(this.url, this.opts);
+      this.pubConn.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
+    }
+    return this.pubConn;
+  }
+
+  private subscriber(): Redis {
+    if (this.sub) return this.sub;
     // the subscriber keeps its queue so its SUBSCRIBE is sent once the connection is up (and again after a reconnect)
-    this.sub = new Redis(url, { ...opts, enableOfflineQueue: true, maxRetriesPerRequest: null });
-    for (const c of [this.pub, this.sub]) c.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
-    this.sub.on('message', (ch: string, raw: string) => {
+    const sub = new Redis(this.url, { ...this.opts, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    sub.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
+    // ioredis subscribes again by itself after a reconnect; what was published in between is gone
+    let connected = false;
+    sub.on('ready', () => {
+      if (connected) for (const h of this.resync) h();
+      connected = true;
+    });
+    sub.on('message', (ch: string, raw: string) => {
       let msg: Record<string, unknown>;
       try {
         msg = JSON.parse(raw);
@@ -51,20 +79,42 @@ class RedisFeed implements ChangeFeed {
       }
       for (const h of this.handlers.get(ch.slice(PREFIX.length)) ?? []) h(msg);
     });
+    this.sub = sub;
+    return sub;
   }
+  private readonly resync: Array<() => void> = [];
+  onResync(handler: () => void) {
+    this.resync.push(handler);
+  }
+
   async publish(channel: string, message: Record<string, unknown>) {
+    // a fresh connection (an operator command publishes right after it starts) is waited for, briefly
+    if (this.pub.status === 'connecting' || this.pub.status === 'wait') await this.ready(2_000);
     await this.pub.publish(PREFIX + channel, JSON.stringify(message));
+  }
+  private ready(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.pub.off('ready', done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.pub.once('ready', done);
+    });
   }
   subscribe(channel: string, handler: FeedHandler) {
     if (!this.handlers.has(channel)) {
       this.handlers.set(channel, []);
-      this.sub.subscribe(PREFIX + channel).catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
+      this.subscriber()
+        .subscribe(PREFIX + channel)
+        .catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
     }
     this.handlers.get(channel)!.push(handler);
   }
   async close() {
-    this.pub.disconnect();
-    this.sub.disconnect();
+    this.pubConn?.disconnect();
+    this.sub?.disconnect();
   }
 }
 
@@ -76,10 +126,12 @@ class PostgresFeed implements ChangeFeed {
   private closed = false;
   private readonly pool: pg.Pool;
 
-  constructor(private readonly url: string, private readonly log: FastifyBaseLogger) {
+  constructor(
+    private readonly url: string,
+    private readonly log: FastifyBaseLogger,
+  ) {
     this.pool = new pg.Pool({ connectionString: url, max: 2 });
     this.pool.on('error', () => {});
-    this.connecting = this.connect();
   }
 
   private async connect() {
@@ -108,6 +160,8 @@ class PostgresFeed implements ChangeFeed {
       }
       for (const ch of this.handlers.keys()) await c.query(`listen portico_${ch}`);
       this.client = c;
+      if (this.connectedBefore) for (const h of this.resync) h();
+      this.connectedBefore = true;
     } catch (e) {
       this.log.debug({ err: (e as Error).message }, 'postgres feed connect failed');
       c.end().catch(() => {});
@@ -122,12 +176,20 @@ class PostgresFeed implements ChangeFeed {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel ${channel}`);
     if (!this.handlers.has(channel)) {
       this.handlers.set(channel, []);
-      this.client?.query(`listen portico_${channel}`).catch(() => {});
+      // the listening connection is opened at the first subscribe (a process that only publishes never holds one)
+      if (!this.connecting) this.connecting = this.connect();
+      else this.client?.query(`listen portico_${channel}`).catch(() => {});
     }
     this.handlers.get(channel)!.push(handler);
   }
 
   private connecting?: Promise<void>;
+  private connectedBefore = false;
+  private readonly resync: Array<() => void> = [];
+
+  onResync(handler: () => void) {
+    this.resync.push(handler);
+  }
 
   async close() {
     this.closed = true;

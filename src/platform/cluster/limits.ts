@@ -38,25 +38,46 @@ class MemoryWindows implements WindowStore {
   async close() {}
 }
 
+/** How long the first requests after start wait for the first connection to Redis. */
+const FIRST_CONNECT_WAIT_MS = 2_000;
+
 class RedisWindows implements WindowStore {
   private readonly r: Redis;
+  /** until the first connection is made: requests wait for it (bounded) instead of failing */
+  private firstConnect: Promise<void> | undefined;
   constructor(url: string) {
     // fail fast when Redis is away: the request gets a 503 instead of waiting in an offline queue
     this.r = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
     this.r.on('error', () => {});
+    this.firstConnect = new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.firstConnect = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, FIRST_CONNECT_WAIT_MS);
+      timer.unref();
+      this.r.once('ready', done);
+    });
   }
   private k(key: string, w: number) {
     return `portico:rl:${key}:${w}`;
   }
   async add(key: string, amount: number) {
+    if (this.firstConnect) await this.firstConnect;
     const now = Date.now();
     const w = Math.floor(now / WINDOW_MS);
     const k = this.k(key, w);
-    const res = await this.r.multi().incrby(k, amount).pexpire(k, WINDOW_MS * 2).exec();
+    const res = await this.r
+      .multi()
+      .incrby(k, amount)
+      .pexpire(k, WINDOW_MS * 2)
+      .exec();
     const total = Number(res?.[0]?.[1] ?? 0);
     return { total, resetMs: (w + 1) * WINDOW_MS - now };
   }
   async get(key: string) {
+    if (this.firstConnect) await this.firstConnect;
     const now = Date.now();
     const w = Math.floor(now / WINDOW_MS);
     const v = await this.r.get(this.k(key, w));
@@ -88,10 +109,6 @@ export class RateLimiter {
     private readonly defaults: { rpm: number; tpm: number },
   ) {}
 
-  get active(): boolean {
-    return true;
-  }
-
   async check(key: LimitedKey): Promise<void> {
     const rpm = key.rpmLimit ?? this.defaults.rpm;
     const tpm = key.tpmLimit ?? this.defaults.tpm;
@@ -119,9 +136,11 @@ export class RateLimiter {
 function limited(message: string, resetMs: number, limit: number, remaining: number): AppError {
   const secs = Math.max(1, Math.ceil(resetMs / 1000));
   return new AppError('rate_limit_exceeded', message, null, {
-    'retry-after': String(secs),
-    'retry-after-ms': String(Math.max(1, resetMs)),
-    'x-ratelimit-limit': String(limit),
-    'x-ratelimit-remaining': String(remaining),
+    headers: {
+      'retry-after': String(secs),
+      'retry-after-ms': String(Math.max(1, resetMs)),
+      'x-ratelimit-limit': String(limit),
+      'x-ratelimit-remaining': String(remaining),
+    },
   });
 }

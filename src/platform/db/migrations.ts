@@ -1,9 +1,9 @@
 import { sql, type Kysely } from 'kysely';
-import type { Migration } from 'kysely/migration';
+import type { Migration } from 'kysely';
 
 /**
- * Versioned migrations, applied in name order at start-up (Kysely's Migrator keeps the log in
- * portico_migrations). Never edit a released one: add the next.
+ * Versioned migrations, applied in name order at start-up by Portico's own runner (./index.ts: migrate(), which
+ * keeps its log in portico_migrations). Never edit a released one: add the next.
  */
 export const migrations: Record<string, Migration> = {
   '0001_keys_usage': {
@@ -109,6 +109,35 @@ export const migrations: Record<string, Migration> = {
       // records are shipped from a local journal and may be sent twice after a crash: the id makes that harmless
       await db.schema.alterTable('usage_records').addColumn('record_id', 'text').execute();
       await db.schema.createIndex('usage_records_record_id').on('usage_records').column('record_id').unique().execute();
+    },
+  },
+  '0004_web_sessions': {
+    async up(db: Kysely<any>) {
+      // the web page's sessions (only a digest of the cookie's value is stored) and the used sign-in links
+      await db.schema
+        .createTable('web_sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('org_roles', 'jsonb', (c) => c.notNull())
+        .addColumn('csrf_token', 'text', (c) => c.notNull())
+        .addColumn('method', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('web_sessions_expires').on('web_sessions').column('expires_at').execute();
+      await db.schema
+        .createTable('web_sign_in_links')
+        .addColumn('jti', 'text', (c) => c.primaryKey())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('used_at', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
+  '0005_usage_spend_epoch': {
+    async up(db: Kysely<any>) {
+      // which running-spend epoch counted the record (budgets read the ledger only for the others)
+      await db.schema.alterTable('usage_records').addColumn('spend_epoch', 'text').execute();
     },
   },
 };

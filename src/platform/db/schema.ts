@@ -44,6 +44,8 @@ export interface UsageTable {
   /** cost in micro-credits */
   cost_micros: number;
   created_at: number;
+  /** the running-spend epoch this record was charged under (null: not counted there; see BudgetGuard) */
+  spend_epoch: string | null;
 }
 
 export interface CreditGrantTable {
@@ -85,7 +87,30 @@ export interface ResponseEventTable {
   event: unknown;
 }
 
+/** A signed-in browser session of the web page (src/web); `id` is the SHA-256 of the cookie's value. */
+export interface WebSessionTable {
+  id: string;
+  user_id: string;
+  /** org id -> role, as at sign-in */
+  org_roles: unknown;
+  csrf_token: string;
+  /** link | oidc */
+  method: string;
+  created_at: number;
+  expires_at: number;
+}
+
+/** Sign-in links already used (their jti), kept until they expire: a link works once. */
+export interface WebSignInLinkTable {
+  jti: string;
+  user_id: string;
+  used_at: number;
+  expires_at: number;
+}
+
 export interface Database {
+  web_sessions: WebSessionTable;
+  web_sign_in_links: WebSignInLinkTable;
   responses: ResponseTable;
   response_events: ResponseEventTable;
   api_keys: ApiKeyTable;

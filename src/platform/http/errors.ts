@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../errors.js';
+import type { ErrorObject } from 'ajv';
 import { describeValidationError } from './validation.js';
 
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', '53300']);
@@ -11,8 +12,9 @@ export function isUnavailable(err: unknown): boolean {
   if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
   const m = e.message ?? '';
   return (
-    /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect|Client has encountered a connection error|Connection is closed|enableOfflineQueue|Stream isn't writeable|the database system is (starting up|shutting down)/.test(m) ||
-    e.name === 'MaxRetriesPerRequestError'
+    /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect|Client has encountered a connection error|Connection is closed|enableOfflineQueue|Stream isn't writeable|the database system is (starting up|shutting down)/.test(
+      m,
+    ) || e.name === 'MaxRetriesPerRequestError'
   );
 }
 
@@ -21,12 +23,14 @@ export function toAppError(err: unknown, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
   if (isUnavailable(err)) {
     req.log.warn({ err: (err as Error).message }, 'storage unavailable');
-    return new AppError('service_unavailable', 'service temporarily unavailable: storage cannot be reached; try again shortly', null, { 'retry-after': '1' });
+    return new AppError('service_unavailable', 'service temporarily unavailable: storage cannot be reached; try again shortly', null, { headers: { 'retry-after': '1' } });
   }
   const fe = err as FastifyError & { validationContext?: string };
   if (fe && Array.isArray(fe.validation)) {
-    const { message, param } = describeValidationError(fe.validation as any, fe.validationContext);
-    return new AppError('validation_error', message, param);
+    const part = fe.validationContext;
+    const data = part === 'body' ? req.body : part === 'querystring' ? req.query : part === 'params' ? req.params : part === 'headers' ? req.headers : undefined;
+    const v = describeValidationError(fe.validation as ErrorObject[], part, data);
+    return new AppError('validation_error', v.message, v.param, { localized: { zh: v.zh }, detail: v.detail });
   }
   switch (fe?.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -60,6 +64,7 @@ export function sendPortalError(err: unknown, req: FastifyRequest, reply: Fastif
       message: localizedMessage(e, req.headers['accept-language']),
       request_id: req.id,
       error: e.code,
+      ...(e.detail ? { detail: e.detail } : {}),
     },
     data: null,
   });
@@ -72,7 +77,7 @@ export function openAIErrorBody(e: AppError, acceptLanguage?: string) {
       message: localizedMessage(e, acceptLanguage),
       type: ERRORS[e.code].type,
       param: e.param,
-      code: e.code,
+      code: e.openaiCode,
     },
   };
 }

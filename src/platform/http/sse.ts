@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { clientGone } from './client-gone.js';
 
 /**
  * Server-Sent Events on the raw socket: `event: <type>\ndata: <json>\n\n`, one write per event, LF only.
@@ -6,17 +7,15 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
  */
 export class SseWriter {
   private started = false;
+  /** aborted when the client goes away before the stream ends: stop the work behind the stream */
   readonly closed: AbortSignal;
-  private readonly ac = new AbortController();
 
   constructor(
     private readonly req: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
-    this.closed = this.ac.signal;
-    // the client went away: stop the work behind the stream
-    reply.raw.on('close', () => {
-      this.ac.abort(new Error('client disconnected'));
+    this.closed = clientGone(reply).signal;
+    reply.raw.once('close', () => {
       if (this.started) req.server.metrics?.activeStreams.dec();
     });
   }
@@ -43,6 +42,13 @@ export class SseWriter {
     if (!this.started) this.start();
     if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;
     this.reply.raw.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+  }
+
+  /** A data-only event (`data: <json>\n\n`, no event line), as Chat Completions streams have them. */
+  data(payload: unknown) {
+    if (!this.started) this.start();
+    if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;
+    this.reply.raw.write(`data: ${JSON.stringify(payload)}\n\n`);
   }
 
   /**

@@ -1,6 +1,6 @@
 import type {} from 'fastify';
 import type { UserPrincipal } from '../auth/jwt.js';
-import type { KeyPrincipal } from '../../portal/keys/verifier.js';
+import type { KeyPrincipal } from '../auth/principal.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -15,8 +15,12 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** the inference-key scope a {base_url} route needs (responses, audio, models) */
     scope?: string;
-    /** false: the route needs no authentication */
-    public?: boolean;
+    /**
+     * Who may call the route (default: `key` under {base_url}, `user` under {portal_base_url}):
+     * `key` an inference key, `user` a portal user (JWT), `own` the handler authenticates itself (the query
+     * APIs take a Management API Key or a JWT), `none` anyone.
+     */
+    auth?: 'key' | 'user' | 'own' | 'none';
   }
 }
 export {};

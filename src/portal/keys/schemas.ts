@@ -40,9 +40,9 @@ export const UpdateKeyBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const KeyIdBody = Type.Object({ api_key_id: Type.String({ minLength: 1, maxLength: 100 }) });
+export const KeyIdBody = Type.Object({ api_key_id: Type.String({ minLength: 1, maxLength: 100 }) }, { additionalProperties: false });
 
-export const KeyIdParams = Type.Object({ api_key_id: Type.String({ minLength: 1, maxLength: 100 }) });
+export const KeyIdParams = Type.Object({ api_key_id: Type.String({ minLength: 1, maxLength: 100 }) }, { additionalProperties: false });
 
 export const ListKeysQuery = Type.Object(
   {
@@ -50,6 +50,7 @@ export const ListKeysQuery = Type.Object(
     page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
     per_page: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
     org_id: Type.Optional(Type.String({ maxLength: 100 })),
+    search: Type.Optional(Type.String({ maxLength: 100, description: 'keys whose name, description, id or display form contains this text (case-insensitive)' })),
   },
   { additionalProperties: false },
 );

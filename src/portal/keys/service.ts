@@ -1,13 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../../platform/errors.js';
 import { DEFAULT_ORG, isOrgAdmin, type UserPrincipal } from '../../platform/auth/jwt.js';
-import {
-  displayOf,
-  displayParts,
-  generateApiKey,
-  keyDigest,
-  type KeyKind,
-} from '../../platform/auth/api-key-format.js';
+import { displayOf, displayParts, generateApiKey, keyDigest, type KeyKind } from '../../platform/auth/api-key-format.js';
 import type { KeyRow, KeyStore } from './store.js';
 
 /** The key record of spec section 2.2, as the portal shows it. */
@@ -116,10 +110,7 @@ export class KeyService {
     };
     const ok = await this.store.insertWithinLimit(row, this.activeLimit, t);
     if (!ok) {
-      throw new AppError(
-        'active_key_limit',
-        `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization; revoke or delete one first`,
-      );
+      throw new AppError('active_key_limit', `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization; revoke or delete one first`);
     }
     this.emit(row, 'created');
     return { ...toRecord(row), api_key: key };
@@ -127,17 +118,23 @@ export class KeyService {
 
   async list(
     user: UserPrincipal,
-    q: { status?: KeyRow['status']; page: number; per_page: number; org_id?: string },
+    q: { status?: KeyRow['status']; page: number; per_page: number; org_id?: string; search?: string },
   ): Promise<{ list: KeyRecord[]; total: number; page: number; per_page: number }> {
     const { rows, total } = await this.store.list({
       kind: this.kind,
       userId: user.userId,
       orgId: q.org_id,
       status: q.status,
+      search: q.search?.trim(),
       limit: q.per_page,
       offset: (q.page - 1) * q.per_page,
     });
     return { list: rows.map(toRecord), total, page: q.page, per_page: q.per_page };
+  }
+
+  /** The active limit and how many places the user's keys of this kind take in each organization. */
+  async activeSummary(user: UserPrincipal): Promise<{ limit: number; active: Record<string, number> }> {
+    return { limit: this.activeLimit, active: await this.store.activeCounts(this.kind, user.userId, now()) };
   }
 
   async get(user: UserPrincipal, id: string): Promise<KeyRecord> {
@@ -170,7 +167,8 @@ export class KeyService {
     const row = await this.store.updateOwned(this.kind, user.userId, id, { status: 'revoked', updated_at: now() }, ['active', 'revoked']);
     if (!row) {
       const existing = await this.store.getOwned(this.kind, user.userId, id);
-      if (existing?.status === 'disabled') throw new AppError('invalid_state', 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)', 'api_key_id');
+      if (existing?.status === 'disabled')
+        throw new AppError('invalid_state', 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)', 'api_key_id');
       throw notFound();
     }
     this.emit(row, 'changed');

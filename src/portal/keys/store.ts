@@ -10,6 +10,8 @@ export interface ListFilter {
   userId: string;
   orgId?: string;
   status?: KeyRow['status'];
+  /** a piece of the name, description, id or display form (case-insensitive) */
+  search?: string;
   limit: number;
   offset: number;
 }
@@ -34,13 +36,7 @@ export class KeyStore {
   }
 
   /** Sets a key active again if it is revoked and the active limit allows; returns the outcome. */
-  async restoreWithinLimit(
-    kind: KeyKind,
-    userId: string,
-    id: string,
-    limit: number,
-    now: number,
-  ): Promise<'not_found' | 'not_revoked' | 'limit' | KeyRow> {
+  async restoreWithinLimit(kind: KeyKind, userId: string, id: string, limit: number, now: number): Promise<'not_found' | 'not_revoked' | 'limit' | KeyRow> {
     return this.db.transaction().execute(async (tx) => {
       const t = tx as unknown as Db;
       const row = await this.findOwned(t, kind, userId, id);
@@ -50,12 +46,7 @@ export class KeyStore {
       if (!fresh) return 'not_found';
       if (fresh.status !== 'revoked') return 'not_revoked';
       if ((await this.countActive(t, kind, userId, fresh.org_id, now)) >= limit) return 'limit';
-      const updated = await t
-        .updateTable('api_keys')
-        .set({ status: 'active', updated_at: now })
-        .where('id', '=', id)
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const updated = await t.updateTable('api_keys').set({ status: 'active', updated_at: now }).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
       return updated;
     });
   }
@@ -79,15 +70,23 @@ export class KeyStore {
     return Number(r.n);
   }
 
-  private findOwned(db: Db, kind: KeyKind, userId: string, id: string): Promise<KeyRow | undefined> {
-    return db
+  /** The user's usable active keys of one kind per organization (what the active limit counts). */
+  async activeCounts(kind: KeyKind, userId: string, now: number): Promise<Record<string, number>> {
+    const rows = await this.db
       .selectFrom('api_keys')
-      .selectAll()
-      .where('id', '=', id)
+      .select(['org_id', (eb) => eb.fn.countAll<number>().as('n')])
       .where('kind', '=', kind)
       .where('user_id', '=', userId)
+      .where('status', '=', 'active')
       .where('deleted_at', 'is', null)
-      .executeTakeFirst();
+      .where((eb) => eb.or([eb('expires_at', '=', 0), eb('expires_at', '>', now)]))
+      .groupBy('org_id')
+      .execute();
+    return Object.fromEntries(rows.map((r) => [r.org_id, Number(r.n)]));
+  }
+
+  private findOwned(db: Db, kind: KeyKind, userId: string, id: string): Promise<KeyRow | undefined> {
+    return db.selectFrom('api_keys').selectAll().where('id', '=', id).where('kind', '=', kind).where('user_id', '=', userId).where('deleted_at', 'is', null).executeTakeFirst();
   }
 
   getOwned(kind: KeyKind, userId: string, id: string): Promise<KeyRow | undefined> {
@@ -95,13 +94,21 @@ export class KeyStore {
   }
 
   async list(f: ListFilter): Promise<{ rows: KeyRow[]; total: number }> {
-    let q = this.db
-      .selectFrom('api_keys')
-      .where('kind', '=', f.kind)
-      .where('user_id', '=', f.userId)
-      .where('deleted_at', 'is', null);
+    let q = this.db.selectFrom('api_keys').where('kind', '=', f.kind).where('user_id', '=', f.userId).where('deleted_at', 'is', null);
     if (f.orgId !== undefined) q = q.where('org_id', '=', f.orgId);
     if (f.status !== undefined) q = q.where('status', '=', f.status);
+    if (f.search !== undefined && f.search !== '') {
+      // LIKE's own wildcards in the search text match themselves
+      const pattern = `%${f.search.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
+      q = q.where((eb) =>
+        eb.or([
+          eb('name', 'ilike', pattern),
+          eb('description', 'ilike', pattern),
+          eb('id', 'ilike', pattern),
+          eb(sql<string>`display_prefix || '...' || display_suffix`, 'ilike', pattern),
+        ]),
+      );
+    }
     const [rows, count] = await Promise.all([
       q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.limit).offset(f.offset).execute(),
       q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
@@ -117,13 +124,7 @@ export class KeyStore {
     patch: Partial<Pick<KeyRow, 'name' | 'description' | 'status' | 'deleted_at' | 'updated_at'>>,
     onlyFromStatus?: KeyRow['status'][],
   ): Promise<KeyRow | undefined> {
-    let q = this.db
-      .updateTable('api_keys')
-      .set(patch)
-      .where('id', '=', id)
-      .where('kind', '=', kind)
-      .where('user_id', '=', userId)
-      .where('deleted_at', 'is', null);
+    let q = this.db.updateTable('api_keys').set(patch).where('id', '=', id).where('kind', '=', kind).where('user_id', '=', userId).where('deleted_at', 'is', null);
     if (onlyFromStatus) q = q.where('status', 'in', onlyFromStatus);
     return q.returningAll().executeTakeFirst();
   }
@@ -145,13 +146,7 @@ export class KeyStore {
 
   /** Operator change of status (the CLI's disable); any owner. */
   async setStatusById(id: string, status: KeyRow['status'], now: number): Promise<KeyRow | undefined> {
-    return this.db
-      .updateTable('api_keys')
-      .set({ status, updated_at: now })
-      .where('id', '=', id)
-      .where('deleted_at', 'is', null)
-      .returningAll()
-      .executeTakeFirst();
+    return this.db.updateTable('api_keys').set({ status, updated_at: now }).where('id', '=', id).where('deleted_at', 'is', null).returningAll().executeTakeFirst();
   }
 
   /** Operator change of a key's rate limits (null = the configured default). */

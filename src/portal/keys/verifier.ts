@@ -1,17 +1,9 @@
 import { AppError } from '../../platform/errors.js';
 import { keyDigest, parseApiKey, type KeyKind } from '../../platform/auth/api-key-format.js';
 import type { KeyRow, KeyStore } from './store.js';
+import type { KeyPrincipal } from '../../platform/auth/principal.js';
 
-/** What a verified key lets the request know about its caller. */
-export interface KeyPrincipal {
-  keyId: string;
-  kind: KeyKind;
-  userId: string;
-  orgId: string;
-  scopes: string[];
-  rpmLimit: number | null;
-  tpmLimit: number | null;
-}
+export type { KeyPrincipal } from '../../platform/auth/principal.js';
 
 interface Entry {
   row: KeyRow;

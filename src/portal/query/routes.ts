@@ -5,17 +5,23 @@ import { AppError } from '../../platform/errors.js';
 import { ok } from '../../platform/http/errors.js';
 import { bearerToken } from '../../platform/http/auth.js';
 import { looksLikeApiKey } from '../../platform/auth/api-key-format.js';
-import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier } from '../../platform/auth/jwt.js';
+import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier, type UserPrincipal } from '../../platform/auth/jwt.js';
 import type { KeyVerifier } from '../keys/verifier.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope, GroupBy } from '../usage/store.js';
 import { envelope } from '../keys/schemas.js';
+import type { FeatureModule } from '../../platform/module.js';
 
 export interface QueryDeps {
   jwt: JwtVerifier;
   verifier: KeyVerifier;
   usage: UsageService;
   adminRole: string;
+  /**
+   * How a portal user is recognized when the caller sends no API key (default: the bearer JWT). The web page
+   * passes the one that also accepts its session cookie.
+   */
+  authenticate?: (req: FastifyRequest) => Promise<UserPrincipal>;
 }
 
 /** Scopes of Management API Keys; a key created without scopes may call every query API. */
@@ -27,8 +33,8 @@ export const QUERY_SCOPES = { usage: 'usage:read', balance: 'balance:read' } as 
  * sees their personal scope, or an org's when they are its admin and pass org_id.
  */
 async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string, orgParam?: string): Promise<UsageScope> {
-  const token = bearerToken(req);
-  if (looksLikeApiKey(token)) {
+  const token = req.headers.authorization === undefined && deps.authenticate ? undefined : bearerToken(req);
+  if (token !== undefined && looksLikeApiKey(token)) {
     const key = await deps.verifier.verify(token, 'management');
     if (key.scopes.length > 0 && !key.scopes.includes(scope)) {
       throw new AppError('insufficient_scope', `permission denied: this key lacks the ${scope} scope`);
@@ -36,7 +42,7 @@ async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string,
     if (orgParam !== undefined && orgParam !== key.orgId) throw new AppError('permission_denied', 'permission denied: this key belongs to another organization', 'org_id');
     return key.orgId === DEFAULT_ORG ? { orgId: DEFAULT_ORG, userId: key.userId } : { orgId: key.orgId };
   }
-  const user = await deps.jwt.verify(token);
+  const user = token === undefined ? await deps.authenticate!(req) : await deps.jwt.verify(token);
   const org = orgParam ?? DEFAULT_ORG;
   if (org === DEFAULT_ORG) return { orgId: DEFAULT_ORG, userId: user.userId };
   if (!isOrgAdmin(user, org, deps.adminRole)) throw new AppError('permission_denied', 'permission denied: only an administrator of the organization can query it', 'org_id');
@@ -48,14 +54,17 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
   r.get(
     '/query/usage',
     {
+      config: { auth: 'own' },
       schema: {
         tags: ['Query APIs'],
-        summary: 'Usage of the caller\'s keys over a time range, grouped (Management API Key with usage:read, or a portal JWT)',
+        summary: "Usage of the caller's keys over a time range, grouped (Management API Key with usage:read, or a portal JWT)",
         querystring: Type.Object(
           {
             start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, inclusive; default 30 days ago' })),
             end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, exclusive; default now' })),
-            group_by: Type.Optional(Type.String({ pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$', description: 'comma list of day, model, key, operation; default day,model' })),
+            group_by: Type.Optional(
+              Type.String({ pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$', description: 'comma list of day, model, key, operation; default day,model' }),
+            ),
             key_id: Type.Optional(Type.String({ maxLength: 100 })),
             org_id: Type.Optional(Type.String({ maxLength: 100 })),
           },
@@ -77,6 +86,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
   r.get(
     '/query/balance',
     {
+      config: { auth: 'own' },
       schema: {
         tags: ['Query APIs'],
         summary: 'Credits granted minus cost used (Management API Key with balance:read, or a portal JWT)',
@@ -88,4 +98,9 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
     },
     async (req) => ok(req, await deps.usage.balance(await resolveScope(req, deps, QUERY_SCOPES.balance, req.query.org_id))),
   );
+}
+
+/** The query APIs (usage, balance) under {portal_base_url}. */
+export function createQueryModule(deps: QueryDeps): FeatureModule {
+  return { name: 'query', routes: { portal: (app) => registerQueryRoutes(app, deps) } };
 }

@@ -1,46 +1,295 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import { AppError } from '../../platform/errors.js';
 import { DEFAULT_ORG } from '../../platform/auth/jwt.js';
-import type { UsageService } from './service.js';
-import type { UsageScope } from './store.js';
+import type { ChangeFeed } from '../../platform/cluster/feed.js';
+import { MICROS, type UsageBudget, type UsageService } from './service.js';
+import type { UsageInsert, UsageScope } from './store.js';
+import { MemorySpendStore, RedisSpendStore, createSpendStore, type SpendEntry, type SpendStore } from './spend.js';
+
+export interface BudgetOptions {
+  /** Redis shares the running spend between instances; without it this instance keeps it in memory */
+  redisUrl?: string;
+  /** a store of its own (tests) instead of the one redisUrl chooses */
+  store?: SpendStore;
+  /** without Redis: how a grant made by another process (`portico credits grant`) reaches this one */
+  feed?: ChangeFeed;
+  log: Pick<FastifyBaseLogger, 'warn' | 'info'>;
+}
+
+/** what this instance read from the ledger for one payer, valid for one epoch and version of its entry */
+interface LedgerPart {
+  epoch: string;
+  version: number;
+  granted: number;
+  /** the cost of the ledger's records not charged under `epoch` */
+  other: number;
+}
+
+/** what to tell the store about one payer once records reached the ledger */
+interface Settlement {
+  /** forget the entry (a charge of unknown outcome, records of an earlier process) */
+  reset: boolean;
+  /** epochs of records that reached the ledger ('' = uncounted) */
+  epochs: Set<string>;
+  /** charges of refused records to take back: [epoch, micros] */
+  refunds: Array<[string, number]>;
+}
+
+const RETRY_MS = 1000;
 
 /**
- * With billing enabled, a request is refused (429 insufficient_quota) once the balance of the key's scope
- * (the owner's personal credits, or the organization's) is spent. Balances are read from the ledger and kept
- * for a short moment; a recorded charge drops the cached balance so the next request sees it.
+ * With billing enabled, a request is refused (429 insufficient_quota) once the balance of its payer is spent.
+ * The payer is the key's scope: its owner's personal credits in the default organization, else the
+ * organization. The balance is kept running, without reading the ledger on each request:
+ *
+ *   balance = granted - (ledger records not of the current epoch) - used
+ *
+ * `used` lives in the spend store (Redis across instances, else memory): each charge adds the record's cost
+ * to it at once, atomically, but only if the entry's epoch is the one the record was tagged with (the one this
+ * instance saw last), and the tag is stored with the record. The ledger part (`granted` and the records of
+ * other epochs) is read once per epoch and version. So every record counts exactly once: in `used` if its
+ * charge counted, else in the ledger part, which reads it once it has arrived. When a record whose charge did
+ * not count (the entry was lost or made anew in between, Redis was away) reaches the ledger, the version is
+ * raised and every instance reads its ledger part again. A charge whose outcome is unknown (Redis failed while
+ * it was sent), and records an earlier process left in its journal, reset the entry: a new epoch, read afresh.
+ * A refused record's charge is taken back. The ledger is read only when a payer is first seen, after Redis
+ * lost its entry, after a grant, and after such uncounted records.
+ *
+ * Grants raise the version: in Redis, by whoever grants (`portico credits grant` too), so every instance sees
+ * them at its next request; without Redis (one instance) here, and through the change feed for a grant made by
+ * another process (a feed that reconnects raises every version, since it may have lost one).
  */
-export class BudgetGuard {
-  private readonly cache = new Map<string, { balance: number; at: number }>();
+export class BudgetGuard implements UsageBudget {
+  private readonly store: SpendStore;
+  private readonly log: BudgetOptions['log'];
+  private readonly feed?: ChangeFeed;
+  /** identifies this process's own messages on the feed */
+  private readonly origin = randomUUID();
+  private readonly ledger = new Map<string, LedgerPart>();
+  private readonly loading = new Map<string, Promise<LedgerPart>>();
+  /** the epoch of each payer's entry as this instance saw it last: the tag of its next records */
+  private readonly epochs = new Map<string, string>();
+  private readonly settlements = new Map<string, Settlement>();
+  private settling: Promise<void> | undefined;
+  private settleAgain = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(
     private readonly usage: UsageService,
     readonly enabled: boolean,
-    private readonly freshMs = 1000,
-  ) {}
+    opts: BudgetOptions,
+  ) {
+    this.store = opts.store ?? createSpendStore(opts.redisUrl, () => usage.ledgerId());
+    this.log = opts.log;
+    this.feed = this.store.kind === 'memory' ? opts.feed : undefined;
+    usage.attachBudget(this);
+    const memory = this.store;
+    if (enabled && this.feed && memory instanceof MemorySpendStore) {
+      this.feed.subscribe('credits', (m) => {
+        if (m.origin !== this.origin && typeof m.payer === 'string') void memory.bump(m.payer);
+      });
+      this.feed.onResync(() => memory.bumpAll());
+    }
+  }
 
   static scopeOf(k: { userId: string; orgId: string }): UsageScope {
     return k.orgId === DEFAULT_ORG ? { orgId: DEFAULT_ORG, userId: k.userId } : { orgId: k.orgId };
   }
 
-  private cacheKey(s: UsageScope) {
-    return `${s.orgId}\u0001${s.userId ?? ''}`;
+  /** the store's name of a payer */
+  static payerOf(s: UsageScope): string {
+    return JSON.stringify(s.userId === undefined ? [s.orgId] : [s.orgId, s.userId]);
+  }
+
+  private static payerOfRow(r: UsageInsert): string {
+    return BudgetGuard.payerOf(BudgetGuard.scopeOf({ userId: r.user_id, orgId: r.org_id }));
   }
 
   async check(k: { userId: string; orgId: string }): Promise<void> {
     if (!this.enabled) return;
     const scope = BudgetGuard.scopeOf(k);
-    const ck = this.cacheKey(scope);
-    const now = Date.now();
-    let e = this.cache.get(ck);
-    if (!e || now - e.at > this.freshMs) {
-      e = { balance: (await this.usage.balance(scope)).balance, at: now };
-      this.cache.set(ck, e);
-    }
-    if (e.balance <= 0) {
-      throw new AppError('insufficient_quota', `You exceeded your current quota: the balance of ${scope.userId === undefined ? `organization ${scope.orgId}` : 'your account'} is ${e.balance} credits.`);
+    const balance = await this.balance(scope);
+    if (balance <= 0) {
+      throw new AppError(
+        'insufficient_quota',
+        `You exceeded your current quota: the balance of ${scope.userId === undefined ? `organization ${scope.orgId}` : 'your account'} is ${balance / MICROS} credits.`,
+      );
     }
   }
 
-  charged(k: { userId: string; orgId: string }) {
-    if (this.enabled) this.cache.delete(this.cacheKey(BudgetGuard.scopeOf(k)));
+  /** The running balance of a payer, in micro-credits (equal to the ledger's once its records have arrived). */
+  async balance(scope: UsageScope): Promise<number> {
+    const payer = BudgetGuard.payerOf(scope);
+    let entry: SpendEntry;
+    try {
+      entry = await this.store.read(payer, randomUUID());
+    } catch (e) {
+      // the client learns that it may retry; the cause (which may name hosts) goes to the log only
+      this.log.warn({ err: (e as Error)?.message ?? String(e) }, 'running spend unavailable: budgeted requests answered 503');
+      throw new AppError('service_unavailable', 'service temporarily unavailable: the balance cannot be checked; try again shortly', null, { headers: { 'retry-after': '1' } });
+    }
+    this.epochs.set(payer, entry.epoch);
+    const part = await this.ledgerPart(payer, scope, entry);
+    return part.granted - part.other - entry.used;
+  }
+
+  /** The ledger part for this epoch and version: kept, or read once (concurrent requests share the read). */
+  private ledgerPart(payer: string, scope: UsageScope, entry: SpendEntry): LedgerPart | Promise<LedgerPart> {
+    const known = this.ledger.get(payer);
+    if (known && known.epoch === entry.epoch && known.version === entry.version) return known;
+    const k = `${payer}\n${entry.epoch}\n${entry.version}`;
+    let p = this.loading.get(k);
+    if (!p) {
+      p = this.usage
+        .ledgerBalance(scope, entry.epoch)
+        .then(({ granted, used }) => {
+          const part: LedgerPart = { epoch: entry.epoch, version: entry.version, granted, other: used };
+          const cur = this.ledger.get(payer);
+          // a slower read of an older version never replaces a newer one
+          if (!cur || cur.epoch !== part.epoch || cur.version <= part.version) this.ledger.set(payer, part);
+          return part;
+        })
+        .finally(() => this.loading.delete(k));
+      this.loading.set(k, p);
+    }
+    return p;
+  }
+
+  // ------------------------------------------------------------------ what the ledger tells
+
+  tag(row: UsageInsert): string | null | Promise<string | null> {
+    if (!this.enabled || !(row.cost_micros > 0)) return null;
+    const payer = BudgetGuard.payerOfRow(row);
+    const known = this.epochs.get(payer);
+    if (known !== undefined) return known;
+    // a payer this instance has not checked (a background job queued on another instance): learn its epoch
+    return this.store.read(payer, randomUUID()).then(
+      (entry) => {
+        this.epochs.set(payer, entry.epoch);
+        return entry.epoch;
+      },
+      // not counted: the ledger part counts it once it arrives (settled below)
+      () => null,
+    );
+  }
+
+  charge(row: UsageInsert): void {
+    if (!this.enabled || !row.spend_epoch || !(row.cost_micros > 0)) return;
+    const payer = BudgetGuard.payerOfRow(row);
+    this.store.charge(payer, row.spend_epoch, row.cost_micros).then(
+      () => {
+        // counted, or not (another epoch by now): the record is settled when it reaches the ledger
+      },
+      () => this.resetLater(payer),
+    );
+  }
+
+  settled(stored: UsageInsert[], refused: UsageInsert[]): void {
+    if (!this.enabled) return;
+    for (const r of stored) if (r.cost_micros > 0) this.settlement(BudgetGuard.payerOfRow(r)).epochs.add(r.spend_epoch ?? '');
+    for (const r of refused) if (r.cost_micros > 0 && r.spend_epoch) this.settlement(BudgetGuard.payerOfRow(r)).refunds.push([r.spend_epoch, r.cost_micros]);
+    void this.settle();
+  }
+
+  recovered(rows: UsageInsert[]): void {
+    if (!this.enabled) return;
+    for (const r of rows) if (r.cost_micros > 0) this.resetLater(BudgetGuard.payerOfRow(r));
+  }
+
+  async beforeGrant(): Promise<void> {
+    try {
+      await this.store.reachable();
+    } catch (e) {
+      throw new AppError('service_unavailable', `credits not granted: the running spend (Redis) cannot be reached (${(e as Error).message}); try again when it answers`);
+    }
+  }
+
+  async granted(userId: string, orgId: string): Promise<void> {
+    const payer = BudgetGuard.payerOf(userId ? { orgId, userId } : { orgId });
+    try {
+      await this.store.bump(payer);
+      if (this.feed) await this.feed.publish('credits', { payer, origin: this.origin });
+    } catch (e) {
+      const fix = this.store instanceof RedisSpendStore ? `delete the Redis key ${this.store.keyName(payer)} once Redis answers` : 'restart the running instance';
+      throw new AppError(
+        'service_unavailable',
+        `credits granted and stored, but running budgets were not told (${(e as Error).message}): do not grant again; ${fix} so that they read it`,
+      );
+    }
+  }
+
+  // ------------------------------------------------------------------ settling
+
+  private settlement(payer: string): Settlement {
+    let s = this.settlements.get(payer);
+    if (!s) {
+      s = { reset: false, epochs: new Set(), refunds: [] };
+      this.settlements.set(payer, s);
+    }
+    return s;
+  }
+
+  private resetLater(payer: string) {
+    this.settlement(payer).reset = true;
+    void this.settle();
+  }
+
+  /** Tells the store what reached the ledger; one pass at a time, again while more comes, retried on failure. */
+  private settle(): Promise<void> {
+    if (this.settling) {
+      this.settleAgain = true;
+      return this.settling;
+    }
+    const run = (async () => {
+      do {
+        this.settleAgain = false;
+        const batch = [...this.settlements];
+        this.settlements.clear();
+        await Promise.all(batch.map(([payer, s]) => this.settleOne(payer, s)));
+      } while (this.settleAgain && this.settlements.size > 0);
+    })();
+    this.settling = run;
+    void run.finally(() => {
+      this.settling = undefined;
+      if (this.settlements.size > 0 && !this.closed && !this.retryTimer) {
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = undefined;
+          void this.settle();
+        }, RETRY_MS);
+        this.retryTimer.unref();
+      }
+    });
+    return run;
+  }
+
+  private async settleOne(payer: string, s: Settlement) {
+    try {
+      if (s.reset) {
+        await this.store.reset(payer);
+        this.log.info({ payer }, 'running spend of a payer reset: it is read from the ledger again');
+        return;
+      }
+      for (const [epoch, micros] of s.refunds) await this.store.refund(payer, epoch, micros);
+      if (s.epochs.size > 0) await this.store.settle(payer, [...s.epochs]);
+    } catch (e) {
+      // the outcome is unknown (Redis away): start this payer afresh once Redis answers
+      if (!this.settlements.has(payer)) this.log.warn({ payer, err: (e as Error).message }, 'running spend not updated; the payer is reset when Redis answers');
+      this.settlement(payer).reset = true;
+    }
+  }
+
+  /** Resolves once everything that reached the ledger so far has been told to the store (tests, close). */
+  async idle(): Promise<void> {
+    while (this.settling || (this.settlements.size > 0 && !this.retryTimer)) await (this.settling ?? this.settle());
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    await this.settling;
+    await this.store.close();
   }
 }

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeSync, fsyncSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeSync, fsyncSync } from 'node:fs';
 import { join } from 'node:path';
 import type { UsageInsert } from './store.js';
 
@@ -55,6 +55,68 @@ export class UsageJournal {
       } catch {
         // nothing more to do
       }
+      closeSync(this.fd);
+      this.fd = undefined;
+    }
+  }
+}
+
+/** One line of DATA_DIR/usage-refused.ndjson. */
+export interface RefusedLine {
+  /** Unix seconds when it was set aside */
+  refused_at: number;
+  /** the database's message */
+  reason: string;
+  /** the record as it was to be inserted (a line of the usage journal) */
+  record: UsageInsert;
+}
+
+/**
+ * Usage records the database refused for their content (not for an outage), kept in
+ * DATA_DIR/usage-refused.ndjson (mode 0600) so that none is lost: each is written and synced before the journal
+ * that held it is emptied. An operator reads the file, fixes the cause and replays the records (each line's
+ * `record` is a usage-journal line; record ids make a replay of an already stored record harmless).
+ */
+export class RefusedRecords {
+  readonly path: string;
+  private fd: number | undefined;
+
+  /** nothing is written (not even the directory) until a record is set aside */
+  constructor(private readonly dir: string) {
+    this.path = join(dir, 'usage-refused.ndjson');
+  }
+
+  /** Appends one record durably; throws if it cannot (the caller then keeps the record where it was). */
+  append(record: UsageInsert, reason: string): void {
+    if (this.fd === undefined) {
+      mkdirSync(this.dir, { recursive: true });
+      const fd = openSync(this.path, 'a', 0o600);
+      // an existing file keeps its mode on open: make it private as well
+      fchmodSync(fd, 0o600);
+      this.fd = fd;
+    }
+    const line: RefusedLine = { refused_at: Math.floor(Date.now() / 1000), reason, record };
+    writeSync(this.fd, JSON.stringify(line) + '\n');
+    fsyncSync(this.fd);
+  }
+
+  /** What has been set aside so far (for tests and tools). */
+  read(): RefusedLine[] {
+    if (!existsSync(this.path)) return [];
+    const lines: RefusedLine[] = [];
+    for (const l of readFileSync(this.path, 'utf8').split('\n')) {
+      if (!l) continue;
+      try {
+        lines.push(JSON.parse(l) as RefusedLine);
+      } catch {
+        // a line torn by a crash while it was written: its record is still in the journal
+      }
+    }
+    return lines;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) {
       closeSync(this.fd);
       this.fd = undefined;
     }

@@ -1,14 +1,15 @@
 import type { UsageInsert, UsageScope, UsageStore, GroupBy, UsageRow } from './store.js';
-import type { KeyPrincipal } from '../keys/verifier.js';
+import type { KeyPrincipal } from '../../platform/auth/principal.js';
 import { randomUUID } from 'node:crypto';
-import type { UsageJournal } from './journal.js';
+import type { FastifyBaseLogger } from 'fastify';
+import type { RefusedRecords, UsageJournal } from './journal.js';
 import { isUnavailable } from '../../platform/http/errors.js';
 
 export interface UsageEvent {
   requestId: string;
   key: Pick<KeyPrincipal, 'keyId' | 'userId' | 'orgId'> & Partial<Pick<KeyPrincipal, 'rpmLimit' | 'tpmLimit'>>;
   model: string;
-  operation: 'responses' | 'speech' | 'transcription' | 'translation';
+  operation: 'responses' | 'chat.completions' | 'embeddings' | 'speech' | 'transcription' | 'translation';
   inputTokens?: number;
   outputTokens?: number;
   cachedTokens?: number;
@@ -25,20 +26,85 @@ const count = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? Math.mi
 const SHIP_DELAY_MS = 25;
 
 /**
+ * What the budget (BudgetGuard) needs to hear from the ledger to keep each payer's running spend exact. The
+ * ledger knows no budget; one attaches itself.
+ */
+export interface UsageBudget {
+  /** the running-spend epoch a record is charged under, stored with it (before it is journaled) */
+  tag(row: UsageInsert): string | null | Promise<string | null>;
+  /** counts the record in the running spend (right after it is journaled); never throws */
+  charge(row: UsageInsert): void;
+  /** records reached the ledger, or were refused by it (set aside) */
+  settled(stored: UsageInsert[], refused: UsageInsert[]): void;
+  /** records of an earlier process found in the journal: whether they were counted is unknown */
+  recovered(rows: UsageInsert[]): void;
+  /** before credits are granted: throws if the grant could not be announced */
+  beforeGrant(): Promise<void>;
+  /** after credits are granted: every instance's budget must see them */
+  granted(userId: string, orgId: string): Promise<void>;
+}
+
+export interface UsageServiceOptions {
+  log: Pick<FastifyBaseLogger, 'error' | 'warn' | 'info'>;
+  /** where records the database refuses for their content are kept (DATA_DIR/usage-refused.ndjson) */
+  refused: RefusedRecords;
+}
+
+/**
  * The usage ledger. Engines' usage is written here by the services after each request; the query APIs
  * read it. Writes are awaited by the caller so an acknowledged request always has its record.
  */
 export class UsageService {
   private readonly listeners: Array<(e: UsageEvent) => void> = [];
+  private readonly refusedListeners: Array<(row: UsageInsert, err: unknown) => void> = [];
+  private readonly log: UsageServiceOptions['log'];
+  private readonly refused: RefusedRecords;
 
   constructor(
     private readonly store: UsageStore,
-    private readonly journal?: UsageJournal,
-  ) {}
+    private readonly journal: UsageJournal | undefined,
+    opts: UsageServiceOptions,
+  ) {
+    this.log = opts.log;
+    this.refused = opts.refused;
+  }
 
   /** called after each record is written (metrics) */
   onRecord(l: (e: UsageEvent) => void) {
     this.listeners.push(l);
+  }
+
+  private budget?: UsageBudget;
+  /** journal records recovered before a budget was attached */
+  private recoveredRows: UsageInsert[] = [];
+
+  /** The budget hears of every record, shipment and grant from now on. */
+  attachBudget(b: UsageBudget) {
+    this.budget = b;
+    if (this.recoveredRows.length) b.recovered(this.recoveredRows.splice(0));
+  }
+
+  /**
+   * The ledger's part of a balance (no flush: records on their way are the budget's concern): credits granted
+   * and the cost of records, leaving out those charged under `exceptEpoch`. In micro-credits.
+   */
+  ledgerBalance(scope: UsageScope, exceptEpoch?: string): Promise<{ granted: number; used: number }> {
+    return this.store.balance(scope, exceptEpoch);
+  }
+
+  private ledgerIdRead?: Promise<string>;
+  /** the ledger's random id (kept in its database): names its entries in a store shared with other ledgers */
+  ledgerId(): Promise<string> {
+    this.ledgerIdRead ??= this.store.ledgerId().catch((e) => {
+      this.ledgerIdRead = undefined;
+      throw e;
+    });
+    return this.ledgerIdRead;
+  }
+
+  /** called for each record the database refused, once it is set aside (metrics) */
+  onRefused(l: (row: UsageInsert, err: unknown) => void) {
+    this.refusedListeners.push(l);
   }
 
   private pending: UsageInsert[] = [];
@@ -70,15 +136,22 @@ export class UsageService {
       audio_seconds: Number.isFinite(e.audioSeconds) && e.audioSeconds! > 0 ? e.audioSeconds! : 0,
       cost_micros: count(e.costMicros),
       created_at: Math.floor(Date.now() / 1000),
+      spend_epoch: null,
     };
+    if (this.budget) {
+      const tag = this.budget.tag(row);
+      row.spend_epoch = tag === null || typeof tag === 'string' ? tag : await tag;
+    }
     if (this.journal) {
       this.journal.append(row);
       this.pending.push(row);
+      this.budget?.charge(row);
       // shipped a moment later with whatever else arrives meanwhile: one INSERT per batch, off the request path
       if (this.pending.length >= 500) void this.ship();
       else this.schedule();
     } else {
       this.pending.push(row);
+      this.budget?.charge(row);
       await this.flush();
     }
     for (const l of this.listeners) l(e);
@@ -112,54 +185,95 @@ export class UsageService {
   /**
    * Inserts batches until nothing is pending. The only writer of the table (flush() goes through it too), so
    * two inserts never overlap; shipped rows are removed by identity. On an outage the records stay and are tried
-   * again with backoff; a row the database refuses for its content (not an outage) is set aside, so one bad
-   * record cannot block the ledger. Never rejects.
+   * again with backoff (one warning when it starts, one line when it ends); a row the database refuses for its
+   * content (not an outage) is set aside in DATA_DIR/usage-refused.ndjson and logged, so one bad record cannot
+   * block the ledger and none is lost. The journal is emptied only after that. Never rejects.
    */
   private async shipAll(): Promise<void> {
     try {
       while (this.pending.length > 0) {
         const batch = this.pending.slice(0, 500);
+        let refused: UsageInsert[] = [];
         try {
           await this.store.insert(batch);
         } catch (e) {
           if (isUnavailable(e)) throw e;
-          await this.shipOneByOne(batch);
+          refused = await this.shipOneByOne(batch);
         }
         const shipped = new Set(batch);
         this.pending = this.pending.filter((r) => !shipped.has(r));
+        if (this.budget) {
+          const out = new Set(refused);
+          this.budget.settled(refused.length ? batch.filter((r) => !out.has(r)) : batch, refused);
+        }
+        if (this.failures > 0) this.log.info({ attempts: this.failures }, 'usage records reach the database again');
         this.failures = 0;
       }
       this.lastError = undefined;
       this.journal?.clear();
     } catch (e) {
-      // the database is away: the records stay (they are in the journal) and are tried again
+      // the database is away (or a refused record could not be set aside): the records stay (they are in the
+      // journal) and are tried again
       this.lastError = e;
       this.failures++;
+      if (this.failures === 1)
+        this.log.warn({ err: (e as Error)?.message ?? String(e), pending: this.pending.length }, 'usage records not stored yet: kept in the journal and retried');
       if (!this.closed) {
-        this.retryTimer = setTimeout(() => {
-          this.retryTimer = undefined;
-          void this.ship();
-        }, Math.min(100 * 2 ** Math.min(this.failures, 6), 5_000));
+        this.retryTimer = setTimeout(
+          () => {
+            this.retryTimer = undefined;
+            void this.ship();
+          },
+          Math.min(100 * 2 ** Math.min(this.failures, 6), 5_000),
+        );
         this.retryTimer.unref();
       }
     }
   }
 
-  private async shipOneByOne(batch: UsageInsert[]) {
+  /** Inserts a batch row by row; returns the rows the database refused (set aside). */
+  private async shipOneByOne(batch: UsageInsert[]): Promise<UsageInsert[]> {
+    const refused: UsageInsert[] = [];
     for (const row of batch) {
       try {
         await this.store.insert([row]);
       } catch (e) {
         if (isUnavailable(e)) throw e;
-        this.refused.push(row);
-        this.onRefused?.(row, e);
+        this.setAside(row, e);
+        refused.push(row);
       }
     }
+    return refused;
   }
 
-  /** rows the database refused for their content (kept for inspection; never retried) */
-  readonly refused: UsageInsert[] = [];
-  onRefused?: (row: UsageInsert, err: unknown) => void;
+  /** A record the database refused: written to the refused file (throws if it cannot be), logged, counted. */
+  private setAside(row: UsageInsert, err: unknown) {
+    const reason = err instanceof Error ? err.message : String(err);
+    // what identifies the record and its charge; a record holds no secret (key id, not the key)
+    const what = {
+      record_id: row.record_id,
+      request_id: row.request_id,
+      key_id: row.key_id,
+      user_id: row.user_id,
+      org_id: row.org_id,
+      model: row.model,
+      operation: row.operation,
+      cost_micros: row.cost_micros,
+      reason,
+    };
+    try {
+      this.refused.append(row, reason);
+    } catch (e) {
+      this.log.error(
+        { ...what, err: (e as Error).message, file: this.refused.path },
+        'usage record refused by the database and not set aside: it stays in the journal and is tried again',
+      );
+      throw e;
+    }
+    this.log.error({ ...what, file: this.refused.path }, 'usage record refused by the database: set aside for an operator');
+    for (const l of this.refusedListeners) l(row, err);
+  }
+
   private lastError: unknown;
 
   /** Waits until every record made so far is in the database (query APIs read after this); throws if it cannot. */
@@ -175,14 +289,18 @@ export class UsageService {
         this.retryTimer = undefined;
       }
       await this.ship();
-      if (this.pending.length > 0 && this.retryTimer) throw this.lastError ?? new Error('usage records could not be stored');
+      // records left after a failed shipment: the database's error (after close() no retry is scheduled, so
+      // the error itself, not a retry timer, says the shipment failed; a loop here would never end)
+      if (this.pending.length > 0 && this.lastError !== undefined) throw this.lastError;
     }
   }
 
   /** Ships what the last run left in the journal. */
   async recover(): Promise<number> {
-    const rows = this.journal?.recover() ?? [];
+    const rows = (this.journal?.recover() ?? []).map((r) => ({ ...r, spend_epoch: r.spend_epoch ?? null }));
     if (rows.length) {
+      if (this.budget) this.budget.recovered(rows);
+      else this.recoveredRows.push(...rows);
       this.pending = [...rows, ...this.pending];
       await this.ship();
     }
@@ -200,29 +318,34 @@ export class UsageService {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.shipTimer) clearTimeout(this.shipTimer);
     this.journal?.close();
+    this.refused.close();
   }
 
   async usage(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]) {
     await this.flush();
     const rows = await this.store.aggregate(scope, from, to, groupBy);
-    const total = rows.reduce(
+    // costs are summed as whole micro-credits and divided once (a sum of divided figures shows float error:
+    // 0.024 + 0.024 + 0.024 = 0.07200000000000001); audio seconds are a float column, so their total is rounded
+    // to the microsecond the same way
+    const sum = rows.reduce(
       (t, r) => ({
         requests: t.requests + r.requests,
         input_tokens: t.input_tokens + r.input_tokens,
         output_tokens: t.output_tokens + r.output_tokens,
         cached_tokens: t.cached_tokens + r.cached_tokens,
         characters: t.characters + r.characters,
-        audio_seconds: t.audio_seconds + r.audio_seconds,
-        cost: t.cost + r.cost_micros / MICROS,
+        audio_micros: t.audio_micros + Math.round(r.audio_seconds * MICROS),
+        cost_micros: t.cost_micros + r.cost_micros,
       }),
-      { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_seconds: 0, cost: 0 },
+      { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, cost_micros: 0 },
     );
+    const { audio_micros, cost_micros, ...counts } = sum;
     return {
       start_time: from,
       end_time: to,
       group_by: groupBy,
-      list: rows.map(({ cost_micros, ...r }: UsageRow) => ({ ...r, cost: cost_micros / MICROS })),
-      total,
+      list: rows.map(({ cost_micros, ...r }: UsageRow) => ({ ...r, audio_seconds: Math.round(r.audio_seconds * MICROS) / MICROS, cost: cost_micros / MICROS })),
+      total: { ...counts, audio_seconds: audio_micros / MICROS, cost: cost_micros / MICROS },
     };
   }
 
@@ -232,7 +355,10 @@ export class UsageService {
     return { granted: granted / MICROS, used: used / MICROS, balance: (granted - used) / MICROS, currency: 'credits' };
   }
 
+  /** Grants credits; every instance's budget sees them before this returns (see BudgetGuard.granted). */
   async grant(userId: string, orgId: string, amount: number, note = ''): Promise<void> {
+    await this.budget?.beforeGrant();
     await this.store.grant(userId, orgId, Math.round(amount * MICROS), note, Math.floor(Date.now() / 1000));
+    await this.budget?.granted(userId, orgId);
   }
 }

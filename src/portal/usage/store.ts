@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../../platform/db/index.js';
 import type { UsageTable } from '../../platform/db/schema.js';
@@ -49,11 +50,7 @@ export class UsageStore {
       operation: sql<string>`operation`.as('operation'),
     };
     const names = { day: 'date', model: 'model', key: 'key_id', operation: 'operation' } as const;
-    let q = this.db
-      .selectFrom('usage_records')
-      .where('org_id', '=', scope.orgId)
-      .where('created_at', '>=', from)
-      .where('created_at', '<', to);
+    let q = this.db.selectFrom('usage_records').where('org_id', '=', scope.orgId).where('created_at', '>=', from).where('created_at', '<', to);
     if (scope.userId !== undefined) q = q.where('user_id', '=', scope.userId);
     if (scope.keyId !== undefined) q = q.where('key_id', '=', scope.keyId);
     let s = q.select([
@@ -80,19 +77,41 @@ export class UsageStore {
     }));
   }
 
+  /** A random id of this ledger, made once and kept in its database (settings `ledger_id`). */
+  async ledgerId(): Promise<string> {
+    await this.db
+      .insertInto('settings')
+      .values({ key: 'ledger_id', value: randomUUID() })
+      .onConflict((oc) => oc.column('key').doNothing())
+      .execute();
+    const row = await this.db.selectFrom('settings').select('value').where('key', '=', 'ledger_id').executeTakeFirstOrThrow();
+    return row.value;
+  }
+
   async grant(userId: string, orgId: string, amountMicros: number, note: string, at: number): Promise<void> {
     await this.db.insertInto('credit_grants').values({ user_id: userId, org_id: orgId, amount_micros: amountMicros, note, created_at: at }).execute();
   }
 
-  async balance(scope: UsageScope): Promise<{ granted: number; used: number }> {
-    let g = this.db.selectFrom('credit_grants').select(sql<number>`coalesce(sum(amount_micros), 0)`.as('n')).where('org_id', '=', scope.orgId);
-    let u = this.db.selectFrom('usage_records').select(sql<number>`coalesce(sum(cost_micros), 0)`.as('n')).where('org_id', '=', scope.orgId);
+  /**
+   * Credits granted to the scope and micro-credits its records cost. With `exceptEpoch`, records charged under
+   * that running-spend epoch are left out (the running spend counts them; see BudgetGuard).
+   */
+  async balance(scope: UsageScope, exceptEpoch?: string): Promise<{ granted: number; used: number }> {
+    let g = this.db
+      .selectFrom('credit_grants')
+      .select(sql<number>`coalesce(sum(amount_micros), 0)`.as('n'))
+      .where('org_id', '=', scope.orgId);
+    let u = this.db
+      .selectFrom('usage_records')
+      .select(sql<number>`coalesce(sum(cost_micros), 0)`.as('n'))
+      .where('org_id', '=', scope.orgId);
     if (scope.userId !== undefined) {
       g = g.where('user_id', '=', scope.userId);
       u = u.where('user_id', '=', scope.userId);
     } else {
       g = g.where('user_id', '=', '');
     }
+    if (exceptEpoch !== undefined) u = u.where((eb) => eb.or([eb('spend_epoch', 'is', null), eb('spend_epoch', '!=', exceptEpoch)]));
     const [gr, ur] = await Promise.all([g.executeTakeFirstOrThrow(), u.executeTakeFirstOrThrow()]);
     return { granted: Number(gr.n), used: Number(ur.n) };
   }

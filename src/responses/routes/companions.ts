@@ -17,14 +17,17 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
       config: cfg,
       schema: {
         tags: ['Responses'],
-        summary: 'Retrieve a stored response; stream=true replays a background response\'s events (starting_after=N resumes)',
+        summary: "Retrieve a stored response; stream=true replays a background response's events (starting_after=N resumes)",
         params: ResponseIdParams,
-        querystring: Type.Object({
-          stream: Type.Optional(Type.Boolean()),
-          starting_after: Type.Optional(Type.Integer({ minimum: -1 })),
-          include: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
-          include_obfuscation: Type.Optional(Type.Boolean()),
-        }),
+        querystring: Type.Object(
+          {
+            stream: Type.Optional(Type.Boolean()),
+            starting_after: Type.Optional(Type.Integer({ minimum: -1 })),
+            include: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+            include_obfuscation: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
       },
     },
     async (req, reply) => {
@@ -52,12 +55,15 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
         tags: ['Responses'],
         summary: 'The input items of a stored response (cursor paging)',
         params: ResponseIdParams,
-        querystring: Type.Object({
-          after: Type.Optional(Type.String({ maxLength: 200 })),
-          limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
-          order: Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' }),
-          include: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
-        }),
+        querystring: Type.Object(
+          {
+            after: Type.Optional(Type.String({ maxLength: 200 })),
+            limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+            order: Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' }),
+            include: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+          },
+          { additionalProperties: false },
+        ),
       },
     },
     async (req) => svc.inputItems(req.params.id, req.apiKey!, req.query),

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { AppError } from '../../platform/errors.js';
 import { SseWriter } from '../../platform/http/sse.js';
-import { openAIErrorBody, toAppError } from '../../platform/http/errors.js';
+import { toAppError } from '../../platform/http/errors.js';
+import { clientGone } from '../../platform/http/client-gone.js';
 import { CreateResponseBody } from '../schemas.js';
 import type { ResponsesService } from '../service.js';
 
@@ -25,7 +26,7 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     async (req, reply) => {
       const p = await svc.prepare(req.body, req.apiKey!, req.id);
       if (req.body.background) {
-        const { response } = await svc.createBackground(p);
+        const response = await svc.createBackground(p);
         if (!req.body.stream) return response;
         const sse = new SseWriter(req, reply);
         try {
@@ -37,36 +38,16 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
         return reply;
       }
       if (!req.body.stream) {
-        const ac = new AbortController();
-        const onClose = () => {
-          if (!reply.raw.writableEnded) ac.abort(new Error('client disconnected'));
-        };
-        reply.raw.on('close', onClose);
+        const gone = clientGone(reply);
         try {
-          return await svc.createSync(p, ac.signal);
-        } catch (e) {
-          // stored nothing: a retry is safe
-          throw e;
+          return await svc.json(p, gone.signal);
         } finally {
-          reply.raw.off('close', onClose);
+          gone.release();
         }
       }
+      // an engine refusal before the first event is a plain HTTP error; after it, an error event
       const sse = new SseWriter(req, reply);
-      let seq = -1;
-      try {
-        await svc.createStream(p, sse.closed, () => sse.start(), (e) => {
-          seq = e.sequence_number;
-          sse.event(e);
-        });
-        sse.end();
-      } catch (e) {
-        if (sse.closed.aborted) return reply;
-        if (!sse.isStarted) throw e;
-        // after the stream started: an error event (the response could not be finished)
-        const { code, message, param } = openAIErrorBody(toAppError(e, req)).error;
-        sse.event({ type: 'error', code, message, param, sequence_number: seq + 1 } as { type: string });
-        sse.end(false);
-      }
+      await sse.pipe(svc.stream(p, sse.closed), (e) => toAppError(e, req));
       return reply;
     },
   );

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { KeyService } from '../service.js';
+import type { KeyRoutesDeps } from './deps.js';
 import create from './create.js';
 import list from './list.js';
 import update from './update.js';
@@ -7,15 +7,9 @@ import del from './delete.js';
 import revoke from './revoke.js';
 import restore from './restore.js';
 
-export interface KeyRoutesDeps {
-  service: KeyService;
-  /** path of the collection, e.g. /management/api-keys */
-  base: string;
-  /** OpenAPI tag */
-  tag: string;
-}
-
 /** The six key operations of spec 4.1 for one kind of key. */
 export function registerKeyRoutes(app: FastifyInstance, deps: KeyRoutesDeps) {
   for (const r of [create, list, update, del, revoke, restore]) r(app, deps);
 }
+
+export type { KeyRoutesDeps } from './deps.js';

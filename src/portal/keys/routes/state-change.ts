@@ -5,7 +5,7 @@ import { ok } from '../../../platform/http/errors.js';
 import type { UserPrincipal } from '../../../platform/auth/jwt.js';
 import { KeyIdBody, KeyRecordSchema, envelope } from '../schemas.js';
 import type { KeyRecord } from '../service.js';
-import type { KeyRoutesDeps } from './index.js';
+import type { KeyRoutesDeps } from './deps.js';
 
 /** POST {base}/revoke and {base}/restore: body {api_key_id}; a missing id is the spec's `api_key_id is required`. */
 export function registerStateChange(

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { AppError } from '../../../platform/errors.js';
 import { ok } from '../../../platform/http/errors.js';
 import { KeyIdParams, KeyRecordSchema, UpdateKeyBody, envelope } from '../schemas.js';
-import type { KeyRoutesDeps } from './index.js';
+import type { KeyRoutesDeps } from './deps.js';
 
 export default function (app: FastifyInstance, { service, base, tag }: KeyRoutesDeps) {
   app.withTypeProvider<TypeBoxTypeProvider>().put(

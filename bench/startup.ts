@@ -1,0 +1,116 @@
+/**
+ * Start-up and memory benchmark (npm run bench:startup). Not a test: it prints figures.
+ *
+ * What an orchestrator scaling out waits for: `portico serve` (the built command, as `npm start` runs it once
+ * the build is current) from spawn to the first 200 of GET /healthz and of GET /readyz, and its resident memory
+ * (VmRSS) once idle. Rows: the first start on an empty DATA_DIR (the embedded database is created), restarts
+ * on that DATA_DIR, and restarts on PostgreSQL (127.0.0.1:5432, a schema of its own). BENCH_RUNS runs each; the
+ * median is reported with the range.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir, cpus } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+const RUNS = Number(process.env.BENCH_RUNS || 5);
+const MAIN = join(import.meta.dirname, '..', 'src', 'cli', 'main.js');
+const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const rssMiB = (pid: number) => {
+  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+};
+
+async function once(env: Record<string, string>): Promise<{ healthz: number; readyz: number; rss: number }> {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const t0 = performance.now();
+  const p = spawn(process.execPath, [MAIN, 'serve'], {
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  p.stderr!.on('data', (b) => (err += b));
+  const exited = new Promise((r) => p.once('exit', r));
+  const until = async (path: string) => {
+    for (;;) {
+      if (p.exitCode !== null) throw new Error(`portico exited: ${err}`);
+      try {
+        const r = await fetch(`http://127.0.0.1:${port}${path}`);
+        await r.arrayBuffer();
+        if (r.status === 200) return performance.now() - t0;
+      } catch {
+        // not listening yet
+      }
+      await sleep(5);
+    }
+  };
+  const healthz = await until('/healthz');
+  const readyz = await until('/readyz');
+  await sleep(2000);
+  const rss = rssMiB(p.pid!);
+  p.kill('SIGTERM');
+  await exited;
+  return { healthz, readyz, rss };
+}
+
+function summary(name: string, xs: Array<{ healthz: number; readyz: number; rss: number }>) {
+  const med = (k: 'healthz' | 'readyz' | 'rss') => {
+    const s = xs.map((x) => x[k]).sort((a, b) => a - b);
+    return { m: s[Math.floor(s.length / 2)]!, lo: s[0]!, hi: s.at(-1)! };
+  };
+  const h = med('healthz');
+  const r = med('readyz');
+  const m = med('rss');
+  return `| ${name} | ${xs.length} | ${h.m.toFixed(0)} (${h.lo.toFixed(0)}-${h.hi.toFixed(0)}) | ${r.m.toFixed(0)} | ${m.m.toFixed(0)} (${m.lo.toFixed(0)}-${m.hi.toFixed(0)}) |`;
+}
+
+async function main() {
+  const secrets = { JWT_SECRET: 'bench-secret-0123456789abcdef0123456789abcdef', KEY_PEPPER: 'bench-pepper-0123456789abcdef0123456789abcdef' };
+  const rows: string[] = [];
+  const first: Array<Awaited<ReturnType<typeof once>>> = [];
+  const again: Array<Awaited<ReturnType<typeof once>>> = [];
+  for (let i = 0; i < RUNS; i++) {
+    const dir = mkdtempSync(join(tmpdir(), 'portico-startup-'));
+    try {
+      first.push(await once({ ...secrets, DATA_DIR: dir }));
+      again.push(await once({ ...secrets, DATA_DIR: dir }));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  rows.push(summary('PGlite, first start (empty DATA_DIR)', first), summary('PGlite, restart', again));
+
+  const schema = `bench_su_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`create schema ${schema}`);
+  try {
+    const url = `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+    const dir = mkdtempSync(join(tmpdir(), 'portico-startup-'));
+    const pgRuns: Array<Awaited<ReturnType<typeof once>>> = [];
+    await once({ ...secrets, DATA_DIR: dir, DATABASE_URL: url }); // migrations
+    for (let i = 0; i < RUNS; i++) pgRuns.push(await once({ ...secrets, DATA_DIR: dir, DATABASE_URL: url }));
+    rmSync(dir, { recursive: true, force: true });
+    rows.push(summary('PostgreSQL, restart', pgRuns));
+  } finally {
+    await admin.query(`drop schema ${schema} cascade`);
+    await admin.end();
+  }
+  console.log(
+    [
+      `Machine: ${cpus().length} cores (${cpus()[0]?.model.trim()}), Node ${process.version}. Median of ${RUNS} runs (range).`,
+      '',
+      '| Start | runs | to /healthz 200, ms | to /readyz 200, ms | RSS idle 2 s later, MiB |',
+      '|---|---:|---:|---:|---:|',
+      ...rows,
+    ].join('\n'),
+  );
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

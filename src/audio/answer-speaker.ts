@@ -1,0 +1,113 @@
+/**
+ * Speaks the answers of /v1/responses asked for with modalities audio: the speaking dependency the responses
+ * feature names (src/responses/speech.ts, AnswerSpeaker), built from the audio engines and the voice table, and
+ * given to it by the composition root. The two features do not import each other: this class has the shape the
+ * responses feature asks for.
+ *
+ * The voice is the speech model `tts-1` (the embedded voices unless the model file replaces it): the same voices
+ * as /v1/audio/speech, at its quality (standard: audio as early as possible), priced by its `pricing`.
+ * One spoken part is one encoder and one container, fed sentence by sentence as the text arrives.
+ */
+import type { ModelRegistry } from '../models/registry.js';
+import type { ModelSpec } from '../models/spec.js';
+import { costMicros } from '../models/pricing.js';
+import type { PcmChunk, SpeechEngine } from '../engines/types.js';
+import { encodeSpeech, type SpeechFormat } from '../codec/index.js';
+import { AsyncChannel } from '../platform/async-channel.js';
+import type { AudioEngines } from './engines.js';
+import { speechQualityOf } from './models.js';
+import { voicesOf } from './service.js';
+
+/** The speech model answers are spoken by. */
+export const ANSWER_SPEECH_MODEL = 'tts-1';
+
+type AnswerFormat = 'wav' | 'mp3' | 'opus' | 'flac' | 'pcm16' | 'aac';
+type Piece = { type: 'transcript'; text: string } | { type: 'audio'; bytes: Buffer };
+
+const CODEC_FORMAT: Record<AnswerFormat, SpeechFormat> = { wav: 'wav', mp3: 'mp3', opus: 'opus', flac: 'flac', pcm16: 'pcm', aac: 'aac' };
+
+export class AnswerSpeakerService {
+  constructor(
+    private readonly models: ModelRegistry,
+    private readonly engines: AudioEngines,
+  ) {}
+
+  private spec(): ModelSpec | undefined {
+    const s = this.models.get(ANSWER_SPEECH_MODEL);
+    return s?.type === 'speech' ? s : undefined;
+  }
+
+  voices(): readonly string[] {
+    const s = this.spec();
+    return s ? voicesOf(s) : [];
+  }
+
+  meter(characters: number): { model: string; costMicros: number } {
+    const s = this.spec();
+    return { model: s?.name ?? ANSWER_SPEECH_MODEL, costMicros: s ? costMicros(s, { characters }) : 0 };
+  }
+
+  open(opts: { voice: string; format: AnswerFormat; signal: AbortSignal }): AnswerSpeechSession {
+    const spec = this.spec();
+    const engine = spec ? this.engines.speech(spec) : Promise.reject(new Error(`no speech model ${ANSWER_SPEECH_MODEL}`));
+    return new AnswerSpeechSession(engine, opts.voice, CODEC_FORMAT[opts.format], spec ? speechQualityOf(spec) : 'standard', opts.signal);
+  }
+}
+
+/**
+ * One spoken part. Text given with `say` is synthesized in order (a `transcript` piece when each text starts)
+ * and encoded by one encoder into one container, whose bytes come out as `audio` pieces as they are made.
+ * Nothing comes out as audio before the engine made real samples (container headers wait), so text with nothing
+ * speakable gives no audio at all rather than an empty container. A failure of the engine or the encoder ends
+ * the pieces with that error; the signal stops everything.
+ */
+export class AnswerSpeechSession implements AsyncIterable<Piece> {
+  private readonly input = new AsyncChannel<string>();
+  private readonly out: AsyncChannel<Piece>;
+
+  constructor(engine: Promise<SpeechEngine>, voice: string, format: SpeechFormat, quality: 'standard' | 'hd', signal: AbortSignal) {
+    const stop = new AbortController();
+    const sig = AbortSignal.any([signal, stop.signal]);
+    const out = new AsyncChannel<Piece>({ signal, onReturn: () => stop.abort() });
+    this.out = out;
+    const input = this.input;
+    let samples = 0;
+    async function* pcm(): AsyncGenerator<PcmChunk> {
+      const e = await engine;
+      for await (const text of input) {
+        out.push({ type: 'transcript', text });
+        for await (const c of e.synthesize({ text, voice, speed: 1, quality, signal: sig })) {
+          samples += c.samples.length;
+          yield c;
+        }
+      }
+    }
+    void (async () => {
+      // the encoder is started after the current turn: the text event that opened this part is written first
+      await new Promise((r) => setImmediate(r));
+      const held: Buffer[] = [];
+      for await (const bytes of encodeSpeech(pcm(), format, sig)) {
+        if (samples === 0) held.push(bytes);
+        else out.push({ type: 'audio', bytes: held.length ? Buffer.concat([...held.splice(0), bytes]) : bytes });
+      }
+      if (samples > 0 && held.length) out.push({ type: 'audio', bytes: Buffer.concat(held) });
+      out.end();
+    })().catch((e: unknown) => {
+      stop.abort();
+      input.return();
+      out.fail(e);
+    });
+  }
+
+  say(text: string): void {
+    this.input.push(text);
+  }
+
+  end(): void {
+    this.input.end();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Piece> {
+    return this.out;
+  }
+}

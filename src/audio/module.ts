@@ -1,0 +1,157 @@
+/**
+ * The audio API under {base_url}: POST /audio/speech (JSON in, audio streamed out with chunked transfer
+ * encoding), POST /audio/transcriptions and /audio/translations (multipart/form-data, parsed as a stream,
+ * 25 MiB file limit -> 413). The multipart parser is registered in this plugin's scope only. Inference-key
+ * authentication, the `audio` route scope and the OpenAI error shape come from the /v1 scope (src/app.ts).
+ */
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import multipart from '@fastify/multipart';
+import { Type } from 'typebox';
+import type { FeatureModule } from '../platform/module.js';
+import type { AudioUpload } from '../engines/types.js';
+import { AppError } from '../platform/errors.js';
+import { clientGone } from '../platform/http/client-gone.js';
+import { AudioService, MAX_UPLOAD_BYTES, type AudioServiceDeps, type FieldMap } from './service.js';
+import { SPEECH_FORMATS } from '../codec/index.js';
+import { OPENAI_VOICES } from './voices.js';
+
+/** multipart overhead allowed on top of the file before a request is refused from its Content-Length alone */
+const MULTIPART_SLACK = 1024 * 1024;
+const MAX_FIELDS = 64;
+const MAX_FIELD_BYTES = 64 * 1024;
+
+function tooLarge(read?: number): AppError {
+  return new AppError(
+    'payload_too_large',
+    `Maximum content size limit (${MAX_UPLOAD_BYTES}) exceeded${read ? ` (${read} bytes read)` : ''}: the audio file must be at most 25 MiB.`,
+    'file',
+  );
+}
+
+/** Reads the multipart body as a stream: text fields into a map, the `file` part into memory (bounded). */
+async function readUpload(req: FastifyRequest): Promise<{ fields: FieldMap; file?: AudioUpload }> {
+  if (!req.isMultipart()) {
+    throw new AppError('validation_error', `Send the audio as multipart/form-data with a 'file' part (got Content-Type ${req.headers['content-type'] ?? 'none'}).`, 'file');
+  }
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > MAX_UPLOAD_BYTES + MULTIPART_SLACK) throw tooLarge(declared);
+  const fields: FieldMap = {};
+  let file: AudioUpload | undefined;
+  let nFields = 0;
+  try {
+    for await (const part of req.parts({ limits: { fileSize: MAX_UPLOAD_BYTES, files: 4, fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, parts: MAX_FIELDS + 4 } })) {
+      if (part.type === 'file') {
+        const bytes = await part.toBuffer();
+        if (part.fieldname === 'file' && !file) file = { bytes, filename: part.filename || 'audio', mimeType: part.mimetype };
+        continue;
+      }
+      if (part.fieldnameTruncated || part.valueTruncated)
+        throw new AppError('validation_error', `The field '${part.fieldname}' is too large (at most ${MAX_FIELD_BYTES} bytes).`, part.fieldname);
+      if (++nFields > MAX_FIELDS) throw new AppError('validation_error', `Too many fields (at most ${MAX_FIELDS}).`);
+      (fields[part.fieldname] ??= []).push(typeof part.value === 'string' ? part.value : String(part.value));
+    }
+  } catch (e) {
+    if (e instanceof AppError) throw e;
+    const code = (e as { code?: string }).code;
+    if (code === 'FST_REQ_FILE_TOO_LARGE') throw tooLarge();
+    if (code === 'FST_FILES_LIMIT') throw new AppError('validation_error', "Too many files: send one audio file in the 'file' field.", 'file');
+    if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw new AppError('validation_error', `Too many fields (at most ${MAX_FIELDS}).`);
+    if (code === 'FST_PROTO_VIOLATION') throw new AppError('validation_error', 'A field name is not allowed.');
+    throw new AppError('validation_error', `The multipart/form-data body could not be read: ${(e as Error).message}`);
+  }
+  return { fields, file };
+}
+
+/**
+ * The speech body. Types, ranges and unknown fields are checked here; what depends on the model (its voices,
+ * whether it exists) by the service, which names the allowed values.
+ */
+const SpeechBody = Type.Object(
+  {
+    model: Type.String({ minLength: 1, description: 'tts-1, tts-1-hd, gpt-4o-mini-tts or a configured speech model' }),
+    input: Type.String({ description: 'at most 4096 characters' }),
+    voice: Type.String({ minLength: 1, description: `${OPENAI_VOICES.join(', ')} (and a forwarding model's own voices)` }),
+    response_format: Type.Optional(Type.Union([...SPEECH_FORMATS.map((f) => Type.Literal(f)), Type.Null()], { description: 'default mp3' })),
+    speed: Type.Optional(Type.Union([Type.Number({ minimum: 0.25, maximum: 4 }), Type.Null()], { description: '0.25 to 4, default 1' })),
+    instructions: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
+    stream_format: Type.Optional(Type.Union([Type.Literal('audio'), Type.Literal('sse'), Type.Null()], { description: 'audio (the audio itself streams); sse is refused' })),
+  },
+  { additionalProperties: false },
+);
+
+/** The audio API under {base_url}: speech, transcriptions, translations. */
+export function createAudioModule(deps: AudioServiceDeps): FeatureModule {
+  const svc = new AudioService(deps);
+  return { name: 'audio', routes: { api: (app) => registerAudioRoutes(app, svc) } };
+}
+
+async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {
+  await app.register(async (scope) => {
+    await scope.register(multipart, { limits: { fileSize: MAX_UPLOAD_BYTES }, throwFileSizeLimit: true });
+
+    scope.post(
+      '/audio/speech',
+      {
+        config: { scope: 'audio' },
+        schema: { tags: ['Audio'], summary: 'Text to speech: the audio streams as it is synthesized', body: SpeechBody },
+      },
+      async (req, reply) => {
+        const p = svc.prepareSpeech(req.body, req.apiKey!);
+        const gone = clientGone(reply);
+        const it = svc.speech(p, req.apiKey!, req.id, gone.signal);
+        let first: IteratorResult<Buffer>;
+        try {
+          // nothing is sent before the first audio: every failure until then is an ordinary error answer
+          first = await it.next();
+        } catch (e) {
+          gone.release();
+          throw e;
+        }
+        async function* body(): AsyncGenerator<Buffer> {
+          try {
+            if (!first.done) yield first.value;
+            yield* it;
+          } finally {
+            gone.release();
+          }
+        }
+        reply.header('content-type', svc.contentType(p));
+        reply.header('cache-control', 'no-store');
+        return reply.send(Readable.from(body(), { objectMode: false, highWaterMark: 64 * 1024 }));
+      },
+    );
+
+    for (const [path, task] of [
+      ['/audio/transcriptions', 'transcribe'],
+      ['/audio/translations', 'translate'],
+    ] as const) {
+      scope.post(
+        path,
+        {
+          config: { scope: 'audio' },
+          schema: {
+            tags: ['Audio'],
+            summary:
+              task === 'transcribe'
+                ? 'Speech to text (multipart/form-data: file, model, language, prompt, response_format, temperature, timestamp_granularities[])'
+                : 'Speech in any language to English text (multipart/form-data: file, model, prompt, response_format, temperature)',
+            consumes: ['multipart/form-data'],
+          },
+        },
+        async (req, reply) => {
+          const { fields, file } = await readUpload(req);
+          const p = svc.prepareTranscription(task, fields, file, req.apiKey!);
+          const gone = clientGone(reply);
+          try {
+            const out = await svc.transcribe(p, req.apiKey!, req.id, gone.signal);
+            reply.header('content-type', out.contentType);
+            return reply.send(typeof out.body === 'string' ? out.body : JSON.stringify(out.body));
+          } finally {
+            gone.release();
+          }
+        },
+      );
+    }
+  });
+}

@@ -1,0 +1,14 @@
+import type { FeatureModule } from '../platform/module.js';
+import { ChatService, type ChatDeps } from './service.js';
+import completions from './routes/completions.js';
+
+/** The Chat Completions API under {base_url}: POST /chat/completions (JSON, or Server-Sent Events with stream: true). */
+export function createChatModule(deps: ChatDeps): FeatureModule {
+  const service = new ChatService(deps);
+  return {
+    name: 'chat',
+    routes: {
+      api: (app) => completions(app, service),
+    },
+  };
+}

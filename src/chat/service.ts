@@ -1,0 +1,42 @@
+/**
+ * Chat Completions as the route sees them: prepare (./prepare.ts), then run as one JSON object or a stream of
+ * chunks (./run.ts). Nothing is stored: Portico keeps no chat completions (there is no GET of one); usage is
+ * recorded as for the Responses API.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { EngineRegistry } from '../engines/registry.js';
+import type { ModelRegistry } from '../models/registry.js';
+import type { UsageService } from '../portal/usage/service.js';
+import { ChatPreparer, type PreparedChat } from './prepare.js';
+import { ChatRunner, type Obj } from './run.js';
+import type { ChatCompletionRequest } from './schemas.js';
+
+export interface ChatDeps {
+  models: ModelRegistry;
+  engines: EngineRegistry;
+  usage: UsageService;
+  log: FastifyBaseLogger;
+}
+
+export class ChatService {
+  private readonly preparer: ChatPreparer;
+  private readonly runner: ChatRunner;
+
+  constructor(d: ChatDeps) {
+    this.preparer = new ChatPreparer(d);
+    this.runner = new ChatRunner(d);
+  }
+
+  prepare(req: ChatCompletionRequest, key: KeyPrincipal, requestId: string): Promise<PreparedChat> {
+    return this.preparer.prepare(req, key, requestId);
+  }
+
+  json(p: PreparedChat, signal: AbortSignal): Promise<Obj> {
+    return this.runner.json(p, signal);
+  }
+
+  stream(p: PreparedChat, signal: AbortSignal): AsyncIterable<Obj> {
+    return this.runner.stream(p, signal);
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The core: what every command needs (config, logger, database and migrations, keys, usage, models, the change
+ * feed to tell running instances what changed). `portico serve` builds the runtime on it (./runtime.ts); the
+ * operator commands build the core alone, so they never start engines, queues, workers or sweeps, and exit
+ * when they are done.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DestinationStream } from 'pino';
+import type { Config } from '../platform/config.js';
+import { createLogger, type Logger } from '../platform/log.js';
+import { openDb, type OpenedDb } from '../platform/db/index.js';
+import { secureDataDir } from '../platform/data-dir.js';
+import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
+import { KeyStore } from '../portal/keys/store.js';
+import { KeyService } from '../portal/keys/service.js';
+import { UsageStore } from '../portal/usage/store.js';
+import { UsageService } from '../portal/usage/service.js';
+import { RefusedRecords, UsageJournal } from '../portal/usage/journal.js';
+import { BudgetGuard } from '../portal/usage/budget.js';
+import { loadModelConfig, type ModelSpec } from '../models/config.js';
+import { ModelRegistry } from '../models/registry.js';
+
+export interface Core {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly db: OpenedDb;
+  readonly keys: { readonly store: KeyStore; readonly management: KeyService; readonly inference: KeyService };
+  readonly usage: UsageService;
+  /**
+   * the running spend of budgets: checks requests when serving with BILLING_ENABLED; in every process it tells
+   * the running instances about grants (Redis, or the change feed), its Redis connection opened on first use
+   */
+  readonly budget: BudgetGuard;
+  /** the configured models (the model file); the runtime adds the built-in ones */
+  readonly models: ModelRegistry;
+  /** messages every instance hears (key changes, cancels); a process that only publishes opens no listener */
+  readonly feed: ChangeFeed;
+  close(): Promise<void>;
+}
+
+export interface CoreOptions {
+  /** 'serve' keeps usage in the local journal first (DATA_DIR) and ships what the last run left; 'command' writes nothing there */
+  role: 'serve' | 'command';
+  /** PostgreSQL schema of its own (tests) */
+  dbSchema?: string;
+  /** models instead of the PORTICO_CONFIG file (tests) */
+  models?: ModelSpec[];
+  /** where log lines go (default stdout) */
+  logDestination?: DestinationStream;
+}
+
+export async function createCore(config: Config, opts: CoreOptions): Promise<Core> {
+  const base = createLogger(config.logLevel, opts.logDestination);
+  const log = config.workerId ? base.child({ worker: config.workerId }) : base;
+  const models = new ModelRegistry(opts.models ?? loadModelConfig(config.modelConfigPath).models);
+  if (!config.inMemoryDb) {
+    const { fixed, dirWasOpen } = secureDataDir(config.dataDir);
+    if (fixed) log.warn({ dataDir: config.dataDir, fixed, dirWasOpen }, `DATA_DIR held ${fixed} files or folders that other users could read or write: made private (0700/0600)`);
+  }
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb, schema: opts.dbSchema });
+  const closers: Array<() => Promise<void>> = [() => db.close()];
+  const close = async () => {
+    for (const c of closers.splice(0).reverse()) {
+      try {
+        await c();
+      } catch (e) {
+        log.warn({ err: (e as Error).message }, 'closing failed; closing the rest');
+      }
+    }
+  };
+  try {
+    await db.migrate();
+    const keyStore = new KeyStore(db.db);
+    const management = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
+    const inference = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);
+    const feed = createFeed({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, log });
+    // a key change reaches every other instance at once (this one's verifier is told directly by the runtime);
+    // closing waits for the messages still on their way (an operator command exits right after its change)
+    const sending = new Set<Promise<void>>();
+    closers.push(async () => {
+      await Promise.all(sending);
+      await feed.close();
+    });
+    for (const s of [management, inference]) {
+      s.onChange((c) => {
+        if (c.what === 'created') return;
+        const p = feed
+          .publish('keys', { digest: c.digest })
+          .catch((e) => log.warn({ err: (e as Error).message }, 'key change not broadcast; other instances see it within the cache freshness window'))
+          .finally(() => sending.delete(p));
+        sending.add(p);
+      });
+    }
+    // one journal per process: a worker forked by `serve --workers N` keeps its own under DATA_DIR/workers/<id>
+    const journalDir = config.workerId ? workerDir(config.dataDir, config.workerId) : config.dataDir;
+    const journal = opts.role === 'serve' && !config.inMemoryDb ? new UsageJournal(journalDir) : undefined;
+    if (journal && (config.workerId ?? 1) === 1) adoptOrphanJournals(journal, config, log);
+    const usage = new UsageService(new UsageStore(db.db), journal, { log, refused: new RefusedRecords(journalDir) });
+    const budget = new BudgetGuard(usage, opts.role === 'serve' && config.billingEnabled, { redisUrl: config.redisUrl, feed, log });
+    closers.push(() => budget.close());
+    closers.push(() => usage.close());
+    if (journal) await usage.recover().catch((e) => log.warn({ err: (e as Error).message }, 'usage journal not shipped yet; it will be retried'));
+    return { config, log, db, keys: { store: keyStore, management, inference }, usage, budget, models, feed, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+/** where worker `id` of `serve --workers N` keeps its usage journal */
+export function workerDir(dataDir: string, id: number): string {
+  return join(dataDir, 'workers', String(id));
+}
+
+/**
+ * Journals left by workers that no longer exist (WORKERS was lowered, or one process replaced the workers):
+ * worker 1 takes their records into its own journal, which it ships at once, and removes them. Record ids
+ * make a second delivery harmless, so a crash between the copy and the removal loses and doubles nothing.
+ */
+function adoptOrphanJournals(journal: UsageJournal, config: Config, log: Logger): void {
+  const root = join(config.dataDir, 'workers');
+  // worker 1 takes the single process's journal and those of workers above the count; a single process takes every worker's
+  const dirs = config.workerId ? [config.dataDir] : [];
+  const keep = config.workerId ? config.workers : 0;
+  if (existsSync(root)) for (const d of readdirSync(root)) if (/^\d+$/.test(d) && Number(d) > keep) dirs.push(join(root, d));
+  for (const dir of dirs) {
+    const orphan = new UsageJournal(dir);
+    const rows = orphan.recover();
+    if (rows.length) {
+      for (const r of rows) journal.append(r);
+      log.info({ from: dir, records: rows.length }, 'usage journal of a process that no longer runs taken over');
+    }
+    if (rows.length) orphan.clear();
+    orphan.close();
+  }
+}

@@ -1,0 +1,239 @@
+/**
+ * The serving runtime, built on the core: engines, key verification and its cache, limits and budgets,
+ * metrics, the background queue and its worker and sweeps, the feature modules and the HTTP application.
+ * Only `portico serve` (and the tests and benchmarks) build it.
+ *
+ * A new feature is a module (src/platform/module.ts) built here from explicit dependencies and added to the
+ * list given to buildHttp; a new provider is one line in src/engines/providers.ts.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Core } from './core.js';
+import { buildHttp, type Gate } from './http.js';
+import { createJwtVerifier, type JwtVerifier } from '../platform/auth/jwt.js';
+import { bearerToken } from '../platform/http/auth.js';
+import { createWebModule } from '../web/index.js';
+import { createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
+import { Metrics } from '../platform/ops/metrics.js';
+import { createOpsModule } from '../platform/ops/routes.js';
+import type { FeatureModule } from '../platform/module.js';
+import { closeSpareEncoders } from '../codec/index.js';
+import { EngineRegistry } from '../engines/registry.js';
+import { PROVIDERS } from '../engines/providers.js';
+import { ModelRegistry } from '../models/registry.js';
+import { KeyVerifier } from '../portal/keys/verifier.js';
+import { createKeysModule } from '../portal/keys/module.js';
+import { createQueryModule } from '../portal/query/routes.js';
+import type { BudgetGuard } from '../portal/usage/budget.js';
+import { assertRouteScope } from '../api/scopes.js';
+import { createModelsModule } from '../api/models.js';
+import { createResponsesModule, type ResponsesModule } from '../responses/module.js';
+import { ResponseStore } from '../responses/store.js';
+import { AudioEngines } from '../audio/engines.js';
+import { ESPEAK_TABLE_VOICES } from '../audio/voices.js';
+import { keepModels } from './models.js';
+import { defaultAudioModels } from '../audio/models.js';
+import { createAudioModule } from '../audio/module.js';
+import { AnswerSpeakerService } from '../audio/answer-speaker.js';
+import { createChatModule } from '../chat/module.js';
+import { createEmbeddingsModule } from '../embeddings/module.js';
+
+export interface Runtime {
+  readonly core: Core;
+  readonly app: FastifyInstance;
+  /** the configured models and the built-in audio models */
+  readonly models: ModelRegistry;
+  readonly engines: EngineRegistry;
+  readonly audioEngines: AudioEngines;
+  readonly jwt: JwtVerifier;
+  readonly verifier: KeyVerifier;
+  readonly limiter: RateLimiter;
+  readonly budget: BudgetGuard;
+  readonly metrics: Metrics;
+  /** the Prometheus text of this process (gauges refreshed) */
+  scrape(): Promise<string>;
+  readonly responses: ResponsesModule;
+  /**
+   * Stops the modules' work (running background jobs get `graceMs`), the engines and shared connections. The
+   * HTTP application is closed by its owner (startServer or the test helper) first; the core after.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  /** on close, keep connections with a running stream open (the caller bounds the wait) */
+  gracefulClose?: boolean;
+  /** worker threads per embedded speech engine (default 2) */
+  ttsPoolSize?: number;
+  /** modules added after the built-in ones (tests) */
+  extraModules?: FeatureModule[];
+  /** false: only the configured models, without the built-in audio models (tests that list models) */
+  builtinModels?: boolean;
+  /** false: do not serve the models pulled into MODELS_DIR (default true) */
+  pulledModels?: boolean;
+  /** false: load embedded models on their first request instead of in the background at start (default true) */
+  warmUp?: boolean;
+}
+
+export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Promise<Runtime> {
+  const { config, log } = core;
+  const closers: Array<(graceMs: number) => Promise<void>> = [];
+  const closing = (c: (graceMs: number) => Promise<void>) => closers.push(c);
+  const close = async (graceMs = 0) => {
+    for (const c of closers.splice(0).reverse()) {
+      try {
+        await c(graceMs);
+      } catch (e) {
+        log.warn({ err: (e as Error).message }, 'closing failed; closing the rest');
+      }
+    }
+  };
+  try {
+    const metrics = new Metrics();
+    const jwt = createJwtVerifier(config.jwt);
+    const verifier = new KeyVerifier(core.keys.store, config.keyPepper, config.keyCacheFreshMs, config.lastUsedWriteIntervalMs);
+    // a key change drops the cached verification here at once and, through the feed, on every other instance
+    core.feed.subscribe('keys', (m) => typeof m.digest === 'string' && verifier.invalidateDigest(m.digest));
+    for (const s of [core.keys.management, core.keys.inference]) s.onChange((c) => verifier.invalidateDigest(c.digest));
+
+    const engines = new EngineRegistry(PROVIDERS, {
+      env: process.env,
+      ttsPoolSize: opts.ttsPoolSize ?? 2,
+      llamaGpu: config.llamaGpu,
+      warmVoices: { espeak: ESPEAK_TABLE_VOICES },
+      log,
+    });
+    closing(async () => {
+      await engines.close();
+      closeSpareEncoders();
+    });
+    const models = new ModelRegistry(core.models.list()).addDefaults(opts.builtinModels === false ? [] : defaultAudioModels());
+    const audioEngines = new AudioEngines(engines, models);
+    const kept = keepModels({ models, engines, log, modelsDir: opts.pulledModels === false ? undefined : config.modelsDir, warmUp: opts.warmUp ?? true });
+    closing(async () => kept.close());
+
+    const windows = createWindowStore(config.redisUrl);
+    closing(() => windows.close());
+    const limiter = new RateLimiter(windows, config.rateLimits);
+    const budget = core.budget;
+    core.usage.onRefused(() => metrics.usageRefused.inc());
+    core.usage.onRecord((e) => {
+      const tokens = (e.inputTokens ?? 0) + (e.outputTokens ?? 0);
+      if (tokens > 0) {
+        const k = e.key;
+        limiter
+          .addTokens({ keyId: k.keyId, rpmLimit: k.rpmLimit ?? null, tpmLimit: k.tpmLimit ?? null }, tokens)
+          .catch((err) => log.debug({ err: (err as Error).message }, 'tokens not added to the rate-limit window'));
+      }
+      if (e.inputTokens) metrics.tokens.inc({ model: e.model, direction: 'input' }, e.inputTokens);
+      if (e.outputTokens) metrics.tokens.inc({ model: e.model, direction: 'output' }, e.outputTokens);
+      if (e.audioSeconds) metrics.audioSeconds.inc({ model: e.model, operation: e.operation }, e.audioSeconds);
+      if (e.characters) metrics.characters.inc({ model: e.model }, e.characters);
+    });
+
+    const responses = await createResponsesModule({
+      store: new ResponseStore(core.db.db),
+      models,
+      engines,
+      usage: core.usage,
+      log,
+      feed: core.feed,
+      backgroundConcurrency: config.backgroundConcurrency,
+      // BullMQ only when there is Redis to run it on (loading it costs ~0.15 s of start-up)
+      queue: config.redisUrl ? new (await import('../responses/queue.js')).BullQueue(config.redisUrl, config.backgroundConcurrency, log) : undefined,
+      orphansAreOurs: core.db.driver === 'pglite',
+      backgroundStaleMs: config.backgroundStaleMs,
+      // compaction items are sealed under KEY_PEPPER, which every instance shares (docs/api.md, "Compaction")
+      sealSecret: config.keyPepper,
+      // each WebSocket turn is admitted as a request is: the gate below, run again on the upgrade's request
+      ws: { limits: config.ws, admit: (req) => gate.key(req) },
+      // spoken answers (modalities audio): the audio feature's voices, handed to the responses feature
+      speaker: new AnswerSpeakerService(models, audioEngines),
+    });
+    closing((graceMs) => responses.close!(graceMs));
+
+    // the page and its sessions: first, so its CORS hook sees every {base_url} route
+    const web = createWebModule({
+      config,
+      db: core.db.db,
+      jwt,
+      managementKeys: core.keys.management,
+      inferenceKeys: core.keys.inference,
+      models,
+      log,
+    });
+    closing(() => web.close());
+
+    /** gauges that are read rather than counted (cache hits, queue depth), refreshed before each scrape */
+    const refreshGauges = () => {
+      const { hits, misses } = verifier;
+      metrics.keyCacheHits.set(hits);
+      metrics.keyCacheMisses.set(misses);
+      metrics.keyCacheHitRatio.set(hits + misses > 0 ? hits / (hits + misses) : 0);
+      metrics.queueDepth.set(responses.service.background.runs.size);
+    };
+
+    const modules: FeatureModule[] = [
+      web,
+      createOpsModule({
+        db: core.db.db,
+        pingRedis: config.redisUrl ? () => core.feed.publish('ping', {}) : undefined,
+        unavailableModels: () => models.unavailableModels(),
+        metrics,
+        metricsAccess: config.metrics.port !== undefined ? { mode: 'separate' } : config.metrics.token ? { mode: 'token', token: config.metrics.token } : { mode: 'loopback' },
+        beforeScrape: refreshGauges,
+      }),
+      createKeysModule({ management: core.keys.management, inference: core.keys.inference }),
+      createQueryModule({ jwt, verifier, usage: core.usage, adminRole: config.jwt.adminRole, authenticate: web.authenticatePortal }),
+      createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
+      responses,
+      createAudioModule({ models, engines: audioEngines, usage: core.usage, log }),
+      createChatModule({ models, engines, usage: core.usage, log }),
+      createEmbeddingsModule({ models, engines, usage: core.usage, log }),
+      ...(opts.extraModules ?? []),
+    ];
+
+    const gate: Gate = {
+      // a bearer JWT, or the web page's session cookie (with its CSRF check on changes)
+      user: (req) => web.authenticatePortal(req),
+      async key(req) {
+        const key = await verifier.verify(bearerToken(req), 'inference');
+        assertRouteScope(key, req.routeOptions.config?.scope);
+        if (limiter.applies(key)) {
+          try {
+            await limiter.check(key);
+          } catch (e) {
+            metrics.rateLimited.inc({ reason: 'rate_limit' });
+            throw e;
+          }
+        }
+        if (budget.enabled) {
+          try {
+            await budget.check(key);
+          } catch (e) {
+            metrics.rateLimited.inc({ reason: 'quota' });
+            throw e;
+          }
+        }
+        return key;
+      },
+    };
+    const app = await buildHttp({
+      log,
+      metrics,
+      gate,
+      modules,
+      gracefulClose: opts.gracefulClose,
+      limits: config.http,
+      // a frame a little over the limit gets an error frame; far over it (it must be read whole), a 1009 close
+      websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
+    });
+    const scrape = async () => {
+      refreshGauges();
+      return metrics.registry.metrics();
+    };
+    return { core, app, models, engines, audioEngines, jwt, verifier, limiter, budget, metrics, scrape, responses, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}

@@ -1,0 +1,79 @@
+import type { Config } from '../platform/config.js';
+import { createCore, type Core } from './core.js';
+import { startMetricsServer, type MetricsServer } from '../platform/ops/metrics-server.js';
+import { createRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
+
+export interface RunningServer {
+  runtime: Runtime;
+  core: Core;
+  url: string;
+  /** /metrics on METRICS_PORT, when it has a port of its own */
+  metricsUrl?: string;
+  close(): Promise<void>;
+}
+
+/** Starts Portico: core, runtime, listening socket. */
+export async function startServer(config: Config, opts: RuntimeOptions = {}): Promise<RunningServer> {
+  const core = await createCore(config, { role: 'serve' });
+  let runtime: Runtime;
+  try {
+    runtime = await createRuntime(core, { gracefulClose: true, ...opts });
+  } catch (e) {
+    await core.close();
+    throw e;
+  }
+  const { app } = runtime;
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (e) {
+    await app.close().catch(() => {});
+    await runtime.close();
+    await core.close();
+    throw e;
+  }
+  let metricsServer: MetricsServer | undefined;
+  if (config.metrics.port !== undefined) {
+    try {
+      metricsServer = await startMetricsServer({
+        host: config.metrics.host,
+        port: config.metrics.port,
+        token: config.metrics.token,
+        scrape: runtime.scrape,
+        contentType: runtime.metrics.registry.contentType,
+      });
+    } catch (e) {
+      await app.close().catch(() => {});
+      await runtime.close();
+      await core.close();
+      throw e;
+    }
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.port;
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  let closing: Promise<void> | undefined;
+  return {
+    runtime,
+    core,
+    url: `http://${host}:${port}`,
+    metricsUrl: metricsServer?.url,
+    /**
+     * Graceful shutdown: stop accepting, let running requests, streams and background jobs finish within
+     * SHUTDOWN_GRACE_MS, then cut what is left and close storage.
+     */
+    close() {
+      closing ??= (async () => {
+        const force = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
+        // a keep-alive connection whose stream just ended becomes idle after close() began: close those as
+        // they appear instead of waiting for the keep-alive timeout
+        const idle = setInterval(() => app.server.closeIdleConnections(), 50);
+        await Promise.all([app.close(), runtime.responses.service.close(config.shutdownGraceMs), metricsServer?.close()]);
+        clearTimeout(force);
+        clearInterval(idle);
+        await runtime.close();
+        await core.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * Embeddings: the model and its engine (looked up as every feature does: models.require, then
+ * engines.embeddings, so routing around that lookup applies here too), the input checked as OpenAI checks it,
+ * vectors encoded as the client asked (float arrays, or base64 of little-endian float32), and the usage
+ * recorded before the answer is sent.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import { AppError, type ValidationDetail } from '../platform/errors.js';
+import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { EngineRegistry } from '../engines/registry.js';
+import type { EmbeddingsEngine } from '../engines/types.js';
+import type { ModelRegistry } from '../models/registry.js';
+import { upstreamName } from '../models/spec.js';
+import { costMicros } from '../models/pricing.js';
+import type { UsageService } from '../portal/usage/service.js';
+import { assertModelScope } from '../api/scopes.js';
+import { fromEngineError } from '../api/engine-errors.js';
+import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
+
+export interface EmbeddingsDeps {
+  models: ModelRegistry;
+  engines: EngineRegistry;
+  usage: UsageService;
+  log: FastifyBaseLogger;
+}
+
+export interface EmbeddingsAnswerBody {
+  object: 'list';
+  data: Array<{ object: 'embedding'; index: number; embedding: number[] | string }>;
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+const bad = (message: string, param: string, detail: ValidationDetail = 'invalid_value') => new AppError('validation_error', message, param, { detail });
+
+/** Each input as the engines take it: texts, or token arrays; none empty (OpenAI refuses empty input too). */
+export function normalizeInput(input: EmbeddingsRequest['input']): Array<string | number[]> {
+  if (typeof input === 'string') {
+    if (input.length === 0) throw bad("Invalid 'input': empty string. Expected a non-empty string, or an array of them.", 'input');
+    return [input];
+  }
+  if (input.length === 0) throw bad("Invalid 'input': empty array. Expected at least 1 input.", 'input', 'array_below_min_length');
+  if (typeof input[0] === 'number') return [input as number[]];
+  if (input.length > MAX_INPUTS) {
+    throw bad(`Invalid 'input': array too long. Expected at most ${MAX_INPUTS} inputs, but got ${input.length}; send them in several requests.`, 'input', 'array_above_max_length');
+  }
+  return (input as Array<string | number[]>).map((x, i) => {
+    if (x.length === 0) throw bad(`Invalid 'input[${i}]': empty ${typeof x === 'string' ? 'string' : 'token array'}. Every input must have something to embed.`, `input[${i}]`);
+    return x;
+  });
+}
+
+/** float32 little-endian bytes, base64 (what OpenAI sends for encoding_format base64, and the SDK decodes) */
+export function toBase64(v: readonly number[]): string {
+  const f = Float32Array.from(v);
+  return Buffer.from(f.buffer, f.byteOffset, f.byteLength).toString('base64');
+}
+
+export class EmbeddingsService {
+  constructor(private readonly d: EmbeddingsDeps) {}
+
+  async create(req: EmbeddingsRequest, key: KeyPrincipal, requestId: string, signal: AbortSignal): Promise<EmbeddingsAnswerBody> {
+    const spec = this.d.models.require(req.model, 'embeddings');
+    assertModelScope(key, spec.name);
+    const input = normalizeInput(req.input);
+    let engine: EmbeddingsEngine;
+    try {
+      engine = await this.d.engines.embeddings(spec);
+    } catch (e) {
+      throw fromEngineError(e);
+    }
+    const model = upstreamName(spec);
+    let result;
+    try {
+      result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal });
+    } catch (e) {
+      if (signal.aborted) throw e;
+      const err = fromEngineError(e, 'the embeddings engine');
+      if (err.code !== 'validation_error' && err.code !== 'context_length_exceeded') throw err;
+      // a refusal of the request: name the parameter it is about
+      throw new AppError(err.code, err.message, req.dimensions !== undefined && /dimension/i.test(err.message) ? 'dimensions' : 'input', err.detail ? { detail: err.detail } : {});
+    }
+    if (result.vectors.length !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${result.vectors.length} vectors for ${input.length} inputs`);
+    const inputTokens = Math.max(0, Math.round(result.inputTokens));
+    await this.d.usage.record({
+      requestId,
+      key,
+      model: spec.name,
+      operation: 'embeddings',
+      inputTokens,
+      costMicros: costMicros(spec, { inputTokens }),
+    });
+    const base64 = req.encoding_format === 'base64';
+    return {
+      object: 'list',
+      data: result.vectors.map((v, index) => ({ object: 'embedding' as const, index, embedding: base64 ? toBase64(v) : v })),
+      // the engine's name for it when that is not just the upstream name the request was mapped to (a dated variant)
+      model: result.model && result.model !== model ? result.model : spec.name,
+      usage: { prompt_tokens: inputTokens, total_tokens: inputTokens },
+    };
+  }
+}

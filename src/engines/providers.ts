@@ -1,0 +1,24 @@
+/**
+ * Every provider Portico has, in one list. A new provider is a folder under src/engines with a provider.ts,
+ * and one line here.
+ */
+import type { Static } from 'typebox';
+import type { Provider } from './provider.js';
+import { openaiCompatible } from './openai-compatible/provider.js';
+import { llama } from './llama/provider.js';
+import { flite } from './flite/provider.js';
+import { espeak } from './espeak/provider.js';
+import { pocketsphinx } from './pocketsphinx/provider.js';
+import { whisper } from './whisper/provider.js';
+
+export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper] as Provider[]).map((p) => [p.name, p]));
+
+/** Every provider's own model-file keys, each optional: what a feature may read of any model entry. */
+export type AnyProviderOptions = Partial<
+  Static<typeof openaiCompatible.options> &
+    Static<typeof llama.options> &
+    Static<typeof flite.options> &
+    Static<typeof espeak.options> &
+    Static<typeof pocketsphinx.options> &
+    Static<typeof whisper.options>
+>;

@@ -1,0 +1,150 @@
+/**
+ * The download itself is node-llama-cpp's `createModelDownloader` (ipull underneath: parallel ranged
+ * connections, redirects, retries of cut connections, and resume: the partial file `<name>.ipull` carries its
+ * progress at its end, so a later run fetches only the missing 5 MB chunks). This file is the glue: where the
+ * file goes, which token goes to which host, what an abort and a failure mean.
+ */
+import { stat, truncate } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PullError } from './errors.js';
+
+export interface DownloadOptions {
+  url: string;
+  /** the staging folder (MODELS_DIR/.partial/...) */
+  dir: string;
+  fileName: string;
+  /** the hub's address: the token is offered to it (and the host it redirects to), to no other */
+  hubEndpoint: string;
+  token?: string;
+  signal?: AbortSignal;
+  onProgress?: (downloaded: number, total: number) => void;
+}
+
+/** Errors of the local disk that no retry fixes. */
+const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EFBIG', 'EROFS', 'EACCES', 'EPERM', 'EIO']);
+
+export function diskError(e: unknown): PullError | undefined {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (!code || !DISK_ERRORS.has(code)) return undefined;
+  if (code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG')
+    return new PullError('disk_full', `the disk is full (${code}) while writing the model; free some space (or point MODELS_DIR at a larger disk) and pull again`);
+  return new PullError('disk_error', `cannot write the model (${code}: ${(e as Error).message})`);
+}
+
+/**
+ * Waits until nothing writes to the file any more (size and mtime unchanged for `quietMs`). ipull's close does not
+ * wait for the writes and the progress record already under way: they may land (and even create the partial
+ * file) after the download has returned. Before the lock is released or the file is checked, they must be done.
+ */
+export async function settle(path: string, quietMs = 150, maxMs = 5000): Promise<void> {
+  const sig = async () => {
+    try {
+      const s = await stat(path);
+      return `${s.size}:${s.mtimeMs}`;
+    } catch {
+      return 'absent';
+    }
+  };
+  const end = Date.now() + maxMs;
+  let last = await sig();
+  let since = Date.now();
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 25));
+    const now = await sig();
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    } else if (Date.now() - since >= quietMs) return;
+  }
+}
+
+/** The partial file a previous, interrupted run left (bytes so far), if any. */
+export async function partialSize(dir: string, fileName: string): Promise<number> {
+  try {
+    return (await stat(join(dir, `${fileName}.ipull`))).size;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Downloads into `dir/fileName` and returns its path. A completed file is not checked here (pull.ts verifies);
+ * on abort or a network failure the partial file stays for the next run (PullError 'interrupted', resumable).
+ */
+export async function downloadModelFile(o: DownloadOptions): Promise<string> {
+  const { createModelDownloader } = await import('node-llama-cpp');
+  if (o.signal?.aborted) throw new PullError('interrupted', 'stopped before the download began', true);
+  // ipull lets a failed disk write escape as an unhandled rejection besides failing the download (its write
+  // promises are chained without a handler); while the download runs, such a rejection is noted as the cause
+  // instead of killing the process. Anything else keeps Node's default: it is thrown.
+  let diskFailure: PullError | undefined;
+  const onUnhandled = (reason: unknown) => {
+    const d = diskError(reason);
+    if (d) diskFailure ??= d;
+    else if (process.listenerCount('unhandledRejection') === 1) throw reason; // nobody else listens: Node's default
+  };
+  process.on('unhandledRejection', onUnhandled);
+  let path: string;
+  let total = 0;
+  const partial = join(o.dir, `${o.fileName}.ipull`);
+  try {
+    const downloader = await createModelDownloader({
+      modelUri: o.url,
+      dirPath: o.dir,
+      fileName: o.fileName,
+      // a kept partial file is how a later run resumes
+      deleteTempFileOnCancel: false,
+      skipExisting: true,
+      // given explicitly, so node-llama-cpp does not read HF_TOKEN or the token file behind our back (its code
+      // takes null as "no token", though its types say string); it offers the token only to URLs on the hub's host
+      tokens: { huggingFace: (o.token ?? null) as string | undefined },
+      endpoints: { huggingFace: o.hubEndpoint.replace(/\/?$/, '/') },
+      onProgress: o.onProgress ? (s) => o.onProgress!(s.downloadedSize, s.totalSize) : undefined,
+    });
+    if (downloader.totalFiles !== 1) {
+      await downloader.cancel({ deleteTempFile: true });
+      throw new PullError('split_unsupported', `${o.fileName} comes in ${downloader.totalFiles} parts; pull takes single-file models`);
+    }
+    path = await downloader.download({ signal: o.signal });
+    total = downloader.totalSize;
+  } catch (e) {
+    await settle(partial);
+    if (e instanceof PullError) throw e;
+    throw translate(e, o, diskFailure);
+  } finally {
+    // a rejection raised in the same turn as the failure is delivered after it: keep listening one more turn
+    setImmediate(() => process.off('unhandledRejection', onUnhandled));
+  }
+  await settle(o.signal?.aborted ? partial : path);
+  if (diskFailure) throw diskFailure;
+  // node-llama-cpp returns normally when the signal stopped it
+  if (o.signal?.aborted) throw new PullError('interrupted', 'stopped; the part downloaded so far is kept: run the same command again to resume', true);
+  let size: number;
+  try {
+    size = (await stat(path)).size;
+  } catch {
+    throw new PullError('interrupted', 'the download ended without its file; run the same command again to resume', true);
+  }
+  // ipull may append its progress record once more after it has cut the file to size (a write already under
+  // way when the download finished): the bytes past the announced size are that record, not the model
+  if (total > 0 && size > total) await truncate(path, total);
+  return path;
+}
+
+function translate(e: unknown, o: DownloadOptions, diskFailure: PullError | undefined): PullError {
+  if (diskFailure) return diskFailure;
+  const d = diskError(e);
+  if (d) return d;
+  if (o.signal?.aborted) return new PullError('interrupted', 'stopped; the part downloaded so far is kept: run the same command again to resume', true);
+  const status = (e as { statusCode?: number })?.statusCode;
+  const host = new URL(o.url).host;
+  if (status === 401 || status === 403)
+    return new PullError(
+      status === 401 ? 'unauthorized' : 'forbidden',
+      `${host} refused the download (${status})${o.token ? '' : ': set HF_TOKEN if the repository is gated or private'}`,
+    );
+  if (status === 404) return new PullError('not_found', `${host} no longer has the file (404)`);
+  if (status) return new PullError('interrupted', `${host} answered ${status} during the download; the part downloaded so far is kept: run the same command again to resume`, true);
+  const msg = (e as Error)?.message ?? String(e);
+  return new PullError('interrupted', `the download failed (${msg}); the part downloaded so far is kept: run the same command again to resume`, true);
+}

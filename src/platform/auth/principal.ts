@@ -1,0 +1,12 @@
+import type { KeyKind } from './api-key-format.js';
+
+/** What a verified API key lets a request know about its caller (built by the key verifier of the portal). */
+export interface KeyPrincipal {
+  keyId: string;
+  kind: KeyKind;
+  userId: string;
+  orgId: string;
+  scopes: string[];
+  rpmLimit: number | null;
+  tpmLimit: number | null;
+}

@@ -1,0 +1,35 @@
+import { Type } from 'typebox';
+
+/** The OpenAI error object every {base_url} route (and the root) answers on failure. */
+export const OpenAIErrorSchema = Type.Object(
+  {
+    error: Type.Object({
+      message: Type.String(),
+      type: Type.String({ description: 'invalid_request_error, authentication_error, permission_error, server_error, ...' }),
+      param: Type.Union([Type.String(), Type.Null()]),
+      code: Type.Union([Type.String(), Type.Null()], { description: 'the error code (docs/api.md, "Error codes" and "Validation")' }),
+    }),
+  },
+  { description: 'An error, in the OpenAI shape' },
+);
+
+/** The portal's envelope on failure. */
+export const PortalErrorSchema = Type.Object(
+  {
+    meta: Type.Object({
+      code: Type.Integer({ description: 'the portal code of docs/api.md, "Error codes" (never 0 on failure)' }),
+      message: Type.String({ description: "in the caller's language (Accept-Language)" }),
+      request_id: Type.String(),
+      error: Type.Optional(Type.String({ description: 'the error name' })),
+      detail: Type.Optional(Type.String({ description: 'validation_error: the rule that failed (unknown_parameter, invalid_type, ...)' })),
+    }),
+    data: Type.Null(),
+  },
+  { description: 'An error, in the portal envelope' },
+);
+
+/** Response schemas to merge into a route of a group: its error shape for every 4xx and 5xx. */
+export function errorResponses(group: 'portal' | 'openai') {
+  const s = group === 'portal' ? PortalErrorSchema : OpenAIErrorSchema;
+  return { '4XX': s, '5XX': s };
+}

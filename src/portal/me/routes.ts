@@ -1,0 +1,71 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { ok } from '../../platform/http/errors.js';
+import type { UserPrincipal } from '../../platform/auth/jwt.js';
+import type { ModelRegistry } from '../../models/registry.js';
+import type { KeyService } from '../keys/service.js';
+import { QUERY_SCOPES } from '../query/routes.js';
+import { envelope } from '../keys/schemas.js';
+
+export interface MeDeps {
+  /** the portal's way of recognizing a user (bearer JWT, or the web page's session) */
+  authenticate: (req: FastifyRequest) => Promise<UserPrincipal>;
+  managementKeys: KeyService;
+  inferenceKeys: KeyService;
+  models: ModelRegistry;
+  adminRole: string;
+}
+
+/** Endpoint scopes of inference keys (src/api/scopes.ts checks them); `model:NAME` entries are added per model. */
+const INFERENCE_ENDPOINT_SCOPES = ['responses', 'chat', 'embeddings', 'audio'];
+
+const KindSummary = Type.Object({
+  limit: Type.Integer({ description: 'at most this many active keys per user in one organization' }),
+  active: Type.Record(Type.String(), Type.Integer(), { description: 'org id -> active keys that count under the limit (expired ones do not)' }),
+  scopes: Type.Array(Type.String(), { description: 'the scope values this kind of key understands' }),
+});
+
+/**
+ * GET /me: who the caller is and what they may do, for the web page (and any client): the organizations and
+ * roles, where they may create organization keys, the active-key limits with what is used of them, the scope
+ * values each kind of key understands, and the models with what they do.
+ */
+export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    '/me',
+    {
+      config: { auth: 'own' },
+      schema: {
+        tags: ['Account'],
+        summary: 'The caller, their organizations, key limits, scope values and models (portal JWT or the web session)',
+        security: [{ portalJwt: [] }],
+        response: {
+          200: envelope(
+            Type.Object({
+              user_id: Type.String(),
+              org_roles: Type.Record(Type.String(), Type.String()),
+              admin_orgs: Type.Array(Type.String(), { description: 'organizations where the caller may create organization-level keys' }),
+              api_keys: KindSummary,
+              management_api_keys: KindSummary,
+              models: Type.Array(Type.Object({ id: Type.String(), type: Type.String({ description: 'text, speech, transcription or embeddings' }) })),
+            }),
+          ),
+        },
+      },
+    },
+    async (req) => {
+      const user = await deps.authenticate(req);
+      const models = deps.models.list().map((m) => ({ id: m.name, type: m.type }));
+      const [inference, management] = await Promise.all([deps.inferenceKeys.activeSummary(user), deps.managementKeys.activeSummary(user)]);
+      return ok(req, {
+        user_id: user.userId,
+        org_roles: user.orgRoles,
+        admin_orgs: Object.keys(user.orgRoles).filter((o) => user.orgRoles[o] === deps.adminRole),
+        api_keys: { ...inference, scopes: [...INFERENCE_ENDPOINT_SCOPES, ...models.map((m) => `model:${m.id}`)] },
+        management_api_keys: { ...management, scopes: Object.values(QUERY_SCOPES) },
+        models,
+      });
+    },
+  );
+}

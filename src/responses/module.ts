@@ -1,0 +1,49 @@
+import type { FastifyRequest } from 'fastify';
+import type { FeatureModule } from '../platform/module.js';
+import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { WsLimits } from '../platform/config.js';
+import { ResponsesService, type ResponsesDeps } from './service.js';
+import { Compactor } from './compact.js';
+import { WsHub } from './ws/hub.js';
+import create from './routes/create.js';
+import companions from './routes/companions.js';
+import compact from './routes/compact.js';
+import ws from './routes/ws.js';
+
+export interface ResponsesModuleDeps extends ResponsesDeps {
+  /** the embedded database belongs to this process alone: what was running when it last stopped is orphaned */
+  orphansAreOurs: boolean;
+  /** a running background job whose instance has been silent this long is failed by the sweep (ms) */
+  backgroundStaleMs: number;
+  /** the WebSocket mode: its limits, and how one of its turns is admitted (the {base_url} gate, again per turn) */
+  ws?: { limits: WsLimits; admit: (req: FastifyRequest) => Promise<KeyPrincipal> };
+}
+
+export interface ResponsesModule extends FeatureModule {
+  readonly service: ResponsesService;
+  /** the open WebSocket connections; `close(graceMs)` drains them (the HTTP application's preClose) */
+  readonly sockets?: WsHub;
+}
+
+/** The Responses API under {base_url}: create (JSON, stream, background), its companions, compact, the WebSocket mode. */
+export async function createResponsesModule(deps: ResponsesModuleDeps): Promise<ResponsesModule> {
+  const service = new ResponsesService(deps);
+  if (deps.orphansAreOurs) await service.background.failOrphans();
+  await service.background.startMaintenance(deps.backgroundStaleMs);
+  const compactor = new Compactor({ models: deps.models, preparer: service.preparer, runner: service.runner, sealer: service.sealer });
+  const sockets = deps.ws ? new WsHub({ svc: service, admit: deps.ws.admit, limits: deps.ws.limits, log: deps.log }) : undefined;
+  return {
+    name: 'responses',
+    service,
+    sockets,
+    routes: {
+      api: (app) => {
+        create(app, service);
+        companions(app, service);
+        compact(app, compactor);
+        if (sockets) ws(app, sockets);
+      },
+    },
+    close: (graceMs) => service.close(graceMs),
+  };
+}

@@ -1,0 +1,233 @@
+/**
+ * Running a prepared response in the request that asked for it: as one JSON object, or as a stream of events.
+ * Both fold the engine's events into one ResponseBuilder; both store the response before charging it, and both
+ * charge what a client that left was already sent.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import { AppError } from '../platform/errors.js';
+import { AsyncChannel } from '../platform/async-channel.js';
+import type { GenerateEvent, Usage } from '../engines/types.js';
+import type { UsageService } from '../portal/usage/service.js';
+import { costMicros } from '../models/pricing.js';
+import { fromEngineError } from '../api/engine-errors.js';
+import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
+import { outputText, spokenCharacters, type ResponseObject } from './object.js';
+import type { ResponseStore } from './store.js';
+import type { Prepared } from './prepare.js';
+import { SpokenAnswer, type AnswerSpeaker } from './speech.js';
+
+export interface RunDeps {
+  store: ResponseStore;
+  usage: UsageService;
+  log: FastifyBaseLogger;
+  /** speaks answers asked for with modalities audio */
+  speaker?: AnswerSpeaker;
+}
+
+/** The events that end a stream (held back until the response is stored and charged). */
+export function isFinal(type: string) {
+  return type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed' || type === 'error';
+}
+
+/** The SDKs add output_text themselves; plain HTTP clients get it too (as OpenAI's SDK-facing object has it). */
+export function withOutputText(r: ResponseObject): ResponseObject {
+  return { ...r, output_text: outputText(r.output) };
+}
+
+export class Runner {
+  constructor(private readonly d: RunDeps) {}
+
+  /** stream false, background false: the finished object. */
+  async json(p: Prepared, signal: AbortSignal): Promise<ResponseObject> {
+    const builder = ResponseBuilder.quiet(p.response, { maxToolCalls: p.req.max_tool_calls });
+    builder.start();
+    let final: ResponseObject;
+    try {
+      ({ final } = await this.execute(p, builder, signal, () => {}));
+    } catch (e) {
+      if (signal.aborted) await this.chargeLeft(p, builder.response);
+      throw e;
+    }
+    await this.finishRecord(p, final);
+    return withOutputText(final);
+  }
+
+  /**
+   * stream true (not background): the events in order. Nothing comes out before the engine's first event, so a
+   * request the engine refuses at once makes the first read throw (the route answers a plain HTTP error). The
+   * final event comes out only after the response is stored and charged: a client that saw
+   * `response.completed` can rely on both; if storing fails, the stream ends as failed instead.
+   */
+  stream(p: Prepared, signal: AbortSignal): AsyncIterable<StreamEvent> {
+    const out = new AsyncChannel<StreamEvent>({ signal });
+    let started = false;
+    const early: StreamEvent[] = [];
+    const held: StreamEvent[] = [];
+    const emit = (e: StreamEvent) => {
+      if (!started) early.push(e);
+      else if (isFinal(e.type)) held.push(e);
+      else out.push(e);
+    };
+    const builder = new ResponseBuilder(p.response, emit, { maxToolCalls: p.req.max_tool_calls });
+    builder.start();
+    const onStart = () => {
+      started = true;
+      for (const e of early.splice(0)) emit(e);
+    };
+    void (async () => {
+      let final: ResponseObject;
+      try {
+        ({ final } = await this.execute(p, builder, signal, onStart));
+      } catch (e) {
+        // the client left mid-stream: what it was sent is charged
+        if (signal.aborted) await this.chargeLeft(p, builder.response);
+        out.fail(e);
+        return;
+      }
+      try {
+        await this.finishRecord(p, final);
+      } catch (e) {
+        // the final event was held back: take it back and end as failed instead (error, then response.failed)
+        builder.rewind(held.length);
+        held.length = 0;
+        const { code, message } = fromEngineError(e);
+        builder.redirect((ev) => out.push(ev));
+        builder.fail(code === 'validation_error' ? 'server_error' : code, message);
+        out.end();
+        return;
+      }
+      for (const e of held.splice(0)) out.push(e);
+      out.end();
+    })();
+    return out;
+  }
+
+  /**
+   * Runs the generation, folding events into the builder. The first engine event is awaited before
+   * `onStart` is called, so a request the engine refuses at once (bad upstream request, unreachable
+   * upstream) fails with a plain HTTP error instead of a half-started response.
+   */
+  async execute(p: Prepared, builder: ResponseBuilder, signal: AbortSignal, onStart: () => void): Promise<{ final: ResponseObject; usage?: Usage }> {
+    // a spoken answer whose speech engine fails stops the model too
+    const stop = new AbortController();
+    const voice = p.audio && this.d.speaker ? new SpokenAnswer(builder, this.d.speaker, p.audio, signal) : undefined;
+    const it = p.engine.generate({ ...p.gen, signal: voice ? AbortSignal.any([signal, stop.signal]) : signal })[Symbol.asyncIterator]();
+    let first: IteratorResult<GenerateEvent>;
+    try {
+      first = await it.next();
+    } catch (e) {
+      if (signal.aborted) throw e;
+      throw fromEngineError(e);
+    }
+    onStart();
+    try {
+      return await this.consume(it, first, builder, signal, p.gen.model, voice, stop);
+    } finally {
+      voice?.close();
+      // let the engine release what it holds (its generator is suspended at the done event)
+      void Promise.resolve(it.return?.()).catch(() => {});
+    }
+  }
+
+  /**
+   * Folds the engine's events into the builder. A spoken answer (`voice`) is given the text as it arrives; its
+   * audio comes back while the model writes on, and it is finished (all of it spoken) before anything that ends
+   * the message is taken. A speech engine that fails fails the response, and stops the model (`stop`).
+   */
+  private async consume(
+    it: AsyncIterator<GenerateEvent>,
+    ev: IteratorResult<GenerateEvent>,
+    builder: ResponseBuilder,
+    signal: AbortSignal,
+    upstreamModel: string,
+    voice?: SpokenAnswer,
+    stop?: AbortController,
+  ): Promise<{ final: ResponseObject; usage?: Usage }> {
+    try {
+      while (!ev.done) {
+        // an engine may finish normally after an abort (with the usage so far): the abort wins
+        if (signal.aborted) throw signal.reason ?? new Error('aborted');
+        const e = ev.value;
+        if (voice && e.type !== 'text_delta') await voice.finish();
+        if (e.type === 'done') {
+          // the model the engine reports (e.g. a dated variant) names the response, unless it is just the
+          // upstream name the request was mapped to (then the client's own name stays)
+          const model = e.model && e.model !== upstreamModel ? e.model : undefined;
+          return { final: builder.finish(e.finishReason, e.usage, model), usage: e.usage };
+        }
+        builder.handle(e);
+        if (voice && e.type === 'text_delta') voice.text(e.delta);
+        ev = voice ? await Promise.race([it.next(), voice.failed]) : await it.next();
+      }
+      // the engine ended without a done event
+      return { final: builder.fail('engine_error', 'the model engine ended without finishing the response') };
+    } catch (e) {
+      if (signal.aborted) throw e;
+      stop?.abort();
+      const { code, message } = fromEngineError(e);
+      return { final: builder.fail(code === 'validation_error' ? 'engine_error' : code, message) };
+    }
+  }
+
+  /**
+   * Records the usage of a response. One that ended without the engine's usage (the client left, a cancel, a
+   * failure) but produced output is charged by estimate: input counted by the engine, output ~4 characters a
+   * token (so leaving before the last event is not a way to get an answer for free).
+   */
+  async recordUsage(p: Prepared, final: ResponseObject): Promise<void> {
+    let u = final.usage;
+    if (!u && final.output.length > 0) {
+      let chars = 0;
+      for (const o of final.output) {
+        if (o.type === 'message') for (const c of o.content) chars += c.type === 'output_text' ? c.text.length : 0;
+        else if (o.type === 'function_call') chars += o.name.length + o.arguments.length;
+        else for (const c of o.content) chars += c.text.length;
+      }
+      const input = await p.engine.countTokens({ model: p.gen.model, messages: p.gen.messages, tools: p.gen.tools }).catch(() => 0);
+      u = toUsage({ inputTokens: input, outputTokens: Math.max(1, Math.ceil(chars / 4)) });
+    }
+    if (u) {
+      const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens };
+      await this.d.usage.record({
+        requestId: p.requestId,
+        key: p.key,
+        model: p.spec.name,
+        operation: 'responses',
+        ...metered,
+        costMicros: costMicros(p.spec, metered),
+      });
+    }
+    // a spoken answer is speech usage too: the characters the voice was given, under the speech model and its price
+    const characters = p.audio && this.d.speaker ? spokenCharacters(final.output) : 0;
+    if (characters > 0) {
+      const { model, costMicros: cost } = this.d.speaker!.meter(characters);
+      await this.d.usage.record({ requestId: p.requestId, key: p.key, model, operation: 'speech', characters, costMicros: cost });
+    }
+  }
+
+  /** The client left before the end: charge what it was sent; a failure to record is logged, not thrown. */
+  private async chargeLeft(p: Prepared, sofar: ResponseObject) {
+    await this.recordUsage(p, sofar).catch((e) => this.d.log.error({ err: (e as Error).message, id: p.id }, 'usage of a response whose client left not recorded'));
+  }
+
+  /**
+   * Stores the response, then records its usage. In that order a database that is away fails the request
+   * (503, which clients retry) before anything is charged; the usage record itself goes to the local journal,
+   * which does not depend on the database.
+   */
+  private async finishRecord(p: Prepared, final: ResponseObject) {
+    if (p.store) {
+      await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: final, inputItems: p.inputItems, request: null });
+    }
+    try {
+      await this.recordUsage(p, final);
+    } catch (e) {
+      if (!p.store) throw e;
+      // the response is stored: a retry would make a second one, so tell the SDKs not to retry this error
+      this.d.log.error({ err: (e as Error).message, id: p.id }, 'usage not recorded for a stored response');
+      throw new AppError('service_unavailable', `the response ${p.id} was stored but its usage could not be recorded; retrieve it instead of retrying`, null, {
+        headers: { 'x-should-retry': 'false' },
+      });
+    }
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * `portico models pull|list|rm` as a user runs it: the real command in a child process, against a local server
+ * that answers like the Hugging Face hub (PORTICO_HF_ENDPOINT), output not a terminal (plain progress lines).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { FakeHub, sha256 } from '../helpers/fake-hub.js';
+import { modelsCommand } from '../../src/models/pull/cli.js';
+import { makeTinyGguf } from '../helpers/tiny-gguf.js';
+
+const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+const ENOSPC = pathToFileURL(fileURLToPath(new URL('../helpers/enospc-preload.js', import.meta.url))).href;
+const TOKEN = 'hf_cli_secret_token_42';
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+let hub: FakeHub;
+let tiny: Buffer;
+let big: Buffer;
+const dirs: string[] = [];
+
+function home(): string {
+  const d = mkdtempSync(join(tmpdir(), 'portico-models-cli-'));
+  dirs.push(d);
+  return d;
+}
+
+function env(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  // HOME and HF_HOME point into the temp dir: no token file of the developer's is read
+  return { PATH: process.env.PATH ?? '', HOME: dataDir, HF_HOME: join(dataDir, 'hf'), DATA_DIR: dataDir, PORTICO_HF_ENDPOINT: hub.url, ...extra };
+}
+
+function portico(args: string[], e: Record<string, string>, nodeArgs: string[] = []): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [...nodeArgs, CLI, ...args], { env: e, timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as any).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** The same command in this process (what the CLI's `models` case calls): fast, for the many small cases. */
+async function inProcess(args: string[], e: Record<string, string>): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await modelsCommand(args.slice(1), {
+    env: e,
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    signal: new AbortController().signal,
+  });
+  return { code, stdout, stderr };
+}
+
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  if (!existsSync(dir)) return out;
+  (function walk(d: string) {
+    for (const n of readdirSync(d)) {
+      const p = join(d, n);
+      if (statSync(p).isDirectory()) walk(p);
+      else out.push(relative(dir, p));
+    }
+  })(dir);
+  return out.sort();
+}
+
+before(async () => {
+  tiny = readFileSync(await makeTinyGguf());
+  big = readFileSync(await makeTinyGguf({ nEmbd: 256, nLayer: 4, nFf: 1024 }));
+  hub = await new FakeHub([TOKEN]).start();
+  hub.addRepo({
+    owner: 'acme',
+    repo: 'Tiny-Chat-GGUF',
+    files: [
+      { path: 'tiny-chat-q4_k_m.gguf', data: tiny },
+      { path: 'README.md', data: Buffer.from('hi') },
+    ],
+  });
+  hub.addRepo({ owner: 'acme', repo: 'Big-GGUF', files: [{ path: 'big-Q4_K_M.gguf', data: big }] });
+  hub.addRepo({ owner: 'acme', repo: 'Gated-GGUF', gated: true, files: [{ path: 'gated-Q4_K_M.gguf', data: tiny }] });
+});
+
+after(async () => {
+  await hub?.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+test('pull, list, list --json, rm: plain progress lines when not a terminal; the outcome on stdout', async () => {
+  const d = home();
+  const pull = await portico(['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--name', 'chat'], env(d));
+  assert.equal(pull.code, 0, pull.stderr);
+  const modelPath = join(d, 'models', 'hf', 'acme', 'Tiny-Chat-GGUF', 'tiny-chat-q4_k_m.gguf');
+  assert.equal(
+    pull.stdout,
+    `pulled tiny-chat:q4_k_m (text, ${(tiny.length / 1000).toFixed(1)} KB, sha256 ${sha256(tiny).slice(0, 12)}...) to ${modelPath}; served as tiny-chat:q4_k_m, chat\n`,
+  );
+  const lines = pull.stderr.trim().split('\n');
+  assert.equal(lines[0], 'resolving hf:acme/Tiny-Chat-GGUF');
+  assert.match(
+    lines[1],
+    new RegExp(`^pulling tiny-chat:q4_k_m from ${hub.url}/acme/Tiny-Chat-GGUF/resolve/[0-9a-f]{40}/tiny-chat-q4_k_m.gguf \\(\\d+\\.\\d KB, SHA-256 announced\\)$`),
+  );
+  assert.match(pull.stderr, /^downloading tiny-chat:q4_k_m: 100% \(\d+\.\d KB \/ \d+\.\d KB, .* left\)$/m);
+  assert.match(pull.stderr, /^verifying tiny-chat:q4_k_m \(\d+\.\d KB, SHA-256\)$/m);
+  assert.ok(!pull.stderr.includes('\x1b') && !pull.stderr.includes('\r'), 'no terminal control codes in a log');
+  assert.ok(readFileSync(modelPath).equals(tiny));
+
+  const list = await portico(['models', 'list'], env(d));
+  assert.equal(list.code, 0, list.stderr);
+  const rows = list.stdout.trim().split('\n');
+  assert.match(rows[0], /^NAME\s+KIND\s+SIZE\s+FILE$/);
+  assert.match(rows[1], new RegExp(`^tiny-chat:q4_k_m, chat\\s+text\\s+\\d+\\.\\d KB\\s+${modelPath}$`));
+  const json = JSON.parse((await inProcess(['models', 'list', '--json'], env(d))).stdout);
+  assert.equal(json.length, 1);
+  assert.deepEqual(
+    { name: json[0].name, aliases: json[0].aliases, kind: json[0].kind, path: json[0].path, size: json[0].size, sha256: json[0].sha256 },
+    { name: 'tiny-chat:q4_k_m', aliases: ['chat'], kind: 'text', path: modelPath, size: tiny.length, sha256: sha256(tiny) },
+  );
+
+  const again = await inProcess(['models', 'pull', 'hf:acme/Tiny-Chat-GGUF'], env(d));
+  assert.equal(again.code, 0);
+  assert.equal(again.stdout, `tiny-chat:q4_k_m is already pulled (${modelPath}); served as tiny-chat:q4_k_m, chat\n`);
+
+  const rmAlias = await inProcess(['models', 'rm', 'chat'], env(d));
+  assert.equal(rmAlias.stdout, 'removed the name chat; the model stays as tiny-chat:q4_k_m\n');
+  const rm = await portico(['models', 'rm', 'tiny-chat:q4_k_m'], env(d));
+  assert.equal(rm.code, 0);
+  assert.equal(rm.stdout, `removed tiny-chat:q4_k_m and deleted ${modelPath}\n`);
+  assert.equal(existsSync(modelPath), false);
+  const empty = await inProcess(['models', 'list'], env(d));
+  assert.match(empty.stdout, /^no models pulled yet; e.g. portico models pull hf:Qwen\/Qwen2.5-0.5B-Instruct-GGUF\n$/);
+  const gone = await inProcess(['models', 'rm', 'tiny-chat:q4_k_m'], env(d));
+  assert.equal(gone.code, 1);
+  assert.equal(gone.stderr, 'portico: no pulled model is called "tiny-chat:q4_k_m"; pulled: (none)\n');
+});
+
+test('MODELS_DIR puts models elsewhere; bad usage and bad references exit 2 with a message, no stack', async () => {
+  const d = home();
+  const elsewhere = join(d, 'elsewhere');
+  const r = await inProcess(['models', 'pull', 'hf:acme/Tiny-Chat-GGUF'], env(d, { MODELS_DIR: elsewhere }));
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(existsSync(join(elsewhere, 'models.json')));
+  assert.equal(existsSync(join(d, 'models')), false);
+  const cases: Array<[string[], Record<string, string>, RegExp]> = [
+    [['models', 'pull'], {}, /models pull takes one reference/],
+    [['models', 'pull', 'a', 'b'], {}, /models pull takes one reference/],
+    [['models', 'pull', 'qwen'], {}, /"qwen" is not a model reference: unknown form; use hf:<owner>\/<repo>\[:<quant>\]/],
+    [['models', 'pull', 'Qwen/Qwen2.5-0.5B-Instruct-GGUF'], {}, /did you mean hf:Qwen\/Qwen2.5-0.5B-Instruct-GGUF\?/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--kind', 'image'], {}, /--kind must be text or embedding/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--name', 'two words'], {}, /"two words" is not a usable model name/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--bogus'], {}, /Unknown option '--bogus'/],
+    [['models', 'frobnicate'], {}, /unknown models command "frobnicate"/],
+    [['models', 'list', 'extra'], {}, /models list takes no arguments/],
+    [['models', 'rm'], {}, /models rm takes one model name/],
+    [['models', 'pull', 'hf:a/b'], { PORTICO_HF_ENDPOINT: 'not-a-url' }, /PORTICO_HF_ENDPOINT is not a valid URL/],
+  ];
+  // one through the real command (exit status of the process), the rest in this process
+  const spawned = await portico(['models', 'pull', 'qwen'], env(d));
+  assert.equal(spawned.code, 2);
+  assert.match(spawned.stderr, /^portico: "qwen" is not a model reference/);
+  for (const [args, extra, re] of cases) {
+    const res = await inProcess(args, env(d, extra));
+    assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`);
+    assert.match(res.stderr, re, args.join(' '));
+    assert.ok(!/\n\s+at /.test(res.stderr), 'no stack trace');
+  }
+  const help = await inProcess(['models', 'help'], env(d));
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /portico models pull <ref>/);
+});
+
+test('HF_TOKEN (from the environment) opens a gated repository and is never printed; without it the message says what to do', async () => {
+  const d = home();
+  const without = await inProcess(['models', 'pull', 'hf:acme/Gated-GGUF'], env(d));
+  assert.equal(without.code, 1);
+  assert.match(without.stderr, /portico: hf:acme\/Gated-GGUF\/gated-Q4_K_M.gguf is gated: accept its conditions at http:\/\/127.0.0.1:\d+\/acme\/Gated-GGUF and set HF_TOKEN/);
+  const wrong = await inProcess(['models', 'pull', 'hf:acme/Gated-GGUF'], env(d, { HF_TOKEN: 'hf_wrong_but_secret' }));
+  assert.equal(wrong.code, 1);
+  assert.ok(!(wrong.stdout + wrong.stderr).includes('hf_wrong_but_secret'));
+  const ok = await inProcess(['models', 'pull', 'hf:acme/Gated-GGUF'], env(d, { HF_TOKEN: TOKEN }));
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.ok(!(ok.stdout + ok.stderr).includes(TOKEN), 'the token is not printed');
+  assert.ok(!readFileSync(join(d, 'models', 'models.json'), 'utf8').includes(TOKEN), 'nor stored');
+});
+
+test('a full disk (writes fail with ENOSPC): a clear error, exit 1, no crash, nothing left behind', async () => {
+  const d = home();
+  const models = join(d, 'models');
+  const r = await portico(['models', 'pull', 'hf:acme/Big-GGUF'], env(d, { PORTICO_TEST_ENOSPC_DIR: models, PORTICO_TEST_ENOSPC_AFTER: '6000000' }), ['--import', ENOSPC]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /^portico: the disk is full \(ENOSPC\) while writing the model; free some space \(or point MODELS_DIR at a larger disk\) and pull again$/m);
+  assert.ok(!/\n\s+at /.test(r.stderr), `no stack trace: ${r.stderr}`);
+  assert.equal(r.stdout, '');
+  assert.deepEqual(tree(models), [], 'no partial file, no model, no catalogue entry');
+});
+
+test('Ctrl-C stops a pull (exit 130) keeping the partial file; the same command resumes it', async () => {
+  const d = home();
+  hub.faults.stall = (start) => start > 0;
+  const child = spawn(process.execPath, [CLI, 'models', 'pull', 'hf:acme/Big-GGUF'], { env: env(d) });
+  let stderr = '';
+  child.stderr.on('data', (b) => (stderr += b));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const partial = join(d, 'models', '.partial', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf.ipull');
+  // the first 5 MB chunk is written, the other ranges stall: then interrupt
+  const end = Date.now() + 20_000;
+  while (!(existsSync(partial) && statSync(partial).size >= 5_242_880) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  child.kill('SIGINT');
+  const code = await exited;
+  hub.faults.stall = undefined;
+  assert.equal(code, 130, stderr);
+  assert.match(stderr, /portico: stopped; the part downloaded so far is kept: run the same command again to resume/);
+  assert.ok(existsSync(partial), 'the partial file stays');
+  assert.equal(existsSync(join(d, 'models', 'models.json')), false, 'nothing served');
+  const again = await inProcess(['models', 'pull', 'hf:acme/Big-GGUF'], env(d));
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stderr, /, resuming at \d+\.\d MB/);
+  assert.ok(readFileSync(join(d, 'models', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf')).equals(big));
+  assert.deepEqual(tree(join(d, 'models')), ['hf/acme/Big-GGUF/big-Q4_K_M.gguf', 'models.json']);
+});

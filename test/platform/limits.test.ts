@@ -1,0 +1,145 @@
+/**
+ * Unit tests of the per-key rate limiter (src/platform/cluster/limits.ts): requests per minute counted on
+ * arrival, tokens per minute counted when usage is recorded, the key's own limit over the default, 0 = none,
+ * fixed one-minute windows, the headers a refusal carries, and the Redis store shared by instances.
+ */
+import { describe, test, mock, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { createWindowStore, RateLimiter, type LimitedKey } from '../../src/platform/cluster/limits.js';
+import { AppError } from '../../src/platform/errors.js';
+
+const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
+const key = (over: Partial<LimitedKey> = {}): LimitedKey => ({ keyId: `k_${randomBytes(6).toString('hex')}`, rpmLimit: null, tpmLimit: null, ...over });
+
+async function refusal(p: Promise<unknown>): Promise<AppError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof AppError, String(e));
+    return e;
+  }
+  assert.fail('not refused');
+}
+
+describe('RateLimiter (memory windows)', () => {
+  test('rpm: the limit-th request passes, the next is 429 rate_limit_exceeded with retry-after and x-ratelimit headers', async () => {
+    const rl = new RateLimiter(createWindowStore(), { rpm: 3, tpm: 0 });
+    const k = key();
+    for (let i = 0; i < 3; i++) await rl.check(k);
+    const e = await refusal(rl.check(k));
+    assert.equal(e.code, 'rate_limit_exceeded');
+    assert.match(e.message, /3 requests per minute/);
+    const h = e.headers as Record<string, string>;
+    const after = Number(h['retry-after']);
+    assert.ok(after >= 1 && after <= 60, `retry-after ${after}`);
+    assert.ok(Number(h['retry-after-ms']) <= 60_000);
+    assert.equal(h['x-ratelimit-limit'], '3');
+    assert.equal(h['x-ratelimit-remaining'], '0');
+    // another key has its own window
+    await rl.check(key());
+  });
+
+  test("the key's own limits win over the defaults; 0 means unlimited; applies() says when a check is needed", async () => {
+    const rl = new RateLimiter(createWindowStore(), { rpm: 1, tpm: 0 });
+    const own = key({ rpmLimit: 2 });
+    await rl.check(own);
+    await rl.check(own);
+    await refusal(rl.check(own));
+    const unlimited = key({ rpmLimit: 0 });
+    for (let i = 0; i < 50; i++) await rl.check(unlimited);
+    assert.equal(rl.applies(unlimited), false);
+    assert.equal(rl.applies(key()), true, 'the default rpm applies');
+    assert.equal(new RateLimiter(createWindowStore(), { rpm: 0, tpm: 0 }).applies(key()), false);
+    assert.equal(new RateLimiter(createWindowStore(), { rpm: 0, tpm: 0 }).applies(key({ tpmLimit: 5 })), true);
+  });
+
+  test('tpm: tokens are added after the answer; once the minute holds the limit, requests are refused', async () => {
+    const rl = new RateLimiter(createWindowStore(), { rpm: 0, tpm: 100 });
+    const k = key();
+    await rl.addTokens(k, 60);
+    await rl.check(k);
+    await rl.addTokens(k, 39);
+    await rl.check(k); // 99 < 100
+    await rl.addTokens(k, 1);
+    const e = await refusal(rl.check(k));
+    assert.match(e.message, /100 tokens per minute for this API key \(used 100\)/);
+    // tokens of a key without a tpm limit are not counted at all
+    const free = key({ tpmLimit: 0 });
+    await rl.addTokens(free, 1_000_000);
+    await rl.check(free);
+  });
+
+  test('windows are fixed minutes: a refused key is served again when the minute turns', async () => {
+    mock.timers.enable({ apis: ['Date'], now: 1_800_000_000_000 - 1_000 });
+    try {
+      const rl = new RateLimiter(createWindowStore(), { rpm: 1, tpm: 0 });
+      const k = key();
+      await rl.check(k);
+      const e = await refusal(rl.check(k));
+      assert.equal((e.headers as Record<string, string>)['retry-after'], '1', 'one second to the next minute');
+      mock.timers.tick(1_000);
+      await rl.check(k);
+    } finally {
+      mock.timers.reset();
+    }
+  });
+});
+
+describe('RateLimiter on Redis (shared by instances)', () => {
+  const url = `redis://127.0.0.1:${REDIS_PORT}/9`;
+  const stores = [createWindowStore(url), createWindowStore(url)];
+  after(async () => {
+    for (const s of stores) await s.close();
+  });
+
+  test('a request right after start waits for the first connection instead of failing', async () => {
+    const fresh = createWindowStore(url);
+    try {
+      await new RateLimiter(fresh, { rpm: 5, tpm: 0 }).check(key());
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  test('two instances count one window: rpm 4 over A and B lets 4 through', async () => {
+    const [a, b] = stores.map((s) => new RateLimiter(s, { rpm: 4, tpm: 0 }));
+    const k = key();
+    await a!.check(k);
+    await b!.check(k);
+    await a!.check(k);
+    await b!.check(k);
+    await refusal(a!.check(k));
+    await refusal(b!.check(k));
+    const r = new Redis(url);
+    try {
+      const ttl = await r.pttl(`portico:rl:rpm:${k.keyId}:${Math.floor(Date.now() / 60_000)}`);
+      assert.ok(ttl > 60_000 && ttl <= 120_000, `window keys expire after two minutes (pttl ${ttl})`);
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  test('tokens added on A refuse on B', async () => {
+    const [a, b] = stores.map((s) => new RateLimiter(s, { rpm: 0, tpm: 10 }));
+    const k = key();
+    await a!.addTokens(k, 10);
+    await refusal(b!.check(k));
+  });
+
+  test('Redis unreachable: the first requests wait at most 2 s for a first connection, then checks fail at once (no offline queue), so requests are answered 503', async () => {
+    const dead = createWindowStore('redis://127.0.0.1:1/0');
+    try {
+      const rl = new RateLimiter(dead, { rpm: 5, tpm: 0 });
+      let t0 = Date.now();
+      await assert.rejects(rl.check(key()));
+      assert.ok(Date.now() - t0 < 3_000, `the first check failed after ${Date.now() - t0} ms`);
+      t0 = Date.now();
+      await assert.rejects(rl.check(key()));
+      assert.ok(Date.now() - t0 < 500, `a later check failed after ${Date.now() - t0} ms`);
+    } finally {
+      await dead.close();
+    }
+  });
+});

@@ -1,0 +1,92 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Ajv } from 'ajv';
+import { Type, type TSchema } from 'typebox';
+import { describeValidationError, paramPath } from '../../src/platform/http/validation.js';
+
+const ajv = new Ajv({ allErrors: false, strict: false, verbose: true });
+function problem(schema: TSchema, data: unknown, part = 'body') {
+  const v = ajv.compile(schema);
+  assert.equal(v(data), false, 'the data must fail');
+  return describeValidationError(v.errors ?? [], part, data);
+}
+
+const Body = Type.Object(
+  {
+    model: Type.String({ minLength: 1 }),
+    temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2 })),
+    n: Type.Optional(Type.Integer({ minimum: 1, maximum: 8 })),
+    stop: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String(), { maxItems: 4 })])),
+    tool_choice: Type.Optional(
+      Type.Union([Type.Literal('none'), Type.Literal('auto'), Type.Literal('required'), Type.Object({ type: Type.Literal('function'), name: Type.String() })]),
+    ),
+    tools: Type.Optional(Type.Array(Type.Object({ type: Type.Literal('function'), name: Type.String({ maxLength: 64 }) }, { additionalProperties: false }))),
+    name: Type.Optional(Type.String({ maxLength: 5 })),
+  },
+  { additionalProperties: false },
+);
+
+describe("validation messages: what is allowed, in OpenAI's codes and notation, in English and Chinese", () => {
+  test('paths use OpenAI notation', () => {
+    assert.equal(paramPath('/tools/0/name'), 'tools[0].name');
+    assert.equal(paramPath('', 'model'), 'model');
+    assert.equal(paramPath('/input/3', 'content'), 'input[3].content');
+    assert.equal(paramPath('/a~1b'), 'a/b');
+  });
+
+  test('an unknown field is named, nested ones with their path', () => {
+    assert.deepEqual(problem(Body, { model: 'm', foo: 1 }), { detail: 'unknown_parameter', param: 'foo', message: "Unknown parameter: 'foo'.", zh: "未知参数：'foo'。" });
+    const p = problem(Body, { model: 'm', tools: [{ type: 'function', name: 'f', bogus: true }] });
+    assert.equal(p.detail, 'unknown_parameter');
+    assert.equal(p.param, 'tools[0].bogus');
+    assert.equal(problem(Body, { model: 'm', x: 1 }, 'querystring').message, "Unknown query parameter: 'x'.");
+  });
+
+  test('a missing field', () => {
+    const p = problem(Body, {});
+    assert.equal(p.detail, 'missing_required_parameter');
+    assert.equal(p.message, "Missing required parameter: 'model'.");
+    assert.equal(p.zh, "缺少必需的参数：'model'。");
+  });
+
+  test('a wrong type says what was expected and what came', () => {
+    const p = problem(Body, { model: 5 });
+    assert.equal(p.detail, 'invalid_type');
+    assert.equal(p.param, 'model');
+    assert.equal(p.message, "Invalid type for 'model': expected a string, but got an integer instead.");
+    assert.match(p.zh, /'model' 的类型无效：应为字符串，实际为整数/);
+    assert.match(problem(Body, { model: 'm', temperature: '1' }).message, /expected a number, but got a string instead/);
+  });
+
+  test('a union of constants lists the values (and the other shapes it takes), not schema internals', () => {
+    const p = problem(Body, { model: 'm', tool_choice: 'bogus' });
+    assert.equal(p.detail, 'invalid_value');
+    assert.equal(p.param, 'tool_choice');
+    assert.equal(p.message, "Invalid value for 'tool_choice': 'bogus'. Supported values are: 'none', 'auto', 'required', or an object.");
+    assert.doesNotMatch(p.message, /must be equal to constant|anyOf|must match/);
+  });
+
+  test("a union where one branch fits the type reports that branch's own rule (5 stops: too many)", () => {
+    const p = problem(Body, { model: 'm', stop: ['a', 'b', 'c', 'd', 'e'] });
+    assert.equal(p.detail, 'array_above_max_length');
+    assert.equal(p.param, 'stop');
+    assert.equal(p.message, "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length 5 instead.");
+  });
+
+  test('a union where no branch fits the type lists the types', () => {
+    const p = problem(Body, { model: 'm', stop: 5 });
+    assert.equal(p.detail, 'invalid_type');
+    assert.match(p.message, /^Invalid type for 'stop': expected a string or an array, but got an integer instead\.$/);
+  });
+
+  test('lengths and ranges, integers and decimals', () => {
+    assert.equal(problem(Body, { model: '' }).detail, 'string_below_min_length');
+    assert.equal(problem(Body, { model: 'm', name: 'toolong' }).detail, 'string_above_max_length');
+    const hi = problem(Body, { model: 'm', temperature: 2.5 });
+    assert.equal(hi.detail, 'decimal_above_max_value');
+    assert.equal(hi.message, "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead.");
+    assert.equal(problem(Body, { model: 'm', n: 0 }).detail, 'integer_below_min_value');
+    assert.equal(problem(Body, { model: 'm', n: 9 }).detail, 'integer_above_max_value');
+    assert.equal(problem(Body, { model: 'm', tools: [{ type: 'function', name: 'x'.repeat(65) }] }).param, 'tools[0].name');
+  });
+});

@@ -1,0 +1,433 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { KEY_PATH, portal, v1, type KeyRecord, type Me } from '../api.js';
+import { useI18n } from '../i18n.js';
+import { ErrorBox, Field, Notice } from '../components/ui.js';
+
+export interface PlaygroundKey {
+  id: string;
+  name: string;
+  key: string;
+}
+
+/**
+ * Keys the playground may use, held in this tab's memory only: a key's full value is shown once, at creation, so the
+ * page never writes it to localStorage or sessionStorage, where other scripts of the origin or a later visitor of
+ * the browser profile could read it. A reload, or signing out, forgets them.
+ */
+let keys: PlaygroundKey[] = [];
+/** the chosen key's id (the page's markup never holds a full key outside the field that shows it once) */
+let chosen = '';
+
+export function rememberPlaygroundKey(k: PlaygroundKey) {
+  keys = [k, ...keys.filter((x) => x.id !== k.id)];
+  chosen = k.id;
+}
+export function forgetPlaygroundKeys() {
+  keys = [];
+  chosen = '';
+}
+
+type Tab = 'text' | 'speech' | 'transcription';
+const VOICES = ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer'];
+const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'];
+const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'];
+
+export function Playground({ me }: { me: Me | null }) {
+  const { t } = useI18n();
+  const [key, setKey] = useState(chosen);
+  const [pasted, setPasted] = useState('');
+  const [tab, setTab] = useState<Tab>('text');
+  const [error, setError] = useState<unknown>(null);
+  const [, setVersion] = useState(0);
+  const tabs = useRef<HTMLDivElement>(null);
+  const active = key === '__paste' ? pasted.trim() : (keys.find((k) => k.id === key)?.key ?? '');
+
+  const createKey = async () => {
+    setError(null);
+    try {
+      const k = await portal<KeyRecord>('POST', KEY_PATH.api_keys, {
+        name: t('play.keyName'),
+        description: t('play.keyDescription', { date: new Date().toISOString().slice(0, 10) }),
+      });
+      rememberPlaygroundKey({ id: k.id, name: k.name, key: k.api_key! });
+      setKey(k.id);
+      setVersion((v) => v + 1);
+    } catch (e) {
+      setError(e);
+    }
+  };
+  const models = (type: string) => (me?.models ?? []).filter((m) => m.type === type).map((m) => m.id);
+  const order: Tab[] = ['text', 'speech', 'transcription'];
+  const onTabKey = (e: KeyboardEvent) => {
+    const i = order.indexOf(tab);
+    const next = e.key === 'ArrowRight' ? order[(i + 1) % 3] : e.key === 'ArrowLeft' ? order[(i + 2) % 3] : undefined;
+    if (!next) return;
+    setTab(next);
+    tabs.current?.querySelector<HTMLButtonElement>(`#play-tab-${next}`)?.focus();
+  };
+
+  return (
+    <section>
+      <h1 tabIndex={-1}>{t('play.title')}</h1>
+      <p class="hint">{t('play.intro')}</p>
+      <div class="card key-picker">
+        <Field id="play-key" label={t('play.key')}>
+          <select
+            id="play-key"
+            value={key}
+            onChange={(e) => {
+              chosen = e.currentTarget.value;
+              setKey(chosen);
+            }}
+          >
+            <option value="">{t('play.chooseKey')}</option>
+            {keys.map((k) => (
+              <option value={k.id}>
+                {k.name} ({k.key.slice(0, 7)}…{k.key.slice(-4)})
+              </option>
+            ))}
+            <option value="__paste">{t('play.pasteKey')}</option>
+          </select>
+        </Field>
+        {key === '__paste' && (
+          <Field id="play-pasted" label={t('play.pastedKey')}>
+            <input id="play-pasted" type="password" autoComplete="off" spellcheck={false} value={pasted} onInput={(e) => setPasted(e.currentTarget.value)} />
+          </Field>
+        )}
+        <button type="button" class="secondary" id="play-create-key" onClick={createKey}>
+          {t('play.createKey')}
+        </button>
+        <p class="hint">{t('play.keyMemory')}</p>
+        <ErrorBox error={error} />
+      </div>
+      <div class="tabs" role="tablist" aria-label={t('play.modes')} ref={tabs} onKeyDown={onTabKey}>
+        {order.map((m) => (
+          <button type="button" role="tab" id={`play-tab-${m}`} aria-selected={tab === m} aria-controls={`play-${m}`} tabIndex={tab === m ? 0 : -1} onClick={() => setTab(m)}>
+            {t(`play.tab.${m}`)}
+          </button>
+        ))}
+      </div>
+      {!active && <Notice kind="info">{t('play.needKey')}</Notice>}
+      <div role="tabpanel" id={`play-${tab}`} aria-labelledby={`play-tab-${tab}`} class="card">
+        {tab === 'text' && <TextPanel apiKey={active} models={models('text')} />}
+        {tab === 'speech' && <SpeechPanel apiKey={active} models={models('speech')} />}
+        {tab === 'transcription' && <TranscriptionPanel apiKey={active} models={models('transcription')} />}
+      </div>
+    </section>
+  );
+}
+
+function ModelSelect({ id, models, value, onChange }: { id: string; models: string[]; value: string; onChange: (v: string) => void }) {
+  const { t } = useI18n();
+  useEffect(() => {
+    if (!models.includes(value) && models.length) onChange(models[0]);
+  }, [models.join(',')]);
+  return (
+    <Field id={id} label={t('play.model')}>
+      <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        {models.length === 0 && <option value="">{t('play.noModels')}</option>}
+        {models.map((m) => (
+          <option value={m}>{m}</option>
+        ))}
+      </select>
+    </Field>
+  );
+}
+
+/** Server-Sent Events of a fetch body, one parsed `data:` payload at a time. */
+async function* sse(res: Response): AsyncGenerator<string> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const data = block
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).replace(/^ /, ''))
+        .join('\n');
+      if (data) yield data;
+    }
+  }
+}
+
+function TextPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
+  const { t } = useI18n();
+  const [model, setModel] = useState('');
+  const [instructions, setInstructions] = useState('');
+  const [input, setInput] = useState('');
+  const [answer, setAnswer] = useState('');
+  const [events, setEvents] = useState<string[]>([]);
+  const [status, setStatus] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const abort = useRef<AbortController | null>(null);
+
+  const send = async (e: Event) => {
+    e.preventDefault();
+    abort.current?.abort();
+    const ac = new AbortController();
+    abort.current = ac;
+    setAnswer('');
+    setEvents([]);
+    setError(null);
+    setStatus(t('play.sending'));
+    const seen: string[] = [];
+    try {
+      const body: Record<string, unknown> = { model, input, stream: true };
+      if (instructions.trim()) body.instructions = instructions;
+      const res = await v1('/responses', apiKey, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: ac.signal });
+      let text = '';
+      for await (const data of sse(res)) {
+        seen.push(data);
+        setEvents([...seen]);
+        if (data === '[DONE]') break;
+        const ev = JSON.parse(data);
+        if (ev.type === 'response.output_text.delta') {
+          text += ev.delta;
+          setAnswer(text);
+        } else if (ev.type === 'response.completed' || ev.type === 'response.incomplete') {
+          setStatus(t('play.done', { tokens: ev.response?.usage?.output_tokens ?? 0 }));
+        } else if (ev.type === 'response.failed' || ev.type === 'error') {
+          const err = ev.response?.error ?? ev.error ?? ev;
+          setError({ code: err.code ?? 'engine_error', message: err.message ?? 'failed', status: 0 });
+        }
+      }
+    } catch (err) {
+      if ((err as Error).name !== 'AbortError') setError(err);
+      setStatus('');
+    } finally {
+      if (abort.current === ac) abort.current = null;
+    }
+  };
+  return (
+    <form onSubmit={send}>
+      <ModelSelect id="text-model" models={models} value={model} onChange={setModel} />
+      <Field id="text-instructions" label={t('play.instructions')}>
+        <textarea id="text-instructions" rows={2} value={instructions} onInput={(e) => setInstructions(e.currentTarget.value)} />
+      </Field>
+      <Field id="text-input" label={t('play.message')}>
+        <textarea id="text-input" rows={3} required value={input} onInput={(e) => setInput(e.currentTarget.value)} />
+      </Field>
+      <div class="buttons">
+        <button type="submit" id="text-send" disabled={!apiKey || !model}>
+          {t('play.send')}
+        </button>
+        <button type="button" class="secondary" onClick={() => abort.current?.abort()}>
+          {t('play.stop')}
+        </button>
+      </div>
+      <ErrorBox error={error} />
+      <h2 class="small-head">{t('play.answer')}</h2>
+      <div class="answer" id="text-answer" aria-live="polite">
+        {answer}
+      </div>
+      <p class="hint" role="status">
+        {status}
+      </p>
+      <details>
+        <summary>{t('play.rawEvents', { n: events.length })}</summary>
+        <pre class="events" id="text-events">
+          {events.join('\n')}
+        </pre>
+      </details>
+    </form>
+  );
+}
+
+/** Raw 24 kHz 16-bit mono PCM in a WAV container, so the page can play it. */
+function pcmToWav(pcm: ArrayBuffer): Blob {
+  const h = new DataView(new ArrayBuffer(44));
+  const w = (o: number, s: string) => [...s].forEach((c, i) => h.setUint8(o + i, c.charCodeAt(0)));
+  w(0, 'RIFF');
+  h.setUint32(4, 36 + pcm.byteLength, true);
+  w(8, 'WAVEfmt ');
+  h.setUint32(16, 16, true);
+  h.setUint16(20, 1, true);
+  h.setUint16(22, 1, true);
+  h.setUint32(24, 24000, true);
+  h.setUint32(28, 48000, true);
+  h.setUint16(32, 2, true);
+  h.setUint16(34, 16, true);
+  w(36, 'data');
+  h.setUint32(40, pcm.byteLength, true);
+  return new Blob([h.buffer, pcm], { type: 'audio/wav' });
+}
+
+function SpeechPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
+  const { t } = useI18n();
+  const [model, setModel] = useState('');
+  const [text, setText] = useState('');
+  const [voice, setVoice] = useState('alloy');
+  const [format, setFormat] = useState('mp3');
+  const [speed, setSpeed] = useState('1');
+  const [audio, setAudio] = useState<{ url: string; name: string; bytes: number } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => () => audio && URL.revokeObjectURL(audio.url), [audio]);
+
+  const speak = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const res = await v1('/audio/speech', apiKey, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, input: text, voice, response_format: format, speed: Number(speed) }),
+      });
+      const buf = await res.arrayBuffer();
+      const blob = format === 'pcm' ? pcmToWav(buf) : new Blob([buf], { type: res.headers.get('content-type') ?? 'audio/mpeg' });
+      setAudio({ url: URL.createObjectURL(blob), name: `speech.${format === 'pcm' ? 'wav' : format}`, bytes: buf.byteLength });
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form onSubmit={speak}>
+      <ModelSelect id="speech-model" models={models} value={model} onChange={setModel} />
+      <Field id="speech-text" label={t('play.speechText')}>
+        <textarea id="speech-text" rows={3} required maxLength={4096} value={text} onInput={(e) => setText(e.currentTarget.value)} />
+      </Field>
+      <div class="row">
+        <Field id="speech-voice" label={t('play.voice')}>
+          <select id="speech-voice" value={voice} onChange={(e) => setVoice(e.currentTarget.value)}>
+            {VOICES.map((v) => (
+              <option value={v}>{v}</option>
+            ))}
+          </select>
+        </Field>
+        <Field id="speech-format" label={t('play.format')}>
+          <select id="speech-format" value={format} onChange={(e) => setFormat(e.currentTarget.value)}>
+            {SPEECH_FORMATS.map((v) => (
+              <option value={v}>{v}</option>
+            ))}
+          </select>
+        </Field>
+        <Field id="speech-speed" label={t('play.speed')}>
+          <input id="speech-speed" type="number" min="0.25" max="4" step="0.05" value={speed} onInput={(e) => setSpeed(e.currentTarget.value)} />
+        </Field>
+      </div>
+      <div class="buttons">
+        <button type="submit" id="speech-go" disabled={!apiKey || !model || busy}>
+          {busy ? t('play.working') : t('play.speak')}
+        </button>
+      </div>
+      <ErrorBox error={error} />
+      {audio && (
+        <div class="audio-out">
+          <audio controls src={audio.url} id="speech-audio" aria-label={t('play.speechResult')} />
+          <a href={audio.url} download={audio.name}>
+            {t('play.download', { name: audio.name, kb: Math.ceil(audio.bytes / 1024) })}
+          </a>
+        </div>
+      )}
+    </form>
+  );
+}
+
+function TranscriptionPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
+  const { t } = useI18n();
+  const [model, setModel] = useState('');
+  const [file, setFile] = useState<File | null>(null);
+  const [format, setFormat] = useState('json');
+  const [language, setLanguage] = useState('');
+  const [result, setResult] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const [recording, setRecording] = useState<MediaRecorder | null>(null);
+
+  const record = async () => {
+    setError(null);
+    if (recording) {
+      recording.stop();
+      return;
+    }
+    try {
+      const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+      const rec = new MediaRecorder(stream);
+      const chunks: Blob[] = [];
+      rec.ondataavailable = (e) => chunks.push(e.data);
+      rec.onstop = () => {
+        stream.getTracks().forEach((tr) => tr.stop());
+        const type = rec.mimeType || 'audio/webm';
+        setFile(new File(chunks, `recording.${type.includes('ogg') ? 'ogg' : 'webm'}`, { type }));
+        setRecording(null);
+      };
+      rec.start();
+      setRecording(rec);
+    } catch (e) {
+      setError({ code: 'microphone', message: (e as Error).message, status: 0 });
+    }
+  };
+  const transcribe = async (e: Event) => {
+    e.preventDefault();
+    if (!file) return;
+    setBusy(true);
+    setError(null);
+    setResult('');
+    try {
+      const form = new FormData();
+      form.append('file', file);
+      form.append('model', model);
+      form.append('response_format', format);
+      if (language.trim()) form.append('language', language.trim());
+      const res = await v1('/audio/transcriptions', apiKey, { method: 'POST', body: form });
+      const body = await res.text();
+      setResult(format === 'json' || format === 'verbose_json' ? JSON.stringify(JSON.parse(body), null, 2) : body);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form onSubmit={transcribe}>
+      <ModelSelect id="stt-model" models={models} value={model} onChange={setModel} />
+      <div class="row">
+        <Field id="stt-file" label={t('play.audioFile')}>
+          <input id="stt-file" type="file" accept="audio/*,.flac,.mp3,.mp4,.mpeg,.mpga,.m4a,.ogg,.oga,.wav,.webm" onChange={(e) => setFile(e.currentTarget.files?.[0] ?? null)} />
+        </Field>
+        <div class="field">
+          <span class="label-like">{t('play.orRecord')}</span>
+          <button type="button" class="secondary" id="stt-record" aria-pressed={recording !== null} onClick={record}>
+            {recording ? t('play.stopRecording') : t('play.record')}
+          </button>
+        </div>
+      </div>
+      {file && <p class="hint">{t('play.fileChosen', { name: file.name, kb: Math.ceil(file.size / 1024) })}</p>}
+      <div class="row">
+        <Field id="stt-format" label={t('play.responseFormat')}>
+          <select id="stt-format" value={format} onChange={(e) => setFormat(e.currentTarget.value)}>
+            {TRANSCRIPT_FORMATS.map((v) => (
+              <option value={v}>{v}</option>
+            ))}
+          </select>
+        </Field>
+        <Field id="stt-language" label={t('play.language')}>
+          <input id="stt-language" maxLength={8} placeholder="en" value={language} onInput={(e) => setLanguage(e.currentTarget.value)} />
+        </Field>
+      </div>
+      <div class="buttons">
+        <button type="submit" id="stt-go" disabled={!apiKey || !model || !file || busy}>
+          {busy ? t('play.working') : t('play.transcribe')}
+        </button>
+      </div>
+      <ErrorBox error={error} />
+      {result && (
+        <>
+          <h2 class="small-head">{t('play.result')}</h2>
+          <pre class="result" id="stt-result">
+            {result}
+          </pre>
+        </>
+      )}
+    </form>
+  );
+}
