@@ -2,23 +2,76 @@ import type { ChatMessage, FunctionTool } from '../types.js';
 
 /**
  * Token estimates for upstreams: no OpenAI-compatible server has a standard token-counting endpoint, so this
- * is a deliberate over-estimate rather than an exact count (it is used for context-window checks and truncation,
- * where counting too high is the safe side):
- * - ASCII: 1 token per 4 characters (English BPE averages ~4.0-4.5); any non-ASCII UTF-16 unit: 1 token
- *   (CJK is ~1 token per character, accented Latin less, so this over-counts those);
+ * estimates what a BPE tokenizer (OpenAI's o200k_base, and the Llama/Qwen families behave alike) makes of a text,
+ * on the safe side: it is used for context-window checks, TPM limits and budgets before the answer, and for usage
+ * when an upstream reports none, where counting too high is the safe side. The text is cut into the pieces a BPE
+ * pre-tokenizer makes (a word, a run of up to 3 digits, a run of punctuation, a run of spaces) and each piece
+ * costs what BPE makes of it on average:
+ * - letters (any script but CJK): 1 token per 4 characters of the word, at least 1;
+ * - digits: 1 token per 3 digits; punctuation: 1 token per 2 characters (`);`, `":"`, `=>` are often one);
+ * - CJK ideographs, kana, hangul and their punctuation: 1 token each (o200k makes ~0.85 of them);
+ * - spaces: the one before a word is part of its token (before digits or punctuation it is one of its own);
+ *   longer runs (indentation) 1 token per 4;
  * - 4 tokens per message for role and separators (OpenAI's documented per-message overhead is 3-4), 3 to
- *   prime the answer;
- * - images: 765 tokens (a 1024x1024 image at high detail is 765 with OpenAI; 85 at low detail);
- * - tools: their JSON definition as text plus 8 tokens each.
+ *   prime the answer; images 765 tokens (a 1024x1024 image at high detail; 85 at low detail); tools: their JSON
+ *   definition as text plus 8 tokens each.
+ * Measured against js-tiktoken's o200k_base (test/engines/tokens.test.ts; docs/architecture.md, "Library or our
+ * own"): 0.96-1.6x the real count on English, French, Russian, Chinese, Japanese, JavaScript, Python, JSON and
+ * numbers, where the former 1-per-4-ASCII-characters rule ranged 0.37x (numbers) to 3.4x (Russian). js-tiktoken
+ * itself costs 6-75x more CPU per text and ~150 MiB and seconds to load its ranks, so it is not on the request path.
  */
-export function estimateTextTokens(s: string): number {
-  let ascii = 0;
-  let other = 0;
-  for (let i = 0; i < s.length; i++) {
-    if (s.charCodeAt(i) < 128) ascii++;
-    else other++;
+const LETTER = 1;
+const DIGIT = 2;
+const PUNCT = 3;
+const SPACE = 4;
+const WIDE = 5;
+
+function kind(c: number): number {
+  if (c < 128) {
+    if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90)) return LETTER;
+    if (c >= 48 && c <= 57) return DIGIT;
+    if (c === 32 || c === 9 || c === 10 || c === 13) return SPACE;
+    return PUNCT;
   }
-  return Math.ceil(ascii / 4) + other;
+  // CJK punctuation, kana, CJK ideographs (and extension A), hangul, compatibility ideographs, full-width forms
+  if ((c >= 0x3000 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x9fff) || (c >= 0xac00 && c <= 0xd7af) || (c >= 0xf900 && c <= 0xfaff) || (c >= 0xff00 && c <= 0xffef)) return WIDE;
+  if (c >= 0xd800 && c <= 0xdfff) return WIDE; // astral (emoji, rare ideographs): each half counts, on the safe side
+  if (c === 0xa0 || c === 0x2028 || c === 0x2029) return SPACE;
+  if ((c >= 0x2000 && c <= 0x206f) || (c >= 0xa1 && c <= 0xbf) || c === 0xd7 || c === 0xf7) return PUNCT;
+  return LETTER;
+}
+
+export function estimateTextTokens(s: string): number {
+  let n = 0;
+  let run = 0;
+  let runKind = 0;
+  const close = () => {
+    if (run === 0) return;
+    if (runKind === LETTER) n += (run + 3) >> 2;
+    else if (runKind === DIGIT) n += Math.ceil(run / 3);
+    else if (runKind === PUNCT) n += (run + 1) >> 1;
+    else if (runKind === SPACE) n += run > 1 ? (run + 2) >> 2 : 0;
+  };
+  for (let i = 0; i < s.length; i++) {
+    const k = kind(s.charCodeAt(i));
+    if (k === WIDE) {
+      close();
+      run = 0;
+      runKind = 0;
+      n++;
+      continue;
+    }
+    if (k !== runKind) {
+      // one space joins the word after it, not digits or punctuation (the pre-tokenizer splits them off)
+      if (runKind === SPACE && run === 1 && k !== LETTER) n++;
+      close();
+      runKind = k;
+      run = 0;
+    }
+    run++;
+  }
+  close();
+  return n;
 }
 
 export function estimateTokens(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): number {

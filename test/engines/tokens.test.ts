@@ -1,0 +1,40 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Tiktoken } from 'js-tiktoken/lite';
+import o200k from 'js-tiktoken/ranks/o200k_base';
+import { estimateTextTokens, estimateTokens } from '../../src/engines/openai-compatible/tokens.js';
+
+// The estimate feeds context-window checks, TPM limits and budgets before an answer: it must never count much
+// less than a real BPE tokenizer (limits would be passed) nor wildly more (requests refused for nothing).
+const samples: Record<string, string> = {
+  english: 'The weather today is sunny with a light breeze from the west. Portico routes requests to upstream servers, records usage, and enforces budgets per key. ',
+  french: "Le temps aujourd'hui est ensoleillé avec une légère brise de l'ouest. Les requêtes sont acheminées vers les serveurs. ",
+  russian: 'Сегодня солнечная погода с лёгким западным ветром. Запросы направляются на серверы. ',
+  chinese: '今天天气晴朗，西边吹来微风。门廊把请求转发到上游服务器，记录用量，并按密钥执行预算。',
+  japanese: '今日はいい天気ですね。リクエストはサーバーに転送されます。',
+  javascript: 'function add(a, b) { return a + b; }\nconst x = [1, 2, 3].map((v) => v * 2);\n',
+  python: 'def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\nprint([fib(i) for i in range(10)])\n',
+  json: JSON.stringify({ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city'] } }),
+  numbers: '12345 67890 3.14159 2026-11-25 0x1f2e3d ',
+};
+
+test('the token estimate stays between 0.9x and 1.7x of o200k_base on prose, code, JSON and numbers in several scripts', () => {
+  const enc = new Tiktoken(o200k);
+  for (const [name, text] of Object.entries(samples)) {
+    const s = text.repeat(20);
+    const real = enc.encode(s).length;
+    const ratio = estimateTextTokens(s) / real;
+    assert.ok(ratio >= 0.9 && ratio <= 1.7, `${name}: estimate ${estimateTextTokens(s)} for ${real} real tokens (${ratio.toFixed(2)}x)`);
+  }
+});
+
+test('the token estimate: empty text is 0, a word is at least 1, astral characters and lone surrogates count', () => {
+  assert.equal(estimateTextTokens(''), 0);
+  assert.equal(estimateTextTokens('a'), 1);
+  assert.equal(estimateTextTokens(' '), 0);
+  assert.ok(estimateTextTokens('😀😀') >= 2);
+  assert.ok(estimateTextTokens('\ud800x') >= 2);
+  // messages add their overhead; images their fixed cost
+  const one = estimateTokens([{ role: 'user', content: 'hello' }]);
+  assert.equal(one, 3 + 4 + estimateTextTokens('hello'));
+});
