@@ -438,12 +438,13 @@ export async function probeAudio(bytes: Uint8Array, opts: { signal?: AbortSignal
   const input = /Input #0, ([^,]+), from/.exec(r.stderr);
   const stream = /Stream #0:\d+[^:]*: Audio: ([\w-]+)[^,]*, (\d+) Hz, ([\w.()]+)/.exec(r.stderr);
   if (!stream) throw new AudioDecodeError('No audio stream found', r.stderr.slice(-500));
-  const sampleRate = Number(stream[2]);
-  const layout = stream[3];
+  // the three groups are not optional: a match always has them
+  const [, codec = 'unknown', rate = '', layout = ''] = stream;
+  const sampleRate = Number(rate);
   const channels = layout.startsWith('mono') ? 1 : layout.startsWith('stereo') ? 2 : Number(/^(\d+)/.exec(layout)?.[1] ?? 0);
   return {
     container: input?.[1] ?? 'unknown',
-    codec: stream[1],
+    codec,
     sampleRate,
     channels,
     duration: r.stdout.length / 2 / sampleRate,

@@ -35,7 +35,7 @@ function kernel(halfTaps: number, cutoff: number): Float32Array {
       sum += v;
     }
     // normalize DC gain to exactly 1 for each phase
-    if (sum !== 0) for (let j = 0; j < taps; j++) k[p * taps + j] /= sum;
+    if (sum !== 0) for (let j = 0; j < taps; j++) k[p * taps + j]! /= sum;
   }
   kernelCache.set(key, k);
   return k;
@@ -127,9 +127,14 @@ export class FloatResampler {
       const kb = ka + taps;
       const base = first - this.bufStart;
       let acc = 0;
+      // in range by construction: p < PHASES so kb + j < (PHASES + 1) * taps, the table's length, and
+      // base + j <= i0 + halfTaps - bufStart < bufLen (the break above)
+      const table = this.table;
+      const buf = this.buf;
       for (let j = 0; j < taps; j++) {
-        const h = this.table[ka + j] + (this.table[kb + j] - this.table[ka + j]) * f;
-        acc += this.buf[base + j] * h;
+        const a = table[ka + j]!;
+        const h = a + (table[kb + j]! - a) * f;
+        acc += buf[base + j]! * h;
       }
       out.push(acc);
       this.totalOut++;
@@ -185,7 +190,7 @@ export function resampleFloat(input: Float32Array, inRate: number, outRate: numb
 /** Int16 to Float32; `scale` 1/32768 gives -1..1, 1 keeps the integer range. */
 export function int16ToFloat(input: Int16Array, scale = 1): Float32Array {
   const out = new Float32Array(input.length);
-  for (let i = 0; i < input.length; i++) out[i] = input[i] * scale;
+  for (let i = 0; i < input.length; i++) out[i] = input[i]! * scale;
   return out;
 }
 
@@ -193,7 +198,7 @@ export function int16ToFloat(input: Int16Array, scale = 1): Float32Array {
 export function floatToInt16(input: Float32Array, scale = 32768): Int16Array {
   const out = new Int16Array(input.length);
   for (let i = 0; i < input.length; i++) {
-    const v = Math.round(input[i] * scale);
+    const v = Math.round(input[i]! * scale);
     out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
   }
   return out;
@@ -206,7 +211,7 @@ export function downmixInt16(interleaved: Int16Array, channels: number): Float32
   const scale = 1 / (32768 * channels);
   for (let f = 0; f < frames; f++) {
     let s = 0;
-    for (let c = 0; c < channels; c++) s += interleaved[f * channels + c];
+    for (let c = 0; c < channels; c++) s += interleaved[f * channels + c]!;
     out[f] = s * scale;
   }
   return out;

@@ -14,8 +14,7 @@ export function timeStretch(input: Int16Array, speed: number, sampleRate: number
   const targetLen = Math.round(input.length / speed);
   if (input.length < 2 * n + 2 * tol) return naiveStretch(input, targetLen);
 
-  const x = new Float32Array(input.length);
-  for (let i = 0; i < x.length; i++) x[i] = input[i];
+  const x = new Float32Array(input);
   const win = new Float32Array(n);
   for (let i = 0; i < n; i++) win[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * (i + 0.5)) / n);
 
@@ -37,22 +36,25 @@ export function timeStretch(input: Int16Array, speed: number, sampleRate: number
       let best = -Infinity;
       for (let c = lo; c <= hi; c += 2) {
         let s = 0;
-        for (let i = 0; i < hs; i += 2) s += x[target + i] * x[c + i];
+        for (let i = 0; i < hs; i += 2) s += x[target + i]! * x[c + i]!;
         if (s > best) {
           best = s;
           pos = c;
         }
       }
     }
+    // in range: outPos + n <= outLen and pos + n < x.length (the breaks above, and hi <= x.length - n)
     for (let i = 0; i < n; i++) {
-      y[outPos + i] += x[pos + i] * win[i];
-      wsum[outPos + i] += win[i];
+      const w = win[i]!;
+      y[outPos + i]! += x[pos + i]! * w;
+      wsum[outPos + i]! += w;
     }
     prev = pos;
   }
   const out = new Int16Array(targetLen);
   for (let i = 0; i < targetLen; i++) {
-    const v = wsum[i] > 1e-3 ? y[i] / wsum[i] : 0;
+    const ws = wsum[i]!;
+    const v = ws > 1e-3 ? y[i]! / ws : 0;
     out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : Math.round(v);
   }
   return out;
@@ -67,8 +69,8 @@ function naiveStretch(input: Int16Array, len: number): Int16Array {
     const p = i * step;
     const j = Math.floor(p);
     const f = p - j;
-    const a = input[Math.min(j, input.length - 1)];
-    const b = input[Math.min(j + 1, input.length - 1)];
+    const a = input[Math.min(j, input.length - 1)]!; // input is not empty (checked above)
+    const b = input[Math.min(j + 1, input.length - 1)]!;
     out[i] = Math.round(a + (b - a) * f);
   }
   return out;

@@ -38,7 +38,7 @@ export function encodeWav(samples: Int16Array, sampleRate: number): Buffer {
 export function int16ToBuffer(samples: Int16Array): Buffer {
   if (LITTLE_ENDIAN) return Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
   const b = Buffer.alloc(samples.byteLength);
-  for (let i = 0; i < samples.length; i++) b.writeInt16LE(samples[i], i * 2);
+  for (let i = 0; i < samples.length; i++) b.writeInt16LE(samples[i]!, i * 2);
   return b;
 }
 

@@ -61,7 +61,7 @@ export function pickEncoding(accept: string | undefined, a: Asset): 'br' | 'gzip
   if (!accept) return undefined;
   const accepted = new Set<string>();
   for (const part of accept.split(',')) {
-    const [name, ...params] = part.trim().toLowerCase().split(';');
+    const [name = '', ...params] = part.trim().toLowerCase().split(';');
     const q = params.map((p) => /^\s*q=([0-9.]+)\s*$/.exec(p)).find(Boolean);
     if (!q || Number(q[1]) > 0) accepted.add(name.trim());
   }

@@ -153,6 +153,7 @@ test('MODELS_DIR puts models elsewhere; bad usage and bad references exit 2 with
   const cases: Array<[string[], Record<string, string>, RegExp]> = [
     [['models', 'pull'], {}, /models pull takes one reference/],
     [['models', 'pull', 'a', 'b'], {}, /models pull takes one reference/],
+    [['models', 'pull', ''], {}, /models pull takes one reference/],
     [['models', 'pull', 'qwen'], {}, /"qwen" is not a model reference: unknown form; use hf:<owner>\/<repo>\[:<quant>\]/],
     [['models', 'pull', 'Qwen/Qwen2.5-0.5B-Instruct-GGUF'], {}, /did you mean hf:Qwen\/Qwen2.5-0.5B-Instruct-GGUF\?/],
     [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--kind', 'image'], {}, /--kind must be text or embedding/],
@@ -161,6 +162,7 @@ test('MODELS_DIR puts models elsewhere; bad usage and bad references exit 2 with
     [['models', 'frobnicate'], {}, /unknown models command "frobnicate"/],
     [['models', 'list', 'extra'], {}, /models list takes no arguments/],
     [['models', 'rm'], {}, /models rm takes one model name/],
+    [['models', 'rm', ''], {}, /models rm takes one model name/],
     [['models', 'pull', 'hf:a/b'], { PORTICO_HF_ENDPOINT: 'not-a-url' }, /PORTICO_HF_ENDPOINT is not a valid URL/],
   ];
   // one through the real command (exit status of the process), the rest in this process

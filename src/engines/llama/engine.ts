@@ -179,7 +179,8 @@ export class LlamaEngine implements TextEngine {
       this.wrapper ??= chat.chatWrapper;
       this.slots.push({ index: i, sequence, chat, busy: false, lastUsed: 0 });
     }
-    this.ctxSize = this.slots[0].sequence.contextSize;
+    // parallel >= 1 (checked in the constructor), so there is a first slot; all sequences share one size
+    this.ctxSize = this.slots[0]?.sequence.contextSize ?? this.context.contextSize;
     this.loadMs = Date.now() - t0;
   }
 

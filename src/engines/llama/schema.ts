@@ -111,7 +111,8 @@ export function forcedCallSchema(tools: FunctionTool[], parallel: boolean): Json
     type: 'object',
     properties: { name: { const: t.name }, arguments: toolParamsSchema(t) },
   }));
-  const one = alts.length === 1 ? alts[0] : { oneOf: alts };
+  const [only] = alts;
+  const one = alts.length === 1 && only ? only : { oneOf: alts };
   return parallel ? { type: 'array', items: one, minItems: 1 } : one;
 }
 

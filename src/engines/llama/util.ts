@@ -57,6 +57,13 @@ export class ThinkTagSplitter {
  * Reports each call as soon as its name is known, streams the raw arguments text, and ends it when the arguments
  * object closes.
  */
+interface ScannedCall {
+  callId: string;
+  name: string;
+  arguments: string;
+  complete: boolean;
+}
+
 export class ToolCallScanner {
   private depth = 0;
   private inString = false;
@@ -69,8 +76,9 @@ export class ToolCallScanner {
   private inArgs = false;
   private argsBuf = '';
   private argsEmitted = 0;
-  private current: string | undefined;
-  readonly calls: Array<{ callId: string; name: string; arguments: string; complete: boolean }> = [];
+  /** the call whose arguments are being scanned (the last of `calls`) */
+  private current: ScannedCall | undefined;
+  readonly calls: ScannedCall[] = [];
 
   constructor(
     private readonly parallel: boolean,
@@ -93,7 +101,7 @@ export class ToolCallScanner {
 
   private flushDelta() {
     if (this.inArgs && this.current && this.argsBuf.length > this.argsEmitted) {
-      this.emit.delta(this.current, this.argsBuf.slice(this.argsEmitted));
+      this.emit.delta(this.current.callId, this.argsBuf.slice(this.argsEmitted));
       this.argsEmitted = this.argsBuf.length;
     }
   }
@@ -151,20 +159,22 @@ export class ToolCallScanner {
     this.inArgs = true;
     this.argsBuf = first;
     this.argsEmitted = 0;
-    this.current = newCallId();
-    this.calls.push({ callId: this.current, name: this.name ?? '', arguments: '', complete: false });
-    this.emit.start(this.current, this.name ?? '');
+    const call: ScannedCall = { callId: newCallId(), name: this.name ?? '', arguments: '', complete: false };
+    this.current = call;
+    this.calls.push(call);
+    this.emit.start(call.callId, call.name);
   }
 
   private endArgs() {
     this.flushDelta();
     this.inArgs = false;
     this.expectValueFor = undefined;
-    const call = this.calls[this.calls.length - 1];
+    const call = this.current;
+    this.current = undefined;
+    if (!call) return;
     call.arguments = this.argsBuf;
     call.complete = true;
     this.emit.end(call.callId, this.argsBuf);
-    this.current = undefined;
   }
 
   private resetCall() {
@@ -177,7 +187,7 @@ export class ToolCallScanner {
   finish(): void {
     if (this.inArgs && this.current) {
       this.flushDelta();
-      const call = this.calls[this.calls.length - 1];
+      const call = this.current;
       call.arguments = this.argsBuf;
       this.emit.end(call.callId, this.argsBuf, true);
       this.inArgs = false;

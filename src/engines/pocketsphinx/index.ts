@@ -127,14 +127,15 @@ export function parseContinuousOutput(out: string): RecognizedUtterance[] {
   for (const raw of out.split('\n')) {
     const line = raw.trim();
     const parts = line.split(/\s+/);
-    const isWord = parts.length === 4 && NUM.test(parts[1]) && NUM.test(parts[2]) && NUM.test(parts[3]) && parts[1].includes('.');
+    const [word = '', start = '', end = '', conf = ''] = parts;
+    const isWord = parts.length === 4 && NUM.test(start) && NUM.test(end) && NUM.test(conf) && start.includes('.');
     if (isWord) {
-      if (!cur || (parts[0] === '<s>' && cur.words.length > 0)) {
+      if (!cur || (word === '<s>' && cur.words.length > 0)) {
         cur = { text: '', words: [] };
         utts.push(cur);
       }
       // the end column is the start time of the word's last 10 ms frame; the last one is its posterior probability
-      cur.words.push({ word: parts[0], start: Number(parts[1]), end: Number(parts[2]) + 0.01, probability: Number(parts[3]) });
+      cur.words.push({ word, start: Number(start), end: Number(end) + 0.01, probability: Number(conf) });
     } else if (line.length > 0) {
       cur = { text: line, words: [] };
       utts.push(cur);
@@ -219,7 +220,7 @@ function round3(x: number): number {
 export function floatToPcm16le(pcm: Float32Array): Buffer {
   const buf = Buffer.allocUnsafe(pcm.length * 2);
   for (let i = 0; i < pcm.length; i++) {
-    const s = Math.max(-1, Math.min(1, pcm[i]));
+    const s = Math.max(-1, Math.min(1, pcm[i]!));
     buf.writeInt16LE(Math.round(s < 0 ? s * 32768 : s * 32767), i * 2);
   }
   return buf;

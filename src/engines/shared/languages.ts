@@ -125,14 +125,23 @@ Object.assign(NAME_TO_CODE, {
 export function languageCode(nameOrCode: string | undefined | null): string | undefined {
   if (!nameOrCode) return undefined;
   const s = nameOrCode.trim().toLowerCase();
-  if (NAME_TO_CODE[s]) return NAME_TO_CODE[s];
-  if (LANGUAGE_NAMES[s]) return s;
-  const base = s.split(/[-_]/)[0];
-  if (LANGUAGE_NAMES[base]) return base;
+  const byName = own(NAME_TO_CODE, s);
+  if (byName) return byName;
+  if (own(LANGUAGE_NAMES, s)) return s;
+  const base = s.split(/[-_]/)[0] ?? '';
+  if (own(LANGUAGE_NAMES, base)) return base;
   return undefined;
+}
+
+/**
+ * A table's own entry: a plain lookup would find Object.prototype's members, so an upstream reporting
+ * "constructor" or "toString" as its language would turn into a function instead of an unknown language.
+ */
+function own(table: Readonly<Record<string, string>>, key: string): string | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
 }
 
 /** "en" -> "english" (the verbose_json form); unknown codes are returned as given. */
 export function languageName(code: string): string {
-  return LANGUAGE_NAMES[code.toLowerCase()] ?? code;
+  return own(LANGUAGE_NAMES, code.toLowerCase()) ?? code;
 }

@@ -37,7 +37,10 @@ function frameEnergies(samples: ArrayLike<number>, frame: number): Float64Array 
   for (let f = 0, i = 0; f < out.length; f++) {
     const end = Math.min(samples.length, i + frame);
     let e = 0;
-    for (; i < end; i++) e += samples[i] * samples[i];
+    for (; i < end; i++) {
+      const v = samples[i]!;
+      e += v * v;
+    }
     out[f] = e;
   }
   return out;
@@ -46,15 +49,18 @@ function frameEnergies(samples: ArrayLike<number>, frame: number): Float64Array 
 /** The frames [first, last] of speech (see above), or undefined for silence. */
 function speechFrames(energies: Float64Array, frame: number): [number, number] | undefined {
   let loudest = 0;
-  for (let f = 0; f < energies.length; f++) if (energies[f] > loudest) loudest = energies[f];
+  for (let f = 0; f < energies.length; f++) {
+    const e = energies[f]!;
+    if (e > loudest) loudest = e;
+  }
   // compared as energies of a full frame: (rms threshold)^2 x frame
   const floor = FULL_SCALE * dbToGain(SILENCE_FLOOR_DBFS);
   const threshold = Math.max(loudest * dbToGain(-2 * SILENCE_BELOW_PEAK_DB), floor * floor * frame);
   let first = 0;
-  while (first < energies.length && !(energies[first] > threshold)) first++;
+  while (first < energies.length && !(energies[first]! > threshold)) first++;
   if (first >= energies.length) return undefined;
   let last = energies.length - 1;
-  while (last > first && !(energies[last] > threshold)) last--;
+  while (last > first && !(energies[last]! > threshold)) last--;
   return [first, last];
 }
 
@@ -72,7 +78,7 @@ export function speechLevelDb(samples: ArrayLike<number>, sampleRate: number): n
   const span = speechFrames(energies, frame);
   if (!span) return -Infinity;
   let e = 0;
-  for (let f = span[0]; f <= span[1]; f++) e += energies[f];
+  for (let f = span[0]; f <= span[1]; f++) e += energies[f]!;
   const n = Math.min(samples.length, (span[1] + 1) * frame) - span[0] * frame;
   return 20 * Math.log10(Math.sqrt(e / n) / FULL_SCALE);
 }
@@ -88,7 +94,7 @@ export function applyGain(samples: Int16Array, gain: number): Int16Array {
   }
   // storing into the Int16Array truncates towards zero: +-0.5 first rounds to the nearest
   for (let i = 0; i < samples.length; i++) {
-    const v = samples[i] * gain;
+    const v = samples[i]! * gain;
     if (v <= KNEE && v >= -KNEE) {
       samples[i] = v < 0 ? v - 0.5 : v + 0.5;
     } else {

@@ -20,7 +20,7 @@ export interface SegmentOptions {
 
 /** Upper-cases the first letter of a segment's text (recognizers without punctuation give lower case). */
 export function capitalizeFirst(text: string): string {
-  return text.length === 0 ? text : text[0].toUpperCase() + text.slice(1);
+  return text.length === 0 ? text : text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /** A word that ends a sentence (recognizers that punctuate, such as whisper: "warm." "you?"). */
@@ -60,9 +60,12 @@ export function groupWordsIntoSegments(words: readonly TranscriptWord[], opts: S
   const minSec = opts.minSegmentSec ?? 1;
   const maxSec = opts.maxSegmentSec ?? 12;
   const maxWords = opts.maxWords ?? 40;
-  const gap = (i: number) => Math.max(0, words[i].start - words[i - 1].end);
+  // Every index below is in range: gap(i) is asked for 0 < i < words.length, dur(a, b) for 0 <= a < b <=
+  // words.length, and every run, piece and split is a non-empty range [a, b) of the words.
+  /** pause before word i */
+  const gap = (i: number) => Math.max(0, words[i]!.start - words[i - 1]!.end);
   /** duration of words [a, b) */
-  const dur = (a: number, b: number) => words[b - 1].end - words[a].start;
+  const dur = (a: number, b: number) => words[b - 1]!.end - words[a]!.start;
 
   // 1. hard runs
   const runs: Array<[number, number]> = [];
@@ -80,7 +83,7 @@ export function groupWordsIntoSegments(words: readonly TranscriptWord[], opts: S
   for (const [a, b] of runs) {
     let p = a;
     for (let i = a + 1; i < b; i++) {
-      const candidate = gap(i) >= sentencePauseSec || endsSentence(words[i - 1].word);
+      const candidate = gap(i) >= sentencePauseSec || endsSentence(words[i - 1]!.word);
       if (candidate && dur(p, i) >= minSec && dur(i, b) >= minSec) {
         pieces.push([p, i]);
         p = i;
@@ -98,11 +101,11 @@ export function groupWordsIntoSegments(words: readonly TranscriptWord[], opts: S
     }
     let best = -1;
     let bestScore = -Infinity;
-    const mid = (words[a].start + words[b - 1].end) / 2;
+    const mid = (words[a]!.start + words[b - 1]!.end) / 2;
     for (const strict of [true, false]) {
       for (let i = a + 1; i < b; i++) {
         if (strict && (dur(a, i) < minSec || dur(i, b) < minSec)) continue;
-        const score = gap(i) + (endsSentence(words[i - 1].word) ? 0.5 : 0) - Math.abs(words[i].start - mid) * 1e-3;
+        const score = gap(i) + (endsSentence(words[i - 1]!.word) ? 0.5 : 0) - Math.abs(words[i]!.start - mid) * 1e-3;
         if (score > bestScore) {
           bestScore = score;
           best = i;
@@ -118,8 +121,8 @@ export function groupWordsIntoSegments(words: readonly TranscriptWord[], opts: S
   return out.map(([a, b]) => {
     const ws = words.slice(a, b);
     return {
-      start: ws[0].start,
-      end: ws[ws.length - 1].end,
+      start: ws[0]!.start,
+      end: ws[ws.length - 1]!.end,
       text: capitalizeFirst(ws.map((w) => w.word.trim()).join(' ')),
       ...segmentConfidence(ws),
     };

@@ -56,13 +56,14 @@ export function splitSentences(text: string, maxChars = 240, firstMaxChars = 80)
   }
   // the first piece decides the time to first audio: a long first sentence is cut at its first
   // clause break (a natural pause), when there is one early enough
-  if (out.length > 0 && out[0].length > firstMaxChars) {
+  const first = out[0];
+  if (first !== undefined && first.length > firstMaxChars) {
     const m = /[,;:]\s|[，、；：]/g;
     let r: RegExpExecArray | null;
-    while ((r = m.exec(out[0]))) {
+    while ((r = m.exec(first))) {
       if (r.index < 15) continue;
       if (r.index >= firstMaxChars) break;
-      out.splice(0, 1, out[0].slice(0, r.index + 1).trim(), out[0].slice(r.index + 1).trim());
+      out.splice(0, 1, first.slice(0, r.index + 1).trim(), first.slice(r.index + 1).trim());
       break;
     }
   }

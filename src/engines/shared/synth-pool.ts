@@ -72,11 +72,14 @@ interface Slot {
 /** process.execArgv without the flags that only apply to a main script (-e code, --input-type...). */
 function workerExecArgv(): string[] {
   const out: string[] = [];
-  const argv = process.execArgv;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
+  let skipCode = false;
+  for (const a of process.execArgv) {
+    if (skipCode) {
+      skipCode = false;
+      continue;
+    }
     if (a === '-e' || a === '-p' || a === '--eval' || a === '--print') {
-      i++; // and its code
+      skipCode = true; // and its code
       continue;
     }
     if (/^--(input-type|eval|print)(=|$)/.test(a) || /^--test(\b|-)/.test(a)) continue;

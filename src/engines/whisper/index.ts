@@ -81,7 +81,7 @@ export function detectWhisperBinding(packageName = WHISPER_PACKAGE): boolean {
 function toPcm16(pcm: Float32Array): ArrayBuffer {
   const out = new Int16Array(pcm.length);
   for (let i = 0; i < pcm.length; i++) {
-    const s = Math.max(-1, Math.min(1, pcm[i]));
+    const s = Math.max(-1, Math.min(1, pcm[i]!));
     out[i] = Math.round(s < 0 ? s * 32768 : s * 32767);
   }
   return out.buffer;

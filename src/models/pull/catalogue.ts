@@ -183,9 +183,10 @@ export class ModelCatalogue {
   async remove(name: string): Promise<{ removed: 'model' | 'alias'; model: PulledModel }> {
     const result = await this.update((models) => {
       const i = models.findIndex((m) => m.name === name);
-      if (i >= 0) {
-        const [m] = models.splice(i, 1);
-        return { removed: 'model' as const, model: m };
+      const named = models[i];
+      if (named) {
+        models.splice(i, 1);
+        return { removed: 'model' as const, model: named };
       }
       const m = models.find((x) => x.aliases.includes(name));
       if (m) {

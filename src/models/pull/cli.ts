@@ -33,10 +33,10 @@ export interface ModelsCommandIo {
 class UsageError extends Error {}
 
 function table(models: PulledModel[]): string {
-  const rows = models.map((m) => [[m.name, ...m.aliases].join(', '), m.kind, formatBytes(m.size), m.path]);
   const head = ['NAME', 'KIND', 'SIZE', 'FILE'];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  return [head, ...rows].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
+  const rows = [head, ...models.map((m) => [[m.name, ...m.aliases].join(', '), m.kind, formatBytes(m.size), m.path])];
+  const widths = head.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
 }
 
 async function pull(args: string[], io: Required<Omit<ModelsCommandIo, 'signal'>> & { signal?: AbortSignal }): Promise<number> {
@@ -45,7 +45,8 @@ async function pull(args: string[], io: Required<Omit<ModelsCommandIo, 'signal'>
     allowPositionals: true,
     options: { name: { type: 'string' }, kind: { type: 'string' }, sha256: { type: 'string' } },
   });
-  if (positionals.length !== 1) throw new UsageError('models pull takes one reference, e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF');
+  const [ref] = positionals;
+  if (positionals.length !== 1 || !ref) throw new UsageError('models pull takes one reference, e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF');
   if (values.kind !== undefined && values.kind !== 'text' && values.kind !== 'embedding') throw new UsageError('--kind must be text or embedding');
   const settings = pullSettings(io.env);
   const { pullModel } = await import('./pull.js');
@@ -65,7 +66,7 @@ async function pull(args: string[], io: Required<Omit<ModelsCommandIo, 'signal'>
     process.on('SIGTERM', onSignal);
   }
   try {
-    const r = await pullModel(positionals[0], {
+    const r = await pullModel(ref, {
       modelsDir: settings.modelsDir,
       hubEndpoint: settings.hubEndpoint,
       token: settings.token,
@@ -123,8 +124,9 @@ export async function modelsCommand(args: string[], ioIn: ModelsCommandIo = {}):
       case 'rm':
       case 'remove': {
         const { positionals } = parseArgs({ args: rest, allowPositionals: true, options: {} });
-        if (positionals.length !== 1) throw new UsageError('models rm takes one model name (see portico models list)');
-        const r = await new ModelCatalogue(pullSettings(io.env).modelsDir).remove(positionals[0]);
+        const [name] = positionals;
+        if (positionals.length !== 1 || !name) throw new UsageError('models rm takes one model name (see portico models list)');
+        const r = await new ModelCatalogue(pullSettings(io.env).modelsDir).remove(name);
         io.stdout.write(
           r.removed === 'model'
             ? `removed ${r.model.name} and deleted ${r.model.path}\n`

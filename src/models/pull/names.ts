@@ -27,7 +27,7 @@ export function quantInFileName(fileName: string): string | undefined {
   const stem = fileName.replace(/\.(gguf|bin)$/i, '');
   let last: RegExpExecArray | undefined;
   for (const m of stem.matchAll(quantPattern)) last = m as RegExpExecArray;
-  return last?.[1].toUpperCase();
+  return last?.[1]?.toUpperCase();
 }
 
 export function isSplitPart(fileName: string): { part: number; parts: number } | undefined {
@@ -48,7 +48,7 @@ export function defaultModelName(fileName: string, owner?: string): string {
     const rest = (stem.slice(0, last.index!) + stem.slice(last.index! + last[0].length)).replace(/[-._]+$/, '');
     if (rest) {
       stem = rest;
-      quant = last[1].toLowerCase();
+      quant = last[1]?.toLowerCase();
     }
   }
   let name =

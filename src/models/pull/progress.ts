@@ -17,13 +17,15 @@ class SpeedMeter {
   constructor(private readonly windowMs = 5000) {}
   add(t: number, bytes: number): void {
     this.samples.push([t, bytes]);
-    while (this.samples.length > 2 && t - this.samples[0][0] > this.windowMs) this.samples.shift();
+    while (this.samples.length > 2 && t - (this.samples[0]?.[0] ?? t) > this.windowMs) this.samples.shift();
   }
   /** undefined until there is a second of data */
   speed(): number | undefined {
-    if (this.samples.length < 2) return undefined;
-    const [t0, b0] = this.samples[0];
-    const [t1, b1] = this.samples[this.samples.length - 1];
+    const first = this.samples[0];
+    const last = this.samples[this.samples.length - 1];
+    if (this.samples.length < 2 || !first || !last) return undefined;
+    const [t0, b0] = first;
+    const [t1, b1] = last;
     if (t1 - t0 < 1000) return undefined;
     return ((b1 - b0) * 1000) / (t1 - t0);
   }

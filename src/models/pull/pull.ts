@@ -93,11 +93,11 @@ export function pickGguf(files: RepoFile[], quant: string | undefined, what: str
   const describe = (list: RepoFile[]) => [...new Set(list.map((f) => quantInFileName(f.path.split('/').pop()!) ?? f.path))].sort().join(', ');
   const wanted = quant ?? DEFAULT_QUANT;
   const matching = singles.filter((f) => quantInFileName(f.path.split('/').pop()!) === wanted);
-  if (matching.length === 1) return matching[0];
+  if (matching.length === 1 && matching[0]) return matching[0];
   if (matching.length > 1) {
     throw new PullError('ambiguous', `${what} has ${matching.length} ${wanted} files (${matching.map((f) => f.path).join(', ')}); name one: hf:<owner>/<repo>/<file>`);
   }
-  if (!quant && singles.length === 1) return singles[0];
+  if (!quant && singles.length === 1 && singles[0]) return singles[0];
   throw new PullError('no_gguf', `${what} has no ${wanted} GGUF${quant ? '' : ' (the default)'}; it has: ${describe(singles)}. Pick one with hf:<owner>/<repo>:<quant>`);
 }
 
