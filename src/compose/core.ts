@@ -73,8 +73,10 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
   };
   try {
     await db.migrate();
-    // instances sharing this database must share KEY_PEPPER: refuse to start with a message that says so
-    await assertSamePepper(db.db, config.keyPepper, config.keyPepperFromEnv);
+    // instances sharing this database must share KEY_PEPPER: refuse to start with a message that says so. Only a
+    // serving instance records and checks it: an operator command (keys disable, credits grant) reads no digest,
+    // and must not pin its own pepper on a database before the first instance starts
+    if (opts.role === 'serve') await assertSamePepper(db.db, config.keyPepper, config.keyPepperFromEnv);
     const keyStore = new KeyStore(db.db);
     const management = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
     const inference = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);

@@ -16,6 +16,19 @@ const PEPPER_B = 'pepper-b-0123456789abcdef0123456789abcdef';
 // second one refuses to start instead, saying what to set.
 for (const db of testDatabases()) {
   describe(`KEY_PEPPER must be the same for every instance of one database (${db})`, () => {
+    test('an operator command does not pin its pepper on a new database', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'portico-pepper-cmd-'));
+      try {
+        const cmd = await createCore(loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', KEY_PEPPER: PEPPER_B }), { role: 'command' });
+        assert.equal((await cmd.db.db.selectFrom('settings').selectAll().where('key', '=', 'key_pepper_fingerprint').execute()).length, 0);
+        await cmd.close();
+        const served = await createCore(loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', KEY_PEPPER: PEPPER_A }), { role: 'serve' });
+        await served.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     test('a second core with another pepper refuses to start naming KEY_PEPPER; the same pepper starts; the pepper is not stored', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'portico-pepper-'));
       const schema = `t_${randomBytes(6).toString('hex')}`;
@@ -28,7 +41,7 @@ for (const db of testDatabases()) {
           LOG_LEVEL: 'silent',
           ...env,
         });
-      const open = (env: Record<string, string>) => createCore(config(env), { role: 'command', dbSchema: db === 'postgres' ? schema : undefined });
+      const open = (env: Record<string, string>) => createCore(config(env), { role: 'serve', dbSchema: db === 'postgres' ? schema : undefined });
       try {
         const first = await open({ KEY_PEPPER: PEPPER_A });
         const stored = await first.db.db.selectFrom('settings').selectAll().execute();
