@@ -1,5 +1,6 @@
 import { AppError } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import { ROUTE_SCOPES } from '../portal/keys/scopes.js';
 
 /**
  * Inference-key scopes. A key without scopes may call everything. `responses`, `chat`, `embeddings` and
@@ -7,7 +8,7 @@ import type { KeyPrincipal } from '../platform/auth/principal.js';
  * to every key; `responses` does not open /chat/completions: each endpoint family is its own scope);
  * `model:NAME` entries limit the models (a key that names none may use every model).
  */
-export const ROUTE_SCOPES = ['responses', 'chat', 'embeddings', 'audio', 'models'] as const;
+export { ROUTE_SCOPES };
 
 export function assertRouteScope(key: KeyPrincipal, scope: string | undefined) {
   if (!scope || key.scopes.length === 0) return;

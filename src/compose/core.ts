@@ -12,6 +12,8 @@ import { createLogger, type Logger } from '../platform/log.js';
 import { openDb, type OpenedDb } from '../platform/db/index.js';
 import { secureDataDir } from '../platform/data-dir.js';
 import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
+import { OrgRoles } from '../portal/keys/roles.js';
+import { assertSamePepper } from '../platform/db/fingerprints.js';
 import { KeyStore } from '../portal/keys/store.js';
 import { KeyService } from '../portal/keys/service.js';
 import { UsageStore } from '../portal/usage/store.js';
@@ -25,7 +27,7 @@ export interface Core {
   readonly config: Config;
   readonly log: Logger;
   readonly db: OpenedDb;
-  readonly keys: { readonly store: KeyStore; readonly management: KeyService; readonly inference: KeyService };
+  readonly keys: { readonly store: KeyStore; readonly management: KeyService; readonly inference: KeyService; readonly roles: OrgRoles };
   readonly usage: UsageService;
   /**
    * the running spend of budgets: checks requests when serving with BILLING_ENABLED; in every process it tells
@@ -71,6 +73,10 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
   };
   try {
     await db.migrate();
+    // instances sharing this database must share KEY_PEPPER: refuse to start with a message that says so. Only a
+    // serving instance records and checks it: an operator command (keys disable, credits grant) reads no digest,
+    // and must not pin its own pepper on a database before the first instance starts
+    if (opts.role === 'serve') await assertSamePepper(db.db, config.keyPepper, config.keyPepperFromEnv);
     const keyStore = new KeyStore(db.db);
     const management = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
     const inference = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);
@@ -101,7 +107,9 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     closers.push(() => budget.close());
     closers.push(() => usage.close());
     if (journal) await usage.recover().catch((e) => log.warn({ err: (e as Error).message }, 'usage journal not shipped yet; it will be retried'));
-    return { config, log, db, keys: { store: keyStore, management, inference }, usage, budget, models, feed, close };
+    // who administers which organization now, as the tokens say: org keys follow it (docs/api.md, "Organization keys")
+    const roles = new OrgRoles(keyStore, config.jwt.adminRole, (row) => (row.kind === 'management' ? management : inference).changed(row));
+    return { config, log, db, keys: { store: keyStore, management, inference, roles }, usage, budget, models, feed, close };
   } catch (e) {
     await close();
     throw e;

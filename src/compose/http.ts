@@ -14,6 +14,7 @@ import { AppError } from '../platform/errors.js';
 import { validatorCompiler } from '../platform/http/validation.js';
 import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
+import { AllowedMethods } from '../platform/http/allowed-methods.js';
 import type { Metrics } from '../platform/ops/metrics.js';
 import type { FeatureModule, RouteGroup } from '../platform/module.js';
 import type { UserPrincipal } from '../platform/auth/jwt.js';
@@ -106,6 +107,15 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(validatorCompiler);
   app.decorate('metrics', metrics);
+  // a wrong method on a known path is 405 with Allow, not 404 (each group answers it in its own error shape)
+  const allowedMethods = new AllowedMethods();
+  app.addHook('onRoute', (r) => allowedMethods.add(r));
+  const notFound = (send: typeof sendPortalError, message: (req: FastifyRequest) => string) => (req: FastifyRequest, reply: FastifyReply) => {
+    const allow = allowedMethods.allowed(req.url);
+    if (allow.length === 0) return send(new AppError('not_found', message(req)), req, reply);
+    reply.header('allow', allow.join(', '));
+    return send(new AppError('method_not_allowed', `method ${req.method} is not allowed on ${req.url.split('?')[0]}; allowed: ${allow.join(', ')}`), req, reply);
+  };
 
   // bodies are JSON (multipart only where audio uploads are taken): a text/plain body is 415, not a string
   app.removeContentTypeParser('text/plain');
@@ -178,7 +188,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   await app.register(
     async (portal) => {
       portal.setErrorHandler((err, req, reply) => sendPortalError(err, req, reply));
-      portal.setNotFoundHandler((req, reply) => sendPortalError(new AppError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
+      portal.setNotFoundHandler(notFound(sendPortalError, (req) => `no route ${req.method} ${req.url.split('?')[0]}`));
       portal.addHook('onRoute', (r) => {
         if ((r.config?.auth ?? 'user') === 'user') r.schema = { ...(r.schema ?? {}), security: [{ portalJwt: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('portal'), ...((r.schema?.response as object) ?? {}) } };
@@ -196,7 +206,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       api.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
-      api.setNotFoundHandler((req, reply) => sendOpenAIError(new AppError('not_found', `Invalid URL (${req.method} ${req.url.split('?')[0]})`), req, reply));
+      api.setNotFoundHandler(notFound(sendOpenAIError, (req) => `Invalid URL (${req.method} ${req.url.split('?')[0]})`));
       api.addHook('onRoute', (r) => {
         if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: [{ apiKey: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('openai'), ...((r.schema?.response as object) ?? {}) } };
@@ -214,7 +224,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     { prefix: '/v1' },
   );
 
-  app.setNotFoundHandler((req, reply) => sendOpenAIError(new AppError('not_found', `Invalid URL (${req.method} ${req.url.split('?')[0]})`), req, reply));
+  app.setNotFoundHandler(notFound(sendOpenAIError, (req) => `Invalid URL (${req.method} ${req.url.split('?')[0]})`));
   app.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
   return app;
 }

@@ -89,7 +89,15 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
   };
   try {
     const metrics = new Metrics();
-    const jwt = createJwtVerifier(config.jwt);
+    const verifyJwt = createJwtVerifier(config.jwt, log);
+    // every verified token also tells who administers which organization now (org keys follow it)
+    const jwt: JwtVerifier = {
+      async verify(token) {
+        const user = await verifyJwt.verify(token);
+        await core.keys.roles.sync(user);
+        return user;
+      },
+    };
     const verifier = new KeyVerifier(core.keys.store, config.keyPepper, config.keyCacheFreshMs, config.lastUsedWriteIntervalMs);
     // a key change drops the cached verification here at once and, through the feed, on every other instance
     core.feed.subscribe('keys', (m) => typeof m.digest === 'string' && verifier.invalidateDigest(m.digest));
@@ -214,6 +222,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
             throw e;
           }
         }
+        verifier.markUsed(key);
         return key;
       },
     };

@@ -28,9 +28,13 @@ export interface Config {
     audience?: string;
     orgRolesClaim: string;
     adminRole: string;
+    /** JWT_MAX_AGE_SECONDS: when set, tokens also need iat and are refused once older than this (0 = no cap) */
+    maxAgeSeconds: number;
   };
   /** HMAC pepper for API key digests */
   keyPepper: Buffer;
+  /** whether KEY_PEPPER set it (rather than a file made under DATA_DIR) */
+  keyPepperFromEnv: boolean;
   limits: {
     activeManagementKeys: number;
     activeInferenceKeys: number;
@@ -217,8 +221,10 @@ export function loadConfig(env: Env = process.env): Config {
       audience: env.JWT_AUDIENCE || undefined,
       orgRolesClaim: env.JWT_ORG_ROLES_CLAIM || 'org_roles',
       adminRole: env.JWT_ADMIN_ROLE || 'admin',
+      maxAgeSeconds: int(env, 'JWT_MAX_AGE_SECONDS', 0, 0, 10 * 365 * 86400),
     },
     keyPepper,
+    keyPepperFromEnv: Boolean(env.KEY_PEPPER),
     limits: {
       activeManagementKeys: int(env, 'MAX_ACTIVE_MANAGEMENT_KEYS', 10, 1, 10000),
       activeInferenceKeys: int(env, 'MAX_ACTIVE_INFERENCE_KEYS', 10, 1, 10000),

@@ -1,7 +1,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
 import { AppError } from '../platform/errors.js';
-import { orgRolesFromClaims } from '../platform/auth/jwt.js';
+import { orgRolesFromClaims, subjectProblem } from '../platform/auth/jwt.js';
 
 /**
  * Sign-in links: what `portico login --user alice` prints, for the embedded default with no identity provider.
@@ -58,7 +58,7 @@ export async function readSignInLink(pepper: Buffer, token: string): Promise<Red
   try {
     const { payload } = await jwtVerify(token, linkKey(pepper), { algorithms: ['HS256'], audience: AUDIENCE, requiredClaims: ['sub', 'jti', 'exp'], clockTolerance: 5 });
     const sub = payload.sub!;
-    if (sub.length === 0 || sub.length > 255 || payload.jti!.length > 100) throw new Error('bad claims');
+    if (subjectProblem(sub) !== null || payload.jti!.length > 100) throw new Error('bad claims');
     if (payload.exp! - (payload.iat ?? 0) > MAX_LINK_TTL_SECONDS) throw new Error('lives too long');
     return { userId: sub, orgRoles: orgRolesFromClaims(payload, CLAIM), jti: payload.jti!, expiresAt: payload.exp! };
   } catch {

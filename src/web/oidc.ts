@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import * as client from 'openid-client';
 import { EncryptJWT, jwtDecrypt } from 'jose';
 import type { WebConfig } from '../platform/config.js';
-import { orgRolesFromClaims, type UserPrincipal } from '../platform/auth/jwt.js';
+import { orgRolesFromClaims, subjectProblem, type UserPrincipal } from '../platform/auth/jwt.js';
 
 /** What the browser keeps between the redirect to the identity provider and its return (sealed in a cookie). */
 interface Transaction {
@@ -105,8 +105,9 @@ export class OidcSignIn {
       });
       const claims = tokens.claims();
       const sub = claims?.sub;
-      if (typeof sub !== 'string' || sub.length === 0 || sub.length > 255) throw new OidcError('the ID token has no valid subject');
-      return { userId: sub, orgRoles: orgRolesFromClaims(claims as Record<string, unknown>, this.orgRolesClaim) };
+      const problem = subjectProblem(sub);
+      if (problem) throw new OidcError(`the ID token is refused: ${problem}`);
+      return { userId: sub as string, orgRoles: orgRolesFromClaims(claims as Record<string, unknown>, this.orgRolesClaim) };
     } catch (e) {
       if (e instanceof OidcError) throw e;
       const err = e as { error?: string; error_description?: string; message?: string };

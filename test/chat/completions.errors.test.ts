@@ -109,7 +109,10 @@ describe('chat completions: bad input', () => {
     await expectError(await post({ model: MODEL, messages: [{ role: 'user', content: 'a\u0000b' }] }), 400, 'validation_error');
     await expectError(await e.call('POST', '/v1/chat/completions', undefined, { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
     await expectError(await post({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(17 * 1024 * 1024) }] }), 413, 'payload_too_large');
-    await expectError(await e.call('GET', '/v1/chat/completions'), 404, 'not_found');
+    // a known path with a wrong method: 405 with Allow, not 404
+    const wrongMethod = await e.call('GET', '/v1/chat/completions');
+    assert.equal(wrongMethod.headers.get('allow'), 'POST');
+    await expectError(wrongMethod, 405, 'method_not_allowed');
     assert.equal(e.up.requests.length, 0);
   });
 

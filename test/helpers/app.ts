@@ -23,6 +23,9 @@ export function testDatabases(): TestDb[] {
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 
+/** KEY_PEPPER of apps that share a PostgreSQL schema (`dbSchema`), unless the test sets its own */
+const SHARED_SCHEMA_PEPPER = 'shared-schema-pepper-0123456789abcdef012345';
+
 /** The parts of core and runtime tests reach for, by the names they had. */
 export interface TestServices {
   db: Core['db'];
@@ -75,6 +78,8 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     JWT_SECRET: TEST_JWT_SECRET,
     LOG_LEVEL: 'silent',
     PORT: '0',
+    // instances on one database share KEY_PEPPER (a core refuses to start on a database made with another)
+    ...(opts.dbSchema ? { KEY_PEPPER: SHARED_SCHEMA_PEPPER } : {}),
     ...opts.env,
   });
   const core = await createCore(config, { role: 'serve', dbSchema: schema, models: opts.models, logDestination: opts.logDestination });

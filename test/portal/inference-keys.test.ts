@@ -179,8 +179,6 @@ for (const db of testDatabases()) {
       assert.deepEqual(ids(await get(['models'])), ['m1', 'm2', 'm3']);
       assert.deepEqual(ids(await get(['audio', 'models'])), ['m1', 'm2', 'm3']);
       assert.deepEqual(ids(await get(['*'])), ['m1', 'm2', 'm3']);
-      // scopes that are neither route nor model scopes do not restrict
-      assert.deepEqual(ids(await get(['usage:read'])), ['m1', 'm2', 'm3']);
       // model scopes filter
       assert.deepEqual(ids(await get(['model:m1'])), ['m1']);
       assert.deepEqual(ids(await get(['models', 'model:m2', 'model:m3'])), ['m2', 'm3']);

@@ -1,7 +1,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
-import { MGMT, assertOk, assertPortalError, caller, expireInDb, nowS, type Caller } from './util.js';
+import { INFER, MGMT, assertOk, assertOpenAIError, assertPortalError, caller, expireInDb, nowS, type Caller } from './util.js';
 
 for (const db of testDatabases()) {
   describe(`management keys, every validation rule and error (${db})`, () => {
@@ -85,8 +85,10 @@ for (const db of testDatabases()) {
       assertPortalError(await create({ name: 's', scopes: ['x'.repeat(51)] }, u), 400, /'scopes\[0\]': string too long\. Expected a string with maximum length 50/, 40000);
       assertPortalError(await create({ name: 's', scopes: 'usage:read' }, u), 400, /scopes/, 40000);
       assertPortalError(await create({ name: 's', scopes: [1] }, u), 400, /scopes/, 40000);
-      const scopes = Array.from({ length: 10 }, (_, i) => String(i).padEnd(50, 'y'));
-      assert.deepEqual(assertOk(await create({ name: 's', scopes }, u)).scopes, scopes);
+      // 10 items of 50 characters: model scopes of an inference key (a Management API Key has two scope values)
+      const scopes = Array.from({ length: 10 }, (_, i) => `model:${String(i).padEnd(44, 'y')}`);
+      assert.equal(scopes[0].length, 50);
+      assert.deepEqual(assertOk(await call('POST', INFER, u, { name: 's', scopes })).scopes, scopes);
     });
 
     test('an unknown body field -> 400 naming it', async () => {
@@ -228,6 +230,91 @@ for (const db of testDatabases()) {
       // nothing was created in acme
       const rows = await t.services.db.db.selectFrom('api_keys').select('id').where('org_id', '=', 'acme').execute();
       assert.equal(rows.length, 0);
+    });
+
+    test('scopes: unknown values and repeats -> 400 naming the item and listing the allowed values of that kind of key (en, zh)', async () => {
+      const u = await t.token('scope-words');
+      let b = assertPortalError(await create({ name: 's', scopes: ['usage.read'] }, u), 400, undefined, 40000);
+      assert.equal(b.meta.message, "Invalid value for 'scopes[0]': 'usage.read' is not a scope of Management API Keys. Allowed values: 'usage:read', 'balance:read'.");
+      assert.equal(b.meta.detail, 'invalid_value');
+      b = assertPortalError(
+        await create({ name: 's', scopes: ['balance:read', 'usage:read', 'usage:read'] }, u),
+        400,
+        /'scopes\[2\]': 'usage:read' is listed twice\. Allowed values: 'usage:read', 'balance:read'\./,
+        40000,
+      );
+      // an inference-key scope on a Management API Key, and the other way round
+      assertPortalError(await create({ name: 's', scopes: ['responses'] }, u), 400, /'responses' is not a scope of Management API Keys/, 40000);
+      b = assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['usage:read'] }), 400, undefined, 40000);
+      assert.equal(
+        b.meta.message,
+        "Invalid value for 'scopes[0]': 'usage:read' is not a scope of inference keys. Allowed values: 'responses', 'chat', 'embeddings', 'audio', 'models', '*', 'model:NAME'.",
+      );
+      assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['respones'] }), 400, /'respones' is not a scope of inference keys/, 40000);
+      assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['model:a b'] }), 400, /'model:a b' is not a scope/, 40000);
+      assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['model:x', 'model:x'] }), 400, /listed twice/, 40000);
+      b = assertPortalError(await create({ name: 's', scopes: ['usage.read'] }, u), 400, undefined, 40000);
+      const zh = (await call('POST', MGMT, u, { name: 's', scopes: ['usage.read'] }, { 'accept-language': 'zh-CN' })).json();
+      assert.equal(zh.meta.message, "'scopes[0]' 的值无效：'usage.read' 不是管理 API 密钥的作用域。允许的值：'usage:read'、'balance:read'。");
+      // nothing was made; every allowed value is accepted
+      assert.equal(assertOk(await call('GET', MGMT, u)).total, 0);
+      assert.deepEqual(assertOk(await create({ name: 's', scopes: ['usage:read', 'balance:read'] }, u)).scopes, ['usage:read', 'balance:read']);
+      const all = ['responses', 'chat', 'embeddings', 'audio', 'models', '*', 'model:gpt-4o-mini'];
+      assert.deepEqual(assertOk(await call('POST', INFER, u, { name: 's', scopes: all })).scopes, all);
+    });
+
+    test('validation messages say what is allowed in words, never a pattern or "must be equal to constant" (en, zh)', async () => {
+      const cases: Array<[string, string, unknown, RegExp, RegExp]> = [
+        ['POST', MGMT, { name: '   ' }, /Expected a name with at least one visible character/, /至少包含一个可见字符/],
+        ['PUT', `${MGMT}/mkey_x`, { name: ' ' }, /Expected a name with at least one visible character/, /至少包含一个可见字符/],
+        ['GET', `${MGMT}?status=gone`, undefined, /Supported values are: 'active', 'disabled', 'revoked'/, /支持的值/],
+        ['GET', '/v1/portal/query/usage?group_by=week', undefined, /Expected a comma-separated list of 'day', 'model', 'key', 'operation'/, /以逗号分隔/],
+      ];
+      for (const [method, url, body, en, zh] of cases) {
+        for (const [lang, want] of [
+          ['en', en],
+          ['zh-CN', zh],
+        ] as const) {
+          const m = assertPortalError(await call(method, url, alice, body, { 'accept-language': lang }), 400, want, 40000).meta.message;
+          assert.doesNotMatch(m, /must be equal to constant|must match pattern|\\S|\^\(|expected format/, m);
+        }
+      }
+    });
+
+    test('a wrong method on a known path -> 405 with Allow in the portal envelope; an unknown path stays 404', async () => {
+      for (const [method, url, allow] of [
+        ['PATCH', MGMT, 'GET, HEAD, POST'],
+        ['DELETE', MGMT, 'GET, HEAD, POST'],
+        ['GET', `${MGMT}/revoke`, 'DELETE, POST, PUT'],
+        ['GET', `${MGMT}/restore`, 'DELETE, POST, PUT'],
+        ['POST', `${MGMT}/mkey_x`, 'DELETE, PUT'],
+        ['PUT', INFER, 'GET, HEAD, POST'],
+        ['POST', '/v1/portal/query/usage', 'GET, HEAD'],
+      ] as const) {
+        const res = await call(method, url, alice, method === 'GET' ? undefined : {});
+        const b = assertPortalError(res, 405, new RegExp(`^method ${method} is not allowed on`), 40500);
+        assert.equal(b.meta.error, 'method_not_allowed');
+        assert.equal(res.headers.allow, allow, `${method} ${url}`);
+      }
+      const nf = await call('GET', '/v1/portal/management/nothing-here', alice);
+      assertPortalError(nf, 404, /no route/, 40400);
+      assert.equal(nf.headers.allow, undefined);
+    });
+
+    test('a wrong method on a known {base_url} path -> 405 with Allow in the OpenAI shape', async () => {
+      const sk = await t.inferenceKey('method-user');
+      for (const [method, url, allow] of [
+        ['DELETE', '/v1/chat/completions', 'POST'],
+        ['PUT', '/v1/embeddings', 'POST'],
+        ['POST', '/v1/models', 'GET, HEAD'],
+        ['PATCH', '/v1/responses/resp_x', 'DELETE, GET, HEAD'],
+      ] as const) {
+        const res = await call(method, url, sk, {});
+        const b = assertOpenAIError(res, 405, 'method_not_allowed', new RegExp(`^method ${method} is not allowed`));
+        assert.equal(b.error.type, 'invalid_request_error');
+        assert.equal(res.headers.allow, allow, `${method} ${url}`);
+      }
+      assertOpenAIError(await call('GET', '/v1/nothing-here', sk), 404, 'not_found');
     });
   });
 }

@@ -1,6 +1,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
+import { assertOk } from './util.js';
 
 for (const db of testDatabases()) {
   describe(`management keys, happy paths (${db})`, () => {
@@ -132,6 +133,26 @@ for (const db of testDatabases()) {
       assert.ok(!JSON.stringify(row).includes(k.api_key));
       assert.ok(!JSON.stringify(row).includes(k.api_key.slice(7, -4)));
       assert.match(row.digest, /^[0-9a-f]{64}$/);
+    });
+
+    test('keys made in the same second list newest first, exactly', async () => {
+      const u = await t.token('same-second');
+      const made: string[] = [];
+      for (let i = 0; i < 10; i++) made.push(assertOk(await call('POST', '/api-keys', u, { name: `k${i}` })).id);
+      const rows = await t.services.db.db.selectFrom('api_keys').select('id').where('user_id', '=', 'same-second').execute();
+      // all in one second, so created_at alone cannot order them
+      await t.services.db.db.updateTable('api_keys').set({ created_at: 1_800_000_000 }).where('user_id', '=', 'same-second').execute();
+      assert.equal(rows.length, 10);
+      const newestFirst = [...made].reverse();
+      for (let round = 0; round < 3; round++) {
+        assert.deepEqual(
+          assertOk(await call('GET', '/api-keys?per_page=100', u)).list.map((k: any) => k.id),
+          newestFirst,
+        );
+      }
+      // pages cut the same order
+      const page2 = assertOk(await call('GET', '/api-keys?per_page=4&page=2', u)).list.map((k: any) => k.id);
+      assert.deepEqual(page2, newestFirst.slice(4, 8));
     });
   });
 }

@@ -45,13 +45,7 @@ for (const db of testDatabases()) {
       });
     }
 
-    test("an org admin does not see another member's keys in the org", async () => {
-      const admin = await t.token('org-admin', { acme: 'admin' });
-      const admin2 = await t.token('org-admin-2', { acme: 'admin' });
-      const k = assertOk(await call('POST', MGMT, admin, { name: 'org key', org_id: 'acme' }));
-      assert.equal(assertOk(await call('GET', `${MGMT}?org_id=acme`, admin2)).total, 0);
-      assertPortalError(await call('POST', `${MGMT}/revoke`, admin2, { api_key_id: k.id }), 404);
-    });
+    // who may see and manage organization keys: test/portal/org-keys.security.test.ts
 
     test('management keys and inference keys are separate collections', async () => {
       const u = await t.token('two-kinds');
@@ -224,6 +218,64 @@ for (const db of testDatabases()) {
       // nothing got through: nothing was written
       const rows = await t.services.db.db.selectFrom('api_keys').select('id').execute();
       assert.equal(rows.length, 0);
+    });
+
+    test('a subject with NUL, another control character or a lone surrogate -> 401 on every portal route, nothing stored', async () => {
+      const exp = Math.floor(Date.now() / 1000) + 3600;
+      const routes: Array<[string, string, unknown?]> = [
+        ['GET', MGMT],
+        ['POST', MGMT, { name: 'x' }],
+        ['PUT', `${MGMT}/mkey_x`, { name: 'y' }],
+        ['DELETE', `${MGMT}/mkey_x`],
+        ['POST', `${MGMT}/revoke`, { api_key_id: 'mkey_x' }],
+        ['POST', `${MGMT}/restore`, { api_key_id: 'mkey_x' }],
+        ['GET', INFER],
+        ['POST', INFER, { name: 'x' }],
+        ['GET', '/v1/portal/query/usage'],
+        ['GET', '/v1/portal/query/balance'],
+        ['GET', '/v1/portal/me'],
+      ];
+      for (const [sub, why] of [
+        ['a\u0000b', /control character/],
+        ['\u0000', /control character/],
+        ['a\u001bb', /control character/],
+        ['a\u007fb', /control character/],
+        ['a\u0085b', /control character/],
+        ['a\ud800b', /unpaired UTF-16 surrogate/],
+        ['\udc00', /unpaired UTF-16 surrogate/],
+      ] as const) {
+        const tok = await new SignJWT({ org_roles: { acme: 'admin' } }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt().setExpirationTime(exp).sign(secret);
+        for (const [method, url, body] of routes) {
+          const b = assertPortalError(await call(method, url, tok, body), 401, why, 40102);
+          assert.match(b.meta.message, /^unauthorized: /);
+        }
+      }
+      // a well-formed pair (an emoji) and U+FFFD itself are ordinary, distinct subjects
+      const emoji = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('u\ud83d\ude00').setIssuedAt().setExpirationTime(exp).sign(secret);
+      const fffd = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('a\ufffdb').setIssuedAt().setExpirationTime(exp).sign(secret);
+      assertOk(await call('POST', MGMT, emoji, { name: 'emoji' }));
+      assertOk(await call('POST', MGMT, fffd, { name: 'fffd' }));
+      assert.deepEqual(
+        (await t.services.db.db.selectFrom('api_keys').select('user_id').orderBy('user_id').execute()).map((r) => r.user_id),
+        ['a\ufffdb', 'u\ud83d\ude00'],
+      );
+      // an org id in the roles claim with a control character grants nothing (and breaks nothing)
+      const badOrg = await new SignJWT({ org_roles: { 'ac\u0000me': 'admin', acme: 'admin' } })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject('org-nul')
+        .setIssuedAt()
+        .setExpirationTime(exp)
+        .sign(secret);
+      assert.deepEqual(assertOk(await call('GET', '/v1/portal/me', badOrg)).org_roles, { acme: 'admin' });
+      assertOk(await call('GET', MGMT, badOrg));
+      await t.services.db.db.deleteFrom('api_keys').execute();
+    });
+
+    test('a token without exp -> 401 (it would be valid forever)', async () => {
+      const noExp = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('forever').setIssuedAt().sign(secret);
+      assertPortalError(await call('GET', MGMT, noExp), 401, 'unauthorized: the token has no expiry (exp)', 40102);
+      assertPortalError(await call('POST', MGMT, noExp, { name: 'x' }), 401, /no expiry/, 40102);
+      assertPortalError(await call('GET', '/v1/portal/query/usage', noExp), 401, /no expiry/, 40102);
     });
 
     test('the token subject and org roles come only from a verified token', async () => {

@@ -2,11 +2,18 @@ import { SignJWT, createRemoteJWKSet, jwtVerify, errors, type JWTPayload, type J
 import { AppError } from '../errors.js';
 import type { Config } from '../config.js';
 
+/** Where the verifier reports an identity provider it cannot reach (pino's logger fits). */
+export interface JwtLog {
+  warn(obj: object, msg: string): void;
+}
+
 /** Who is calling a portal endpoint. */
 export interface UserPrincipal {
   userId: string;
   /** org id -> role name, from the token's org roles claim */
   orgRoles: Record<string, string>;
+  /** when the token that says so was issued (Unix seconds), if it says */
+  issuedAt?: number;
 }
 
 export const DEFAULT_ORG = 'default';
@@ -18,12 +25,43 @@ export interface JwtVerifier {
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
 /**
- * Verifies portal access tokens with jose: signature, exp, nbf, and issuer/audience when configured.
- * Algorithms are pinned per key source (HS256 for the shared secret, asymmetric ones for the JWKS), which
- * refuses `alg: none` and algorithm confusion (an HS256 token signed with a public key).
+ * Why a subject cannot name a user, or null when it can. A subject is the user id every key, grant and usage
+ * record is filed under, so it must be stored and compared exactly: no control characters (C0, DEL, C1: NUL
+ * cannot be stored by PostgreSQL, the others hide in logs) and no lone UTF-16 surrogate (it would be stored as
+ * U+FFFD, merging two identities into one).
  */
-export function createJwtVerifier(jwt: Config['jwt']): JwtVerifier {
-  const jwks = jwt.jwksUrl ? createRemoteJWKSet(new URL(jwt.jwksUrl), { cooldownDuration: 30_000 }) : undefined;
+export function subjectProblem(sub: unknown): string | null {
+  if (typeof sub !== 'string' || sub.length === 0) return 'the token has no subject (sub)';
+  if (sub.length > 255) return 'the subject (sub) is longer than 255 characters';
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(sub)) return 'the subject (sub) contains a control character';
+  if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(sub)) return 'the subject (sub) contains an unpaired UTF-16 surrogate';
+  return null;
+}
+
+/** The identity provider's key set could not be fetched (network error, timeout, non-200, not a JWKS). */
+class JwksUnavailable extends Error {}
+
+/**
+ * Verifies portal access tokens with jose: signature, exp (required), nbf, and issuer/audience when configured;
+ * with JWT_MAX_AGE_SECONDS also iat (required) and the token's age. Algorithms are pinned per key source (HS256
+ * for the shared secret, asymmetric ones for the JWKS), which refuses `alg: none` and algorithm confusion (an
+ * HS256 token signed with a public key). A JWKS that cannot be fetched is the server's trouble, not the
+ * caller's: 503 with retry-after and a log line, not 401.
+ */
+export function createJwtVerifier(jwt: Config['jwt'], log?: JwtLog): JwtVerifier {
+  const remote = jwt.jwksUrl ? createRemoteJWKSet(new URL(jwt.jwksUrl), { cooldownDuration: 30_000, timeoutDuration: 5_000 }) : undefined;
+  const jwks: JWTVerifyGetKey | undefined = remote
+    ? async (header, token) => {
+        try {
+          return await remote(header, token);
+        } catch (e) {
+          // no key with that kid (or several) is the token's fault; anything else is the fetch of the key set
+          if (e instanceof errors.JWKSNoMatchingKey || e instanceof errors.JWKSMultipleMatchingKeys) throw e;
+          log?.warn({ jwks_url: jwt.jwksUrl, err: (e as Error).message }, 'the JWKS of the identity provider cannot be fetched; portal tokens are answered 503');
+          throw new JwksUnavailable((e as Error).message);
+        }
+      }
+    : undefined;
   const secret = jwt.secret;
   const algorithms = [...(secret ? ['HS256'] : []), ...(jwks ? ASYMMETRIC : [])];
   const getKey: JWTVerifyGetKey = async (header, token) => {
@@ -42,16 +80,26 @@ export function createJwtVerifier(jwt: Config['jwt']): JwtVerifier {
           algorithms,
           issuer: jwt.issuer,
           audience: jwt.audience,
-          requiredClaims: ['sub'],
+          requiredClaims: jwt.maxAgeSeconds ? ['sub', 'exp', 'iat'] : ['sub', 'exp'],
+          maxTokenAge: jwt.maxAgeSeconds || undefined,
           clockTolerance: 5,
         }));
       } catch (e) {
-        const expired = e instanceof errors.JWTExpired;
-        throw new AppError('invalid_token', expired ? 'unauthorized: token has expired' : 'unauthorized: invalid token');
+        if (e instanceof JwksUnavailable) {
+          throw new AppError('service_unavailable', "service temporarily unavailable: the identity provider's keys (JWT_JWKS_URL) cannot be fetched; try again shortly", null, {
+            headers: { 'retry-after': '5' },
+          });
+        }
+        if ((e instanceof errors.JWTClaimValidationFailed || e instanceof errors.JWTExpired) && e.claim === 'iat') {
+          throw new AppError('invalid_token', `unauthorized: the token has no issue time (iat) or is older than JWT_MAX_AGE_SECONDS (${jwt.maxAgeSeconds} s)`);
+        }
+        if (e instanceof errors.JWTExpired) throw new AppError('invalid_token', 'unauthorized: token has expired');
+        if (e instanceof errors.JWTClaimValidationFailed && e.claim === 'exp') throw new AppError('invalid_token', 'unauthorized: the token has no expiry (exp)');
+        throw new AppError('invalid_token', 'unauthorized: invalid token');
       }
-      const sub = payload.sub;
-      if (typeof sub !== 'string' || sub.length === 0 || sub.length > 255) throw new AppError('invalid_token', 'unauthorized: token has no valid subject');
-      return { userId: sub, orgRoles: orgRolesFromClaims(payload, jwt.orgRolesClaim) };
+      const problem = subjectProblem(payload.sub);
+      if (problem) throw new AppError('invalid_token', `unauthorized: ${problem}`);
+      return { userId: payload.sub!, orgRoles: orgRolesFromClaims(payload, jwt.orgRolesClaim), issuedAt: typeof payload.iat === 'number' ? payload.iat : undefined };
     },
   };
 }
@@ -62,7 +110,8 @@ export function orgRolesFromClaims(claims: Record<string, unknown>, claim: strin
   const orgRoles: Record<string, string> = {};
   if (rawRoles && typeof rawRoles === 'object' && !Array.isArray(rawRoles)) {
     for (const [org, role] of Object.entries(rawRoles as Record<string, unknown>)) {
-      if (typeof role === 'string') orgRoles[org] = role;
+      // an org id is stored and compared like a user id: the same characters are refused (NUL would not even store)
+      if (typeof role === 'string' && subjectProblem(org) === null) orgRoles[org] = role;
     }
   }
   return orgRoles;

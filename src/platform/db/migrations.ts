@@ -140,4 +140,24 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('usage_records').addColumn('spend_epoch', 'text').execute();
     },
   },
+  '0006_key_order_and_org_admins': {
+    async up(db: Kysely<any>) {
+      // keys made in the same second list newest first exactly: the insertion order breaks the tie
+      await db.schema.alterTable('api_keys').addColumn('seq', 'bigserial').execute();
+      // whether the maker of an organization key is an administrator of that organization now, as the newest
+      // token Portico saw says (updated_at: that token's iat); an org key works and is managed only while it is
+      await db.schema
+        .createTable('org_admins')
+        .addColumn('org_id', 'text', (c) => c.notNull())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('is_admin', 'boolean', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('org_admins_pk', ['org_id', 'user_id'])
+        .execute();
+      await db.schema.createIndex('org_admins_user').on('org_admins').column('user_id').execute();
+      // every existing org key was made by an administrator of its organization
+      await sql`insert into org_admins (org_id, user_id, is_admin, updated_at)
+        select distinct org_id, user_id, true, 0 from api_keys where org_id <> 'default'`.execute(db);
+    },
+  },
 };

@@ -108,7 +108,17 @@ export interface WebSignInLinkTable {
   expires_at: number;
 }
 
+/** Whether the maker of organization keys is an administrator of the organization now (the newest token seen). */
+export interface OrgAdminTable {
+  org_id: string;
+  user_id: string;
+  is_admin: boolean;
+  /** iat of the token that said so (Unix seconds); an older token does not change it back */
+  updated_at: number;
+}
+
 export interface Database {
+  org_admins: OrgAdminTable;
   web_sessions: WebSessionTable;
   web_sign_in_links: WebSignInLinkTable;
   responses: ResponseTable;

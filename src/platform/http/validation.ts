@@ -208,13 +208,24 @@ export function describeValidationError(errors: ErrorObject[] | undefined, part:
       };
     }
     case 'pattern':
-    case 'format':
+    case 'format': {
+      // a schema says what it expects in words (`x-expected`, `x-expected-zh`); a regex means nothing to a caller
+      const said = e.parentSchema as { 'x-expected'?: string; 'x-expected-zh'?: string } | undefined;
+      if (said?.['x-expected']) {
+        return {
+          detail: 'invalid_value',
+          param,
+          message: `Invalid value for '${name}': ${show(value)}. Expected ${said['x-expected']}.`,
+          zh: `'${name}' 的值无效：${show(value)}。应为${said['x-expected-zh'] ?? said['x-expected']}。`,
+        };
+      }
       return {
         detail: 'invalid_value',
         param,
         message: `Invalid value for '${name}': ${show(value)} is not in the expected format.`,
         zh: `'${name}' 的值格式不正确：${show(value)}。`,
       };
+    }
     default:
       return { detail: 'invalid_value', param, message: `Invalid value for '${name}'.`, zh: `'${name}' 的值无效。` };
   }

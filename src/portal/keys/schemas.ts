@@ -18,13 +18,16 @@ export const CreatedKeyRecordSchema = Type.Object({
   ...KeyRecordSchema.properties,
 });
 
+/** What a name must be, said to a caller whose name is refused (instead of the pattern). */
+const NAME_EXPECTED = { 'x-expected': 'a name with at least one visible character (not only spaces)', 'x-expected-zh': '至少包含一个可见字符的名称（不能只有空格）' };
+
 /** Latest Unix second we accept (9999-12-31); larger values are almost always milliseconds by mistake. */
 const MAX_UNIX = 253402300799;
 
 export const CreateKeyBody = Type.Object(
   {
     org_id: Type.Optional(Type.String({ maxLength: 100, description: 'omit or "default" for the personal scope' })),
-    name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' }),
+    name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', ...NAME_EXPECTED }),
     description: Type.Optional(Type.String({ maxLength: 500 })),
     expires_at: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX, description: 'Unix seconds; 0 = never' })),
     scopes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 50 }), { maxItems: 10 })),
@@ -34,7 +37,7 @@ export const CreateKeyBody = Type.Object(
 
 export const UpdateKeyBody = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' })),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', ...NAME_EXPECTED })),
     description: Type.Optional(Type.String({ maxLength: 500 })),
   },
   { additionalProperties: false },

@@ -3,6 +3,7 @@ import { AppError } from '../../platform/errors.js';
 import { DEFAULT_ORG, isOrgAdmin, type UserPrincipal } from '../../platform/auth/jwt.js';
 import { displayOf, displayParts, generateApiKey, keyDigest, type KeyKind } from '../../platform/auth/api-key-format.js';
 import type { KeyRow, KeyStore } from './store.js';
+import { assertScopes } from './scopes.js';
 
 /** The key record of spec section 2.2, as the portal shows it. */
 export interface KeyRecord {
@@ -79,6 +80,7 @@ export class KeyService {
   }
 
   async create(user: UserPrincipal, input: CreateKeyInput): Promise<CreatedKeyRecord> {
+    assertScopes(this.kind, input.scopes ?? []);
     const orgId = input.org_id === undefined || input.org_id === '' ? DEFAULT_ORG : input.org_id;
     if (orgId !== DEFAULT_ORG && !isOrgAdmin(user, orgId, this.adminRole)) {
       throw new AppError('permission_denied', 'permission denied: creating an organization-level key requires an administrator of that organization', 'org_id');
@@ -108,7 +110,7 @@ export class KeyService {
       rpm_limit: null,
       tpm_limit: null,
     };
-    const ok = await this.store.insertWithinLimit(row, this.activeLimit, t);
+    const ok = await this.store.insertWithinLimit(row, this.activeLimit, t, Math.min(user.issuedAt ?? t, t));
     if (!ok) {
       throw new AppError('active_key_limit', `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization; revoke or delete one first`);
     }
@@ -120,9 +122,13 @@ export class KeyService {
     user: UserPrincipal,
     q: { status?: KeyRow['status']; page: number; per_page: number; org_id?: string; search?: string },
   ): Promise<{ list: KeyRecord[]; total: number; page: number; per_page: number }> {
+    if (q.org_id !== undefined && q.org_id !== DEFAULT_ORG && !isOrgAdmin(user, q.org_id, this.adminRole)) {
+      throw new AppError('permission_denied', `permission denied: the keys of organization '${q.org_id}' are listed to its current administrators only`, 'org_id');
+    }
     const { rows, total } = await this.store.list({
       kind: this.kind,
       userId: user.userId,
+      adminOrgs: this.adminOrgs(user),
       orgId: q.org_id,
       status: q.status,
       search: q.search?.trim(),
@@ -132,27 +138,59 @@ export class KeyService {
     return { list: rows.map(toRecord), total, page: q.page, per_page: q.per_page };
   }
 
+  private adminOrgs(user: UserPrincipal): string[] {
+    return Object.keys(user.orgRoles).filter((o) => o !== DEFAULT_ORG && isOrgAdmin(user, o, this.adminRole));
+  }
+
+  /**
+   * The key the caller may manage (docs/api.md, "Organization keys"): a personal key by its owner; an org key by
+   * any administrator of the org now, whoever made it. Its maker, once no longer an administrator, is told so
+   * (403); anyone else gets 404, as for a key that does not exist.
+   */
+  private async manageable(user: UserPrincipal, id: string): Promise<KeyRow> {
+    const row = await this.store.getById(this.kind, id);
+    if (!row) throw notFound();
+    if (row.org_id === DEFAULT_ORG) {
+      if (row.user_id !== user.userId) throw notFound();
+      return row;
+    }
+    if (isOrgAdmin(user, row.org_id, this.adminRole)) return row;
+    if (row.user_id === user.userId) {
+      throw new AppError(
+        'permission_denied',
+        `permission denied: keys of organization '${row.org_id}' are managed by its current administrators, and this token does not make you one`,
+        'api_key_id',
+      );
+    }
+    throw notFound();
+  }
+
+  /** A change made elsewhere (the maker's role in the org changed): drop cached verifications. */
+  changed(row: KeyRow) {
+    this.emit(row, 'changed');
+  }
+
   /** The active limit and how many places the user's keys of this kind take in each organization. */
   async activeSummary(user: UserPrincipal): Promise<{ limit: number; active: Record<string, number> }> {
     return { limit: this.activeLimit, active: await this.store.activeCounts(this.kind, user.userId, now()) };
   }
 
   async get(user: UserPrincipal, id: string): Promise<KeyRecord> {
-    const row = await this.store.getOwned(this.kind, user.userId, id);
-    if (!row) throw notFound();
-    return toRecord(row);
+    return toRecord(await this.manageable(user, id));
   }
 
   async update(user: UserPrincipal, id: string, patch: { name?: string; description?: string }): Promise<KeyRecord> {
-    const row = await this.store.updateOwned(this.kind, user.userId, id, { ...patch, updated_at: now() });
+    const owner = (await this.manageable(user, id)).user_id;
+    const row = await this.store.updateOwned(this.kind, owner, id, { ...patch, updated_at: now() });
     if (!row) throw notFound();
     this.emit(row, 'changed');
     return toRecord(row);
   }
 
   async delete(user: UserPrincipal, id: string): Promise<KeyRecord> {
+    const owner = (await this.manageable(user, id)).user_id;
     const t = now();
-    const row = await this.store.updateOwned(this.kind, user.userId, id, { deleted_at: t, updated_at: t });
+    const row = await this.store.updateOwned(this.kind, owner, id, { deleted_at: t, updated_at: t });
     if (!row) throw notFound();
     this.emit(row, 'changed');
     return toRecord(row);
@@ -164,9 +202,10 @@ export class KeyService {
    * may lift a disable (spec 3.1: no user-facing operation sets or clears it).
    */
   async revoke(user: UserPrincipal, id: string): Promise<KeyRecord> {
-    const row = await this.store.updateOwned(this.kind, user.userId, id, { status: 'revoked', updated_at: now() }, ['active', 'revoked']);
+    const owner = (await this.manageable(user, id)).user_id;
+    const row = await this.store.updateOwned(this.kind, owner, id, { status: 'revoked', updated_at: now() }, ['active', 'revoked']);
     if (!row) {
-      const existing = await this.store.getOwned(this.kind, user.userId, id);
+      const existing = await this.store.getOwned(this.kind, owner, id);
       if (existing?.status === 'disabled')
         throw new AppError('invalid_state', 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)', 'api_key_id');
       throw notFound();
@@ -176,7 +215,8 @@ export class KeyService {
   }
 
   async restore(user: UserPrincipal, id: string): Promise<KeyRecord> {
-    const r = await this.store.restoreWithinLimit(this.kind, user.userId, id, this.activeLimit, now());
+    const owner = (await this.manageable(user, id)).user_id;
+    const r = await this.store.restoreWithinLimit(this.kind, owner, id, this.activeLimit, now());
     if (r === 'not_found') throw notFound();
     if (r === 'not_revoked') throw new AppError('invalid_state', 'only revoked keys can be restored', 'api_key_id');
     if (r === 'limit') {

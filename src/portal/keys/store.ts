@@ -5,6 +5,11 @@ import type { KeyKind } from '../../platform/auth/api-key-format.js';
 
 export type KeyRow = ApiKeyTable;
 
+/** A key row as the verifier reads it: with whether its maker is an administrator of its organization now. */
+export type VerifiedKeyRow = KeyRow & { owner_is_admin: boolean | null };
+
+const DEFAULT_ORG = 'default';
+
 export interface ListFilter {
   kind: KeyKind;
   userId: string;
@@ -23,14 +28,16 @@ export class KeyStore {
   /**
    * Inserts a key unless the owner already has `limit` usable active keys of this kind in the org.
    * The count and the insert run in one transaction under an advisory lock on (kind, user, org), so
-   * concurrent creates cannot overshoot the limit. Returns false when the limit is reached.
+   * concurrent creates cannot overshoot the limit. Returns false when the limit is reached. An org key also records
+   * its maker as an administrator of the org as of `adminSince` (the iat of the token that made it).
    */
-  async insertWithinLimit(row: KeyRow, limit: number, now: number): Promise<boolean> {
+  async insertWithinLimit(row: KeyRow, limit: number, now: number, adminSince = now): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
       await this.lockOwner(tx as unknown as Db, row.kind, row.user_id, row.org_id);
       const active = await this.countActive(tx as unknown as Db, row.kind, row.user_id, row.org_id, now);
       if (active >= limit) return false;
       await tx.insertInto('api_keys').values(row).execute();
+      if (row.org_id !== DEFAULT_ORG) await this.markAdmin(tx as unknown as Db, row.org_id, row.user_id, adminSince);
       return true;
     });
   }
@@ -93,8 +100,23 @@ export class KeyStore {
     return this.findOwned(this.db, kind, userId, id);
   }
 
-  async list(f: ListFilter): Promise<{ rows: KeyRow[]; total: number }> {
-    let q = this.db.selectFrom('api_keys').where('kind', '=', f.kind).where('user_id', '=', f.userId).where('deleted_at', 'is', null);
+  /** A not deleted key of this kind by id, whoever made it (the service decides who may manage it). */
+  getById(kind: KeyKind, id: string): Promise<KeyRow | undefined> {
+    return this.db.selectFrom('api_keys').selectAll().where('id', '=', id).where('kind', '=', kind).where('deleted_at', 'is', null).executeTakeFirst();
+  }
+
+  /**
+   * The keys a user manages: their personal keys, and every key of the organizations in `adminOrgs` (whoever
+   * made it); `orgId` narrows to one of those scopes.
+   */
+  async list(f: ListFilter & { adminOrgs: string[] }): Promise<{ rows: KeyRow[]; total: number }> {
+    let q = this.db.selectFrom('api_keys').where('kind', '=', f.kind).where('deleted_at', 'is', null);
+    const orgs = f.adminOrgs.filter((o) => o !== DEFAULT_ORG);
+    q = q.where((eb) =>
+      orgs.length > 0
+        ? eb.or([eb.and([eb('org_id', '=', DEFAULT_ORG), eb('user_id', '=', f.userId)]), eb('org_id', 'in', orgs)])
+        : eb.and([eb('org_id', '=', DEFAULT_ORG), eb('user_id', '=', f.userId)]),
+    );
     if (f.orgId !== undefined) q = q.where('org_id', '=', f.orgId);
     if (f.status !== undefined) q = q.where('status', '=', f.status);
     if (f.search !== undefined && f.search !== '') {
@@ -110,7 +132,13 @@ export class KeyStore {
       );
     }
     const [rows, count] = await Promise.all([
-      q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.limit).offset(f.offset).execute(),
+      q
+        .selectAll()
+        .orderBy('created_at', 'desc')
+        .orderBy(sql`seq`, 'desc')
+        .limit(f.limit)
+        .offset(f.offset)
+        .execute(),
       q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
     ]);
     return { rows, total: Number(count.n) };
@@ -160,8 +188,58 @@ export class KeyStore {
       .executeTakeFirst();
   }
 
-  findByDigest(digest: string): Promise<KeyRow | undefined> {
-    return this.db.selectFrom('api_keys').selectAll().where('digest', '=', digest).executeTakeFirst();
+  /** The key with this digest, and whether its maker is an administrator of its organization now (null: no record). */
+  findByDigest(digest: string): Promise<VerifiedKeyRow | undefined> {
+    return this.db
+      .selectFrom('api_keys')
+      .leftJoin('org_admins', (j) => j.onRef('org_admins.org_id', '=', 'api_keys.org_id').onRef('org_admins.user_id', '=', 'api_keys.user_id'))
+      .selectAll('api_keys')
+      .select('org_admins.is_admin as owner_is_admin')
+      .where('api_keys.digest', '=', digest)
+      .executeTakeFirst();
+  }
+
+  /** Records that the user is an administrator of the organization (they just made a key there as one). */
+  async markAdmin(db: Db, orgId: string, userId: string, at: number) {
+    await db
+      .insertInto('org_admins')
+      .values({ org_id: orgId, user_id: userId, is_admin: true, updated_at: at })
+      .onConflict((oc) => oc.columns(['org_id', 'user_id']).doUpdateSet({ is_admin: true, updated_at: sql`greatest(org_admins.updated_at, excluded.updated_at)` }))
+      .execute();
+  }
+
+  /**
+   * Brings the user's recorded administrator roles in line with a token issued at `issuedAt` that makes them an
+   * administrator of exactly `adminOrgs`. Only organizations the user made keys in are recorded; a token older
+   * than the last one recorded changes nothing. Returns the organizations whose record changed.
+   */
+  async syncAdmin(userId: string, adminOrgs: string[], issuedAt: number): Promise<string[]> {
+    const lost = this.db
+      .updateTable('org_admins')
+      .set({ is_admin: false, updated_at: issuedAt })
+      .where('user_id', '=', userId)
+      .where('is_admin', '=', true)
+      .where('updated_at', '<=', issuedAt);
+    const demoted = await (adminOrgs.length > 0 ? lost.where('org_id', 'not in', adminOrgs) : lost).returning('org_id').execute();
+    const promoted =
+      adminOrgs.length === 0
+        ? []
+        : await this.db
+            .updateTable('org_admins')
+            .set({ is_admin: true, updated_at: issuedAt })
+            .where('user_id', '=', userId)
+            .where('is_admin', '=', false)
+            .where('org_id', 'in', adminOrgs)
+            .where('updated_at', '<=', issuedAt)
+            .returning('org_id')
+            .execute();
+    return [...demoted, ...promoted].map((r) => r.org_id);
+  }
+
+  /** The user's keys (both kinds) in these organizations, deleted ones included (a cached verification may be dropped). */
+  keysOf(userId: string, orgIds: string[]): Promise<KeyRow[]> {
+    if (orgIds.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('api_keys').selectAll().where('user_id', '=', userId).where('org_id', 'in', orgIds).execute();
   }
 
   async touchLastUsed(id: string, at: number): Promise<void> {

@@ -1,12 +1,13 @@
 import { AppError } from '../../platform/errors.js';
 import { keyDigest, parseApiKey, type KeyKind } from '../../platform/auth/api-key-format.js';
-import type { KeyRow, KeyStore } from './store.js';
+import { DEFAULT_ORG } from '../../platform/auth/jwt.js';
+import type { KeyStore, VerifiedKeyRow } from './store.js';
 import type { KeyPrincipal } from '../../platform/auth/principal.js';
 
 export type { KeyPrincipal } from '../../platform/auth/principal.js';
 
 interface Entry {
-  row: KeyRow;
+  row: VerifiedKeyRow;
   principal: KeyPrincipal;
   fetchedAt: number;
 }
@@ -22,7 +23,7 @@ export class KeyVerifier {
   private readonly cache = new Map<string, Entry>();
   private readonly lastUsedWritten = new Map<string, number>();
   /** reads in flight, so a stale entry under load is read once, not once per request */
-  private readonly loading = new Map<string, Promise<KeyRow | undefined>>();
+  private readonly loading = new Map<string, Promise<VerifiedKeyRow | undefined>>();
   hits = 0;
   misses = 0;
 
@@ -68,7 +69,7 @@ export class KeyVerifier {
       const before = this.invalidations;
       let load = this.loading.get(digest);
       if (!load) {
-        const mine: Promise<KeyRow | undefined> = this.store.findByDigest(digest).finally(() => {
+        const mine: Promise<VerifiedKeyRow | undefined> = this.store.findByDigest(digest).finally(() => {
           if (this.loading.get(digest) === mine) this.loading.delete(digest);
         });
         load = mine;
@@ -103,11 +104,24 @@ export class KeyVerifier {
     if (row.status === 'disabled') throw new AppError('api_key_disabled');
     const nowS = Math.floor(t / 1000);
     if (row.expires_at !== 0 && row.expires_at <= nowS) throw new AppError('api_key_expired');
-    this.noteUsed(row.id, t);
+    // an org key speaks for the organization only while its maker administers it (docs/api.md, "Organization keys")
+    if (row.org_id !== DEFAULT_ORG && row.owner_is_admin !== true) {
+      throw new AppError(
+        'permission_denied',
+        `permission denied: this key belongs to organization '${row.org_id}' and the user who made it is no longer one of its administrators; an administrator of the organization can make a new key`,
+      );
+    }
     return entry.principal;
   }
 
-  /** Writes last_used_at at most once per interval per key, off the request's path. */
+  /**
+   * The key's request is being served (it passed its scope, rate limit and budget): last_used_at moves, at most
+   * once per interval per key, off the request's path. A refused request does not count as a use.
+   */
+  markUsed(key: KeyPrincipal) {
+    this.noteUsed(key.keyId, Date.now());
+  }
+
   private noteUsed(id: string, t: number) {
     const last = this.lastUsedWritten.get(id) ?? 0;
     if (t - last < this.lastUsedIntervalMs) return;

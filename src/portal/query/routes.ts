@@ -11,6 +11,7 @@ import type { UsageService } from '../usage/service.js';
 import type { UsageScope, GroupBy } from '../usage/store.js';
 import { envelope } from '../keys/schemas.js';
 import type { FeatureModule } from '../../platform/module.js';
+import { QUERY_SCOPES } from '../keys/scopes.js';
 
 export interface QueryDeps {
   jwt: JwtVerifier;
@@ -24,8 +25,8 @@ export interface QueryDeps {
   authenticate?: (req: FastifyRequest) => Promise<UserPrincipal>;
 }
 
-/** Scopes of Management API Keys; a key created without scopes may call every query API. */
-export const QUERY_SCOPES = { usage: 'usage:read', balance: 'balance:read' } as const;
+/** Scopes of Management API Keys (src/portal/keys/scopes.ts); a key created without scopes may call every query API. */
+export { QUERY_SCOPES };
 
 /**
  * Who may see what: a Management API Key sees its own scope (personal keys: the owner's records in the
@@ -40,9 +41,10 @@ async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string,
       throw new AppError('insufficient_scope', `permission denied: this key lacks the ${scope} scope`);
     }
     if (orgParam !== undefined && orgParam !== key.orgId) throw new AppError('permission_denied', 'permission denied: this key belongs to another organization', 'org_id');
+    deps.verifier.markUsed(key);
     return key.orgId === DEFAULT_ORG ? { orgId: DEFAULT_ORG, userId: key.userId } : { orgId: key.orgId };
   }
-  const user = token === undefined ? await deps.authenticate!(req) : await deps.jwt.verify(token);
+  const user = deps.authenticate ? await deps.authenticate(req) : await deps.jwt.verify(token!);
   const org = orgParam ?? DEFAULT_ORG;
   if (org === DEFAULT_ORG) return { orgId: DEFAULT_ORG, userId: user.userId };
   if (!isOrgAdmin(user, org, deps.adminRole)) throw new AppError('permission_denied', 'permission denied: only an administrator of the organization can query it', 'org_id');
@@ -63,7 +65,12 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
             start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, inclusive; default 30 days ago' })),
             end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, exclusive; default now' })),
             group_by: Type.Optional(
-              Type.String({ pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$', description: 'comma list of day, model, key, operation; default day,model' }),
+              Type.String({
+                pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$',
+                description: 'comma list of day, model, key, operation; default day,model',
+                'x-expected': "a comma-separated list of 'day', 'model', 'key', 'operation' (for example day,model)",
+                'x-expected-zh': "以逗号分隔的 'day'、'model'、'key'、'operation' 列表（例如 day,model）",
+              }),
             ),
             key_id: Type.Optional(Type.String({ maxLength: 100 })),
             org_id: Type.Optional(Type.String({ maxLength: 100 })),

@@ -1,0 +1,43 @@
+import { AppError } from '../../platform/errors.js';
+import type { KeyKind } from '../../platform/auth/api-key-format.js';
+
+/**
+ * The scope values each kind of key understands (docs/api.md, "Scopes"). A key is made with these or none:
+ * a typo (`usage.read`) or a duplicate would make a key that silently does something else than its maker meant.
+ */
+/** Inference-key endpoint families (src/api/scopes.ts enforces them); `*` names all of them. */
+export const ROUTE_SCOPES = ['responses', 'chat', 'embeddings', 'audio', 'models'] as const;
+/** Management API Key scopes: one per query API. */
+export const QUERY_SCOPES = { usage: 'usage:read', balance: 'balance:read' } as const;
+
+/** `model:NAME`: a model name as model configs allow it (no spaces or control characters). */
+const MODEL_SCOPE = /^model:[^\s\u0000-\u001f\u007f]{1,44}$/;
+
+export function allowedScopes(kind: KeyKind): string[] {
+  return kind === 'management' ? Object.values(QUERY_SCOPES) : [...ROUTE_SCOPES, '*', 'model:NAME'];
+}
+
+/** Refuses unknown and repeated scopes with a 400 that lists the allowed values (in English and Chinese). */
+export function assertScopes(kind: KeyKind, scopes: string[]) {
+  const allowed = allowedScopes(kind);
+  const list = allowed.map((s) => `'${s}'`).join(', ');
+  const listZh = allowed.map((s) => `'${s}'`).join('、');
+  const seen = new Set<string>();
+  for (const [i, s] of scopes.entries()) {
+    const known = kind === 'management' ? allowed.includes(s) : (ROUTE_SCOPES as readonly string[]).includes(s) || s === '*' || MODEL_SCOPE.test(s);
+    if (!known) {
+      const kindName = kind === 'management' ? 'Management API Keys' : 'inference keys';
+      throw new AppError('validation_error', `Invalid value for 'scopes[${i}]': '${s}' is not a scope of ${kindName}. Allowed values: ${list}.`, `scopes[${i}]`, {
+        detail: 'invalid_value',
+        localized: { zh: `'scopes[${i}]' 的值无效：'${s}' 不是${kind === 'management' ? '管理 API 密钥' : '推理密钥'}的作用域。允许的值：${listZh}。` },
+      });
+    }
+    if (seen.has(s)) {
+      throw new AppError('validation_error', `Invalid value for 'scopes[${i}]': '${s}' is listed twice. Allowed values: ${list}.`, `scopes[${i}]`, {
+        detail: 'invalid_value',
+        localized: { zh: `'scopes[${i}]' 的值无效：'${s}' 重复出现。允许的值：${listZh}。` },
+      });
+    }
+    seen.add(s);
+  }
+}
