@@ -1,5 +1,18 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** Buckets of the per-model latency histograms (seconds): model answers take from milliseconds to minutes. */
+const MODEL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
+
+/** The series of one model and deployment, bound to their labels once (a request then costs no label lookup). */
+export interface ModelSeries {
+  requests: Counter.Internal;
+  duration: Histogram.Internal<string>;
+  ttft: Histogram.Internal<string>;
+  upstream: Histogram.Internal<string>;
+  tokensIn: Counter.Internal;
+  tokensOut: Counter.Internal;
+}
+
 /** Prometheus metrics of one Portico process (served at /metrics). */
 export class Metrics {
   readonly registry = new Registry();
@@ -40,6 +53,91 @@ export class Metrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+
+  // ---------------------------------------------------------------- per model and deployment
+  // `model` is a configured model name (never what a client sent before it was resolved), `deployment` what served
+  // it (src/models/spec.ts deploymentName; routing names the deployment it chose). Filled from each request's facts
+  // (src/platform/ops/facts.ts) when it ends, in src/compose/http.ts.
+  readonly modelRequests = new Counter({
+    name: 'portico_model_requests_total',
+    help: 'Requests that reached a model, by model and deployment',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+  readonly modelErrors = new Counter({
+    name: 'portico_model_errors_total',
+    help: 'Requests to a model that failed, by model, deployment and error type (the error code the client got)',
+    labelNames: ['model', 'deployment', 'type'],
+    registers: [this.registry],
+  });
+  readonly modelDuration = new Histogram({
+    name: 'portico_model_request_duration_seconds',
+    help: 'Latency of requests to a model, to the end of the answer',
+    labelNames: ['model', 'deployment'],
+    buckets: MODEL_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly modelTtft = new Histogram({
+    name: 'portico_model_time_to_first_token_seconds',
+    help: "Time from the engine or upstream call to the model's first output",
+    labelNames: ['model', 'deployment'],
+    buckets: MODEL_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly modelUpstream = new Histogram({
+    name: 'portico_model_upstream_duration_seconds',
+    help: 'Time spent in the engine or upstream call, to the end of its answer (the rest of a request is Portico)',
+    labelNames: ['model', 'deployment'],
+    buckets: MODEL_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly modelTokens = new Counter({
+    name: 'portico_model_tokens_total',
+    help: 'Tokens of requests answered in the request, by model, deployment and direction (background jobs: portico_tokens_total)',
+    labelNames: ['model', 'deployment', 'direction'],
+    registers: [this.registry],
+  });
+  /** incremented by routing at each try after the first */
+  readonly modelRetries = new Counter({
+    name: 'portico_model_retries_total',
+    help: 'Upstream tries after the first, by model and the deployment retried',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+  /** incremented by routing when a model's deployments all failed and another model was tried */
+  readonly modelFallbacks = new Counter({
+    name: 'portico_model_fallbacks_total',
+    help: 'Requests that fell back to another model, by the model and deployment that failed',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+  /** set by routing's circuit breaker */
+  readonly circuitState = new Gauge({
+    name: 'portico_model_circuit_state',
+    help: 'Circuit breaker of a deployment: 0 closed (serving), 1 half-open (on trial), 2 open (taken out)',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+
+  private readonly series = new Map<string, ModelSeries>();
+
+  /** The per-model series of a model and deployment, made on first use. */
+  modelSeries(model: string, deployment: string): ModelSeries {
+    const k = model + '\u0000' + deployment;
+    let s = this.series.get(k);
+    if (s === undefined) {
+      s = {
+        requests: this.modelRequests.labels(model, deployment),
+        duration: this.modelDuration.labels(model, deployment),
+        ttft: this.modelTtft.labels(model, deployment),
+        upstream: this.modelUpstream.labels(model, deployment),
+        tokensIn: this.modelTokens.labels(model, deployment, 'input'),
+        tokensOut: this.modelTokens.labels(model, deployment, 'output'),
+      };
+      this.series.set(k, s);
+    }
+    return s;
+  }
 
   constructor(defaults = true) {
     if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'portico_' });
