@@ -252,9 +252,9 @@ const round = (ms: number) => Math.round(ms * 100) / 100;
  * never the key), of which model and deployment, what it cost (tokens, characters, audio seconds), how long the
  * engine or upstream took and how long Portico itself did, and an engine or upstream failure with the upstream's
  * status and (redacted) reason. A 5xx is logged at error level, a failure the client could act on (an upstream
- * 4xx or 429) at warn, the rest at info.
+ * 4xx or 429) at warn, the rest at info. Exported for bench/observability.ts.
  */
-function logRequest(req: FastifyRequest, route: string, status: number, ms: number): void {
+export function logRequest(req: FastifyRequest, route: string, status: number, ms: number): void {
   const f = req.facts as RequestFacts | null;
   const key = req.apiKey;
   const line: Record<string, unknown> = {
@@ -296,8 +296,8 @@ function logRequest(req: FastifyRequest, route: string, status: number, ms: numb
   req.log[level](line, 'request');
 }
 
-/** The per-model series of a request that reached a model (src/platform/ops/metrics.ts). */
-function modelMetrics(metrics: Metrics, f: RequestFacts, ms: number): void {
+/** The per-model series of a request that reached a model (src/platform/ops/metrics.ts). Exported for bench/observability.ts. */
+export function modelMetrics(metrics: Metrics, f: RequestFacts, ms: number): void {
   const deployment = f.deployment ?? 'unknown';
   const s = metrics.modelSeries(f.model!, deployment);
   s.requests.inc();

@@ -226,3 +226,28 @@ describe('log format', () => {
     rmSync(env.DATA_DIR, { recursive: true, force: true });
   });
 });
+
+describe('per-model series without label hashing', () => {
+  test('the bound histogram and counters print as Prometheus histograms and counters (le inclusive, cumulative)', async () => {
+    const { Metrics } = await import('../../src/platform/ops/metrics.js');
+    const m = new Metrics(false);
+    const s = m.modelSeries('m', 'd');
+    assert.equal(m.modelSeries('m', 'd'), s, 'made once per model and deployment');
+    for (const v of [0.005, 0.0051, 0.3, 1000]) s.duration.observe(v);
+    s.requests.inc();
+    s.tokensOut.inc(7);
+    const text = await m.registry.metrics();
+    const b = (le: string) => metricValue(text, 'portico_model_request_duration_seconds_bucket', { model: 'm', deployment: 'd', le });
+    assert.equal(b('0.005'), 1, 'a value equal to a bound is in that bucket');
+    assert.equal(b('0.01'), 2);
+    assert.equal(b('0.5'), 3);
+    assert.equal(b('300'), 3);
+    assert.equal(b('+Inf'), 4);
+    assert.equal(metricValue(text, 'portico_model_request_duration_seconds_count', { model: 'm', deployment: 'd' }), 4);
+    assert.ok(Math.abs(metricValue(text, 'portico_model_request_duration_seconds_sum', { model: 'm', deployment: 'd' })! - 1000.3101) < 1e-9);
+    assert.equal(metricValue(text, 'portico_model_requests_total', { model: 'm', deployment: 'd' }), 1);
+    assert.equal(metricValue(text, 'portico_model_tokens_total', { model: 'm', deployment: 'd', direction: 'output' }), 7);
+    assert.match(text, /# TYPE portico_model_request_duration_seconds histogram/);
+    assert.match(text, /# TYPE portico_model_tokens_total counter/);
+  });
+});
