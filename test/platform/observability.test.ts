@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { startScriptedAudioUpstream, type ScriptedAudioUpstream } from '../helpers/scripted-audio-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { createLogger } from '../../src/platform/log.js';
 import { loadConfig } from '../../src/platform/config.js';
@@ -30,6 +31,7 @@ function metricValue(text: string, name: string, labels: Record<string, string> 
 
 describe('request log lines and per-model metrics', () => {
   let up: ScriptedUpstream;
+  let audio: ScriptedAudioUpstream;
   let t: TestApp & { url?: string };
   let key: string;
   let keyId: string;
@@ -45,7 +47,12 @@ describe('request log lines and per-model metrics', () => {
 
   before(async () => {
     up = await startScriptedUpstream();
-    const models = [{ name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text' }] as ModelSpec[];
+    audio = await startScriptedAudioUpstream();
+    const models = [
+      { name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text' },
+      { name: 'emb', provider: 'openai-compatible', base_url: up.url, type: 'embeddings' },
+      { name: 'tts', provider: 'openai-compatible', base_url: audio.baseUrl, type: 'speech' },
+    ] as ModelSpec[];
     deployment = `openai-compatible:127.0.0.1:${up.port}`;
     const sink = new Writable({ write: (c, _e, cb) => (raw.push(...c.toString().split('\n').filter(Boolean)), cb()) });
     t = await buildTestApp({ models, listen: true, logDestination: sink, env: { LOG_LEVEL: 'info' } });
@@ -63,6 +70,7 @@ describe('request log lines and per-model metrics', () => {
   after(async () => {
     await t?.close();
     await up?.close();
+    await audio?.close();
   });
 
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -152,6 +160,29 @@ describe('request log lines and per-model metrics', () => {
     assert.equal(l.level, 40);
     assert.match(String(l.upstream_error), /broke mid-stream|premature|cut/);
     assert.equal(typeof l.error, 'string');
+  });
+
+  test('embeddings and speech: their lines carry what they are charged (input tokens, characters)', async () => {
+    const e = await post('/v1/embeddings', { model: 'emb', input: ['one two three four', 'five six'] }, { 'x-request-id': 'obs-emb-1' });
+    assert.equal(e.status, 200, await e.clone().text());
+    const usage = (await e.json()).usage;
+    const le = requestLine('obs-emb-1');
+    assert.equal(le.route, '/v1/embeddings');
+    assert.equal(le.model, 'emb');
+    assert.equal(le.deployment, deployment);
+    assert.equal(le.tokens_in, usage.prompt_tokens);
+    assert.equal(typeof le.upstream_ms, 'number');
+
+    const sp = await post('/v1/audio/speech', { model: 'tts', input: 'Hello there.', voice: 'alloy', response_format: 'pcm' }, { 'x-request-id': 'obs-tts-1' });
+    assert.equal(sp.status, 200);
+    await sp.arrayBuffer();
+    const ls = requestLine('obs-tts-1');
+    assert.equal(ls.route, '/v1/audio/speech');
+    assert.equal(ls.model, 'tts');
+    assert.equal(ls.deployment, `openai-compatible:127.0.0.1:${audio.port}`);
+    assert.equal(ls.characters, 'Hello there.'.length);
+    assert.equal(typeof ls.ttft_ms, 'number');
+    assert.equal(typeof ls.upstream_ms, 'number');
   });
 
   test('a refused key: the line has the status and error, and neither the key nor a key id', async () => {

@@ -10,6 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { startScriptedAudioUpstream, type ScriptedAudioUpstream } from '../helpers/scripted-audio-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 
 interface OtlpSpan {
@@ -59,19 +60,25 @@ const attr = (s: OtlpSpan, key: string) => {
 describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
   let collector: Awaited<ReturnType<typeof startCollector>>;
   let up: ScriptedUpstream;
+  let audio: ScriptedAudioUpstream;
   let t: TestApp;
   let key: string;
 
   before(async () => {
     collector = await startCollector();
     up = await startScriptedUpstream();
-    const models = [{ name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text' }] as ModelSpec[];
+    audio = await startScriptedAudioUpstream();
+    const models = [
+      { name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text' },
+      { name: 'tts', provider: 'openai-compatible', base_url: audio.baseUrl, type: 'speech' },
+    ] as ModelSpec[];
     t = await buildTestApp({ models, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'portico-test' } });
     key = await t.inferenceKey('alice');
   });
   after(async () => {
     await t?.close();
     await up?.close();
+    await audio?.close();
     await collector?.close();
   });
 
@@ -138,6 +145,25 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
     assert.equal(attr(client, 'http.response.status_code'), 500);
     assert.match(up.requests.at(-1)!.headers.traceparent as string, new RegExp(`^00-${server.traceId}-${client.spanId}-01$`));
     assert.ok(collector.posts.every((p) => p.path === '/v1/traces'));
+  });
+
+  test('speech: the audio upstream call is a client span too, and gets the traceparent', async () => {
+    const r = await t.app.inject({
+      method: 'POST',
+      url: '/v1/audio/speech',
+      headers: { authorization: `Bearer ${key}`, 'x-request-id': 'traced-tts' },
+      payload: { model: 'tts', input: 'Hello.', voice: 'alloy', response_format: 'pcm' },
+    });
+    assert.equal(r.statusCode, 200);
+    await t.runtime.tracing!.flush();
+    const server = collector.spans.find((s) => s.kind === SERVER && attr(s, 'portico.request_id') === 'traced-tts');
+    assert.ok(server);
+    assert.equal(server.name, 'POST /v1/audio/speech');
+    const client = collector.spans.find((s) => s.kind === CLIENT && s.parentSpanId === server.spanId);
+    assert.ok(client, 'a client span for the audio upstream');
+    assert.equal(client.name, 'POST /audio/speech');
+    assert.equal(attr(client, 'http.response.status_code'), 200);
+    assert.equal(audio.requests.at(-1)!.headers.traceparent, `00-${server.traceId}-${client.spanId}-01`);
   });
 
   test('a streamed answer: the client span ends with the stream, under the request span', async () => {
