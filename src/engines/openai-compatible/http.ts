@@ -31,7 +31,7 @@ export class Upstream {
   private readonly port: number;
   private readonly basePath: string;
   private readonly baseHeaders: Record<string, string>;
-  /** attributes of the client span of each call, when tracing is on (no credentials, no path of the base URL's userinfo) */
+  /** attributes of the client span of each call when tracing is on: host and port only (no credentials, no path) */
   private readonly spanAttributes: Record<string, string | number>;
   readonly timeoutMs: number;
   private readonly secret?: string;
