@@ -11,7 +11,7 @@
  *
  * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_DURATION_MS (default 3000), BENCH_WARMUP_MS (1000),
  * BENCH_CONNECTIONS (8), BENCH_ONLY (a substring of the scenario names), BENCH_PROFILE=1 (keeps Portico busy
- * for a --cpu-prof run).
+ * for a --cpu-prof run), BENCH_OTEL_ENDPOINT (tracing on, spans sent to that OTLP/HTTP collector).
  */
 import os from 'node:os';
 import { readFileSync } from 'node:fs';
@@ -28,7 +28,9 @@ const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
 async function portico(upstreamUrl: string) {
   const models: ModelSpec[] = [{ name: 'fast', provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' } as ModelSpec];
   // the embedded default of `npm start` (PGlite files in DATA_DIR, the usage journal beside them), or PostgreSQL
-  const p = await startPortico({ db: DB, pglite: 'files', models });
+  // BENCH_OTEL_ENDPOINT: tracing on, spans sent to this OTLP/HTTP collector (the cost of tracing)
+  const otel = process.env.BENCH_OTEL_ENDPOINT;
+  const p = await startPortico({ db: DB, pglite: 'files', models, env: otel ? { OTEL_EXPORTER_OTLP_ENDPOINT: otel } : undefined });
   return { url: p.url, key: await p.createKey('bench'), close: p.close };
 }
 

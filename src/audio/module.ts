@@ -99,7 +99,7 @@ async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {
       async (req, reply) => {
         const p = svc.prepareSpeech(req.body, req.apiKey!);
         const gone = clientGone(reply);
-        const it = svc.speech(p, req.apiKey!, req.id, gone.signal);
+        const it = svc.speech(p, req.apiKey!, req.id, gone.signal, req.facts);
         let first: IteratorResult<Buffer>;
         try {
           // nothing is sent before the first audio: every failure until then is an ordinary error answer
@@ -144,7 +144,7 @@ async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {
           const p = svc.prepareTranscription(task, fields, file, req.apiKey!);
           const gone = clientGone(reply);
           try {
-            const out = await svc.transcribe(p, req.apiKey!, req.id, gone.signal);
+            const out = await svc.transcribe(p, req.apiKey!, req.id, gone.signal, req.facts);
             reply.header('content-type', out.contentType);
             return reply.send(typeof out.body === 'string' ? out.body : JSON.stringify(out.body));
           } finally {

@@ -13,13 +13,14 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { EngineError, type AudioUpload, type SpeechEngine, type SpeechQuality, type Transcript, type TranscriptionEngine, type Voice } from '../engines/types.js';
 import type { AudioEngines } from './engines.js';
-import { upstreamName, type ModelSpec } from '../models/spec.js';
+import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import { costMicros } from '../models/pricing.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { AppError, type ErrorCode } from '../platform/errors.js';
 import type { UsageService } from '../portal/usage/service.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import { assertModelScope } from '../api/scopes.js';
 import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSpeech, isSpeechFormat, type SpeechFormat } from '../codec/index.js';
 import { OPENAI_VOICES, planSpeech } from './voices.js';
@@ -163,18 +164,25 @@ export class AudioService {
   }
 
   /** The bytes of the response, as they are encoded. Throws before the first byte for every engine error. */
-  async *speech(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal): AsyncGenerator<Buffer> {
+  async *speech(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): AsyncGenerator<Buffer> {
+    if (facts) {
+      facts.model = p.spec.name;
+      facts.deployment = deploymentName(p.spec);
+    }
     let engine: SpeechEngine;
     try {
       engine = await this.d.engines.speech(p.spec);
     } catch (e) {
+      facts?.failed(e);
       throw toClientError(e);
     }
+    facts?.engineStarted();
     const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, quality: p.quality, signal });
     let started = false;
     let recorded = false;
     const record = async () => {
       recorded = true;
+      facts?.used({ characters: p.characters });
       await this.d.usage.record({
         requestId,
         key,
@@ -189,9 +197,11 @@ export class AudioService {
     let samples = 0;
     const counted = (async function* () {
       for await (const c of pcm) {
+        if (samples === 0 && c.samples.length > 0) facts?.firstOutput();
         samples += c.samples.length;
         yield c;
       }
+      facts?.engineEnded();
     })();
     const held: Buffer[] = [];
     try {
@@ -212,6 +222,7 @@ export class AudioService {
       await record();
     } catch (e) {
       if (signal.aborted) return;
+      facts?.failed(e);
       throw toClientError(e);
     } finally {
       if (started && !recorded) {
@@ -291,12 +302,17 @@ export class AudioService {
     return { task, spec, file, format, granularities, language, prompt, temperature };
   }
 
-  async transcribe(p: PreparedTranscription, key: KeyPrincipal, requestId: string, signal: AbortSignal): Promise<FormattedBody> {
+  async transcribe(p: PreparedTranscription, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): Promise<FormattedBody> {
+    if (facts) {
+      facts.model = p.spec.name;
+      facts.deployment = deploymentName(p.spec);
+    }
     if (p.file.bytes.length === 0) throw new AppError('invalid_file_format', `The file is empty. ${INVALID_FILE_MESSAGE}`, 'file');
     let engine: TranscriptionEngine;
     try {
       engine = await this.d.engines.transcription(p.spec);
     } catch (e) {
+      facts?.failed(e);
       throw toClientError(e);
     }
     if (p.task === 'translate' && !engine.canTranslate && p.language && p.language !== 'en') {
@@ -330,6 +346,7 @@ export class AudioService {
       }
     }
     let t: Transcript;
+    facts?.engineStarted();
     try {
       t = await engine.transcribe({
         model: upstreamName(p.spec),
@@ -343,7 +360,12 @@ export class AudioService {
         wordTimestamps: p.task === 'transcribe' && p.format === 'verbose_json' && p.granularities.includes('word'),
         signal,
       });
+      if (facts) {
+        facts.firstOutput();
+        facts.engineEnded();
+      }
     } catch (e) {
+      if (!signal.aborted) facts?.failed(e);
       throw toClientError(e);
     }
     if (duration === undefined) {
@@ -357,6 +379,7 @@ export class AudioService {
       }
     }
     const seconds = Math.round(duration * 1000) / 1000;
+    facts?.used({ audioSeconds: seconds });
     await this.d.usage.record({
       requestId,
       key,

@@ -10,10 +10,11 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, type ErrorCode, type ValidationDetail } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import type { FunctionTool, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { upstreamName, type ModelSpec } from '../models/spec.js';
+import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { checkMessages, checkToolTurns, toChatMessages } from './messages.js';
@@ -36,6 +37,8 @@ export interface PreparedChat {
   gen?: GenerateRequest;
   /** what the conversation is, for a token estimate when an answer ends without the engine's count (built when needed) */
   count: () => Pick<GenerateRequest, 'model' | 'messages' | 'tools'>;
+  /** the request's facts (model, deployment, engine time, tokens, failure), for its log line and metrics */
+  facts?: RequestFacts;
 }
 
 export interface ChatPrepareDeps {
@@ -61,9 +64,13 @@ export function completionId(): string {
 export class ChatPreparer {
   constructor(private readonly d: ChatPrepareDeps) {}
 
-  async prepare(req: ChatCompletionRequest, key: KeyPrincipal, requestId: string): Promise<PreparedChat> {
+  async prepare(req: ChatCompletionRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts): Promise<PreparedChat> {
     const spec = this.d.models.require(req.model, 'text');
     assertModelScope(key, spec.name);
+    if (facts) {
+      facts.model = spec.name;
+      facts.deployment = deploymentName(spec);
+    }
     const stream = req.stream === true;
     if (req.stream_options != null && !stream) {
       throw bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options', 'validation_error', 'invalid_value');
@@ -94,10 +101,11 @@ export class ChatPreparer {
     try {
       engine = await this.d.engines.text(spec);
     } catch (e) {
+      facts?.failed(e);
       throw fromEngineError(e);
     }
     const model = upstreamName(spec);
-    const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true };
+    const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true, facts };
     const fnTools: FunctionTool[] = tools.flatMap((t) =>
       t.type === 'function' && t.function
         ? [

@@ -71,22 +71,28 @@ export class ChatRunner {
   /** stream false: the completion. */
   async json(p: PreparedChat, signal: AbortSignal): Promise<Obj> {
     const meter = new Meter();
+    const facts = p.facts;
     let answer: Obj;
+    facts?.engineStarted();
     try {
       if (p.forward) {
         answer = await this.forwardJson(p, signal);
+        facts?.firstOutput();
         meter.see(answer);
       } else {
         const chunks: Obj[] = [];
         for await (const c of this.generate(p, signal)) {
+          if (chunks.length === 0) facts?.firstOutput();
           meter.see(c);
           chunks.push(c);
         }
         answer = foldChunks(chunks);
       }
+      facts?.engineEnded();
     } catch (e) {
       // the client left: what the engine produced is charged
       if (signal.aborted) await this.chargeLeft(p, meter);
+      else facts?.failed(e);
       throw this.refused(e, signal);
     }
     await this.record(p, meter);
@@ -104,9 +110,12 @@ export class ChatRunner {
     let started = false;
     let ended = false;
     let charged = false;
+    const facts = p.facts;
+    facts?.engineStarted();
     try {
       const source = p.forward ? this.forwardChunks(p, signal) : this.generate(p, signal);
       for await (const chunk of source) {
+        facts?.firstOutput();
         meter.see(chunk);
         if (held.length || isTail(chunk, p.req.n ?? 1)) {
           held.push(chunk);
@@ -117,9 +126,11 @@ export class ChatRunner {
         if (out) yield out;
       }
       ended = true;
+      facts?.engineEnded();
     } catch (e) {
       // the client left, or the engine failed: what was produced is charged
       charged = true;
+      if (!signal.aborted) facts?.failed(e);
       if (started || meter.chars > 0 || signal.aborted) await this.chargeLeft(p, meter);
       throw this.refused(e, signal);
     } finally {
@@ -247,6 +258,7 @@ export class ChatRunner {
   /** Records the usage: the engine's, or an estimate when it gave none. */
   private async record(p: PreparedChat, meter: Meter): Promise<void> {
     const counted = meter.usage ?? (await this.estimate(p, meter));
+    p.facts?.used(counted);
     await this.d.usage.record({
       requestId: p.requestId,
       key: p.key,

@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { UsageService } from '../portal/usage/service.js';
@@ -28,8 +29,9 @@ export class ChatService {
     this.runner = new ChatRunner(d);
   }
 
-  prepare(req: ChatCompletionRequest, key: KeyPrincipal, requestId: string): Promise<PreparedChat> {
-    return this.preparer.prepare(req, key, requestId);
+  /** `facts`: the request's (req.facts), filled as it runs */
+  prepare(req: ChatCompletionRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts): Promise<PreparedChat> {
+    return this.preparer.prepare(req, key, requestId, facts);
   }
 
   json(p: PreparedChat, signal: AbortSignal): Promise<Obj> {

@@ -254,7 +254,7 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
     const why = workers.workersRefusal(config);
     if (why) throw new UsageError(why);
     const { createLogger } = await import('../platform/log.js');
-    const code = await workers.runPrimary(config, createLogger(config.logLevel), { exec: process.argv[1]!, args: ['serve'] });
+    const code = await workers.runPrimary(config, createLogger(config.logLevel, undefined, config.logFormat), { exec: process.argv[1]!, args: ['serve'] });
     process.exit(code);
   }
   const { startServer } = await import('../compose/serve.js');

@@ -53,7 +53,7 @@ export interface CoreOptions {
 }
 
 export async function createCore(config: Config, opts: CoreOptions): Promise<Core> {
-  const base = createLogger(config.logLevel, opts.logDestination);
+  const base = createLogger(config.logLevel, opts.logDestination, config.logFormat);
   const log = config.workerId ? base.child({ worker: config.workerId }) : base;
   const models = new ModelRegistry(opts.models ?? loadModelConfig(config.modelConfigPath).models);
   if (!config.inMemoryDb) {

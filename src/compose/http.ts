@@ -16,6 +16,8 @@ import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
 import type { Metrics } from '../platform/ops/metrics.js';
+import { RequestFacts } from '../platform/ops/facts.js';
+import type { Tracing } from '../platform/ops/tracing.js';
 import type { FeatureModule, RouteGroup } from '../platform/module.js';
 import type { UserPrincipal } from '../platform/auth/jwt.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
@@ -41,6 +43,8 @@ export interface HttpOptions {
   limits?: HttpLimits;
   /** WebSocket upgrades (the Responses WebSocket mode): the largest frame read, and what closes the sockets at shutdown */
   websocket?: { maxPayload: number; preClose?: () => Promise<void> };
+  /** OpenTelemetry traces (src/platform/ops/tracing-otel.ts); unset: off, and no hook of it runs */
+  tracing?: Tracing;
 }
 
 /**
@@ -131,15 +135,37 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     });
   });
 
+  app.decorateRequest('facts', null as unknown as RequestFacts);
   app.addHook('onRequest', async (req, reply) => {
+    req.facts = new RequestFacts();
     reply.header('x-request-id', req.id);
     if (req.url.includes('%00')) throw new AppError('validation_error', 'the URL must not contain NUL characters (%00)');
   });
-  app.addHook('onResponse', async (req, reply) => {
+  const tracing = opts.tracing;
+  if (tracing) {
+    // one server span per request (continuing an incoming traceparent), made active from the handler on so the
+    // upstream calls made for the request are its children (src/platform/ops/tracing.ts)
+    app.addHook('onRequest', (req, reply, done) => {
+      req.facts.span = tracing.start(req.method, req.url.split('?')[0]!, req.headers);
+      done();
+    });
+    app.addHook('preHandler', (req, reply, done) => {
+      const span = req.facts.span;
+      if (span) tracing.enter(span, done);
+      else done();
+    });
+  }
+  app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.url ?? 'unknown';
-    metrics.requests.inc({ method: req.method, route, status: reply.statusCode });
-    metrics.latency.observe({ method: req.method, route }, reply.elapsedTime / 1000);
-    req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    const status = reply.statusCode;
+    const ms = reply.elapsedTime;
+    metrics.requests.inc({ method: req.method, route, status });
+    metrics.latency.observe({ method: req.method, route }, ms / 1000);
+    logRequest(req, route, status, ms);
+    const f = req.facts;
+    if (f?.model !== undefined) modelMetrics(metrics, f, ms);
+    if (tracing && f?.span) tracing.end(f.span, { route, status, attributes: spanAttributes(req, f), error: f.errorCode });
+    done();
   });
 
   await app.register(swagger, {
@@ -227,4 +253,88 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFound(sendOpenAIError, (req) => `Invalid URL (${req.method} ${req.url.split('?')[0]})`));
   app.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
   return app;
+}
+
+const round = (ms: number) => Math.round(ms * 100) / 100;
+
+/**
+ * The one line each request leaves (docs/operations.md, "Logs"): what was asked, by whom (key id, user, org;
+ * never the key), of which model and deployment, what it cost (tokens, characters, audio seconds), how long the
+ * engine or upstream took and how long Portico itself did, and an engine or upstream failure with the upstream's
+ * status and (redacted) reason. A 5xx is logged at error level, a failure the client could act on (an upstream
+ * 4xx or 429) at warn, the rest at info. Exported for bench/observability.ts.
+ */
+export function logRequest(req: FastifyRequest, route: string, status: number, ms: number): void {
+  const f = req.facts as RequestFacts | null;
+  const key = req.apiKey;
+  const line: Record<string, unknown> = {
+    method: req.method,
+    // the route's pattern (/v1/responses/:id): never the ids or the query string of the URL itself
+    route: route === 'unknown' ? req.url.split('?')[0] : route,
+    status,
+    ms: round(ms),
+    key_id: key?.keyId,
+    user_id: key?.userId ?? req.user?.userId,
+    org_id: key?.orgId,
+  };
+  let level: 'info' | 'warn' | 'error' = status >= 500 ? 'error' : 'info';
+  if (f) {
+    if (f.model !== undefined) {
+      line.model = f.model;
+      line.deployment = f.deployment;
+      if (f.inputTokens || f.outputTokens) {
+        line.tokens_in = f.inputTokens;
+        line.tokens_out = f.outputTokens;
+      }
+      if (f.characters) line.characters = f.characters;
+      if (f.audioSeconds) line.audio_seconds = Math.round(f.audioSeconds * 1000) / 1000;
+      if (f.upstreamMs !== undefined) {
+        line.upstream_ms = round(f.upstreamMs);
+        line.portico_ms = round(Math.max(0, ms - f.upstreamMs));
+      }
+      if (f.ttftMs !== undefined) line.ttft_ms = round(f.ttftMs);
+      if (f.retries) line.retries = f.retries;
+      if (f.fallback !== undefined) line.fallback = f.fallback;
+    }
+    if (f.errorCode !== undefined) line.error = f.errorCode;
+    if (f.upstreamError !== undefined) {
+      line.upstream_status = f.upstreamStatus;
+      line.upstream_error = f.upstreamError;
+      if (level === 'info') level = 'warn';
+    }
+  }
+  req.log[level](line, 'request');
+}
+
+/** The per-model series of a request that reached a model (src/platform/ops/metrics.ts). Exported for bench/observability.ts. */
+export function modelMetrics(metrics: Metrics, f: RequestFacts, ms: number): void {
+  const deployment = f.deployment ?? 'unknown';
+  const s = metrics.modelSeries(f.model!, deployment);
+  s.requests.inc();
+  s.duration.observe(ms / 1000);
+  if (f.ttftMs !== undefined) s.ttft.observe(f.ttftMs / 1000);
+  if (f.upstreamMs !== undefined) s.upstream.observe(f.upstreamMs / 1000);
+  if (f.inputTokens) s.tokensIn.inc(f.inputTokens);
+  if (f.outputTokens) s.tokensOut.inc(f.outputTokens);
+  const type = f.errorCode ?? (f.upstreamError !== undefined ? 'engine_error' : undefined);
+  if (type !== undefined) metrics.modelErrors.inc({ model: f.model!, deployment, type });
+}
+
+/** What a request's span carries besides the HTTP attributes (no credentials: the key's id, never the key). */
+function spanAttributes(req: FastifyRequest, f: RequestFacts): Record<string, string | number | undefined> {
+  const key = req.apiKey;
+  return {
+    'portico.request_id': req.id,
+    'portico.model': f.model,
+    'portico.deployment': f.deployment,
+    'portico.key_id': key?.keyId,
+    'portico.user_id': key?.userId ?? req.user?.userId,
+    'portico.org_id': key?.orgId,
+    'gen_ai.usage.input_tokens': f.inputTokens || undefined,
+    'gen_ai.usage.output_tokens': f.outputTokens || undefined,
+    'portico.upstream_ms': f.upstreamMs,
+    'portico.ttft_ms': f.ttftMs,
+    'portico.upstream_status': f.upstreamStatus,
+    'portico.upstream_error': f.upstreamError,
+  };
 }

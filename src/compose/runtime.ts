@@ -15,6 +15,7 @@ import { createWebModule } from '../web/index.js';
 import { createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
 import { Metrics } from '../platform/ops/metrics.js';
 import { createOpsModule } from '../platform/ops/routes.js';
+import type { Tracing } from '../platform/ops/tracing.js';
 import type { FeatureModule } from '../platform/module.js';
 import { closeSpareEncoders } from '../codec/index.js';
 import { EngineRegistry } from '../engines/registry.js';
@@ -49,6 +50,8 @@ export interface Runtime {
   readonly limiter: RateLimiter;
   readonly budget: BudgetGuard;
   readonly metrics: Metrics;
+  /** OpenTelemetry traces, when a collector is configured (OTEL_EXPORTER_OTLP_ENDPOINT) */
+  readonly tracing?: Tracing;
   /** the Prometheus text of this process (gauges refreshed) */
   scrape(): Promise<string>;
   readonly responses: ResponsesModule;
@@ -89,6 +92,15 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
   };
   try {
     const metrics = new Metrics();
+    // the OpenTelemetry SDK is loaded only when a collector is configured: without one, tracing costs nothing
+    let tracing: Tracing | undefined;
+    if (config.tracing) {
+      const { OtelTracing } = await import('../platform/ops/tracing-otel.js');
+      const t = new OtelTracing({ ...config.tracing, instanceId: config.workerId ? `worker-${config.workerId}` : undefined });
+      tracing = t;
+      closing(() => t.close());
+      log.info({ collector: config.tracing.url.replace(/\/\/[^@/]*@/, '//***@') }, 'tracing: spans are sent to the OTLP collector');
+    }
     const verifyJwt = createJwtVerifier(config.jwt, log);
     // every verified token also tells who administers which organization now (org keys follow it)
     const jwt: JwtVerifier = {
@@ -235,12 +247,13 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       limits: config.http,
       // a frame a little over the limit gets an error frame; far over it (it must be read whole), a 1009 close
       websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
+      tracing,
     });
     const scrape = async () => {
       refreshGauges();
       return metrics.registry.metrics();
     };
-    return { core, app, models, engines, audioEngines, jwt, verifier, limiter, budget, metrics, scrape, responses, close };
+    return { core, app, models, engines, audioEngines, jwt, verifier, limiter, budget, metrics, tracing, scrape, responses, close };
   } catch (e) {
     await close();
     throw e;

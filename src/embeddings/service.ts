@@ -7,10 +7,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { AppError, type ValidationDetail } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { EmbeddingsEngine } from '../engines/types.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { upstreamName } from '../models/spec.js';
+import { deploymentName, upstreamName } from '../models/spec.js';
 import { costMicros } from '../models/pricing.js';
 import type { UsageService } from '../portal/usage/service.js';
 import { assertModelScope } from '../api/scopes.js';
@@ -59,22 +60,34 @@ export function toBase64(v: readonly number[]): string {
 export class EmbeddingsService {
   constructor(private readonly d: EmbeddingsDeps) {}
 
-  async create(req: EmbeddingsRequest, key: KeyPrincipal, requestId: string, signal: AbortSignal): Promise<EmbeddingsAnswerBody> {
+  /** `facts`: the request's (req.facts), filled as it runs */
+  async create(req: EmbeddingsRequest, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): Promise<EmbeddingsAnswerBody> {
     const spec = this.d.models.require(req.model, 'embeddings');
     assertModelScope(key, spec.name);
+    if (facts) {
+      facts.model = spec.name;
+      facts.deployment = deploymentName(spec);
+    }
     const input = normalizeInput(req.input);
     let engine: EmbeddingsEngine;
     try {
       engine = await this.d.engines.embeddings(spec);
     } catch (e) {
+      facts?.failed(e);
       throw fromEngineError(e);
     }
     const model = upstreamName(spec);
     let result;
+    facts?.engineStarted();
     try {
       result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal });
+      if (facts) {
+        facts.firstOutput();
+        facts.engineEnded();
+      }
     } catch (e) {
       if (signal.aborted) throw e;
+      facts?.failed(e);
       const err = fromEngineError(e, 'the embeddings engine');
       if (err.code !== 'validation_error' && err.code !== 'context_length_exceeded') throw err;
       // a refusal of the request: name the parameter it is about
@@ -82,6 +95,7 @@ export class EmbeddingsService {
     }
     if (result.vectors.length !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${result.vectors.length} vectors for ${input.length} inputs`);
     const inputTokens = Math.max(0, Math.round(result.inputTokens));
+    facts?.used({ inputTokens });
     await this.d.usage.record({
       requestId,
       key,

@@ -118,12 +118,16 @@ export interface ChatCompletionsRequest {
   signal?: AbortSignal;
 }
 
-/** An engine failure with a message safe to show a client. `status` hints the HTTP status when it happens before output. */
+/**
+ * An engine failure with a message safe to show a client. `status` hints the HTTP status when it happens before
+ * output; `upstreamStatus` is the HTTP status an upstream answered with, when it answered one (for the request log).
+ */
 export class EngineError extends Error {
   constructor(
     message: string,
     readonly code: string = 'engine_error',
     readonly status: number = 502,
+    readonly upstreamStatus?: number,
   ) {
     super(message);
     this.name = 'EngineError';

@@ -19,6 +19,10 @@ export interface Config {
   /** the embedded llama engine: 'auto' uses a GPU when node-llama-cpp finds one (CUDA, Vulkan, Metal), 'cpu' never */
   llamaGpu: 'auto' | 'cpu';
   logLevel: string;
+  /** LOG_FORMAT: `pretty` (coloured, for a terminal), `json` (one JSON object a line), or chosen by whether stdout is a terminal */
+  logFormat: 'pretty' | 'json' | 'auto';
+  /** OpenTelemetry traces, sent over OTLP/HTTP; unset: off (docs/operations.md, "Traces") */
+  tracing?: TracingConfig;
   jwt: {
     /** HS256 secret; generated under dataDir when neither secret nor JWKS is configured */
     secret?: Uint8Array;
@@ -69,6 +73,15 @@ export interface Config {
   metrics: { port?: number; host: string; token?: string };
   /** the web page (src/web): its public address, sessions, OpenID Connect sign-in, CORS of {base_url} */
   web: WebConfig;
+}
+
+export interface TracingConfig {
+  /** the collector's traces URL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces */
+  url: string;
+  /** OTEL_EXPORTER_OTLP_HEADERS (`key=value,...`): sent to the collector */
+  headers?: Record<string, string>;
+  /** OTEL_SERVICE_NAME (default portico) */
+  serviceName: string;
 }
 
 export interface HttpLimits {
@@ -213,6 +226,8 @@ export function loadConfig(env: Env = process.env): Config {
     modelsDir: env.MODELS_DIR?.trim() ? resolve(env.MODELS_DIR.trim()) : join(dataDir, 'models'),
     llamaGpu: choice(env, 'LLAMA_GPU', ['auto', 'cpu'] as const, 'auto'),
     logLevel,
+    logFormat: choice(env, 'LOG_FORMAT', ['pretty', 'json', 'auto'] as const, 'auto'),
+    tracing: tracingSetting(env),
     jwt: {
       secret,
       secretGenerated,
@@ -274,6 +289,32 @@ function defaultMaxConnections(): number {
     // not Linux: no way to read the limit from Node
   }
   return 10_000;
+}
+
+/**
+ * Tracing is on when a collector is named, by the standard OpenTelemetry variables: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+ * (the traces URL itself) or OTEL_EXPORTER_OTLP_ENDPOINT (a base URL, /v1/traces appended); OTEL_SDK_DISABLED=true
+ * turns it off whatever is set.
+ */
+function tracingSetting(env: Env): TracingConfig | undefined {
+  if (bool(env, 'OTEL_SDK_DISABLED')) return undefined;
+  const traces = url(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:']);
+  const base = url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  const target = traces ?? (base ? base.replace(/\/+$/, '') + '/v1/traces' : undefined);
+  if (!target) return undefined;
+  let headers: Record<string, string> | undefined;
+  for (const part of (env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS ?? '').split(',')) {
+    const i = part.indexOf('=');
+    if (i <= 0) continue;
+    let v = part.slice(i + 1).trim();
+    try {
+      v = decodeURIComponent(v);
+    } catch {
+      // kept as written
+    }
+    (headers ??= {})[part.slice(0, i).trim()] = v;
+  }
+  return { url: target, headers, serviceName: env.OTEL_SERVICE_NAME?.trim() || 'portico' };
 }
 
 function metricsSetting(env: Env, host: string): Config['metrics'] {

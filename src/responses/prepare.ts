@@ -7,7 +7,8 @@ import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { ChatMessage, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { upstreamName, type ModelSpec } from '../models/spec.js';
+import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { expandReasoningContent, normalizeInput, toChatMessages, type StoredItem } from './input.js';
@@ -35,6 +36,8 @@ export interface Prepared {
   store: boolean;
   /** modalities audio: the answer is spoken too, in this voice and format */
   audio?: AudioOutput;
+  /** the request's facts (model, deployment, engine time, tokens, failure) when it runs in an HTTP request */
+  facts?: RequestFacts;
 }
 
 export interface PrepareDeps {
@@ -50,6 +53,8 @@ export interface PrepareDeps {
 export interface PrepareContext {
   /** the history of `previous_response_id`, when the caller holds it (then storage is not read) */
   history?: StoredItem[];
+  /** the HTTP request's facts, filled as the response runs in it (req.facts) */
+  facts?: RequestFacts;
 }
 
 /** A background job prepares again on the instance that runs it, keeping the id, input and response it was stored with. */
@@ -67,6 +72,11 @@ export class Preparer {
   async prepare(req: CreateResponseRequest, key: KeyPrincipal, requestId: string, existing?: Existing, ctx: PrepareContext = {}): Promise<Prepared> {
     const spec = this.d.models.require(req.model, 'text');
     assertModelScope(key, spec.name);
+    const facts = ctx.facts;
+    if (facts) {
+      facts.model = spec.name;
+      facts.deployment = deploymentName(spec);
+    }
     if (req.background && req.store === false) throw bad('background mode requires store to be true', 'store');
     const tools = normalizedTools(req);
     tools.forEach((t, i) => {
@@ -111,6 +121,7 @@ export class Preparer {
     try {
       engine = await this.d.engines.text(spec);
     } catch (e) {
+      facts?.failed(e);
       throw fromEngineError(e);
     }
     const window = engine.contextWindow ?? spec.context_window;
@@ -143,7 +154,7 @@ export class Preparer {
     };
     const createdAt = Math.floor(Date.now() / 1000);
     const response = existing?.response ?? initialResponse(req, id, createdAt, req.background ? 'queued' : 'in_progress');
-    return { id, req, key, requestId, spec, engine, inputItems, history, gen, response, store: req.store ?? true, ...(audio ? { audio } : {}) };
+    return { id, req, key, requestId, spec, engine, inputItems, history, gen, response, store: req.store ?? true, ...(audio ? { audio } : {}), ...(facts ? { facts } : {}) };
   }
 
   /** The stored conversation of a previous response (its chain's input items and outputs), the owner's only. */

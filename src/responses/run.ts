@@ -8,6 +8,7 @@ import { AppError } from '../platform/errors.js';
 import { AsyncChannel } from '../platform/async-channel.js';
 import type { GenerateEvent, Usage } from '../engines/types.js';
 import type { UsageService } from '../portal/usage/service.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import { costMicros } from '../models/pricing.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
@@ -111,17 +112,21 @@ export class Runner {
     // a spoken answer whose speech engine fails stops the model too
     const stop = new AbortController();
     const voice = p.audio && this.d.speaker ? new SpokenAnswer(builder, this.d.speaker, p.audio, signal) : undefined;
+    const facts = p.facts;
+    facts?.engineStarted();
     const it = p.engine.generate({ ...p.gen, signal: voice ? AbortSignal.any([signal, stop.signal]) : signal })[Symbol.asyncIterator]();
     let first: IteratorResult<GenerateEvent>;
     try {
       first = await it.next();
     } catch (e) {
       if (signal.aborted) throw e;
+      facts?.failed(e);
       throw fromEngineError(e);
     }
+    facts?.firstOutput();
     onStart();
     try {
-      return await this.consume(it, first, builder, signal, p.gen.model, voice, stop);
+      return await this.consume(it, first, builder, signal, p.gen.model, voice, stop, facts);
     } finally {
       voice?.close();
       // let the engine release what it holds (its generator is suspended at the done event)
@@ -142,6 +147,7 @@ export class Runner {
     upstreamModel: string,
     voice?: SpokenAnswer,
     stop?: AbortController,
+    facts?: RequestFacts,
   ): Promise<{ final: ResponseObject; usage?: Usage }> {
     try {
       while (!ev.done) {
@@ -153,6 +159,7 @@ export class Runner {
           // the model the engine reports (e.g. a dated variant) names the response, unless it is just the
           // upstream name the request was mapped to (then the client's own name stays)
           const model = e.model && e.model !== upstreamModel ? e.model : undefined;
+          facts?.engineEnded();
           return { final: builder.finish(e.finishReason, e.usage, model), usage: e.usage };
         }
         builder.handle(e);
@@ -160,11 +167,20 @@ export class Runner {
         ev = voice ? await Promise.race([it.next(), voice.failed]) : await it.next();
       }
       // the engine ended without a done event
+      if (facts) {
+        facts.failed(new Error('the model engine ended without finishing the response'));
+        facts.errorCode ??= 'engine_error';
+      }
       return { final: builder.fail('engine_error', 'the model engine ended without finishing the response') };
     } catch (e) {
       if (signal.aborted) throw e;
       stop?.abort();
       const { code, message } = fromEngineError(e);
+      // the response ends as failed (not an HTTP error): its facts say so for the log line and the error series
+      if (facts) {
+        facts.failed(e);
+        facts.errorCode ??= code === 'validation_error' ? 'engine_error' : code;
+      }
       return { final: builder.fail(code === 'validation_error' ? 'engine_error' : code, message) };
     }
   }
@@ -188,6 +204,7 @@ export class Runner {
     }
     if (u) {
       const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens };
+      p.facts?.used(metered);
       await this.d.usage.record({
         requestId: p.requestId,
         key: p.key,
@@ -201,6 +218,7 @@ export class Runner {
     const characters = p.audio && this.d.speaker ? spokenCharacters(final.output) : 0;
     if (characters > 0) {
       const { model, costMicros: cost } = this.d.speaker!.meter(characters);
+      p.facts?.used({ characters });
       await this.d.usage.record({ requestId: p.requestId, key: p.key, model, operation: 'speech', characters, costMicros: cost });
     }
   }

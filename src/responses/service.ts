@@ -4,6 +4,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { RequestFacts } from '../platform/ops/facts.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
@@ -59,8 +60,9 @@ export class ResponsesService {
     });
   }
 
-  prepare(req: CreateResponseRequest, key: KeyPrincipal, requestId: string): Promise<Prepared> {
-    return this.preparer.prepare(req, key, requestId);
+  /** `facts`: the request's (req.facts), filled as it runs */
+  prepare(req: CreateResponseRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts): Promise<Prepared> {
+    return this.preparer.prepare(req, key, requestId, undefined, facts ? { facts } : undefined);
   }
 
   json(p: Prepared, signal: AbortSignal): Promise<ResponseObject> {

@@ -25,7 +25,7 @@ export default function (app: FastifyInstance, svc: ChatService) {
       },
     },
     async (req, reply) => {
-      const p = await svc.prepare(req.body, req.apiKey!, req.id);
+      const p = await svc.prepare(req.body, req.apiKey!, req.id, req.facts);
       if (!p.stream) {
         const gone = clientGone(reply);
         try {

@@ -21,7 +21,7 @@ export default function (app: FastifyInstance, svc: EmbeddingsService) {
     async (req, reply) => {
       const gone = clientGone(reply);
       try {
-        const body = await svc.create(req.body, req.apiKey!, req.id, gone.signal);
+        const body = await svc.create(req.body, req.apiKey!, req.id, gone.signal, req.facts);
         // thousands of numbers: JSON.stringify is faster than a schema serializer on float arrays, and exact
         return reply.type('application/json; charset=utf-8').send(JSON.stringify(body) as never);
       } finally {

@@ -28,6 +28,7 @@ import {
   type TranscriptWord,
 } from '../types.js';
 import { languageCode } from '../shared/languages.js';
+import { upstreamSpan } from '../../platform/ops/tracing.js';
 
 // ---------------------------------------------------------------- shared HTTP bits
 
@@ -44,6 +45,12 @@ export interface OpenAICompatibleAudioOptions {
 export const DEFAULT_AUDIO_TIMEOUT_MS = 300_000;
 
 const PASS_THROUGH_CODES = new Set(['audio_too_short', 'invalid_file_format', 'unsupported_language']);
+
+/** The attributes of the client span of each call to this upstream (./http.ts has the same): no credentials, no path. */
+function spanAttributes(baseUrl: string): Record<string, string | number> {
+  const u = new URL(baseUrl);
+  return { 'http.request.method': 'POST', 'server.address': u.hostname.replace(/^\[|\]$/g, ''), 'server.port': u.port ? Number(u.port) : u.protocol === 'https:' ? 443 : 80 };
+}
 
 /** The URL without its userinfo (fetch refuses URLs with credentials: they go in the Basic header instead). */
 function endpoint(baseUrl: string, path: string): string {
@@ -105,13 +112,13 @@ export async function upstreamError(res: Response, apiKey?: string): Promise<Eng
   const s = res.status;
   if (s === 400 || s === 413 || s === 415 || s === 422) {
     const c = code && PASS_THROUGH_CODES.has(code) ? code : s === 413 ? 'payload_too_large' : s === 415 ? 'unsupported_media_type' : 'invalid_request';
-    return new EngineError(message, c, s === 422 ? 400 : s);
+    return new EngineError(message, c, s === 422 ? 400 : s, s);
   }
-  if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429);
+  if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429, s);
   if (s === 401 || s === 403) {
-    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502);
+    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502, s);
   }
-  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502);
+  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502, s);
 }
 
 /** The key and any long-enough piece of it (OpenAI shows its first and last characters) replaced. */
@@ -201,6 +208,7 @@ export function verboseJsonToTranscript(body: unknown, fallbackLanguage?: string
 
 export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatibleAudioOptions): TranscriptionEngine {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_AUDIO_TIMEOUT_MS;
+  const attributes = spanAttributes(opts.baseUrl);
   return {
     kind: 'openai-compatible',
     needsPcm: false,
@@ -231,8 +239,12 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
       const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
       let res: Response;
       let body: unknown;
+      const headers: Record<string, string> = { ...authHeaders(opts.apiKey, opts.baseUrl), accept: 'application/json' };
+      // a client span for the call when the request is traced; its traceparent goes upstream
+      const span = upstreamSpan(translate ? 'POST /audio/translations' : 'POST /audio/transcriptions', attributes, headers);
       try {
-        res = await fetch(url, { method: 'POST', headers: { ...authHeaders(opts.apiKey, opts.baseUrl), accept: 'application/json' }, body: form, signal });
+        res = await fetch(url, { method: 'POST', headers, body: form, signal });
+        span?.status(res.status);
         if (!res.ok) throw await upstreamError(res, opts.apiKey);
         const ct = res.headers.get('content-type') ?? '';
         const raw = await res.text();
@@ -247,10 +259,11 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
           body = { text: raw };
         }
       } catch (e) {
-        if (e instanceof EngineError) throw e;
-        if (req.signal?.aborted) throw abortedError();
-        if (timeout.aborted) throw timeoutError(timeoutMs);
-        throw networkError(url, e);
+        const err = e instanceof EngineError ? e : req.signal?.aborted ? abortedError() : timeout.aborted ? timeoutError(timeoutMs) : networkError(url, e);
+        span?.fail(err);
+        throw err;
+      } finally {
+        span?.end();
       }
       const t = verboseJsonToTranscript(body, translate ? 'en' : req.language);
       if (translate) t.language = t.language ?? 'en';
@@ -306,6 +319,7 @@ export class Pcm16Assembler {
 
 export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechOptions): SpeechEngine {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_AUDIO_TIMEOUT_MS;
+  const attributes = spanAttributes(opts.baseUrl);
   const sampleRate = opts.sampleRate ?? 24000;
   return {
     kind: 'openai-compatible',
@@ -326,11 +340,13 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
       };
       const onAbort = () => ctl.abort();
       req.signal?.addEventListener('abort', onAbort, { once: true });
+      const headers: Record<string, string> = { ...authHeaders(opts.apiKey, opts.baseUrl), 'content-type': 'application/json', accept: 'audio/pcm, application/octet-stream' };
+      // a client span for the call when the request is traced (ended with the stream); its traceparent goes upstream
+      const span = upstreamSpan('POST /audio/speech', attributes, headers);
       const fail = (e: unknown): EngineError => {
-        if (e instanceof EngineError) return e;
-        if (req.signal?.aborted) return abortedError();
-        if (timedOut) return timeoutError(timeoutMs);
-        return networkError(url, e);
+        const err = e instanceof EngineError ? e : req.signal?.aborted ? abortedError() : timedOut ? timeoutError(timeoutMs) : networkError(url, e);
+        span?.fail(err);
+        return err;
       };
       let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
       try {
@@ -339,7 +355,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
         try {
           res = await fetch(url, {
             method: 'POST',
-            headers: { ...authHeaders(opts.apiKey, opts.baseUrl), 'content-type': 'application/json', accept: 'audio/pcm, application/octet-stream' },
+            headers,
             body: JSON.stringify({
               model: opts.upstreamModel ?? 'tts-1',
               input: req.text,
@@ -349,6 +365,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
             }),
             signal: ctl.signal,
           });
+          span?.status(res.status);
           if (!res.ok) throw await upstreamError(res, opts.apiKey);
           if ((res.headers.get('content-type') ?? '').includes('application/json')) {
             throw new EngineError(`the upstream audio server answered JSON instead of audio: ${(await upstreamMessage(res)).message}`, 'upstream_error', 502);
@@ -378,6 +395,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
         // the consumer stopped early (or an error): stop the upstream request
         if (reader) reader.cancel().catch(() => {});
         ctl.abort();
+        span?.end();
       }
     },
     async close(): Promise<void> {},

@@ -9,6 +9,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import { EngineError } from '../types.js';
+import { upstreamSpan, type UpstreamSpan } from '../../platform/ops/tracing.js';
 
 export interface UpstreamOptions {
   baseUrl: string;
@@ -30,6 +31,8 @@ export class Upstream {
   private readonly port: number;
   private readonly basePath: string;
   private readonly baseHeaders: Record<string, string>;
+  /** attributes of the client span of each call when tracing is on: host and port only (no credentials, no path) */
+  private readonly spanAttributes: Record<string, string | number>;
   readonly timeoutMs: number;
   private readonly secret?: string;
 
@@ -57,6 +60,7 @@ export class Upstream {
     if (opts.headers) for (const k of Object.keys(opts.headers)) h[k.toLowerCase()] = opts.headers[k];
     if (this.secret) h.authorization = `Bearer ${this.secret}`;
     this.baseHeaders = h;
+    this.spanAttributes = { 'http.request.method': 'POST', 'server.address': this.host, 'server.port': this.port };
   }
 
   /** Removes the api key from any text that may reach a client. */
@@ -72,7 +76,9 @@ export class Upstream {
   post(path: string, body: string, signal: AbortSignal | undefined): Promise<Call> {
     return new Promise<Call>((resolve, reject) => {
       if (signal?.aborted) return reject(cancelled());
-      const headers = { ...this.baseHeaders, 'content-length': String(Buffer.byteLength(body)) };
+      const headers: Record<string, string> = { ...this.baseHeaders, 'content-length': String(Buffer.byteLength(body)) };
+      // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream
+      const span = upstreamSpan(`POST ${path}`, this.spanAttributes, headers);
       const req = this.request({
         host: this.host,
         port: this.port,
@@ -82,12 +88,15 @@ export class Upstream {
         agent: this.agent,
       });
       const call = new Call(req, this.timeoutMs, signal);
+      if (span) call.span = span;
       let settled = false;
       const fail = (err: unknown) => {
         if (settled) return;
         settled = true;
+        const e = this.mapError(err, call);
+        call.span?.fail(e);
         call.dispose();
-        reject(this.mapError(err, call));
+        reject(e);
       };
       call.onFail = fail;
       req.on('error', fail);
@@ -96,6 +105,7 @@ export class Upstream {
         call.touch();
         res.setEncoding('utf8');
         const status = res.statusCode ?? 0;
+        call.span?.status(status);
         if (status >= 200 && status < 300) {
           settled = true;
           call.onFail = undefined;
@@ -113,8 +123,10 @@ export class Upstream {
         res.on('end', () => {
           if (settled) return;
           settled = true;
+          const e = this.statusError(status, text, res.headers['retry-after']);
+          call.span?.fail(e);
           call.dispose();
-          reject(this.statusError(status, text, res.headers['retry-after']));
+          reject(e);
         });
         res.on('error', fail);
         res.on('aborted', () => fail(new Error('aborted')));
@@ -150,18 +162,18 @@ export class Upstream {
    */
   statusError(status: number, body: string, retryAfter?: string | string[]): EngineError {
     if (status === 401 || status === 403) {
-      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502);
+      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, status);
     }
     const { message, code } = parseErrorBody(body);
     const msg = this.redact(message || `HTTP ${status}`).slice(0, 2000);
     if (status === 429) {
       const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
-      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429);
+      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, status);
     }
-    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502);
-    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504);
-    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400);
-    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502);
+    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, status);
+    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, status);
+    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400, status);
+    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, status);
   }
 
   close(): void {
@@ -195,6 +207,8 @@ export class Call {
   timedOut = false;
   cancelled = false;
   onFail?: (err: unknown) => void;
+  /** the call's client span when the request is traced: ended with the call */
+  span?: UpstreamSpan;
   private timer: NodeJS.Timeout;
   private readonly onAbort?: () => void;
 
@@ -231,10 +245,15 @@ export class Call {
   dispose(): void {
     clearTimeout(this.timer);
     if (this.onAbort) this.signal!.removeEventListener('abort', this.onAbort);
+    if (this.span !== undefined) {
+      this.span.end();
+      this.span = undefined;
+    }
   }
 
   /** ended early (consumer stopped, error): close the upstream request so the upstream stops generating */
   destroy(): void {
+    if (this.span !== undefined && !this.res?.complete) this.span.fail(this.cancelled ? new Error('cancelled') : new Error('the answer was cut before its end'));
     this.dispose();
     if (!this.res?.complete) {
       this.req.destroy();

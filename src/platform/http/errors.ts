@@ -18,8 +18,17 @@ export function isUnavailable(err: unknown): boolean {
   );
 }
 
-/** Turns anything thrown in a route into an AppError (unknown errors become internal_error). */
+/**
+ * Turns anything thrown in a route into an AppError (unknown errors become internal_error). The first error a
+ * request ends with is noted in its facts (the request log line's `error`, the per-model error series).
+ */
 export function toAppError(err: unknown, req: FastifyRequest): AppError {
+  const e = appErrorOf(err, req);
+  if (req.facts && req.facts.errorCode === undefined) req.facts.errorCode = e.code;
+  return e;
+}
+
+function appErrorOf(err: unknown, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
   if (isUnavailable(err)) {
     req.log.warn({ err: (err as Error).message }, 'storage unavailable');

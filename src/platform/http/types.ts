@@ -11,6 +11,8 @@ declare module 'fastify' {
     user?: UserPrincipal;
     /** {base_url} caller (inference key) */
     apiKey?: KeyPrincipal;
+    /** what the request did (model, deployment, tokens, upstream latency...): filled by the services, read by the request log line */
+    facts: import('../ops/facts.js').RequestFacts;
   }
   interface FastifyContextConfig {
     /** the inference-key scope a {base_url} route needs (responses, audio, models) */

@@ -1,4 +1,100 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+
+/** Buckets of the per-model latency histograms (seconds): model answers take from milliseconds to minutes. */
+const MODEL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
+
+/**
+ * A counter or histogram whose series are bound to their label values once and then cost a few additions per
+ * update: prom-client hashes the labels of every inc() and observe() (about a microsecond each), which the
+ * per-model series would pay six times a request. Registered in the prom-client registry like its own metrics
+ * (it reads them through get()), so the text of /metrics is the same.
+ */
+class BoundSeries {
+  readonly aggregator = 'sum';
+  private readonly children: Array<{ labels: Record<string, string>; child: BoundCounter | BoundHistogram }> = [];
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'histogram',
+    private readonly labelNames: readonly string[],
+    private readonly buckets: readonly number[] = [],
+  ) {}
+
+  /** the series of these label values (in labelNames order): made once, kept by the caller */
+  child(...values: string[]): BoundCounter | BoundHistogram {
+    const labels: Record<string, string> = {};
+    this.labelNames.forEach((n, i) => (labels[n] = values[i]!));
+    const child = this.type === 'counter' ? new BoundCounter() : new BoundHistogram(this.buckets);
+    this.children.push({ labels, child });
+    return child;
+  }
+
+  get() {
+    const values: Array<{ value: number; labels: Record<string, string | number>; metricName?: string }> = [];
+    for (const { labels, child } of this.children) {
+      if (child instanceof BoundCounter) {
+        values.push({ value: child.value, labels });
+        continue;
+      }
+      let cumulative = 0;
+      for (let i = 0; i < this.buckets.length; i++) {
+        cumulative += child.counts[i]!;
+        values.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le: this.buckets[i]! }, value: cumulative });
+      }
+      values.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le: '+Inf' }, value: child.count });
+      values.push({ metricName: `${this.name}_sum`, labels, value: child.sum });
+      values.push({ metricName: `${this.name}_count`, labels, value: child.count });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    for (const { child } of this.children) child.reset();
+  }
+}
+
+export class BoundCounter {
+  value = 0;
+  inc(n = 1): void {
+    this.value += n;
+  }
+  reset(): void {
+    this.value = 0;
+  }
+}
+
+export class BoundHistogram {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+  constructor(private readonly buckets: readonly number[]) {
+    this.counts = new Float64Array(buckets.length + 1);
+  }
+  observe(v: number): void {
+    const b = this.buckets;
+    let i = 0;
+    while (i < b.length && v > b[i]!) i++;
+    this.counts[i]!++;
+    this.sum += v;
+    this.count++;
+  }
+  reset(): void {
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+  }
+}
+
+/** The series of one model and deployment, bound to their labels once (a request then costs no label lookup). */
+export interface ModelSeries {
+  requests: BoundCounter;
+  duration: BoundHistogram;
+  ttft: BoundHistogram;
+  upstream: BoundHistogram;
+  tokensIn: BoundCounter;
+  tokensOut: BoundCounter;
+}
 
 /** Prometheus metrics of one Portico process (served at /metrics). */
 export class Metrics {
@@ -40,6 +136,92 @@ export class Metrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+
+  // ---------------------------------------------------------------- per model and deployment
+  // `model` is a configured model name (never what a client sent before it was resolved), `deployment` what served
+  // it (src/models/spec.ts deploymentName; routing names the deployment it chose). Filled from each request's facts
+  // (src/platform/ops/facts.ts) when it ends, in src/compose/http.ts.
+  readonly modelRequests = this.bound('portico_model_requests_total', 'Requests that reached a model, by model and deployment', 'counter', ['model', 'deployment']);
+  readonly modelErrors = new Counter({
+    name: 'portico_model_errors_total',
+    help: 'Requests to a model that failed, by model, deployment and error type (the error code the client got)',
+    labelNames: ['model', 'deployment', 'type'],
+    registers: [this.registry],
+  });
+  readonly modelDuration = this.bound(
+    'portico_model_request_duration_seconds',
+    'Latency of requests to a model, to the end of the answer',
+    'histogram',
+    ['model', 'deployment'],
+    MODEL_BUCKETS,
+  );
+  readonly modelTtft = this.bound(
+    'portico_model_time_to_first_token_seconds',
+    "Time from the engine or upstream call to the model's first output",
+    'histogram',
+    ['model', 'deployment'],
+    MODEL_BUCKETS,
+  );
+  readonly modelUpstream = this.bound(
+    'portico_model_upstream_duration_seconds',
+    'Time spent in the engine or upstream call, to the end of its answer (the rest of a request is Portico)',
+    'histogram',
+    ['model', 'deployment'],
+    MODEL_BUCKETS,
+  );
+  readonly modelTokens = this.bound(
+    'portico_model_tokens_total',
+    'Tokens of requests answered in the request, by model, deployment and direction (background jobs: portico_tokens_total)',
+    'counter',
+    ['model', 'deployment', 'direction'],
+  );
+  /** incremented by routing at each try after the first */
+  readonly modelRetries = new Counter({
+    name: 'portico_model_retries_total',
+    help: 'Upstream tries after the first, by model and the deployment retried',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+  /** incremented by routing when a model's deployments all failed and another model was tried */
+  readonly modelFallbacks = new Counter({
+    name: 'portico_model_fallbacks_total',
+    help: 'Requests that fell back to another model, by the model and deployment that failed',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+  /** set by routing's circuit breaker */
+  readonly circuitState = new Gauge({
+    name: 'portico_model_circuit_state',
+    help: 'Circuit breaker of a deployment: 0 closed (serving), 1 half-open (on trial), 2 open (taken out)',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+
+  private readonly series = new Map<string, ModelSeries>();
+
+  /** The per-model series of a model and deployment, made on first use. */
+  modelSeries(model: string, deployment: string): ModelSeries {
+    const k = model + '\u0000' + deployment;
+    let s = this.series.get(k);
+    if (s === undefined) {
+      s = {
+        requests: this.modelRequests.child(model, deployment) as BoundCounter,
+        duration: this.modelDuration.child(model, deployment) as BoundHistogram,
+        ttft: this.modelTtft.child(model, deployment) as BoundHistogram,
+        upstream: this.modelUpstream.child(model, deployment) as BoundHistogram,
+        tokensIn: this.modelTokens.child(model, deployment, 'input') as BoundCounter,
+        tokensOut: this.modelTokens.child(model, deployment, 'output') as BoundCounter,
+      };
+      this.series.set(k, s);
+    }
+    return s;
+  }
+
+  private bound(name: string, help: string, type: 'counter' | 'histogram', labelNames: string[], buckets?: number[]): BoundSeries {
+    const m = new BoundSeries(name, help, type, labelNames, buckets);
+    this.registry.registerMetric(m as unknown as Metric);
+    return m;
+  }
 
   constructor(defaults = true) {
     if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'portico_' });

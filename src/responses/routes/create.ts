@@ -24,7 +24,7 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
       },
     },
     async (req, reply) => {
-      const p = await svc.prepare(req.body, req.apiKey!, req.id);
+      const p = await svc.prepare(req.body, req.apiKey!, req.id, req.facts);
       if (req.body.background) {
         const response = await svc.createBackground(p);
         if (!req.body.stream) return response;

@@ -1,0 +1,64 @@
+/**
+ * Request tracing, the light half: what the HTTP layer and the upstream clients see. The OpenTelemetry SDK and
+ * its OTLP exporter (./tracing-otel.ts) are loaded only when tracing is configured (OTEL_EXPORTER_OTLP_ENDPOINT
+ * or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); without them nothing here creates an object or a context: the
+ * request's span lives in an AsyncLocalStorage made on the first configured Tracing, and upstreamSpan() is one
+ * check of an unset variable.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** A client span of one upstream HTTP call (one per try). */
+export interface UpstreamSpan {
+  /** the upstream answered with this HTTP status */
+  status(code: number): void;
+  /** the call failed (an error status, a broken or refused connection, a timeout) */
+  fail(err: unknown): void;
+  /** ended: idempotent */
+  end(): void;
+}
+
+/** The span of one request to Portico. */
+export interface ServerSpan {
+  /** a child client span; its trace context is written into `headers` (W3C traceparent, tracestate) */
+  child(name: string, attributes: Record<string, string | number>, headers: Record<string, string>): UpstreamSpan;
+}
+
+/** What one request's span is told when the request ends (src/compose/http.ts, onResponse). */
+export interface ServerSpanEnd {
+  route: string;
+  status: number;
+  attributes: Record<string, string | number | undefined>;
+  /** an error code when the request failed */
+  error?: string;
+}
+
+/** Tracing as the HTTP layer uses it (./tracing-otel.ts builds the real one). */
+export interface Tracing {
+  /** a server span for a request; an incoming W3C traceparent makes it that trace's child */
+  start(method: string, path: string, headers: IncomingHttpHeaders): ServerSpan;
+  /** runs `fn` (the rest of the request) with `span` as the active one, so upstream calls made in it are its children */
+  enter(span: ServerSpan, fn: () => void): void;
+  end(span: ServerSpan, how: ServerSpanEnd): void;
+  /** sends the spans ended so far */
+  flush(): Promise<void>;
+  /** flushes and stops the exporter */
+  close(): Promise<void>;
+}
+
+let active: AsyncLocalStorage<ServerSpan> | undefined;
+
+/** The storage of the active request span, made once per process (only when tracing is configured). */
+export function spanStorage(): AsyncLocalStorage<ServerSpan> {
+  active ??= new AsyncLocalStorage<ServerSpan>();
+  return active;
+}
+
+/**
+ * A client span for an upstream call made while a traced request is active, with its trace context written
+ * into `headers`; undefined (at the cost of one check) when tracing is off or no traced request is active.
+ */
+export function upstreamSpan(name: string, attributes: Record<string, string | number>, headers: Record<string, string>): UpstreamSpan | undefined {
+  if (active === undefined) return undefined;
+  return active.getStore()?.child(name, attributes, headers);
+}
