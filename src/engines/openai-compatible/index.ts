@@ -13,7 +13,7 @@ import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
 import { SseParser } from './sse.js';
 import { estimateTokens } from './tokens.js';
-import { Upstream } from './http.js';
+import { Upstream, type Call } from './http.js';
 
 export { estimateTokens } from './tokens.js';
 export { SseParser } from './sse.js';
@@ -68,7 +68,11 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
 const HIGH_WATER = 32;
 
 async function* run(up: Upstream, path: string, req: GenerateRequest, body: () => Record<string, unknown>, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
-  const call = await up.post(path, JSON.stringify(body()), req.signal);
+  yield* read(up, await up.post(path, JSON.stringify(body()), req.signal), decoder);
+}
+
+/** The events of an answer as its body arrives (an event stream, or one JSON body). */
+async function* read(up: Upstream, call: Call, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
   const res = call.res!;
   const out = decoder.out;
   const queue: string[] = [];
@@ -175,6 +179,8 @@ const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
  */
 async function* whole(up: Upstream, path: string, req: GenerateRequest, body: string, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
   const call = await up.post(path, body, req.signal);
+  // the upstream streams anyway: read as a stream (events that came before a break still count)
+  if (!JSON_TYPE.test(String(call.headers['content-type'] ?? ''))) return yield* read(up, call, decoder);
   let text: string;
   try {
     text = await up.readText(call, MAX_ANSWER_BYTES);
@@ -182,13 +188,7 @@ async function* whole(up: Upstream, path: string, req: GenerateRequest, body: st
     call.destroy();
     throw err instanceof EngineError ? err : up.mapError(err, call);
   }
-  if (JSON_TYPE.test(String(call.headers['content-type'] ?? ''))) decoder.onJson(parseJson(text));
-  else {
-    // the upstream streamed anyway
-    const parser = new SseParser((data, event) => decoder.onSse(data, event));
-    parser.push(text);
-    parser.end();
-  }
+  decoder.onJson(parseJson(text));
   decoder.finish();
   const out = decoder.out;
   for (let i = 0; i < out.length; i++) yield out[i];
