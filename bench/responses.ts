@@ -10,7 +10,7 @@
  * runs use BENCH_CONNECTIONS connections. Streaming reports the time to the first event (TTFE) and to the end.
  *
  * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_DURATION_MS (default 3000), BENCH_WARMUP_MS (1000),
- * BENCH_CONNECTIONS (8), BENCH_ONLY (a substring of the scenario names), BENCH_PROFILE=1 (keeps Portico busy
+ * BENCH_CONNECTIONS (8), BENCH_ONLY (substrings of the scenario names, separated by |), BENCH_PROFILE=1 (keeps Portico busy
  * for a --cpu-prof run), BENCH_OTEL_ENDPOINT (tracing on, spans sent to that OTLP/HTTP collector).
  */
 import os from 'node:os';
@@ -28,9 +28,12 @@ const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
 async function portico(upstreamUrl: string) {
   const models: ModelSpec[] = [{ name: 'fast', provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' } as ModelSpec];
   // the embedded default of `npm start` (PGlite files in DATA_DIR, the usage journal beside them), or PostgreSQL
+  // LOG_LEVEL (default warn, as issue 13 measures): 'info' writes one line per request to /dev/null
   // BENCH_OTEL_ENDPOINT: tracing on, spans sent to this OTLP/HTTP collector (the cost of tracing)
   const otel = process.env.BENCH_OTEL_ENDPOINT;
-  const p = await startPortico({ db: DB, pglite: 'files', models, env: otel ? { OTEL_EXPORTER_OTLP_ENDPOINT: otel } : undefined });
+  const env: Record<string, string> = { LOG_LEVEL: process.env.LOG_LEVEL || 'warn' };
+  if (otel) env.OTEL_EXPORTER_OTLP_ENDPOINT = otel;
+  const p = await startPortico({ db: DB, pglite: 'files', models, env });
   return { url: p.url, key: await p.createKey('bench'), close: p.close };
 }
 
@@ -64,7 +67,7 @@ async function main() {
     { name: 'Portico, non-streaming, store on', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, true), stream: false },
     { name: 'Portico, streaming, store off', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(true, false), stream: true },
     { name: 'Portico, streaming, store on', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(true, true), stream: true },
-  ].filter((s) => !process.env.BENCH_ONLY || s.name.includes(process.env.BENCH_ONLY));
+  ].filter((s) => !process.env.BENCH_ONLY || process.env.BENCH_ONLY.split('|').some((o) => s.name.includes(o)));
 
   // one request each way first: a broken set-up fails here with its answer
   for (const stream of [false, true]) {

@@ -69,6 +69,12 @@ export interface GenerateRequest {
   cacheKey?: string;
   /** id under which this generation's state may be kept for a later request that continues it */
   saveKey?: string;
+  /**
+   * false: the caller folds the whole answer before it uses any of it (a non-streaming response). An engine
+   * behind an HTTP upstream may then ask for one JSON answer instead of an event stream; the events it yields
+   * are the same. Unset or true: the events as they come.
+   */
+  stream?: boolean;
   signal?: AbortSignal;
 }
 

@@ -6,7 +6,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { AppError } from '../platform/errors.js';
 import { AsyncChannel } from '../platform/async-channel.js';
-import type { GenerateEvent, Usage } from '../engines/types.js';
+import type { GenerateEvent, GenerateRequest, Usage } from '../engines/types.js';
 import type { UsageService } from '../portal/usage/service.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import { costMicros } from '../models/pricing.js';
@@ -44,7 +44,8 @@ export class Runner {
     builder.start();
     let final: ResponseObject;
     try {
-      ({ final } = await this.execute(p, builder, signal, () => {}));
+      // nothing is shown before the end: the engine may fetch the answer whole (no upstream event stream)
+      ({ final } = await this.execute(p, builder, signal, () => {}, true));
     } catch (e) {
       if (signal.aborted) await this.chargeLeft(p, builder.response);
       throw e;
@@ -106,15 +107,18 @@ export class Runner {
   /**
    * Runs the generation, folding events into the builder. The first engine event is awaited before
    * `onStart` is called, so a request the engine refuses at once (bad upstream request, unreachable
-   * upstream) fails with a plain HTTP error instead of a half-started response.
+   * upstream) fails with a plain HTTP error instead of a half-started response. `whole`: the caller uses
+   * nothing before the end, so the engine is told it need not stream (a spoken answer streams all the same:
+   * its speech starts with the first sentence).
    */
-  async execute(p: Prepared, builder: ResponseBuilder, signal: AbortSignal, onStart: () => void): Promise<{ final: ResponseObject; usage?: Usage }> {
+  async execute(p: Prepared, builder: ResponseBuilder, signal: AbortSignal, onStart: () => void, whole = false): Promise<{ final: ResponseObject; usage?: Usage }> {
     // a spoken answer whose speech engine fails stops the model too
-    const stop = new AbortController();
     const voice = p.audio && this.d.speaker ? new SpokenAnswer(builder, this.d.speaker, p.audio, signal) : undefined;
     const facts = p.facts;
     facts?.engineStarted();
-    const it = p.engine.generate({ ...p.gen, signal: voice ? AbortSignal.any([signal, stop.signal]) : signal })[Symbol.asyncIterator]();
+    const stop = voice ? new AbortController() : undefined;
+    const gen: GenerateRequest = voice ? { ...p.gen, signal: AbortSignal.any([signal, stop!.signal]) } : whole ? { ...p.gen, signal, stream: false } : { ...p.gen, signal };
+    const it = p.engine.generate(gen)[Symbol.asyncIterator]();
     let first: IteratorResult<GenerateEvent>;
     try {
       first = await it.next();

@@ -120,7 +120,8 @@ describe('compaction: errors', () => {
     const refused = await compact({ model: MODEL, input: 'x' });
     assert.equal(refused.status, 400);
     await expectError(refused, 400);
-    e.up.script({ text: ['half ', 'a summ'], breakAfter: 2 });
+    // asked for one JSON answer, this upstream streams anyway and breaks off
+    e.up.script({ raw: ['half ', 'a summ', 'ary.'].map((t) => `data: {"choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`), breakAfter: 2 });
     const broken = await expectError(await compact({ model: MODEL, input: 'x' }), 502, 'engine_error');
     assert.match(broken.message, /summary/);
     e.up.script({ text: '   ' });

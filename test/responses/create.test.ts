@@ -22,6 +22,23 @@ for (const db of testDatabases()) {
     });
     after(() => e.close());
 
+    test('a non-streaming request asks the upstream for one JSON answer (same object), a streamed one streams', async () => {
+      e.up.script({ text: 'One answer.', usage: { prompt_tokens: 4, completion_tokens: 2 } });
+      const res = await e.call('POST', '/v1/responses', { model: MODEL, input: 'Hi', store: false });
+      assert.equal(res.status, 200);
+      const r = await res.json();
+      assert.equal(r.status, 'completed');
+      assert.equal(r.output_text, 'One answer.');
+      assert.deepEqual([r.usage.input_tokens, r.usage.output_tokens], [4, 2]);
+      assert.equal(e.last().stream, false);
+      assert.equal(e.last().stream_options, undefined);
+      e.up.script({ text: 'Streamed.' });
+      const s = await e.call('POST', '/v1/responses', { model: MODEL, input: 'Hi', store: false, stream: true });
+      assert.match(await s.text(), /response\.completed/);
+      assert.equal(e.last().stream, true);
+      assert.deepEqual(e.last().stream_options, { include_usage: true });
+    });
+
     test("plain text: the whole ResponseObject, usage total, the upstream's dated model name", async () => {
       e.up.script({ text: 'Hello there, friend.', chunks: 3, model: 'upstream-model-2026-01-01', usage: { prompt_tokens: 12, completion_tokens: 5 } });
       const res = await e.call('POST', '/v1/responses', { model: MODEL, input: 'Say hello' });
@@ -70,8 +87,9 @@ for (const db of testDatabases()) {
       const up = e.last();
       assert.equal(up.model, 'upstream-model');
       assert.deepEqual(up.messages, [{ role: 'user', content: 'Say hello' }]);
-      assert.equal(up.stream, true);
-      assert.deepEqual(up.stream_options, { include_usage: true });
+      // a non-streaming request: one JSON answer from the upstream
+      assert.equal(up.stream, false);
+      assert.equal(up.stream_options, undefined);
       // the SDK gives the same, with output_text
       e.up.script({ text: 'Hi!' });
       const s = await e.client.responses.create({ model: MODEL, input: 'Say hello' });
@@ -307,7 +325,9 @@ for (const db of testDatabases()) {
     });
 
     test('the upstream stream breaks mid-way -> failed with error {code, message}, still a ResponseObject', async () => {
-      e.up.script({ text: ['a', 'b', 'c', 'd'], breakAfter: 3 });
+      // asked for one JSON answer, this upstream streams anyway and breaks after three events
+      const frame = (t: string) => `data: {"choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`;
+      e.up.script({ raw: ['a', 'b', 'c', 'd'].map(frame), breakAfter: 3 });
       const res = await e.call('POST', '/v1/responses', { model: MODEL, input: 'x' });
       assert.equal(res.status, 200);
       const r = await res.json();

@@ -27,7 +27,7 @@ describe('upstream with api: responses, through Portico', () => {
     assert.equal(r.usage?.output_tokens, 3);
     const sent = upstreamResponsesCalls().at(-1)!.body;
     assert.equal(sent.store, false, 'the upstream must not store: Portico owns storage');
-    assert.equal(sent.stream, true);
+    assert.equal(sent.stream, false, 'a non-streaming create asks for one JSON answer');
     assert.equal(sent.instructions, 'Be brief.');
     // Portico stored it: retrieve works, and a chained request carries the history to the upstream
     assert.equal((await e.client.responses.retrieve(r.id)).output_text, 'Native answer');

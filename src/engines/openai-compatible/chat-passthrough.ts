@@ -11,7 +11,7 @@
  */
 import { createParser } from 'eventsource-parser';
 import { EngineError, type ChatCompletionsRequest } from '../types.js';
-import { parseErrorBody, type Call, type Upstream } from './http.js';
+import { parseErrorBody, type Upstream } from './http.js';
 
 /** the largest non-streamed answer read from an upstream */
 const MAX_JSON_BYTES = 64 * 1024 * 1024;
@@ -27,9 +27,9 @@ export async function* chatPassthrough(up: Upstream, req: ChatCompletionsRequest
   const res = call.res!;
   let complete = false;
   try {
-    const isJson = /application\/json/i.test(String(res.headers['content-type'] ?? ''));
+    const isJson = /application\/json/i.test(String(call.headers['content-type'] ?? ''));
     if (isJson || body.stream !== true) {
-      const answer = parseObject(await readAll(call));
+      const answer = parseObject(await up.readText(call, MAX_JSON_BYTES));
       if (body.stream === true) yield* asChunks(answer);
       else yield answer;
       complete = true;
@@ -68,7 +68,7 @@ export async function* chatPassthrough(up: Upstream, req: ChatCompletionsRequest
     // leaving the loop at [DONE] must not destroy the response: the socket is reused
     for await (const chunk of res.iterator({ destroyOnReturn: false }) as AsyncIterable<string | Buffer>) {
       call.touch();
-      parser.feed(typeof chunk === 'string' ? chunk : chunk.toString('utf8'));
+      parser.feed(typeof chunk === 'string' ? chunk : call.decoder.write(chunk));
       for (let i = 0; i < ready.length; i++) yield ready[i]!;
       ready.length = 0;
       if (bad) throw bad;
@@ -82,7 +82,7 @@ export async function* chatPassthrough(up: Upstream, req: ChatCompletionsRequest
   } catch (e) {
     throw e instanceof EngineError ? e : up.mapError(e, call);
   } finally {
-    if (complete) release(call);
+    if (complete) call.release();
     else call.destroy(); // the consumer stopped early or it failed: the upstream stops generating
   }
 }
@@ -92,17 +92,6 @@ function withoutDeveloperRole(body: Record<string, unknown>): Record<string, unk
   const messages = body.messages;
   if (!Array.isArray(messages) || !messages.some((m) => (m as { role?: unknown })?.role === 'developer')) return body;
   return { ...body, messages: messages.map((m) => ((m as { role?: unknown }).role === 'developer' ? { ...(m as object), role: 'system' } : m)) };
-}
-
-/** Reads a whole (bounded) answer body. */
-async function readAll(call: Call): Promise<string> {
-  let text = '';
-  for await (const chunk of call.res! as AsyncIterable<string | Buffer>) {
-    call.touch();
-    text += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
-    if (text.length > MAX_JSON_BYTES) throw new EngineError('upstream answer is too large', 'upstream_error', 502);
-  }
-  return text;
 }
 
 function parseObject(text: string): Record<string, unknown> {
@@ -135,16 +124,4 @@ export function asChunks(c: Record<string, unknown>): Record<string, unknown>[] 
   ];
   if (c.usage) out.push({ ...head, choices: [], usage: c.usage });
   return out;
-}
-
-/** The answer is complete: the socket goes back to the pool once the rest of the body (if any) is read. */
-function release(call: Call): void {
-  call.dispose();
-  const res = call.res!;
-  if (res.complete || res.destroyed) return;
-  res.on('error', () => {});
-  res.resume();
-  const t = setTimeout(() => res.destroy(), 5000);
-  t.unref();
-  res.once('end', () => clearTimeout(t));
 }

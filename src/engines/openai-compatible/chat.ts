@@ -1,4 +1,4 @@
-/** GenerateRequest <-> Chat Completions (POST /chat/completions, streamed). */
+/** GenerateRequest <-> Chat Completions (POST /chat/completions: streamed, or one JSON answer for a non-streaming caller). */
 import { EngineError, type ChatMessage, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../types.js';
 import { ToolCallAssembler } from './tool-calls.js';
 import { estimateTokens } from './tokens.js';
@@ -73,7 +73,11 @@ export function chatMessages(messages: readonly ChatMessage[], opts: ChatOptions
 }
 
 export function buildChatBody(req: GenerateRequest, opts: ChatOptions): Record<string, unknown> {
-  const body: Record<string, unknown> = { model: req.model, messages: chatMessages(req.messages, opts), stream: true, stream_options: STREAM_OPTIONS };
+  // a non-streaming caller gets one JSON answer from the upstream (no stream_options: only valid with stream)
+  const body: Record<string, unknown> =
+    req.stream === false
+      ? { model: req.model, messages: chatMessages(req.messages, opts), stream: false }
+      : { model: req.model, messages: chatMessages(req.messages, opts), stream: true, stream_options: STREAM_OPTIONS };
   if (req.tools?.length) {
     body.tools = req.tools.map((t) => {
       const f: Record<string, unknown> = { name: t.name };

@@ -9,7 +9,7 @@
  * Built on the Upstream's public methods (post, mapError) so the transport under it can change.
  */
 import { EngineError, type EmbedRequest, type EmbedResult, type EmbeddingsEngine } from '../types.js';
-import { Upstream, type Call } from './http.js';
+import { Upstream } from './http.js';
 import { estimateTextTokens } from './tokens.js';
 
 export interface OpenAICompatibleEmbeddingsOptions {
@@ -35,12 +35,11 @@ export function createOpenAICompatibleEmbeddingsEngine(opts: OpenAICompatibleEmb
       const call = await up.post('/embeddings', JSON.stringify(body), req.signal);
       let text: string;
       try {
-        text = await readAll(call);
+        text = await up.readText(call, MAX_BYTES);
       } catch (e) {
         call.destroy();
         throw e instanceof EngineError ? e : up.mapError(e, call);
       }
-      call.dispose();
       return parseAnswer(text, req);
     },
     close() {
@@ -48,16 +47,6 @@ export function createOpenAICompatibleEmbeddingsEngine(opts: OpenAICompatibleEmb
       return Promise.resolve();
     },
   };
-}
-
-async function readAll(call: Call): Promise<string> {
-  let text = '';
-  for await (const chunk of call.res! as AsyncIterable<string | Buffer>) {
-    call.touch();
-    text += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
-    if (text.length > MAX_BYTES) throw new EngineError('upstream answer is too large', 'upstream_error', 502);
-  }
-  return text;
 }
 
 const unreadable = (why: string) => new EngineError(`upstream sent an unreadable embeddings answer (${why})`, 'upstream_error', 502);

@@ -1,13 +1,18 @@
 /**
- * The HTTP client side of the openai-compatible engine: node:http / node:https with a keep-alive Agent.
+ * The HTTP client side of the openai-compatible engine: an undici Pool per upstream origin (keep-alive
+ * connections, reused in LIFO order by undici; no cap unless `connections` is set).
  *
- * Why not global fetch: undici's fetch wraps every body in WHATWG streams and Response objects; for many small
- * SSE chunks node:http's IncomingMessage (one 'data' per TCP read, setEncoding('utf8') for split code points)
- * costs less per chunk and per request. Connections are reused through the Agent (keepAlive, no socket cap).
+ * Why undici's Pool.request and not node:http or global fetch: it costs about half of node:http's CPU per
+ * request (no ClientRequest/Agent/IncomingMessage machinery; measured in docs/performance.md), and its
+ * per-request `headersTimeout` / `bodyTimeout` / `signal` are exactly the limits a call needs (the wait for the
+ * headers, the longest silence between two body chunks, while the body is not paused by its consumer, and the
+ * client's abort), so a call holds no timer or listener of its own. fetch would wrap every body in WHATWG
+ * streams and Response objects. Pipelining stays off (1): these are POSTs (not idempotent), and an answer that
+ * streams for minutes would hold every request queued behind it on the same connection.
  */
-import http from 'node:http';
-import https from 'node:https';
-import type { IncomingMessage } from 'node:http';
+import { Pool, type Dispatcher } from 'undici';
+import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { EngineError } from '../types.js';
 import { upstreamSpan, type UpstreamSpan } from '../../platform/ops/tracing.js';
 
@@ -17,18 +22,18 @@ export interface UpstreamOptions {
   /** ms to wait for the response headers, and the longest silence allowed between two body chunks */
   timeoutMs?: number;
   headers?: Record<string, string>;
-  /** max idle keep-alive sockets per upstream host (default 64) */
-  maxFreeSockets?: number;
+  /** the most connections open to this upstream at once (default: no limit, as many as requests in flight) */
+  connections?: number;
 }
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
+/** an error event nobody else listens to (a body destroyed after its reader left) must not crash the process */
+const ignore = () => {};
+
 /** One upstream (base URL + credentials) with its connection pool. */
 export class Upstream {
-  readonly agent: http.Agent;
-  private readonly request: typeof http.request;
-  private readonly host: string;
-  private readonly port: number;
+  readonly pool: Pool;
   private readonly basePath: string;
   private readonly baseHeaders: Record<string, string>;
   /** attributes of the client span of each call when tracing is on: host and port only (no credentials, no path) */
@@ -45,13 +50,10 @@ export class Upstream {
     }
     const tls = u.protocol === 'https:';
     if (!tls && u.protocol !== 'http:') throw new Error(`openai-compatible: base_url must be http(s): ${opts.baseUrl}`);
-    const agentOpts = { keepAlive: true, keepAliveMsecs: 1000, maxFreeSockets: opts.maxFreeSockets ?? 64, scheduling: 'lifo' as const };
-    this.agent = tls ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
-    this.request = tls ? https.request : http.request;
-    this.host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
-    this.port = u.port ? Number(u.port) : tls ? 443 : 80;
-    this.basePath = u.pathname.replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    // keep-alive: an idle connection is kept 60 s at most (less if the upstream's Keep-Alive header says so)
+    this.pool = new Pool(u.origin, { connections: opts.connections ?? null, pipelining: 1, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 60_000 });
+    this.basePath = u.pathname.replace(/\/+$/, '');
     this.secret = opts.apiKey || undefined;
     const h: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (u.username || u.password) {
@@ -60,7 +62,7 @@ export class Upstream {
     if (opts.headers) for (const k of Object.keys(opts.headers)) h[k.toLowerCase()] = opts.headers[k];
     if (this.secret) h.authorization = `Bearer ${this.secret}`;
     this.baseHeaders = h;
-    this.spanAttributes = { 'http.request.method': 'POST', 'server.address': this.host, 'server.port': this.port };
+    this.spanAttributes = { 'http.request.method': 'POST', 'server.address': u.hostname, 'server.port': Number(u.port || (tls ? 443 : 80)) };
   }
 
   /** Removes the api key from any text that may reach a client. */
@@ -70,82 +72,115 @@ export class Upstream {
   }
 
   /**
-   * POSTs a JSON body; resolves with the response once its headers arrived and its status is 2xx, with
-   * utf8 encoding set. Non-2xx responses are read and turned into an EngineError.
+   * POSTs a JSON body; resolves with the call once the response headers arrived and its status is 2xx (its body
+   * gives Buffers: undici's setEncoding does not decode 'data', see Call.decoder). Non-2xx responses are read and turned into an EngineError.
    */
-  post(path: string, body: string, signal: AbortSignal | undefined): Promise<Call> {
-    return new Promise<Call>((resolve, reject) => {
-      if (signal?.aborted) return reject(cancelled());
-      const headers: Record<string, string> = { ...this.baseHeaders, 'content-length': String(Buffer.byteLength(body)) };
-      // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream
-      const span = upstreamSpan(`POST ${path}`, this.spanAttributes, headers);
-      const req = this.request({
-        host: this.host,
-        port: this.port,
+  async post(path: string, body: string, signal: AbortSignal | undefined): Promise<Call> {
+    if (signal?.aborted) throw cancelled();
+    const call = new Call(this.timeoutMs, signal);
+    // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream (the
+    // headers are copied only then: without tracing every call shares the one header object)
+    let headers = this.baseHeaders;
+    const traced: Record<string, string> = {};
+    const span = upstreamSpan(`POST ${path}`, this.spanAttributes, traced);
+    if (span !== undefined) {
+      headers = { ...headers, ...traced };
+      call.span = span;
+    }
+    let data: Dispatcher.ResponseData;
+    try {
+      // undici's own timeouts are off: its fast timers tick every ~0.5 s, too coarse for a short timeout_ms
+      data = await this.pool.request({
         method: 'POST',
         path: this.basePath + path,
         headers,
-        agent: this.agent,
+        body,
+        signal: call.abort.signal,
+        headersTimeout: 0,
+        bodyTimeout: 0,
       });
-      const call = new Call(req, this.timeoutMs, signal);
-      if (span) call.span = span;
-      let settled = false;
-      const fail = (err: unknown) => {
-        if (settled) return;
-        settled = true;
-        const e = this.mapError(err, call);
-        call.span?.fail(e);
-        call.dispose();
-        reject(e);
-      };
-      call.onFail = fail;
-      req.on('error', fail);
-      req.on('response', (res) => {
-        call.res = res;
+    } catch (err) {
+      const e = this.mapError(err, call);
+      call.span?.fail(e);
+      call.dispose();
+      throw e;
+    }
+    const res = data.body;
+    res.on('error', ignore);
+    call.res = res;
+    call.headers = data.headers;
+    call.touch();
+    const status = data.statusCode;
+    call.span?.status(status);
+    if (status >= 200 && status < 300) return call;
+    // error status: read (a bounded amount of) the body for the upstream's message
+    let text = '';
+    let failure: EngineError;
+    try {
+      const utf8 = new StringDecoder('utf8');
+      for await (const d of res as AsyncIterable<Buffer>) {
         call.touch();
-        res.setEncoding('utf8');
-        const status = res.statusCode ?? 0;
-        call.span?.status(status);
-        if (status >= 200 && status < 300) {
-          settled = true;
-          call.onFail = undefined;
-          req.removeListener('error', fail);
-          req.on('error', () => {}); // late socket errors surface through the response
-          resolve(call);
-          return;
+        text += utf8.write(d);
+        if (text.length >= 65536) {
+          res.destroy();
+          break;
         }
-        // error status: read (a bounded amount of) the body for the upstream's message
-        let text = '';
-        res.on('data', (d: string) => {
-          call.touch();
-          if (text.length < 65536) text += d;
-        });
-        res.on('end', () => {
-          if (settled) return;
-          settled = true;
-          const e = this.statusError(status, text, res.headers['retry-after']);
-          call.span?.fail(e);
-          call.dispose();
-          reject(e);
-        });
-        res.on('error', fail);
-        res.on('aborted', () => fail(new Error('aborted')));
+      }
+      failure = this.statusError(status, text, data.headers['retry-after']);
+    } catch (err) {
+      failure = this.mapError(err, call);
+    }
+    call.span?.fail(failure);
+    call.dispose();
+    throw failure;
+  }
+
+
+  /**
+   * Reads a 2xx answer's whole body as utf8 text (decoded once at the end, so code points split between
+   * chunks are whole); the call is disposed of once it is read. Rejects with an EngineError past maxBytes, or with the transport's error (mapError
+   * turns it into one) if the body breaks off.
+   */
+  readText(call: Call, maxBytes: number): Promise<string> {
+    const res = call.res!;
+    return new Promise<string>((resolve, reject) => {
+      const parts: Buffer[] = [];
+      let size = 0;
+      let done = false;
+      const fail = (err: unknown) => {
+        if (done) return;
+        done = true;
+        reject(err);
+      };
+      res.on('data', (d: Buffer) => {
+        call.touch();
+        parts.push(d);
+        size += d.length;
+        if (size > maxBytes) {
+          fail(new EngineError('upstream answer is too large', 'upstream_error', 502));
+          res.destroy();
+        }
       });
-      req.end(body);
+      res.on('end', () => {
+        if (done) return;
+        done = true;
+        call.dispose();
+        resolve(parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
+      });
+      res.on('error', fail);
+      res.on('close', () => fail(new Error('premature close')));
     });
   }
 
-  /** Maps a transport failure (before or during the response) to an EngineError. */
+  /** Maps a transport failure (before the response, or during its body) to an EngineError. */
   mapError(err: unknown, call?: Call): EngineError {
     if (err instanceof EngineError) return err;
     if (call?.cancelled) return cancelled();
-    if (call?.timedOut) {
-      return new EngineError(`upstream did not answer within ${this.timeoutMs} ms`, 'upstream_unavailable', 504);
-    }
+    if (call?.timedOut) return new EngineError(`upstream did not answer within ${this.timeoutMs} ms`, 'upstream_unavailable', 504);
     const code = (err as NodeJS.ErrnoException)?.code;
     const what = code ?? (err as Error)?.message ?? String(err);
     if (call?.res) return new EngineError(`upstream connection broke mid-stream (${what})`, 'upstream_stream_broken', 502);
-    return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' ? 504 : 502);
+    return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 504 : 502);
   }
 
   /**
@@ -177,7 +212,7 @@ export class Upstream {
   }
 
   close(): void {
-    this.agent.destroy();
+    this.pool.destroy().catch(ignore);
   }
 }
 
@@ -201,33 +236,37 @@ export function parseErrorBody(body: string): { message: string; code?: string }
   }
 }
 
-/** One in-flight upstream request: owns the timeout and the abort wiring; dispose() tears it down. */
+/**
+ * One in-flight upstream request: its timeout (the wait for the headers, then the longest silence between two
+ * body chunks: touch() on every chunk) and its abort wiring (the caller's signal aborts the request; the call
+ * is the listener itself, no closure per request); then the body (Buffers) and what it needs to end it.
+ */
 export class Call {
-  res?: IncomingMessage;
+  res?: Readable;
+  headers: Dispatcher.ResponseData['headers'] = {};
+  /** utf8 text of the body's chunks as they come (a code point split between two chunks is held back) */
+  readonly decoder = new StringDecoder('utf8');
+  readonly abort = new AbortController();
   timedOut = false;
-  cancelled = false;
-  onFail?: (err: unknown) => void;
   /** the call's client span when the request is traced: ended with the call */
   span?: UpstreamSpan;
-  private timer: NodeJS.Timeout;
-  private readonly onAbort?: () => void;
+  private readonly timer: NodeJS.Timeout;
 
   constructor(
-    readonly req: http.ClientRequest,
     timeoutMs: number,
-    private readonly signal: AbortSignal | undefined,
+    readonly signal: AbortSignal | undefined,
   ) {
-    this.timer = setTimeout(() => {
-      this.timedOut = true;
-      this.kill(new Error('timeout'));
-    }, timeoutMs);
-    if (signal) {
-      this.onAbort = () => {
-        this.cancelled = true;
-        this.kill(new Error('aborted'));
-      };
-      signal.addEventListener('abort', this.onAbort, { once: true });
-    }
+    this.timer = setTimeout(onCallTimeout, timeoutMs, this);
+    signal?.addEventListener('abort', this, { once: true });
+  }
+
+  /** the caller's signal fired (EventListener interface) */
+  handleEvent(): void {
+    this.abort.abort(cancelled());
+  }
+
+  get cancelled(): boolean {
+    return this.signal?.aborted === true;
   }
 
   /** data arrived: the silence timer starts again */
@@ -235,29 +274,45 @@ export class Call {
     this.timer.refresh();
   }
 
-  private kill(err: Error): void {
-    this.onFail?.(err);
-    this.req.destroy(err);
-    this.res?.destroy(err);
-  }
-
-  /** finished normally: the socket goes back to the pool */
+  /** finished: no timeout, no abort any more */
   dispose(): void {
     clearTimeout(this.timer);
-    if (this.onAbort) this.signal!.removeEventListener('abort', this.onAbort);
+    this.signal?.removeEventListener('abort', this);
     if (this.span !== undefined) {
       this.span.end();
       this.span = undefined;
     }
   }
 
-  /** ended early (consumer stopped, error): close the upstream request so the upstream stops generating */
-  destroy(): void {
-    if (this.span !== undefined && !this.res?.complete) this.span.fail(this.cancelled ? new Error('cancelled') : new Error('the answer was cut before its end'));
-    this.dispose();
-    if (!this.res?.complete) {
-      this.req.destroy();
-      this.res?.destroy();
-    }
+  /** the whole body was read */
+  get complete(): boolean {
+    return this.res?.readableEnded === true;
   }
+
+  /** ended early (consumer stopped, error): close the upstream connection so the upstream stops generating */
+  destroy(): void {
+    if (this.span !== undefined && this.res?.readableEnded !== true) this.span.fail(this.cancelled ? new Error('cancelled') : new Error('the answer was cut before its end'));
+    this.dispose();
+    if (this.res && !this.res.readableEnded) this.res.destroy();
+  }
+
+  /**
+   * The answer is complete ([DONE], response.completed) but the body may go on (usually just the chunked
+   * encoding's terminator): it is read and dropped so the connection goes back to the pool. An upstream that
+   * keeps the stream open after its final event would pin the connection: it is closed after 5 s.
+   */
+  release(): void {
+    this.dispose();
+    const res = this.res!;
+    if (res.readableEnded || res.destroyed) return;
+    res.resume();
+    const t = setTimeout(() => res.destroy(), 5000);
+    t.unref();
+    res.once('close', () => clearTimeout(t));
+  }
+}
+
+function onCallTimeout(call: Call): void {
+  call.timedOut = true;
+  call.abort.abort(new Error('timeout'));
 }

@@ -2,10 +2,11 @@
  * The `openai-compatible` text engine: an HTTP client of any server speaking the OpenAI Chat Completions API
  * (OpenAI, vLLM, Ollama, llama.cpp server, LocalAI, LiteLLM...) or the Responses API itself.
  *
- * Always streams from the upstream (stream: true) and turns its SSE events into GenerateEvents as they arrive;
- * a server that ignores `stream` and answers with one JSON body is handled too.
+ * Streams from the upstream (stream: true) and turns its SSE events into GenerateEvents as they arrive; a
+ * server that ignores `stream` and answers with one JSON body is handled too. A non-streaming caller
+ * (GenerateRequest.stream false) asks for one JSON answer instead (`whole`): no event parsing, one body read;
+ * a server that streams anyway is parsed as a stream.
  */
-import type { IncomingMessage } from 'node:http';
 import { EngineError, type ChatCompletionsRequest, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
 import { chatPassthrough } from './chat-passthrough.js';
 import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
@@ -41,6 +42,11 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
     kind: 'openai-compatible',
     contextWindow: opts.contextWindow,
     generate(req: GenerateRequest): AsyncIterable<GenerateEvent> {
+      if (req.stream === false) {
+        return api === 'responses'
+          ? whole(upstream, '/responses', req, JSON.stringify(buildResponsesBody(req)), new ResponsesDecoder(req))
+          : whole(upstream, '/chat/completions', req, JSON.stringify(buildChatBody(req, chatOpts)), new ChatDecoder(req));
+      }
       return api === 'responses'
         ? run(upstream, '/responses', req, () => buildResponsesBody(req), new ResponsesDecoder(req))
         : run(upstream, '/chat/completions', req, () => buildChatBody(req, chatOpts), new ChatDecoder(req));
@@ -62,7 +68,11 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
 const HIGH_WATER = 32;
 
 async function* run(up: Upstream, path: string, req: GenerateRequest, body: () => Record<string, unknown>, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
-  const call = await up.post(path, JSON.stringify(body()), req.signal);
+  yield* read(up, await up.post(path, JSON.stringify(body()), req.signal), decoder);
+}
+
+/** The events of an answer as its body arrives (an event stream, or one JSON body). */
+async function* read(up: Upstream, call: Call, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
   const res = call.res!;
   const out = decoder.out;
   const queue: string[] = [];
@@ -74,9 +84,10 @@ async function* run(up: Upstream, path: string, req: GenerateRequest, body: () =
     wake = undefined;
     w?.();
   };
-  const onData = (chunk: string) => {
+  const utf8 = call.decoder;
+  const onData = (chunk: Buffer) => {
     call.touch();
-    queue.push(chunk);
+    queue.push(utf8.write(chunk));
     if (queue.length >= HIGH_WATER) res.pause();
     notify();
   };
@@ -97,7 +108,7 @@ async function* run(up: Upstream, path: string, req: GenerateRequest, body: () =
   res.on('error', onError);
   res.on('close', onClose);
 
-  const isJson = /application\/json/i.test(String(res.headers['content-type'] ?? ''));
+  const isJson = JSON_TYPE.test(String(call.headers['content-type'] ?? ''));
   const parser = isJson ? undefined : new SseParser((data, event) => decoder.onSse(data, event));
   let json = '';
   let ok = false;
@@ -152,22 +163,38 @@ async function* run(up: Upstream, path: string, req: GenerateRequest, body: () =
     res.removeListener('error', onError);
     res.removeListener('close', onClose);
     // the answer is complete (also when the consumer stops right after `done`): keep the connection
-    if (ok || decoder.terminal) drain(res, call);
+    if (ok || decoder.terminal) call.release();
     else call.destroy();
   }
 }
 
-/** The answer is complete ([DONE] / response.completed): let the rest of the body drain so the socket is reused. */
-function drain(res: IncomingMessage, call: Call): void {
-  call.dispose();
-  if (res.complete || res.destroyed) return;
-  res.on('error', () => {});
-  res.resume();
-  // an upstream that keeps the stream open after its final event would pin the socket: give it a moment
-  const t = setTimeout(() => res.destroy(), 5000);
-  t.unref();
-  res.once('end', () => clearTimeout(t));
+/** the largest non-streamed answer read from an upstream */
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A non-streaming caller: one upstream answer, read whole, then its events. The call's timeouts bound the
+ * wait for the answer's headers and any silence while its body arrives (an upstream sends a non-streamed answer
+ * once it is generated, so timeout_ms bounds the generation); an abort closes the connection, which
+ * OpenAI, vLLM, llama.cpp and Ollama take as a cancel.
+ */
+async function* whole(up: Upstream, path: string, req: GenerateRequest, body: string, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
+  const call = await up.post(path, body, req.signal);
+  // the upstream streams anyway: read as a stream (events that came before a break still count)
+  if (!JSON_TYPE.test(String(call.headers['content-type'] ?? ''))) return yield* read(up, call, decoder);
+  let text: string;
+  try {
+    text = await up.readText(call, MAX_ANSWER_BYTES);
+  } catch (err) {
+    call.destroy();
+    throw err instanceof EngineError ? err : up.mapError(err, call);
+  }
+  decoder.onJson(parseJson(text));
+  decoder.finish();
+  const out = decoder.out;
+  for (let i = 0; i < out.length; i++) yield out[i];
 }
+
+const JSON_TYPE = /application\/json/i;
 
 function parseJson(text: string): unknown {
   try {

@@ -1,4 +1,4 @@
-/** GenerateRequest <-> an upstream that speaks the Responses API itself (POST /responses, streamed, store false). */
+/** GenerateRequest <-> an upstream that speaks the Responses API itself (POST /responses, store false: streamed, or one JSON answer for a non-streaming caller). */
 import { EngineError, type ChatMessage, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../types.js';
 import type { StreamDecoder } from './chat.js';
 import { ToolCallAssembler } from './tool-calls.js';
@@ -59,7 +59,7 @@ export function responsesInput(messages: readonly ChatMessage[]): { instructions
 
 export function buildResponsesBody(req: GenerateRequest): Record<string, unknown> {
   const { instructions, input } = responsesInput(req.messages);
-  const body: Record<string, unknown> = { model: req.model, input, store: false, stream: true };
+  const body: Record<string, unknown> = { model: req.model, input, store: false, stream: req.stream !== false };
   if (instructions !== undefined) body.instructions = instructions;
   if (req.tools?.length) {
     body.tools = req.tools.map((t) => {
