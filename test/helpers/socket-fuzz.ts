@@ -106,7 +106,8 @@ export function fuzzCase(r: () => number, key: string): { kind: string; bytes: B
           `${head('Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n')}Content-Length: 4\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
         ),
       };
-    case 12: { // a body of invalid or odd JSON
+    case 12: {
+      // a body of invalid or odd JSON
       const bad = ['{', '[]', 'null', '{"model":', '\u0000', '{"model":"gpt-test","input":[' + '['.repeat(200) + ']'.repeat(200) + ']}', '"x"'][Math.floor(r() * 7)]!;
       return { kind: 'bad-json', bytes: Buffer.from(`${head('Content-Type: application/json\r\n')}Content-Length: ${Buffer.byteLength(bad)}\r\n\r\n${bad}`) };
     }
