@@ -4,6 +4,7 @@
  * for the OpenAPI document. Rules across fields, and what each engine can do, are checked in ./prepare.ts.
  */
 import { Type, type Static } from 'typebox';
+import { MAX_INPUT_ITEMS } from '../platform/http/json-shape.js';
 
 const nullable = <T extends Parameters<typeof Type.Optional>[0]>(t: T) => Type.Optional(Type.Union([t, Type.Null()]));
 
@@ -148,7 +149,11 @@ const LegacyFunction = Type.Object(
 export const ChatCompletionBody = Type.Object(
   {
     model: Type.String({ minLength: 1, maxLength: 200 }),
-    messages: Type.Array(Message, { minItems: 1, description: 'the conversation: system, developer, user, assistant and tool messages' }),
+    messages: Type.Array(Message, {
+      minItems: 1,
+      maxItems: MAX_INPUT_ITEMS,
+      description: `the conversation: system, developer, user, assistant and tool messages (at most ${MAX_INPUT_ITEMS})`,
+    }),
     stream: nullable(Type.Boolean()),
     stream_options: nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()), include_obfuscation: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
     temperature: nullable(Type.Number({ minimum: 0, maximum: 2 })),

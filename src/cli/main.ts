@@ -14,6 +14,7 @@ import { openDb } from '../platform/db/index.js';
 import { ModelConfigError } from '../models/config.js';
 import { AppError } from '../platform/errors.js';
 import { PRIVATE_UMASK } from '../platform/data-dir.js';
+import { armWatchdog } from '../platform/ops/watchdog.js';
 import { MICROS } from '../portal/usage/service.js';
 import type { Core } from '../compose/core.js';
 
@@ -284,14 +285,31 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
       `No JWT_SECRET or JWT_JWKS_URL is set: portal tokens are signed with a secret generated in ${config.dataDir}/jwt-secret. Mint one with: DATA_DIR=${config.dataDir} npx portico token --user alice`,
     );
   }
+  // Shutdown (docs/operations.md): running requests and streams get SHUTDOWN_GRACE_MS, then streams still running
+  // are ended with an error event and their connections cut; closing storage gets 5 s more, then the process
+  // exits whatever still hangs (an upstream, the job worker, Redis). A second signal exits at once. A thread of
+  // its own kills the process 2 s after that deadline if the main thread is stuck (a blocked log write).
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      if (signal === 'primary gone') return;
+      log.warn({ signal }, 'second signal while shutting down: exiting now');
+      process.exit(1);
+    }
     stopping = true;
-    log.info({ signal }, 'shutting down');
-    const timer = setTimeout(() => process.exit(1), 30_000);
-    timer.unref();
-    await server.close();
+    const deadline = config.shutdownGraceMs + 5_000;
+    armWatchdog(deadline + 2_000);
+    setTimeout(() => {
+      log.error({ deadlineMs: deadline }, 'shutdown did not finish by its deadline: exiting');
+      process.exit(1);
+    }, deadline).unref();
+    log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down');
+    try {
+      await server.close();
+    } catch (e) {
+      log.error({ err: (e as Error).message }, 'shutdown failed; exiting');
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));

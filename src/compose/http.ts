@@ -12,6 +12,7 @@ import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
 import { AppError } from '../platform/errors.js';
 import { validatorCompiler } from '../platform/http/validation.js';
+import { invalidJson, parseJsonBody } from '../platform/http/json-body.js';
 import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
@@ -80,8 +81,6 @@ async function beforeBody<T>(req: FastifyRequest, reply: FastifyReply, check: ()
   }
 }
 
-/** a JSON \\u0000 escape that is not itself escaped (an odd number of backslashes before u0000) */
-const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
@@ -123,16 +122,25 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
 
   // bodies are JSON (multipart only where audio uploads are taken): a text/plain body is 415, not a string
   app.removeContentTypeParser('text/plain');
-  // JSON parser: an empty body is "no body" (so a POST without one gets the route's own message)
+  // JSON parser: an empty body is "no body" (so a POST without one gets the route's own message); NUL escapes are
+  // refused up front (PostgreSQL text cannot hold NUL), and so are bodies past the shape limits; large bodies are
+  // parsed in a worker thread, off the event loop (src/platform/http/json-body.ts)
   const defaultJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    // PostgreSQL text cannot hold NUL: refuse it up front instead of failing at storage
-    if (NUL_ESCAPE.test(body as string)) return done(new AppError('validation_error', 'request body must not contain NUL characters (\\u0000)'), undefined);
-    defaultJson(req, body as string, (err: Error | null, v?: unknown) => {
-      if (err) return done(new AppError('invalid_json', 'request body is not valid JSON'), undefined);
-      done(null, v);
+  const parseSmall = (text: string) => {
+    let out: unknown;
+    let failed = false;
+    defaultJson({} as FastifyRequest, text, (err: Error | null, v?: unknown) => {
+      failed = err !== null;
+      out = v;
     });
+    if (failed) throw invalidJson();
+    return out;
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+    parseJsonBody(body as Buffer, parseSmall).then(
+      (v) => done(null, v),
+      (e: unknown) => done(e instanceof AppError ? e : invalidJson(), undefined),
+    );
   });
 
   app.decorateRequest('facts', null as unknown as RequestFacts);

@@ -216,7 +216,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       // a bearer JWT, or the web page's session cookie (with its CSRF check on changes)
       user: (req) => web.authenticatePortal(req),
       async key(req) {
-        const key = await verifier.verify(bearerToken(req), 'inference');
+        const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
         assertRouteScope(key, req.routeOptions.config?.scope);
         if (limiter.applies(key)) {
           try {

@@ -1,4 +1,6 @@
 import type { Config } from '../platform/config.js';
+import { AppError } from '../platform/errors.js';
+import { stopStreams } from '../platform/http/sse.js';
 import { createCore, type Core } from './core.js';
 import { startMetricsServer, type MetricsServer } from '../platform/ops/metrics-server.js';
 import { createRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
@@ -63,7 +65,16 @@ export async function startServer(config: Config, opts: RuntimeOptions = {}): Pr
      */
     close() {
       closing ??= (async () => {
-        const force = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
+        // past the grace period: streams still running end with an error event (what was generated is charged, as
+        // when a client leaves), then every connection left is cut
+        const force = setTimeout(() => {
+          const { count, closed } = stopStreams(
+            app.server,
+            new AppError('service_unavailable', 'The server is shutting down: the response was stopped before it finished. Send it again.'),
+          );
+          if (count) core.log.warn({ streams: count, graceMs: config.shutdownGraceMs }, 'streams still running at the end of the shutdown grace period: stopped');
+          void closed.then(() => app.server.closeAllConnections());
+        }, config.shutdownGraceMs);
         // a keep-alive connection whose stream just ended becomes idle after close() began: close those as
         // they appear instead of waiting for the keep-alive timeout
         const idle = setInterval(() => app.server.closeIdleConnections(), 50);

@@ -1,5 +1,6 @@
 import { chmodSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
 
 /**
  * DATA_DIR holds the embedded database (stored prompts and answers, key digests), the usage journal and
@@ -13,8 +14,41 @@ const OWN_ENTRIES = /^(pglite|workers|models|usage-journal\.ndjson|usage-refused
 
 export function secureDataDir(dir: string): { fixed: number; dirWasOpen: boolean } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  let fixed = 0;
   const dirWasOpen = (lstatSync(dir).mode & 0o077) !== 0;
+  let fixed = 0;
+  // the folder itself and what Portico keeps in it, never whatever else a DATA_DIR pointed at a shared place holds
+  const own = lstatSync(dir).mode & 0o777 & 0o077;
+  if (own) {
+    chmodSync(dir, lstatSync(dir).mode & 0o700);
+    fixed++;
+  }
+  for (const name of readdirSync(dir)) if (OWN_ENTRIES.test(name)) fixed += makePrivate(join(dir, name));
+  return { fixed, dirWasOpen };
+}
+
+/** The umask the `portico` command runs with: files and folders it creates are its user's alone. */
+export const PRIVATE_UMASK = 0o077;
+
+/**
+ * Makes the process umask private (group and other bits cleared, the rest kept) and returns the umask it had.
+ * For what writes files for the life of the process beyond Portico's own opens (PGlite's data files): the
+ * `portico` command sets it at start; a process that embeds Portico gets it when the embedded database opens.
+ * Worker threads cannot change it (the main thread's applies to them).
+ */
+export function privateUmask(): number {
+  if (!isMainThread) return process.umask();
+  const was = process.umask();
+  if ((was & PRIVATE_UMASK) !== PRIVATE_UMASK) process.umask(was | PRIVATE_UMASK);
+  return was;
+}
+
+/**
+ * Clears the group and other bits of a file, or of a folder and everything in it (symbolic links are not
+ * followed). Returns how many it changed. PGlite extracts a new database with explicit modes (0666 and 0777
+ * whatever the umask), so the database folder is walked again once it is open.
+ */
+export function makePrivate(path: string): number {
+  let fixed = 0;
   const walk = (p: string, depth: number) => {
     const st = lstatSync(p);
     if (st.isSymbolicLink()) return;
@@ -26,15 +60,6 @@ export function secureDataDir(dir: string): { fixed: number; dirWasOpen: boolean
     // pulled models can be many files in few folders; the database a few thousand: bounded either way
     if (st.isDirectory() && depth < 8) for (const name of readdirSync(p)) walk(join(p, name), depth + 1);
   };
-  // the folder itself and what Portico keeps in it, never whatever else a DATA_DIR pointed at a shared place holds
-  const own = lstatSync(dir).mode & 0o777 & 0o077;
-  if (own) {
-    chmodSync(dir, lstatSync(dir).mode & 0o700);
-    fixed++;
-  }
-  for (const name of readdirSync(dir)) if (OWN_ENTRIES.test(name)) walk(join(dir, name), 1);
-  return { fixed, dirWasOpen };
+  walk(path, 1);
+  return fixed;
 }
-
-/** The umask the `portico` command runs with: files and folders it creates are its user's alone. */
-export const PRIVATE_UMASK = 0o077;

@@ -187,7 +187,7 @@ export class Preparer {
     truncation: 'auto' | 'disabled',
   ): Promise<ChatMessage[]> {
     const count = (m: ChatMessage[]) => engine.countTokens({ model: upstreamName(spec), messages: m, tools: tools?.length ? tools : undefined });
-    let n = await count(messages);
+    const n = await count(messages);
     if (n <= window) return messages;
     if (truncation !== 'auto') {
       throw new AppError(
@@ -197,26 +197,47 @@ export class Preparer {
       );
     }
     const head = messages.filter((m, i) => i === 0 && m.role === 'system');
-    let rest = messages.slice(head.length);
-    while (rest.length > 1 && n > window) {
-      // drop one turn from the start: a message, or an assistant tool-call message with its outputs
-      const first = rest[0]!;
-      let cut = 1;
+    const rest = messages.slice(head.length);
+    // where the kept conversation may start: drop whole turns from the start (a message, or an assistant tool-call
+    // message with its outputs), never starting on a tool output, keeping at least one message
+    const starts = [0];
+    for (let s = 0; rest.length - s > 1;) {
+      const first = rest[s]!;
+      let cut = s + 1;
       if (first.toolCalls?.length) {
         const ids = new Set(first.toolCalls.map((c) => c.callId));
         while (cut < rest.length && rest[cut]!.role === 'tool' && ids.has(rest[cut]!.toolCallId ?? '')) cut++;
       }
-      rest = rest.slice(cut);
-      while (rest.length > 1 && rest[0]!.role === 'tool') rest = rest.slice(1);
-      n = await count([...head, ...rest]);
+      while (rest.length - cut > 1 && rest[cut]!.role === 'tool') cut++;
+      starts.push((s = cut));
     }
-    if (n > window) {
+    // the fewest turns dropped that fit: a binary search (the count falls as turns are dropped), each count after a
+    // turn of the event loop, so a long history costs a few counts and never one long stall
+    let lo = 1;
+    let hi = starts.length - 1;
+    let best = -1;
+    let bestN = n;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      await new Promise<void>((r) => setImmediate(r));
+      const m = await count([...head, ...rest.slice(starts[mid])]);
+      if (m <= window) {
+        best = mid;
+        bestN = m;
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+        if (mid === starts.length - 1) bestN = m;
+      }
+    }
+    if (best < 0) {
+      if (starts.length > 1 && bestN === n) bestN = await count([...head, ...rest.slice(starts[starts.length - 1])]);
       throw new AppError(
         'context_length_exceeded',
-        `Even after truncation the input is ${n} tokens, more than the context window of ${window} tokens of the model '${spec.name}'.`,
+        `Even after truncation the input is ${bestN} tokens, more than the context window of ${window} tokens of the model '${spec.name}'.`,
         'input',
       );
     }
-    return [...head, ...rest];
+    return [...head, ...rest.slice(starts[best])];
   }
 }

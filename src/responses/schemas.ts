@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { ANSWER_AUDIO_FORMATS } from './speech.js';
+import { MAX_INPUT_CHARS, MAX_INPUT_ITEMS } from '../platform/http/json-shape.js';
 
 const FunctionToolSchema = Type.Object(
   {
@@ -25,11 +26,20 @@ const TextFormatSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Caps on the input (docs/api.md, "Limits"): OpenAI's 10,485,760 characters for a text input; at most 4096
+ * items in an input array (OpenAI documents no count; this one bounds the work of one request, with the JSON
+ * shape limits of src/platform/http/json-shape.ts). Tools (128) and metadata (16 pairs, keys of 64 and values of
+ * 512 characters) are OpenAI's limits.
+ */
+
 /** POST /v1/responses. Unknown top-level parameters are refused (as OpenAI does). */
 export const CreateResponseBody = Type.Object(
   {
     model: Type.String({ minLength: 1, maxLength: 200 }),
-    input: Type.Union([Type.String(), Type.Array(Type.Any())], { description: 'a text, or an array of messages and items' }),
+    input: Type.Union([Type.String({ maxLength: MAX_INPUT_CHARS }), Type.Array(Type.Any(), { maxItems: MAX_INPUT_ITEMS })], {
+      description: `a text (at most ${MAX_INPUT_CHARS} characters), or an array of at most ${MAX_INPUT_ITEMS} messages and items`,
+    }),
     instructions: Type.Optional(Type.Union([Type.String(), Type.Null()])),
     temperature: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 2 }), Type.Null()])),
     top_p: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Null()])),

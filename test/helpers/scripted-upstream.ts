@@ -51,6 +51,8 @@ export interface Reply {
   headerDelayMs?: number;
   /** destroy the connection after this many streamed events (a stream that breaks mid-way) */
   breakAfter?: number;
+  /** stop writing after this many streamed events and keep the connection open until the client closes it (an upstream that hangs) */
+  hangAfter?: number;
   /** omit the final `data: [DONE]` (chat) */
   noDone?: boolean;
   /** an error answer: this status with `errorBody` (default an OpenAI-shaped error with `errorMessage`) */
@@ -473,6 +475,11 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
         // let what was written reach the client, then cut the connection without ending the chunked body
         await sleep(20);
         res.socket?.destroy();
+        return;
+      }
+      if (reply.hangAfter !== undefined && i >= reply.hangAfter) {
+        if (!delay) res.uncork();
+        await new Promise((r) => res.once('close', r));
         return;
       }
       if (res.destroyed) return;

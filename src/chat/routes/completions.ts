@@ -47,9 +47,10 @@ export default function (app: FastifyInstance, svc: ChatService) {
         }
         sse.end();
       } catch (e) {
-        if (sse.closed.aborted) return reply;
-        // after the first chunk: an error object in the stream (the SDKs raise it), and no [DONE]
-        sse.data(openAIErrorBody(toAppError(e, req), req.headers['accept-language']));
+        if (sse.clientLeft) return reply;
+        // after the first chunk: an error object in the stream (the SDKs raise it), and no [DONE]; a shutdown
+        // past its grace period says so
+        sse.data(openAIErrorBody(sse.stoppedWith ?? toAppError(e, req), req.headers['accept-language']));
         sse.end(false);
       }
       return reply;

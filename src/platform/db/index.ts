@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
+import { makePrivate, privateUmask } from '../data-dir.js';
 import { migrations as builtIn } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -105,7 +106,10 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     let dir: string | undefined;
     if (!opts.inMemory) {
       dir = join(opts.dataDir, 'pglite');
-      mkdirSync(dir, { recursive: true });
+      // PGlite creates its files 0666 less the umask, for as long as it runs (WAL segments, the commit log):
+      // the process keeps a private umask from here on, whatever it was started with (docs/security.md)
+      privateUmask();
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
       releaseLock = lockDataDir(opts.dataDir);
     }
     const options = {
@@ -123,6 +127,9 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
       await pglite.close();
       pglite = await PGlite.create(dir, options);
     }
+    // a new database is extracted with modes of its own (0666/0777): private now, and private stays what the
+    // database creates from here on (the umask above)
+    if (dir !== undefined) makePrivate(dir);
     db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
     driver = 'pglite';
   }

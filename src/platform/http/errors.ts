@@ -18,6 +18,12 @@ export function isUnavailable(err: unknown): boolean {
   );
 }
 
+function clientWentAway(err: unknown, req: FastifyRequest): boolean {
+  const e = err as { message?: string; name?: string; code?: string } | undefined;
+  if (e?.message === 'client disconnected' || e?.name === 'AbortError' || e?.code === 'ERR_STREAM_PREMATURE_CLOSE') return true;
+  return req.raw.socket?.destroyed === true && (e?.code === 'ECONNRESET' || e?.code === 'EPIPE' || e?.message === 'aborted');
+}
+
 /**
  * Turns anything thrown in a route into an AppError (unknown errors become internal_error). The first error a
  * request ends with is noted in its facts (the request log line's `error`, the per-model error series).
@@ -30,6 +36,12 @@ export function toAppError(err: unknown, req: FastifyRequest): AppError {
 
 function appErrorOf(err: unknown, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
+  // the client went away (its socket closed, the work behind its request aborted): nobody reads the answer, and
+  // nothing is wrong with the server; a debug line, not a warning about storage or an error
+  if (clientWentAway(err, req)) {
+    req.log.debug({ err: (err as Error)?.message }, 'client went away');
+    return new AppError('service_unavailable', 'the client closed the connection');
+  }
   if (isUnavailable(err)) {
     req.log.warn({ err: (err as Error).message }, 'storage unavailable');
     return new AppError('service_unavailable', 'service temporarily unavailable: storage cannot be reached; try again shortly', null, { headers: { 'retry-after': '1' } });

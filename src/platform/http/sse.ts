@@ -1,5 +1,23 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Server } from 'node:http';
 import { clientGone } from './client-gone.js';
+import { AppError } from '../errors.js';
+
+/** the streams being written, per HTTP server: what a shutdown past its grace period stops (stopStreams) */
+const active = new WeakMap<object, Set<SseWriter>>();
+
+/**
+ * Stops every stream of `server` that is still being written: each gets a final error event (`err`) and ends,
+ * and the work behind it is aborted (what was generated is charged, as when a client leaves). Returns a
+ * promise that settles when all of them have closed, and how many there were.
+ */
+export function stopStreams(server: Server, err: AppError): { count: number; closed: Promise<void> } {
+  const set = active.get(server);
+  if (!set?.size) return { count: 0, closed: Promise.resolve() };
+  const writers = [...set];
+  const closed = Promise.all(writers.map((w) => w.stop(err))).then(() => {});
+  return { count: writers.length, closed };
+}
 
 /**
  * Server-Sent Events on the raw socket: `event: <type>\ndata: <json>\n\n`, one write per event, LF only.
@@ -7,17 +25,49 @@ import { clientGone } from './client-gone.js';
  */
 export class SseWriter {
   private started = false;
-  /** aborted when the client goes away before the stream ends: stop the work behind the stream */
+  /** aborted when the client goes away before the stream ends, or the server stops it: stop the work behind the stream */
   readonly closed: AbortSignal;
+  private readonly gone: AbortSignal;
+  private readonly stopping = new AbortController();
+  private readonly done: Promise<void>;
 
   constructor(
     private readonly req: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
-    this.closed = clientGone(reply).signal;
-    reply.raw.once('close', () => {
-      if (this.started) req.server.metrics?.activeStreams.dec();
-    });
+    this.gone = clientGone(reply).signal;
+    this.closed = AbortSignal.any([this.gone, this.stopping.signal]);
+    let set = active.get(req.server.server);
+    if (!set) active.set(req.server.server, (set = new Set()));
+    set.add(this);
+    this.done = new Promise((resolve) =>
+      reply.raw.once('close', () => {
+        if (this.started) req.server.metrics?.activeStreams.dec();
+        active.get(req.server.server)?.delete(this);
+        resolve();
+      }),
+    );
+  }
+
+  /** the client went away (as opposed to the server stopping the stream) */
+  get clientLeft(): boolean {
+    return this.gone.aborted;
+  }
+
+  /** why the server stopped the stream (shutdown), if it did */
+  get stoppedWith(): AppError | undefined {
+    return this.stopping.signal.aborted ? (this.stopping.signal.reason as AppError) : undefined;
+  }
+
+  /**
+   * The server stops the stream (shutdown past its grace period): the work behind it is aborted, the route's
+   * pipe writes the final error event and ends (or answers 503 when nothing was sent yet). Resolves when the response has closed (cut after 1 s if the
+   * route does not end it).
+   */
+  stop(err: AppError): Promise<void> {
+    if (!this.stopping.signal.aborted) this.stopping.abort(err);
+    const cut = setTimeout(() => this.reply.raw.destroy(), 1000);
+    return this.done.finally(() => clearTimeout(cut));
   }
 
   start() {
@@ -25,10 +75,12 @@ export class SseWriter {
     this.started = true;
     this.req.server.metrics?.activeStreams.inc();
     this.reply.hijack();
+    // a client that asked to close (Connection: close) has the connection closed after the stream
+    const close = /(^|,)\s*close\s*(,|$)/i.test(String(this.req.headers.connection ?? ''));
     this.reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
-      connection: 'keep-alive',
+      connection: close ? 'close' : 'keep-alive',
       'x-accel-buffering': 'no',
       'x-request-id': this.req.id,
     });
@@ -65,9 +117,11 @@ export class SseWriter {
       }
       this.end();
     } catch (err) {
-      if (this.closed.aborted) return;
-      if (!this.started) throw err;
-      const { code, message } = onError(err);
+      if (this.clientLeft) return;
+      const stopped = this.stoppedWith;
+      // nothing sent yet: a plain HTTP error (503 when the server stopped it)
+      if (!this.started) throw stopped ?? err;
+      const { code, message } = stopped ? { code: stopped.openaiCode, message: stopped.message } : onError(err);
       this.event({ type: 'error', code, message, param: null, sequence_number: last + 1 } as { type: string });
       this.end(false);
     }

@@ -6,6 +6,18 @@ import type { KeyPrincipal } from '../../platform/auth/principal.js';
 
 export type { KeyPrincipal } from '../../platform/auth/principal.js';
 
+/**
+ * Failed key checks (issue 9, §2): a well-formed key that is not in the database costs a database read. A key
+ * found missing is remembered (`freshMs`, at most MISSING_MAX keys), so the same forged key is read once; and a
+ * source (the client's address) whose checks failed FAILED_LIMIT times within FAILED_WINDOW_MS has its next
+ * lookups refused without a read (429, retry-after) until the window ends. Keys already verified and cached
+ * still pass: a flood of forged keys does not lock out the clients whose keys are known.
+ */
+export const FAILED_LIMIT = 20;
+export const FAILED_WINDOW_MS = 10_000;
+const MISSING_MAX = 10_000;
+const SOURCES_MAX = 10_000;
+
 interface Entry {
   row: VerifiedKeyRow;
   principal: KeyPrincipal;
@@ -24,6 +36,10 @@ export class KeyVerifier {
   private readonly lastUsedWritten = new Map<string, number>();
   /** reads in flight, so a stale entry under load is read once, not once per request */
   private readonly loading = new Map<string, Promise<VerifiedKeyRow | undefined>>();
+  /** digests found missing: when (ms) */
+  private readonly missing = new Map<string, number>();
+  /** failed checks per source in the current window */
+  private readonly failures = new Map<string, { since: number; count: number }>();
   hits = 0;
   misses = 0;
 
@@ -37,6 +53,7 @@ export class KeyVerifier {
 
   invalidateDigest(digest: string) {
     this.invalidations++;
+    this.missing.delete(digest);
     this.cache.delete(digest);
     this.loading.delete(digest);
   }
@@ -46,9 +63,31 @@ export class KeyVerifier {
 
   clear() {
     this.cache.clear();
+    this.missing.clear();
   }
 
-  async verify(token: string, expected: KeyKind): Promise<KeyPrincipal> {
+  /** a failed check by `source`; refuses (429) once the source is over its limit */
+  private failed(source: string | undefined, t: number) {
+    if (source === undefined) return;
+    let f = this.failures.get(source);
+    if (!f || t - f.since > FAILED_WINDOW_MS) {
+      this.failures.delete(source);
+      if (this.failures.size >= SOURCES_MAX) this.failures.delete(this.failures.keys().next().value as string);
+      f = { since: t, count: 0 };
+      this.failures.set(source, f);
+    }
+    f.count++;
+  }
+
+  private throttled(source: string | undefined, t: number): void {
+    const f = source === undefined ? undefined : this.failures.get(source);
+    if (!f || f.count < FAILED_LIMIT || t - f.since > FAILED_WINDOW_MS) return;
+    const wait = Math.max(1, Math.ceil((f.since + FAILED_WINDOW_MS - t) / 1000));
+    throw new AppError('rate_limit_exceeded', `Too many failed API key checks from this address: try again in ${wait} s.`, null, { headers: { 'retry-after': String(wait) } });
+  }
+
+  /** `source`: who is asking (the client's address), for the throttle of failed checks */
+  async verify(token: string, expected: KeyKind, source?: string): Promise<KeyPrincipal> {
     const kind = parseApiKey(token);
     if (kind === null) throw new AppError('invalid_format');
     if (kind !== expected) {
@@ -65,6 +104,12 @@ export class KeyVerifier {
     if (entry && t - entry.fetchedAt <= this.freshMs) {
       this.hits++;
     } else {
+      const gone = this.missing.get(digest);
+      if (gone !== undefined && t - gone <= this.freshMs) {
+        this.failed(source, t);
+        throw new AppError('invalid_api_key');
+      }
+      this.throttled(source, t);
       this.misses++;
       const before = this.invalidations;
       let load = this.loading.get(digest);
@@ -78,6 +123,12 @@ export class KeyVerifier {
       const row = await load;
       if (!row) {
         this.cache.delete(digest);
+        if (this.invalidations === before) {
+          this.missing.delete(digest);
+          if (this.missing.size >= MISSING_MAX) this.missing.delete(this.missing.keys().next().value as string);
+          this.missing.set(digest, t);
+        }
+        this.failed(source, t);
         throw new AppError('invalid_api_key');
       }
       entry = {

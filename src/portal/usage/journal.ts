@@ -14,7 +14,7 @@ export class UsageJournal {
   private readonly path: string;
 
   constructor(dir: string) {
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.path = join(dir, 'usage-journal.ndjson');
   }
 
@@ -33,8 +33,13 @@ export class UsageJournal {
     return rows;
   }
 
+  /** the journal holds who used what: 0600 whatever the umask, and an existing file is made private on open */
   private open(): number {
-    this.fd ??= openSync(this.path, 'a');
+    if (this.fd === undefined) {
+      const fd = openSync(this.path, 'a', 0o600);
+      fchmodSync(fd, 0o600);
+      this.fd = fd;
+    }
     return this.fd;
   }
 

@@ -5,6 +5,8 @@
  */
 import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../../platform/errors.js';
 import { describeValidationError, validatorCompiler } from '../../platform/http/validation.js';
+import { checkJsonShape } from '../../platform/http/json-shape.js';
+import { shapeError } from '../../platform/http/json-body.js';
 import { CreateResponseBody, type CreateResponseRequest } from '../schemas.js';
 
 /**
@@ -79,6 +81,8 @@ export function readClientFrame(data: RawData, isBinary: boolean, maxBytes: numb
   } catch {
     return { error: new AppError('invalid_json', 'The message is not valid JSON: send a JSON object {"type": "response.create", "model": ..., "input": ...}.') };
   }
+  const shape = checkJsonShape(v);
+  if (shape) return { error: shapeError(shape) };
   if (!v || typeof v !== 'object' || Array.isArray(v)) {
     return {
       error: invalid(

@@ -1,0 +1,97 @@
+/**
+ * Stall benchmark (npm run bench:stall). Not a test: it prints figures.
+ *
+ * Sends the largest requests Portico accepts (and the attack of issue 9: ~320,000 tiny messages, now refused)
+ * while a worker thread probes GET /healthz every 20 ms (test/helpers/stall-probe.ts); the longest /healthz
+ * answer during each request is its stall, beside the longest while idle in the same run (the baseline). On
+ * PGlite (files in DATA_DIR, the embedded default) and PostgreSQL. A fast local upstream answers (worker thread).
+ *
+ * Env: BENCH_DB (pglite, postgres, or both: the default), BENCH_ONLY (a substring of the scenario names),
+ * BENCH_RUNS (each scenario this many times, the worst kept; default 2).
+ */
+import os from 'node:os';
+import type { ModelSpec } from '../src/models/config.js';
+import { MAX_INPUT_CHARS, MAX_INPUT_ITEMS } from '../src/platform/http/json-shape.js';
+import { startFastUpstream } from './lib/upstream-fast.js';
+import { startPortico } from './lib/portico.js';
+import { measureStall, type StallOptions, type StallResult } from '../test/helpers/stall-probe.js';
+
+const RUNS = Number(process.env.BENCH_RUNS || 2);
+const DBS = (process.env.BENCH_DB ? [process.env.BENCH_DB] : ['pglite', 'postgres']) as Array<'pglite' | 'postgres'>;
+const LIMIT = 16 * 1024 * 1024;
+/** the text of each of MAX_INPUT_ITEMS items so the body is just under the 16 MiB limit */
+const ITEM_CHARS = Math.floor((LIMIT - 64 * 1024) / MAX_INPUT_ITEMS) - 48;
+
+async function main() {
+  const up = await startFastUpstream();
+  const models: ModelSpec[] = [
+    { name: 'fast', provider: 'openai-compatible', base_url: up.url, type: 'text' } as ModelSpec,
+    // a context window smaller than the largest input: input_tokens truncates (auto), responses refuses it
+    { name: 'fast-window', provider: 'openai-compatible', base_url: up.url, type: 'text', context_window: 200_000 } as ModelSpec,
+  ];
+  const all: Array<{ name: string; path: string; body: StallOptions['body']; expect: number }> = [
+    {
+      name: `responses: ${MAX_INPUT_ITEMS} items, ~16 MiB, stored`,
+      path: '/v1/responses',
+      body: { kind: 'items', items: MAX_INPUT_ITEMS, textChars: ITEM_CHARS, model: 'fast' },
+      expect: 200,
+    },
+    {
+      name: `responses: ${MAX_INPUT_ITEMS} items, ~16 MiB, streamed`,
+      path: '/v1/responses',
+      body: { kind: 'items', items: MAX_INPUT_ITEMS, textChars: ITEM_CHARS, model: 'fast', extra: { stream: true } },
+      expect: 200,
+    },
+    { name: `responses: a text of ${MAX_INPUT_CHARS} characters`, path: '/v1/responses', body: { kind: 'text', chars: MAX_INPUT_CHARS, model: 'fast' }, expect: 200 },
+    {
+      name: `responses: ${MAX_INPUT_ITEMS} items, over the context window (400)`,
+      path: '/v1/responses',
+      body: { kind: 'items', items: MAX_INPUT_ITEMS, textChars: ITEM_CHARS, model: 'fast-window' },
+      expect: 400,
+    },
+    {
+      name: `input_tokens: ${MAX_INPUT_ITEMS} items, truncated to the window`,
+      path: '/v1/responses/input_tokens',
+      body: { kind: 'items', items: MAX_INPUT_ITEMS, textChars: ITEM_CHARS, model: 'fast-window' },
+      expect: 200,
+    },
+    {
+      name: `chat completions: ${MAX_INPUT_ITEMS} messages, ~16 MiB`,
+      path: '/v1/chat/completions',
+      body: { kind: 'items', items: MAX_INPUT_ITEMS, textChars: ITEM_CHARS, model: 'fast', field: 'messages' },
+      expect: 200,
+    },
+    { name: 'issue 9 attack: 320,000 tiny messages (refused 400)', path: '/v1/responses', body: { kind: 'items', items: 320_000, textChars: 2, model: 'fast' }, expect: 400 },
+  ];
+  const scenarios = all.filter((s) => !process.env.BENCH_ONLY || s.name.includes(process.env.BENCH_ONLY));
+
+  console.log(`# stall benchmark, ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), node ${process.version}`);
+  console.log('| database | request | body | status | answer ms | longest /healthz while idle | longest /healthz during the request |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const db of DBS) {
+    const p = await startPortico({ db, pglite: 'files', models });
+    const key = await p.createKey('stall');
+    for (const s of scenarios) {
+      let worst: StallResult | undefined;
+      for (let i = 0; i < RUNS; i++) {
+        const r = await measureStall({ url: p.url, path: s.path, headers: { authorization: `Bearer ${key}` }, body: s.body });
+        if (r.status !== s.expect) throw new Error(`${s.name}: expected ${s.expect}, got ${r.status}: ${r.answer}`);
+        if (!worst || r.maxStallMs > worst.maxStallMs) worst = r;
+      }
+      const w = worst!;
+      console.log(
+        `| ${db} | ${s.name} | ${(w.bodyBytes / 1024 / 1024).toFixed(1)} MiB | ${w.status} | ${w.requestMs.toFixed(0)} | ${w.idleMaxMs.toFixed(1)} ms | ${w.maxStallMs.toFixed(1)} ms |`,
+      );
+    }
+    await p.close();
+  }
+  await up.stop();
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

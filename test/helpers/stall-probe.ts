@@ -1,0 +1,123 @@
+/**
+ * Measures how long one request stalls a server: from a worker thread (so the measuring client does not share
+ * the event loop of a server running in this process), GET /healthz every 20 ms on a keep-alive connection
+ * of its own while another connection sends the request; the longest /healthz answer is the stall.
+ * Used by bench/stall.ts and test/platform/stall.test.ts.
+ */
+import http from 'node:http';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+
+export interface StallOptions {
+  /** http://127.0.0.1:port */
+  url: string;
+  method?: 'POST' | 'GET';
+  path: string;
+  headers?: Record<string, string>;
+  /** the body, built in the worker (a big one is not copied between threads): JSON text */
+  body:
+    | { kind: 'items'; items: number; textChars: number; model: string; field?: 'input' | 'messages'; extra?: Record<string, unknown> }
+    | { kind: 'text'; chars: number; model: string };
+  /** probe interval (ms) */
+  everyMs?: number;
+  /** probing before the request (the baseline) and after its answer (ms) */
+  idleMs?: number;
+}
+
+export interface StallResult {
+  status: number;
+  /** the answer's first 300 characters */
+  answer: string;
+  bodyBytes: number;
+  /** the request's time to its whole answer (ms) */
+  requestMs: number;
+  /** the longest /healthz latency while the request ran (ms) */
+  maxStallMs: number;
+  /** the longest /healthz latency while idle, before the request (ms): the baseline */
+  idleMaxMs: number;
+  probes: number;
+}
+
+interface Data extends StallOptions {
+  porticoStallProbe: true;
+}
+
+export function measureStall(o: StallOptions): Promise<StallResult> {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(new URL(import.meta.url), { workerData: { ...o, porticoStallProbe: true } satisfies Data });
+    w.once('message', resolve);
+    w.once('error', reject);
+    w.once('exit', (code) => code !== 0 && reject(new Error(`stall probe exited ${code}`)));
+  });
+}
+
+function buildBody(b: StallOptions['body']): Buffer {
+  if (b.kind === 'text') return Buffer.from(JSON.stringify({ model: b.model, input: 'a'.repeat(b.chars) }));
+  const text = 'x'.repeat(b.textChars);
+  const chat = b.field === 'messages';
+  const input = Array.from({ length: b.items }, (_, i) => ({ ...(chat ? {} : { type: 'message' }), role: i % 2 ? 'assistant' : 'user', content: text }));
+  return Buffer.from(JSON.stringify({ model: b.model, [b.field ?? 'input']: input, ...b.extra }));
+}
+
+function call(agent: http.Agent, url: string, method: string, path: string, headers: Record<string, string>, body?: Buffer): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url + path,
+      { method, agent, headers: { ...headers, ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function work(o: StallOptions): Promise<StallResult> {
+  const every = o.everyMs ?? 20;
+  const idle = o.idleMs ?? 300;
+  const probeAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const sendAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const body = buildBody(o.body);
+  let phase = 'idle' as 'idle' | 'busy' | 'done';
+  const now = () => phase;
+  let idleMax = 0;
+  let busyMax = 0;
+  let probes = 0;
+  const probing = (async () => {
+    for (;;) {
+      const at = phase;
+      if (at === 'done') return;
+      const t = performance.now();
+      await call(probeAgent, o.url, 'GET', '/healthz', {});
+      const ms = performance.now() - t;
+      probes++;
+      if (at === 'idle' && now() === 'idle') idleMax = Math.max(idleMax, ms);
+      else busyMax = Math.max(busyMax, ms);
+      await new Promise((r) => setTimeout(r, Math.max(0, every - ms)));
+    }
+  })();
+  await new Promise((r) => setTimeout(r, idle));
+  phase = 'busy';
+  const t = performance.now();
+  const res = await call(sendAgent, o.url, o.method ?? 'POST', o.path, o.headers ?? {}, body);
+  const requestMs = performance.now() - t;
+  // what the request leaves behind (storing, billing) counts too
+  await new Promise((r) => setTimeout(r, idle));
+  phase = 'done';
+  await probing;
+  probeAgent.destroy();
+  sendAgent.destroy();
+  return { status: res.status, answer: res.text.slice(0, 300), bodyBytes: body.length, requestMs, maxStallMs: busyMax, idleMaxMs: idleMax, probes };
+}
+
+if (!isMainThread && (workerData as Data | undefined)?.porticoStallProbe) {
+  work(workerData as Data).then(
+    (r) => parentPort!.postMessage(r),
+    (e) => {
+      throw e;
+    },
+  );
+}
