@@ -3,8 +3,8 @@ import { ConfigError } from '../config.js';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
+import { PGliteWorkerClient } from './pglite-client.js';
 import { migrations as builtIn } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -109,20 +109,21 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
       releaseLock = lockDataDir(opts.dataDir);
     }
     const options = {
-      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
+      dir,
       // PostgreSQL's default 128 MB of shared buffers is the largest part of PGlite's memory; Portico's working
       // set is small (keys, the usage ledger, stored responses are read by id), and 16 MB keeps idle RSS at
       // ~175 MiB instead of ~275 MiB and opens faster (docs/performance.md, "Start-up and memory")
       postgresqlconf: ['shared_buffers=16MB'],
     };
     const fresh = dir !== undefined && !existsSync(join(dir, 'PG_VERSION'));
-    let pglite = await PGlite.create(dir, options);
     if (fresh) {
       // creating the cluster (initdb) leaves ~600 MB of WebAssembly memory behind that the open database never
-      // uses: reopen it once, so a first start runs as lean as every later one
-      await pglite.close();
-      pglite = await PGlite.create(dir, options);
+      // uses: create it in a thread of its own and end that thread, so a first start runs as lean as every later one
+      await (await PGliteWorkerClient.open(options)).close();
     }
+    // its own thread: PGlite's WebAssembly never holds up the requests on the main thread
+    // (docs/architecture.md, "The embedded database")
+    const pglite = await PGliteWorkerClient.open(options);
     db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
     driver = 'pglite';
   }

@@ -1,4 +1,4 @@
-import type { PGlite } from '@electric-sql/pglite';
+import type { PGliteQueryable } from './pglite-client.js';
 import {
   CompiledQuery,
   PostgresAdapter,
@@ -13,11 +13,11 @@ import {
 } from 'kysely';
 
 /**
- * Kysely on embedded PGlite. PGlite is one session, so the driver hands out that one connection to one
+ * Kysely on embedded PGlite, in this thread or on its own worker thread (PGliteWorkerClient). PGlite is one session, so the driver hands out that one connection to one
  * user at a time (a transaction holds it until commit/rollback); everyone else waits in line.
  */
 export class PGliteDialect implements Dialect {
-  constructor(private readonly db: PGlite) {}
+  constructor(private readonly db: PGliteQueryable) {}
   createAdapter() {
     return new PostgresAdapter();
   }
@@ -33,9 +33,9 @@ export class PGliteDialect implements Dialect {
 }
 
 class PGliteConnection implements DatabaseConnection {
-  constructor(private readonly db: PGlite) {}
+  constructor(private readonly db: PGliteQueryable) {}
   async executeQuery<R>(q: CompiledQuery): Promise<QueryResult<R>> {
-    const r = await this.db.query<R>(q.sql, q.parameters as any[]);
+    const r = await this.db.query<R>(q.sql, q.parameters as unknown[]);
     return {
       rows: r.rows,
       numAffectedRows: r.affectedRows !== undefined ? BigInt(r.affectedRows) : undefined,
@@ -52,7 +52,7 @@ class PGliteDriver implements Driver {
   private queue: Promise<void> = Promise.resolve();
   private release: (() => void) | undefined;
 
-  constructor(private readonly db: PGlite) {
+  constructor(private readonly db: PGliteQueryable) {
     this.connection = new PGliteConnection(db);
   }
   async init() {}
