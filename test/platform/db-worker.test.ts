@@ -84,6 +84,23 @@ describe('the embedded database on its own thread', () => {
     assert.equal(affected.numDeletedRows, 1n);
   });
 
+  test('a begin travels with the first statement of its transaction; a transaction that runs nothing leaves none open', async () => {
+    const db = opened.db;
+    const xid = async (on: typeof db) => (await sql<{ x: string }>`select txid_current()::text as x`.execute(on)).rows[0]!.x;
+    // the transaction's first statement runs inside it (begun before it), not in a transaction of its own
+    const [first, second] = await db.transaction().execute(async (tx) => [await xid(tx), await xid(tx)]);
+    assert.equal(first, second);
+    await db.transaction().execute(async () => {});
+    await assert.rejects(
+      db.transaction().execute(async () => {
+        throw new Error('before any statement');
+      }),
+      /before any statement/,
+    );
+    // nothing left open: statements on their own are each a transaction of their own again
+    assert.notEqual(await xid(db), await xid(db));
+  });
+
   test("the database's errors arrive as before: SQLSTATE code, constraint, detail; not taken for an outage", async () => {
     const db = opened.db;
     await sql`create table err_t (id int primary key)`.execute(db);
@@ -134,6 +151,30 @@ describe('the embedded database on its own thread', () => {
     opened = await openDb({ dataDir });
     assert.deepEqual(await opened.pending(), []);
     assert.deepEqual((await sql<{ v: string }>`select v from keep_t`.execute(opened.db)).rows, [{ v: 'persisted' }]);
+  });
+});
+
+describe('the embedded database on the main thread (PORTICO_PGLITE_THREAD=off, the benchmark baseline)', () => {
+  test('migrates, keeps transactions and errors as on its own thread', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'portico-dbm-'));
+    const o = await openDb({ dataDir, inMemory: true, thread: false });
+    try {
+      await o.migrate();
+      assert.deepEqual(await o.pending(), []);
+      await sql`create table m_t (id int primary key)`.execute(o.db);
+      await o.db.transaction().execute((tx) => sql`insert into m_t values (1)`.execute(tx));
+      await assert.rejects(
+        o.db.transaction().execute(async (tx) => {
+          await sql`insert into m_t values (2)`.execute(tx);
+          await sql`insert into m_t values (1)`.execute(tx);
+        }),
+        (e: Error & { code?: string }) => e.code === '23505',
+      );
+      assert.deepEqual((await sql<{ id: number }>`select id from m_t`.execute(o.db)).rows, [{ id: 1 }]);
+    } finally {
+      await o.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from './pglite-dialect.js';
-import { PGliteWorkerClient } from './pglite-client.js';
+import { PGliteWorkerClient, type PGliteQueryable } from './pglite-client.js';
 import { migrations as builtIn } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -14,6 +14,8 @@ export interface DbOptions {
   databaseUrl?: string;
   dataDir: string;
   inMemory?: boolean;
+  /** PGlite only: on a worker thread of its own (the default) or on this thread (false) */
+  thread?: boolean;
   /** PostgreSQL only: a schema of its own (tests run side by side in one database) */
   schema?: string;
   poolSize?: number;
@@ -71,6 +73,22 @@ function lockDataDir(dataDir: string): () => void {
   throw new ConfigError(`could not lock ${path}`);
 }
 
+/** PGlite on the calling thread (PORTICO_PGLITE_THREAD=off): the comparison baseline of bench:memory. */
+async function openInThread(o: { dir?: string; postgresqlconf: string[] }): Promise<PGliteQueryable> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const pglite = await PGlite.create(o.dir, { parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any, postgresqlconf: o.postgresqlconf });
+  return {
+    async query<R>(sql: string, params?: unknown[], before?: string) {
+      if (before) await pglite.query(before);
+      return pglite.query<R>(sql, params as any[]);
+    },
+    close: () => pglite.close(),
+    get closed() {
+      return pglite.closed;
+    },
+  };
+}
+
 export async function openDb(opts: DbOptions): Promise<OpenedDb> {
   let releaseLock: (() => void) | undefined;
   let db: Db;
@@ -123,7 +141,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     }
     // its own thread: PGlite's WebAssembly never holds up the requests on the main thread
     // (docs/architecture.md, "The embedded database")
-    const pglite = await PGliteWorkerClient.open(options);
+    const pglite = opts.thread === false ? await openInThread(options) : await PGliteWorkerClient.open(options);
     db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
     driver = 'pglite';
   }

@@ -2,7 +2,8 @@ import { Worker } from 'node:worker_threads';
 import type { WorkerOptions } from './pglite-worker.js';
 
 export interface PGliteQueryable {
-  query<R>(sql: string, params?: unknown[]): Promise<{ rows: R[]; affectedRows?: number }>;
+  /** `before`: a statement without parameters run first (a transaction's begin), its result dropped */
+  query<R>(sql: string, params?: unknown[], before?: string): Promise<{ rows: R[]; affectedRows?: number }>;
   close(): Promise<void>;
   readonly closed: boolean;
 }
@@ -79,14 +80,14 @@ export class PGliteWorkerClient implements PGliteQueryable {
     return this.dead !== undefined;
   }
 
-  query<R>(sql: string, params: unknown[] = []): Promise<{ rows: R[]; affectedRows?: number }> {
+  query<R>(sql: string, params: unknown[] = [], before?: string): Promise<{ rows: R[]; affectedRows?: number }> {
     if (this.dead) return Promise.reject(this.dead);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       if (this.refs++ === 0) this.worker.ref();
       try {
-        this.worker.postMessage({ id, sql, params });
+        this.worker.postMessage({ id, sql, params, before });
       } catch (e) {
         // a parameter that cannot cross threads (a function, a symbol): the caller's bug, not the database's
         this.pending.delete(id);

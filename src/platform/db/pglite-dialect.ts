@@ -33,9 +33,16 @@ export class PGliteDialect implements Dialect {
 }
 
 class PGliteConnection implements DatabaseConnection {
+  /**
+   * A `begin` not sent yet: it goes with the transaction's first statement, in one trip to the database's
+   * thread instead of two (a transaction that runs nothing sends nothing).
+   */
+  pendingBegin: string | undefined;
   constructor(private readonly db: PGliteQueryable) {}
   async executeQuery<R>(q: CompiledQuery): Promise<QueryResult<R>> {
-    const r = await this.db.query<R>(q.sql, q.parameters as unknown[]);
+    const before = this.pendingBegin;
+    this.pendingBegin = undefined;
+    const r = await this.db.query<R>(q.sql, q.parameters as unknown[], before);
     return {
       rows: r.rows,
       numAffectedRows: r.affectedRows !== undefined ? BigInt(r.affectedRows) : undefined,
@@ -67,15 +74,25 @@ class PGliteDriver implements Driver {
   async beginTransaction(conn: DatabaseConnection, settings: TransactionSettings) {
     let sql = 'begin';
     if (settings.isolationLevel) sql += ` isolation level ${settings.isolationLevel}`;
-    await conn.executeQuery(CompiledQuery.raw(sql));
+    (conn as PGliteConnection).pendingBegin = sql;
   }
   async commitTransaction(conn: DatabaseConnection) {
+    if (this.unbegun(conn)) return;
     await conn.executeQuery(CompiledQuery.raw('commit'));
   }
   async rollbackTransaction(conn: DatabaseConnection) {
+    if (this.unbegun(conn)) return;
     await conn.executeQuery(CompiledQuery.raw('rollback'));
   }
+  /** a transaction whose begin was never sent: nothing to end */
+  private unbegun(conn: DatabaseConnection) {
+    const c = conn as PGliteConnection;
+    if (c.pendingBegin === undefined) return false;
+    c.pendingBegin = undefined;
+    return true;
+  }
   async releaseConnection() {
+    this.connection.pendingBegin = undefined;
     const r = this.release;
     this.release = undefined;
     r?.();

@@ -4,7 +4,7 @@
  * checkpoint, a migration) would hold up every request in flight. Here it runs on a worker thread of its own
  * and the main thread only sends SQL and receives rows over the worker's MessagePort (pglite-client.ts).
  *
- * Protocol (structured clone): in `{ id, sql, params }`, out `{ id, rows, affectedRows }` or
+ * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows }` or
  * `{ id, error: { message, name, code, ... } }`; `{ close: true }` closes the database and ends the thread.
  * The first message out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
  */
@@ -54,7 +54,7 @@ async function main() {
   } finally {
     setFlagsFromString('--no-liftoff-only');
   }
-  port.on('message', (m: { id: number; sql: string; params: unknown[] } | { close: true }) => {
+  port.on('message', (m: { id: number; sql: string; params: unknown[]; before?: string } | { close: true }) => {
     if ('close' in m) {
       db.close().then(
         () => port.postMessage({ closed: true }),
@@ -62,7 +62,7 @@ async function main() {
       );
       return;
     }
-    db.query(m.sql, m.params as any[]).then(
+    (m.before ? db.query(m.before).then(() => db.query(m.sql, m.params as any[])) : db.query(m.sql, m.params as any[])).then(
       (r) => port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
       (e) => port.postMessage({ id: m.id, error: serializeError(e) }),
     );
