@@ -230,7 +230,7 @@ Every command takes --help and --version. Settings come from the environment (se
     .option('--dry-run', 'list the migrations that would run, change nothing', false)
     .action(async (o: { dryRun: boolean }) => {
       const config = loadConfig();
-      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb });
+      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb, thread: config.pgliteThread });
       try {
         if (o.dryRun) {
           const pending = await db.pending();
