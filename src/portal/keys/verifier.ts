@@ -5,6 +5,16 @@ import type { KeyPrincipal } from '../../platform/auth/principal.js';
 
 export type { KeyPrincipal } from '../../platform/auth/principal.js';
 
+const principalOf = (row: KeyRow): KeyPrincipal => ({
+  keyId: row.id,
+  kind: row.kind,
+  userId: row.user_id,
+  orgId: row.org_id,
+  scopes: row.scopes,
+  rpmLimit: row.rpm_limit,
+  tpmLimit: row.tpm_limit,
+});
+
 interface Entry {
   row: KeyRow;
   principal: KeyPrincipal;
@@ -32,6 +42,12 @@ export class KeyVerifier {
     private readonly freshMs: number,
     private readonly lastUsedIntervalMs: number,
     private readonly maxEntries = 100_000,
+    /**
+     * A stale entry is used while it is read again in the background, so no request waits for the database
+     * once its key is known. Only where every change is made by this process and drops the entry at once:
+     * the embedded PGlite, which one process owns (a change by another process would show one request late).
+     */
+    private readonly serveStale = false,
   ) {}
 
   invalidateDigest(digest: string) {
@@ -63,6 +79,9 @@ export class KeyVerifier {
     let entry = this.cache.get(digest);
     if (entry && t - entry.fetchedAt <= this.freshMs) {
       this.hits++;
+    } else if (entry && this.serveStale) {
+      this.hits++;
+      this.refresh(digest, t);
     } else {
       this.misses++;
       const before = this.invalidations;
@@ -79,19 +98,7 @@ export class KeyVerifier {
         this.cache.delete(digest);
         throw new AppError('invalid_api_key');
       }
-      entry = {
-        row,
-        fetchedAt: t,
-        principal: {
-          keyId: row.id,
-          kind: row.kind,
-          userId: row.user_id,
-          orgId: row.org_id,
-          scopes: row.scopes,
-          rpmLimit: row.rpm_limit,
-          tpmLimit: row.tpm_limit,
-        },
-      };
+      entry = { row, fetchedAt: t, principal: principalOf(row) };
       if (this.invalidations === before) {
         if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value as string);
         this.cache.set(digest, entry);
@@ -105,6 +112,27 @@ export class KeyVerifier {
     if (row.expires_at !== 0 && row.expires_at <= nowS) throw new AppError('api_key_expired');
     this.noteUsed(row.id, t);
     return entry.principal;
+  }
+
+  /** Reads a stale entry again off the request's path (serveStale); one read per key at a time. */
+  private refresh(digest: string, t: number) {
+    if (this.loading.has(digest)) return;
+    const before = this.invalidations;
+    const mine: Promise<KeyRow | undefined> = this.store.findByDigest(digest).finally(() => {
+      if (this.loading.get(digest) === mine) this.loading.delete(digest);
+    });
+    this.loading.set(digest, mine);
+    mine.then(
+      (row) => {
+        if (this.invalidations !== before) return; // a change raced the read: the next request reads again
+        const old = this.cache.get(digest);
+        if (!row) this.cache.delete(digest);
+        else if (old) Object.assign(old, { row, fetchedAt: t, principal: principalOf(row) });
+      },
+      () => {
+        // the database is away: the entry stays stale and the next request tries again
+      },
+    );
   }
 
   /** Writes last_used_at at most once per interval per key, off the request's path. */
