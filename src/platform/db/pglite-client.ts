@@ -46,7 +46,15 @@ export class PGliteWorkerClient implements PGliteQueryable {
 
   /** Starts the thread and opens the database in it; rejects with the database's own error if it cannot. */
   static async open(opts: WorkerOptions): Promise<PGliteWorkerClient> {
-    const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), { workerData: opts, stdout: false, stderr: false });
+    const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
+      workerData: opts,
+      stdout: false,
+      stderr: false,
+      // the thread's JavaScript is a thin loop around the WebAssembly: a small young generation keeps its idle
+      // RSS 12-15 MiB lower (V8 grows it to 16 MiB per semi-space otherwise); large rows go to the large-object
+      // space as before, and no limit is set on the old generation (a big result never kills the thread)
+      resourceLimits: { maxYoungGenerationSizeMb: 4 },
+    });
     await new Promise<void>((resolve, reject) => {
       const onMessage = (m: { ready?: true; failed?: Record<string, unknown> }) => {
         cleanup();
