@@ -257,6 +257,8 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
     const code = await workers.runPrimary(config, createLogger(config.logLevel), { exec: process.argv[1]!, args: ['serve'] });
     process.exit(code);
   }
+  // PGlite's WebAssembly compiles on its thread while the server's modules load (nothing touches DATA_DIR yet)
+  if (!config.databaseUrl && config.pgliteThread) (await import('../platform/db/pglite-client.js')).PGliteWorkerClient.prestart();
   const { startServer } = await import('../compose/serve.js');
   let server;
   try {

@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -178,6 +178,23 @@ describe('the embedded database on the main thread (PORTICO_PGLITE_THREAD=off, t
   });
 });
 
+describe('a thread started ahead (serve)', () => {
+  test('compiles before it is told which database to open, creates nothing until then, and opens it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'portico-dbw-pre-'));
+    try {
+      PGliteWorkerClient.prestart();
+      await new Promise((r) => setTimeout(r, 300));
+      assert.deepEqual(readdirSync(dir), []);
+      const c = await PGliteWorkerClient.open({ dir: join(dir, 'pglite'), ...CONF });
+      assert.deepEqual((await c.query<{ one: number }>('select 1 as one')).rows, [{ one: 1 }]);
+      await c.close();
+      assert.ok(readdirSync(join(dir, 'pglite')).includes('PG_VERSION'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('a crash of the database thread', () => {
   test('every query in flight and every later one fails at once with a clear, retryable error (503), never a hang', async () => {
     const client = await PGliteWorkerClient.open({ ...CONF });
@@ -226,6 +243,8 @@ describe('the database thread and the life of the process', () => {
     writeFileSync(
       script,
       `import { openDb, sql } from ${JSON.stringify(index)};
+import { PGliteWorkerClient } from ${JSON.stringify(new URL('../../src/platform/db/pglite-client.js', import.meta.url).href)};
+PGliteWorkerClient.prestart(); // as serve does: the thread compiles ahead, open() takes it
 const o = await openDb({ dataDir: ${JSON.stringify(dir)}, inMemory: true });
 await new Promise((r) => setTimeout(r, 50));
 const r = await sql\`select count(*)::int as n from generate_series(1, 300000)\`.execute(o.db);

@@ -44,10 +44,8 @@ export class PGliteWorkerClient implements PGliteQueryable {
     worker.on('exit', (code) => this.fail(`the embedded database's thread stopped (exit code ${code})`));
   }
 
-  /** Starts the thread and opens the database in it; rejects with the database's own error if it cannot. */
-  static async open(opts: WorkerOptions): Promise<PGliteWorkerClient> {
+  private static spawn(): { worker: Worker; exited: boolean } {
     const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
-      workerData: opts,
       stdout: false,
       stderr: false,
       // the thread's JavaScript is a thin loop around the WebAssembly: a small young generation keeps its idle
@@ -55,6 +53,30 @@ export class PGliteWorkerClient implements PGliteQueryable {
       // space as before, and no limit is set on the old generation (a big result never kills the thread)
       resourceLimits: { maxYoungGenerationSizeMb: 4 },
     });
+    const w = { worker, exited: false };
+    worker.unref();
+    worker.on('error', () => {}); // reported by open()
+    worker.once('exit', () => (w.exited = true));
+    return w;
+  }
+
+  /**
+   * Starts a thread now so that PGlite's WebAssembly compiles while the caller goes on (serve loads its modules
+   * meanwhile); the next open() uses it. Nothing is opened or created on disk until open().
+   */
+  static prestart(): void {
+    PGliteWorkerClient.early ??= PGliteWorkerClient.spawn();
+  }
+  private static early: { worker: Worker; exited: boolean } | undefined;
+
+  /** Starts the thread (or takes the prestarted one) and opens the database in it; rejects with the database's own error if it cannot. */
+  static async open(opts: WorkerOptions): Promise<PGliteWorkerClient> {
+    let w = PGliteWorkerClient.early;
+    PGliteWorkerClient.early = undefined;
+    if (!w || w.exited) w = PGliteWorkerClient.spawn();
+    const worker = w.worker;
+    worker.ref();
+    worker.postMessage({ open: opts });
     await new Promise<void>((resolve, reject) => {
       const onMessage = (m: { ready?: true; failed?: Record<string, unknown> }) => {
         cleanup();

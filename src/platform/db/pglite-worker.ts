@@ -6,10 +6,14 @@
  *
  * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows }` or
  * `{ id, error: { message, name, code, ... } }`; `{ close: true }` closes the database and ends the thread.
- * The first message out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
+ * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes); the first message
+ * out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 
 export interface WorkerOptions {
@@ -33,26 +37,39 @@ export function serializeError(e: unknown): Record<string, unknown> {
   return out;
 }
 
+/**
+ * PGlite's 9 MB of WebAssembly, compiled as soon as the thread starts, before it is told which database to open:
+ * `serve` starts the thread first thing (PGliteWorkerClient.prestart), so this runs while the main thread loads
+ * its modules. Compiled by the baseline compiler only (Liftoff): V8's optimizing tier adds 40-65 MiB of code and
+ * start-up CPU for no measurable gain on Portico's short statements (docs/performance.md, "Start-up and
+ * memory"). V8 flags are per process: set for this compilation only and restored, so other WebAssembly (the
+ * speech engines) keeps the optimizing tier.
+ */
+function compilePGlite(): Promise<WebAssembly.Module> {
+  setFlagsFromString('--liftoff-only');
+  const wasm = join(dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite')), 'pglite.wasm');
+  const compiled = WebAssembly.compile(readFileSync(wasm));
+  const restore = () => setFlagsFromString('--no-liftoff-only');
+  compiled.then(restore, restore);
+  return compiled;
+}
+
 async function main() {
   const port = parentPort!;
-  const opts = workerData as WorkerOptions;
+  const compiled = compilePGlite();
+  compiled.catch(() => {}); // reported when the database is opened
+  const opts = await new Promise<WorkerOptions>((resolve) => port.once('message', (m: { open: WorkerOptions }) => resolve(m.open)));
   let db: PGlite;
-  // PGlite's 9 MB of WebAssembly compiled by the baseline compiler only (Liftoff): V8's optimizing tier adds
-  // 25-60 MiB of code and start-up CPU for no measurable gain on Portico's short statements (docs/performance.md,
-  // "Start-up and memory"). V8 flags are per process: set for this compilation only and restored at once, so
-  // other WebAssembly (the speech engines) keeps the optimizing tier.
-  setFlagsFromString('--liftoff-only');
   try {
     db = await PGlite.create(opts.dir, {
       parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
       postgresqlconf: opts.postgresqlconf,
+      pgliteWasmModule: await compiled,
       ...(opts.initialMemory ? { initialMemory: opts.initialMemory } : {}),
     });
   } catch (e) {
     port.postMessage({ failed: serializeError(e) });
     return;
-  } finally {
-    setFlagsFromString('--no-liftoff-only');
   }
   port.on('message', (m: { id: number; sql: string; params: unknown[]; before?: string } | { close: true }) => {
     if ('close' in m) {
