@@ -231,7 +231,7 @@ Every command takes --help and --version. Settings come from the environment (se
     .option('--dry-run', 'list the migrations that would run, change nothing', false)
     .action(async (o: { dryRun: boolean }) => {
       const config = loadConfig();
-      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb });
+      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb, thread: config.pgliteThread });
       try {
         if (o.dryRun) {
           const pending = await db.pending();
@@ -258,6 +258,8 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
     const code = await workers.runPrimary(config, createLogger(config.logLevel, undefined, config.logFormat), { exec: process.argv[1]!, args: ['serve'] });
     process.exit(code);
   }
+  // PGlite's WebAssembly compiles on its thread while the server's modules load (nothing touches DATA_DIR yet)
+  if (!config.databaseUrl && config.pgliteThread) (await import('../platform/db/pglite-client.js')).PGliteWorkerClient.prestart();
   const { startServer } = await import('../compose/serve.js');
   let server;
   try {

@@ -110,7 +110,16 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         return user;
       },
     };
-    const verifier = new KeyVerifier(core.keys.store, config.keyPepper, config.keyCacheFreshMs, config.lastUsedWriteIntervalMs);
+    const verifier = new KeyVerifier(
+      core.keys.store,
+      config.keyPepper,
+      config.keyCacheFreshMs,
+      config.lastUsedWriteIntervalMs,
+      undefined,
+      // PGlite is this process's own: every key change drops the cached entry at once, so no request need wait
+      // for the database to read a known key again
+      core.db.driver === 'pglite',
+    );
     // a key change drops the cached verification here at once and, through the feed, on every other instance
     core.feed.subscribe('keys', (m) => typeof m.digest === 'string' && verifier.invalidateDigest(m.digest));
     for (const s of [core.keys.management, core.keys.inference]) s.onChange((c) => verifier.invalidateDigest(c.digest));

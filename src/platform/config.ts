@@ -12,6 +12,8 @@ export interface Config {
   databaseUrl?: string;
   /** PGlite in memory (tests): no files at all */
   inMemoryDb: boolean;
+  /** PGlite on a worker thread of its own (default); PORTICO_PGLITE_THREAD=off runs it on the main thread */
+  pgliteThread: boolean;
   redisUrl?: string;
   modelConfigPath?: string;
   /** where pulled models and their catalogue live (MODELS_DIR, default DATA_DIR/models) */
@@ -221,6 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     inMemoryDb,
+    pgliteThread: env.PORTICO_PGLITE_THREAD !== 'off',
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     modelConfigPath: env.PORTICO_CONFIG || undefined,
     modelsDir: env.MODELS_DIR?.trim() ? resolve(env.MODELS_DIR.trim()) : join(dataDir, 'models'),

@@ -1,4 +1,5 @@
-import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import { createRequire } from 'node:module';
+import type { Queue, Worker, ConnectionOptions } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 
 /**
@@ -28,6 +29,8 @@ export class LocalQueue implements BackgroundQueue {
 }
 
 const QUEUE = 'portico-responses';
+/** BullMQ (and ioredis, ~30 MiB) loaded only when a Redis queue is used, not by every start that imports this file */
+const bullmq = () => createRequire(import.meta.url)('bullmq') as typeof import('bullmq');
 /** how long an enqueue may wait for Redis before the request fails (503) */
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
@@ -65,7 +68,7 @@ export class BullQueue implements BackgroundQueue {
    */
   private producer(): Queue {
     if (!this.queue) {
-      this.queue = new Queue(QUEUE, { connection: { ...this.connection, maxRetriesPerRequest: 1 } as ConnectionOptions });
+      this.queue = new (bullmq().Queue)(QUEUE, { connection: { ...this.connection, maxRetriesPerRequest: 1 } as ConnectionOptions });
       this.queue.on('error', (e) => this.log.debug({ err: e.message }, 'background queue error'));
     }
     return this.queue;
@@ -84,7 +87,7 @@ export class BullQueue implements BackgroundQueue {
   }
 
   start(run: (id: string) => Promise<void>) {
-    this.worker = new Worker(QUEUE, async (job) => run(String(job.data.id)), {
+    this.worker = new (bullmq().Worker)(QUEUE, async (job) => run(String(job.data.id)), {
       connection: this.connection,
       concurrency: this.concurrency,
       // a job whose instance died is handed to another instance, which finds it stale and ends it

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import * as client from 'openid-client';
+import type * as client from 'openid-client';
 import { EncryptJWT, jwtDecrypt } from 'jose';
 import type { WebConfig } from '../platform/config.js';
 import { orgRolesFromClaims, subjectProblem, type UserPrincipal } from '../platform/auth/jwt.js';
@@ -12,6 +12,9 @@ interface Transaction {
 }
 
 const TRANSACTION_TTL_S = 600;
+
+/** openid-client (~8 MiB) is loaded on the first sign-in, not by every start */
+const openid = () => import('openid-client');
 
 export class OidcError extends Error {}
 
@@ -39,6 +42,7 @@ export class OidcSignIn {
 
   private config(): Promise<client.Configuration> {
     this.configuration ??= (async () => {
+      const client = await openid();
       const issuer = new URL(this.cfg.issuer);
       // plain http is accepted only for a provider on this machine (the configuration refuses it elsewhere)
       const insecure = issuer.protocol === 'http:';
@@ -62,6 +66,7 @@ export class OidcSignIn {
     } catch (e) {
       throw new OidcError(`the identity provider's discovery document could not be read: ${(e as Error).message}`);
     }
+    const client = await openid();
     const tx: Transaction = { state: client.randomState(), nonce: client.randomNonce(), verifier: client.randomPKCECodeVerifier() };
     const url = client.buildAuthorizationUrl(config, {
       redirect_uri: this.cfg.redirectUrl,
@@ -96,6 +101,7 @@ export class OidcSignIn {
     const current = new URL(this.cfg.redirectUrl);
     current.search = query;
     const config = await this.config();
+    const client = await openid();
     try {
       const tokens = await client.authorizationCodeGrant(config, current, {
         pkceCodeVerifier: tx.verifier,

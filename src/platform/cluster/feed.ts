@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { redisClass } from './redis-client.js';
 import pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
 
@@ -53,7 +54,7 @@ class RedisFeed implements ChangeFeed {
 
   private get pub(): Redis {
     if (!this.pubConn) {
-      this.pubConn = new Redis(this.url, this.opts);
+      this.pubConn = new (redisClass())(this.url, this.opts);
       this.pubConn.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
     }
     return this.pubConn;
@@ -62,7 +63,7 @@ class RedisFeed implements ChangeFeed {
   private subscriber(): Redis {
     if (this.sub) return this.sub;
     // the subscriber keeps its queue so its SUBSCRIBE is sent once the connection is up (and again after a reconnect)
-    const sub = new Redis(this.url, { ...this.opts, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    const sub = new (redisClass())(this.url, { ...this.opts, enableOfflineQueue: true, maxRetriesPerRequest: null });
     sub.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
     // ioredis subscribes again by itself after a reconnect; what was published in between is gone
     let connected = false;

@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { redisClass } from './redis-client.js';
 import { AppError } from '../errors.js';
 
 /** Fixed one-minute windows of counts, shared by instances when backed by Redis. */
@@ -47,7 +48,7 @@ class RedisWindows implements WindowStore {
   private firstConnect: Promise<void> | undefined;
   constructor(url: string) {
     // fail fast when Redis is away: the request gets a 503 instead of waiting in an offline queue
-    this.r = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
+    this.r = new (redisClass())(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
     this.r.on('error', () => {});
     this.firstConnect = new Promise<void>((resolve) => {
       const done = () => {

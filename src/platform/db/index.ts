@@ -3,9 +3,9 @@ import { ConfigError } from '../config.js';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
 import { PGliteDialect } from './pglite-dialect.js';
 import { makePrivate, privateUmask } from '../data-dir.js';
+import { PGliteWorkerClient, type PGliteQueryable } from './pglite-client.js';
 import { migrations as builtIn } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -15,6 +15,8 @@ export interface DbOptions {
   databaseUrl?: string;
   dataDir: string;
   inMemory?: boolean;
+  /** PGlite only: on a worker thread of its own (the default) or on this thread (false) */
+  thread?: boolean;
   /** PostgreSQL only: a schema of its own (tests run side by side in one database) */
   schema?: string;
   poolSize?: number;
@@ -72,6 +74,22 @@ function lockDataDir(dataDir: string): () => void {
   throw new ConfigError(`could not lock ${path}`);
 }
 
+/** PGlite on the calling thread (PORTICO_PGLITE_THREAD=off): the comparison baseline of bench:memory. */
+async function openInThread(o: { dir?: string; postgresqlconf: string[] }): Promise<PGliteQueryable> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const pglite = await PGlite.create(o.dir, { parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any, postgresqlconf: o.postgresqlconf });
+  return {
+    async query<R>(sql: string, params?: unknown[], before?: string) {
+      if (before) await pglite.query(before);
+      return pglite.query<R>(sql, params as any[]);
+    },
+    close: () => pglite.close(),
+    get closed() {
+      return pglite.closed;
+    },
+  };
+}
+
 export async function openDb(opts: DbOptions): Promise<OpenedDb> {
   let releaseLock: (() => void) | undefined;
   let db: Db;
@@ -113,20 +131,21 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
       releaseLock = lockDataDir(opts.dataDir);
     }
     const options = {
-      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
+      dir,
       // PostgreSQL's default 128 MB of shared buffers is the largest part of PGlite's memory; Portico's working
       // set is small (keys, the usage ledger, stored responses are read by id), and 16 MB keeps idle RSS at
       // ~175 MiB instead of ~275 MiB and opens faster (docs/performance.md, "Start-up and memory")
       postgresqlconf: ['shared_buffers=16MB'],
     };
     const fresh = dir !== undefined && !existsSync(join(dir, 'PG_VERSION'));
-    let pglite = await PGlite.create(dir, options);
     if (fresh) {
       // creating the cluster (initdb) leaves ~600 MB of WebAssembly memory behind that the open database never
-      // uses: reopen it once, so a first start runs as lean as every later one
-      await pglite.close();
-      pglite = await PGlite.create(dir, options);
+      // uses: create it in a thread of its own and end that thread, so a first start runs as lean as every later one
+      await (await PGliteWorkerClient.open(options)).close();
     }
+    // its own thread: PGlite's WebAssembly never holds up the requests on the main thread
+    // (docs/architecture.md, "The embedded database")
+    const pglite = opts.thread === false ? await openInThread(options) : await PGliteWorkerClient.open(options);
     // a new database is extracted with modes of its own (0666/0777): private now, and private stays what the
     // database creates from here on (the umask above)
     if (dir !== undefined) makePrivate(dir);

@@ -1,4 +1,4 @@
-import type { PGlite } from '@electric-sql/pglite';
+import type { PGliteQueryable } from './pglite-client.js';
 import {
   CompiledQuery,
   PostgresAdapter,
@@ -13,11 +13,11 @@ import {
 } from 'kysely';
 
 /**
- * Kysely on embedded PGlite. PGlite is one session, so the driver hands out that one connection to one
+ * Kysely on embedded PGlite, in this thread or on its own worker thread (PGliteWorkerClient). PGlite is one session, so the driver hands out that one connection to one
  * user at a time (a transaction holds it until commit/rollback); everyone else waits in line.
  */
 export class PGliteDialect implements Dialect {
-  constructor(private readonly db: PGlite) {}
+  constructor(private readonly db: PGliteQueryable) {}
   createAdapter() {
     return new PostgresAdapter();
   }
@@ -33,9 +33,16 @@ export class PGliteDialect implements Dialect {
 }
 
 class PGliteConnection implements DatabaseConnection {
-  constructor(private readonly db: PGlite) {}
+  /**
+   * A `begin` not sent yet: it goes with the transaction's first statement, in one trip to the database's
+   * thread instead of two (a transaction that runs nothing sends nothing).
+   */
+  pendingBegin: string | undefined;
+  constructor(private readonly db: PGliteQueryable) {}
   async executeQuery<R>(q: CompiledQuery): Promise<QueryResult<R>> {
-    const r = await this.db.query<R>(q.sql, q.parameters as any[]);
+    const before = this.pendingBegin;
+    this.pendingBegin = undefined;
+    const r = await this.db.query<R>(q.sql, q.parameters as unknown[], before);
     return {
       rows: r.rows,
       numAffectedRows: r.affectedRows !== undefined ? BigInt(r.affectedRows) : undefined,
@@ -52,7 +59,7 @@ class PGliteDriver implements Driver {
   private queue: Promise<void> = Promise.resolve();
   private release: (() => void) | undefined;
 
-  constructor(private readonly db: PGlite) {
+  constructor(private readonly db: PGliteQueryable) {
     this.connection = new PGliteConnection(db);
   }
   async init() {}
@@ -67,15 +74,25 @@ class PGliteDriver implements Driver {
   async beginTransaction(conn: DatabaseConnection, settings: TransactionSettings) {
     let sql = 'begin';
     if (settings.isolationLevel) sql += ` isolation level ${settings.isolationLevel}`;
-    await conn.executeQuery(CompiledQuery.raw(sql));
+    (conn as PGliteConnection).pendingBegin = sql;
   }
   async commitTransaction(conn: DatabaseConnection) {
+    if (this.unbegun(conn)) return;
     await conn.executeQuery(CompiledQuery.raw('commit'));
   }
   async rollbackTransaction(conn: DatabaseConnection) {
+    if (this.unbegun(conn)) return;
     await conn.executeQuery(CompiledQuery.raw('rollback'));
   }
+  /** a transaction whose begin was never sent: nothing to end */
+  private unbegun(conn: DatabaseConnection) {
+    const c = conn as PGliteConnection;
+    if (c.pendingBegin === undefined) return false;
+    c.pendingBegin = undefined;
+    return true;
+  }
   async releaseConnection() {
+    this.connection.pendingBegin = undefined;
     const r = this.release;
     this.release = undefined;
     r?.();

@@ -18,6 +18,16 @@ export const FAILED_WINDOW_MS = 10_000;
 const MISSING_MAX = 10_000;
 const SOURCES_MAX = 10_000;
 
+const principalOf = (row: VerifiedKeyRow): KeyPrincipal => ({
+  keyId: row.id,
+  kind: row.kind,
+  userId: row.user_id,
+  orgId: row.org_id,
+  scopes: row.scopes,
+  rpmLimit: row.rpm_limit,
+  tpmLimit: row.tpm_limit,
+});
+
 interface Entry {
   row: VerifiedKeyRow;
   principal: KeyPrincipal;
@@ -49,6 +59,12 @@ export class KeyVerifier {
     private readonly freshMs: number,
     private readonly lastUsedIntervalMs: number,
     private readonly maxEntries = 100_000,
+    /**
+     * A stale entry is used while it is read again in the background, so no request waits for the database
+     * once its key is known. Only where every change is made by this process and drops the entry at once:
+     * the embedded PGlite, which one process owns (a change by another process would show one request late).
+     */
+    private readonly serveStale = false,
   ) {}
 
   invalidateDigest(digest: string) {
@@ -103,6 +119,9 @@ export class KeyVerifier {
     let entry = this.cache.get(digest);
     if (entry && t - entry.fetchedAt <= this.freshMs) {
       this.hits++;
+    } else if (entry && this.serveStale) {
+      this.hits++;
+      this.refresh(digest, t);
     } else {
       const gone = this.missing.get(digest);
       if (gone !== undefined && t - gone <= this.freshMs) {
@@ -131,19 +150,7 @@ export class KeyVerifier {
         this.failed(source, t);
         throw new AppError('invalid_api_key');
       }
-      entry = {
-        row,
-        fetchedAt: t,
-        principal: {
-          keyId: row.id,
-          kind: row.kind,
-          userId: row.user_id,
-          orgId: row.org_id,
-          scopes: row.scopes,
-          rpmLimit: row.rpm_limit,
-          tpmLimit: row.tpm_limit,
-        },
-      };
+      entry = { row, fetchedAt: t, principal: principalOf(row) };
       if (this.invalidations === before) {
         if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value as string);
         this.cache.set(digest, entry);
@@ -173,6 +180,28 @@ export class KeyVerifier {
     this.noteUsed(key.keyId, Date.now());
   }
 
+  /** Reads a stale entry again off the request's path (serveStale); one read per key at a time. */
+  private refresh(digest: string, t: number) {
+    if (this.loading.has(digest)) return;
+    const before = this.invalidations;
+    const mine: Promise<VerifiedKeyRow | undefined> = this.store.findByDigest(digest).finally(() => {
+      if (this.loading.get(digest) === mine) this.loading.delete(digest);
+    });
+    this.loading.set(digest, mine);
+    mine.then(
+      (row) => {
+        if (this.invalidations !== before) return; // a change raced the read: the next request reads again
+        const old = this.cache.get(digest);
+        if (!row) this.cache.delete(digest);
+        else if (old) Object.assign(old, { row, fetchedAt: t, principal: principalOf(row) });
+      },
+      () => {
+        // the database is away: the entry stays stale and the next request tries again
+      },
+    );
+  }
+
+  /** Writes last_used_at at most once per interval per key, off the request's path. */
   private noteUsed(id: string, t: number) {
     const last = this.lastUsedWritten.get(id) ?? 0;
     if (t - last < this.lastUsedIntervalMs) return;

@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { redisClass } from '../../platform/cluster/redis-client.js';
 
 /**
  * The running spend of each payer, shared by the instances (Redis) or kept by the one instance (memory).
@@ -159,7 +160,7 @@ export class RedisSpendStore implements SpendStore {
   private get r(): Scripted {
     if (this.closed) throw Object.assign(new Error('Connection is closed.'), { code: 'ECONNREFUSED' });
     if (!this.client) {
-      const r = new Redis(this.url, {
+      const r = new (redisClass())(this.url, {
         maxRetriesPerRequest: 1,
         enableOfflineQueue: false,
         autoResendUnfulfilledCommands: false,

@@ -1,0 +1,90 @@
+/**
+ * The embedded database's thread. PGlite is PostgreSQL compiled to WebAssembly: every query runs its WASM
+ * synchronously on the thread that owns it, so on the main thread a slow statement (a ledger query, a
+ * checkpoint, a migration) would hold up every request in flight. Here it runs on a worker thread of its own
+ * and the main thread only sends SQL and receives rows over the worker's MessagePort (pglite-client.ts).
+ *
+ * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows }` or
+ * `{ id, error: { message, name, code, ... } }`; `{ close: true }` closes the database and ends the thread.
+ * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes); the first message
+ * out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { parentPort } from 'node:worker_threads';
+import { PGlite } from '@electric-sql/pglite';
+
+export interface WorkerOptions {
+  dir?: string;
+  postgresqlconf: string[];
+  initialMemory?: number;
+}
+
+const INT8 = 20;
+const NUMERIC = 1700;
+const toNumber = (v: string) => (v === null ? null : Number(v));
+
+/** The fields of a database error worth carrying across (PGlite's DatabaseError: code, detail, constraint...). */
+export function serializeError(e: unknown): Record<string, unknown> {
+  if (!(e instanceof Error)) return { message: String(e), name: 'Error' };
+  const out: Record<string, unknown> = { message: e.message, name: e.name };
+  for (const [k, v] of Object.entries(e)) {
+    if (k === 'message' || k === 'name') continue;
+    if (v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * PGlite's 9 MB of WebAssembly, compiled as soon as the thread starts, before it is told which database to open:
+ * `serve` starts the thread first thing (PGliteWorkerClient.prestart), so this runs while the main thread loads
+ * its modules. Compiled by the baseline compiler only (Liftoff): V8's optimizing tier adds 40-65 MiB of code and
+ * start-up CPU for no measurable gain on Portico's short statements (docs/performance.md, "Start-up and
+ * memory"). V8 flags are per process: set for this compilation only and restored, so other WebAssembly (the
+ * speech engines) keeps the optimizing tier.
+ */
+function compilePGlite(): Promise<WebAssembly.Module> {
+  setFlagsFromString('--liftoff-only');
+  const wasm = join(dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite')), 'pglite.wasm');
+  const compiled = WebAssembly.compile(readFileSync(wasm));
+  const restore = () => setFlagsFromString('--no-liftoff-only');
+  compiled.then(restore, restore);
+  return compiled;
+}
+
+async function main() {
+  const port = parentPort!;
+  const compiled = compilePGlite();
+  compiled.catch(() => {}); // reported when the database is opened
+  const opts = await new Promise<WorkerOptions>((resolve) => port.once('message', (m: { open: WorkerOptions }) => resolve(m.open)));
+  let db: PGlite;
+  try {
+    db = await PGlite.create(opts.dir, {
+      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
+      postgresqlconf: opts.postgresqlconf,
+      pgliteWasmModule: await compiled,
+      ...(opts.initialMemory ? { initialMemory: opts.initialMemory } : {}),
+    });
+  } catch (e) {
+    port.postMessage({ failed: serializeError(e) });
+    return;
+  }
+  port.on('message', (m: { id: number; sql: string; params: unknown[]; before?: string } | { close: true }) => {
+    if ('close' in m) {
+      db.close().then(
+        () => port.postMessage({ closed: true }),
+        (e) => port.postMessage({ closed: true, error: serializeError(e) }),
+      );
+      return;
+    }
+    (m.before ? db.query(m.before).then(() => db.query(m.sql, m.params as any[])) : db.query(m.sql, m.params as any[])).then(
+      (r) => port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
+      (e) => port.postMessage({ id: m.id, error: serializeError(e) }),
+    );
+  });
+  port.postMessage({ ready: true });
+}
+
+void main();
