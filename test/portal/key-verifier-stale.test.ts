@@ -2,7 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { KeyVerifier } from '../../src/portal/keys/verifier.js';
 import { generateApiKey } from '../../src/platform/auth/api-key-format.js';
-import type { KeyRow, KeyStore } from '../../src/portal/keys/store.js';
+import type { VerifiedKeyRow as KeyRow, KeyStore } from '../../src/portal/keys/store.js';
 
 const pepper = Buffer.alloc(32, 7);
 
@@ -26,7 +26,7 @@ const baseRow = (over: Partial<KeyRow> = {}): KeyRow =>
     id: 'key_1',
     kind: 'inference',
     user_id: 'u1',
-    org_id: '',
+    org_id: 'default',
     scopes: [],
     rpm_limit: null,
     tpm_limit: null,
