@@ -10,8 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, type ErrorCode, type ValidationDetail } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
-import type { FunctionTool, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
-import type { EngineRegistry } from '../engines/registry.js';
+import type { FunctionTool, GenerateRequest, RouteNote, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
+import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { upstreamName, type ModelSpec } from '../models/spec.js';
 import { assertModelScope } from '../api/scopes.js';
@@ -36,11 +36,13 @@ export interface PreparedChat {
   gen?: GenerateRequest;
   /** what the conversation is, for a token estimate when an answer ends without the engine's count (built when needed) */
   count: () => Pick<GenerateRequest, 'model' | 'messages' | 'tools'>;
+  /** filled by the router: the deployment that served (the usage record names it) */
+  route: RouteNote;
 }
 
 export interface ChatPrepareDeps {
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
 }
 
 function bad(message: string, param: string | null, code: ErrorCode = 'validation_error', detail?: ValidationDetail): AppError {
@@ -97,7 +99,8 @@ export class ChatPreparer {
       throw fromEngineError(e);
     }
     const model = upstreamName(spec);
-    const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true };
+    const route: RouteNote = {};
+    const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true, route };
     const fnTools: FunctionTool[] = tools.flatMap((t) =>
       t.type === 'function' && t.function
         ? [
@@ -120,7 +123,7 @@ export class ChatPreparer {
     }
     return {
       ...base,
-      gen: this.generateRequest(req, model, fnTools),
+      gen: { ...this.generateRequest(req, model, fnTools), route },
       count,
     };
   }

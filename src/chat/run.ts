@@ -142,12 +142,12 @@ export class ChatRunner {
   // ---------------------------------------------------------------- forward
 
   private async forwardJson(p: PreparedChat, signal: AbortSignal): Promise<Obj> {
-    for await (const o of p.engine.chatCompletions!({ body: p.forward!, signal })) return o;
+    for await (const o of p.engine.chatCompletions!({ body: p.forward!, signal, route: p.route })) return o;
     throw new EngineError('the upstream sent no answer', 'upstream_error', 502);
   }
 
   private forwardChunks(p: PreparedChat, signal: AbortSignal): AsyncIterable<Obj> {
-    return p.engine.chatCompletions!({ body: p.forward!, signal });
+    return p.engine.chatCompletions!({ body: p.forward!, signal, route: p.route });
   }
 
   // ---------------------------------------------------------------- generate
@@ -254,6 +254,7 @@ export class ChatRunner {
       operation: 'chat.completions',
       ...counted,
       costMicros: costMicros(p.spec, counted),
+      deployment: p.route.deployment,
     });
   }
 

@@ -7,8 +7,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { AppError, type ValidationDetail } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
-import type { EngineRegistry } from '../engines/registry.js';
-import type { EmbeddingsEngine } from '../engines/types.js';
+import type { TextEngineSource } from '../engines/registry.js';
+import type { EmbeddingsEngine, RouteNote } from '../engines/types.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { upstreamName } from '../models/spec.js';
 import { costMicros } from '../models/pricing.js';
@@ -19,7 +19,7 @@ import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
 
 export interface EmbeddingsDeps {
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
   usage: UsageService;
   log: FastifyBaseLogger;
 }
@@ -71,8 +71,9 @@ export class EmbeddingsService {
     }
     const model = upstreamName(spec);
     let result;
+    const route: RouteNote = {};
     try {
-      result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal });
+      result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal, route });
     } catch (e) {
       if (signal.aborted) throw e;
       const err = fromEngineError(e, 'the embeddings engine');
@@ -89,6 +90,7 @@ export class EmbeddingsService {
       operation: 'embeddings',
       inputTokens,
       costMicros: costMicros(spec, { inputTokens }),
+      deployment: route.deployment,
     });
     const base64 = req.encoding_format === 'base64';
     return {

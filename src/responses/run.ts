@@ -195,6 +195,7 @@ export class Runner {
         operation: 'responses',
         ...metered,
         costMicros: costMicros(p.spec, metered),
+        deployment: p.gen.route?.deployment,
       });
     }
     // a spoken answer is speech usage too: the characters the voice was given, under the speech model and its price

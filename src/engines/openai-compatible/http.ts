@@ -18,6 +18,8 @@ export interface UpstreamOptions {
   headers?: Record<string, string>;
   /** max idle keep-alive sockets per upstream host (default 64) */
   maxFreeSockets?: number;
+  /** ms a new connection may take to open (the deployment's timeouts.connect_ms); unset: only timeoutMs applies */
+  connectTimeoutMs?: number;
 }
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -31,6 +33,7 @@ export class Upstream {
   private readonly basePath: string;
   private readonly baseHeaders: Record<string, string>;
   readonly timeoutMs: number;
+  private readonly connectTimeoutMs?: number;
   private readonly secret?: string;
 
   constructor(opts: UpstreamOptions) {
@@ -49,6 +52,7 @@ export class Upstream {
     this.port = u.port ? Number(u.port) : tls ? 443 : 80;
     this.basePath = u.pathname.replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.connectTimeoutMs = opts.connectTimeoutMs;
     this.secret = opts.apiKey || undefined;
     const h: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (u.username || u.password) {
@@ -91,6 +95,7 @@ export class Upstream {
       };
       call.onFail = fail;
       req.on('error', fail);
+      if (this.connectTimeoutMs) call.watchConnect(this.connectTimeoutMs);
       req.on('response', (res) => {
         call.res = res;
         call.touch();
@@ -127,13 +132,16 @@ export class Upstream {
   mapError(err: unknown, call?: Call): EngineError {
     if (err instanceof EngineError) return err;
     if (call?.cancelled) return cancelled();
+    if (call?.connectTimedOut) {
+      return new EngineError(`upstream did not accept a connection within ${this.connectTimeoutMs} ms`, 'upstream_unavailable', 504, RETRY);
+    }
     if (call?.timedOut) {
-      return new EngineError(`upstream did not answer within ${this.timeoutMs} ms`, 'upstream_unavailable', 504);
+      return new EngineError(`upstream did not answer within ${this.timeoutMs} ms`, 'upstream_unavailable', 504, RETRY);
     }
     const code = (err as NodeJS.ErrnoException)?.code;
     const what = code ?? (err as Error)?.message ?? String(err);
-    if (call?.res) return new EngineError(`upstream connection broke mid-stream (${what})`, 'upstream_stream_broken', 502);
-    return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' ? 504 : 502);
+    if (call?.res) return new EngineError(`upstream connection broke mid-stream (${what})`, 'upstream_stream_broken', 502, RETRY);
+    return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' ? 504 : 502, RETRY);
   }
 
   /**
@@ -156,17 +164,29 @@ export class Upstream {
     const msg = this.redact(message || `HTTP ${status}`).slice(0, 2000);
     if (status === 429) {
       const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
-      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429);
+      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, { retryable: true, retryAfterMs: retryAfterMs(ra) });
     }
     if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502);
-    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504);
+    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, RETRY);
     if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400);
-    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502);
+    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, { retryable: status >= 500 });
   }
 
   close(): void {
     this.agent.destroy();
   }
+}
+
+/** transport failures and timeouts: another try (elsewhere) may succeed */
+const RETRY = { retryable: true } as const;
+
+/** retry-after in seconds or as an HTTP date, in ms (undefined when absent or unreadable) */
+export function retryAfterMs(ra: string | undefined): number | undefined {
+  if (!ra) return undefined;
+  const s = Number(ra);
+  if (Number.isFinite(s) && s >= 0) return Math.round(s * 1000);
+  const t = Date.parse(ra);
+  return Number.isFinite(t) ? Math.max(0, t - Date.now()) : undefined;
 }
 
 function cancelled(): EngineError {
@@ -193,6 +213,7 @@ export function parseErrorBody(body: string): { message: string; code?: string }
 export class Call {
   res?: IncomingMessage;
   timedOut = false;
+  connectTimedOut = false;
   cancelled = false;
   onFail?: (err: unknown) => void;
   private timer: NodeJS.Timeout;
@@ -214,6 +235,19 @@ export class Call {
       };
       signal.addEventListener('abort', this.onAbort, { once: true });
     }
+  }
+
+  /** a socket that is still connecting after `ms` is given up (a reused keep-alive socket is not watched) */
+  watchConnect(ms: number): void {
+    this.req.once('socket', (s) => {
+      if (!s.connecting) return;
+      const t = setTimeout(() => {
+        this.connectTimedOut = true;
+        this.kill(new Error('connect timeout'));
+      }, ms);
+      s.once('connect', () => clearTimeout(t));
+      s.once('close', () => clearTimeout(t));
+    });
   }
 
   /** data arrived: the silence timer starts again */

@@ -140,4 +140,10 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('usage_records').addColumn('spend_epoch', 'text').execute();
     },
   },
+  '0006_usage_deployment': {
+    async up(db: Kysely<any>) {
+      // which deployment of the model served the request (a model may have several, see docs/models.md)
+      await db.schema.alterTable('usage_records').addColumn('deployment', 'text').execute();
+    },
+  },
 };
