@@ -124,7 +124,7 @@ function describe(e: ErrorObject, where: string, allowedKeys: string[], provider
 }
 
 function literalsOf(p: Provider, key: string): string[] | undefined {
-  const s = (p.options.properties as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key];
+  const s = ({ ...ROUTING_KEYS, ...p.options.properties } as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key];
   const values = s?.anyOf?.map((x) => x.const).filter((x): x is string => typeof x === 'string');
   return values?.length ? values : undefined;
 }
@@ -154,7 +154,6 @@ function checkDeployments(entry: Record<string, unknown>, where: string): ModelS
   }
   if (typeof entry.name !== 'string') throw new ModelConfigError(`${where}: 'name' is required`);
   const name = entry.name;
-  // the model-level keys are checked as a plain entry would be (the first deployment lends its provider keys)
   const deployments: DeploymentSpec[] = list.map((d, i) => {
     const at = `${where}.deployments[${i}]`;
     if (d === null || typeof d !== 'object' || Array.isArray(d)) throw new ModelConfigError(`${at}: each deployment must be a mapping with at least provider`);
@@ -170,7 +169,9 @@ function checkDeployments(entry: Record<string, unknown>, where: string): ModelS
   const { deployments: _d, ...own } = entry;
   const first = deployments[0]!;
   const { id: _id, weight: _w, ...firstKeys } = first;
-  const model = checkOne({ ...own, provider: first.provider, type: first.type }, where, 'entry');
+  // the model-level keys are checked with the first deployment's provider keys (what the entry's spec carries)
+  const { weight: _w0, ...rawFirst } = list[0] as Record<string, unknown>;
+  const model = checkOne({ ...rawFirst, ...own, type: first.type }, where, 'entry');
   return { ...firstKeys, ...model, name, upstream_model: first.upstream_model, deployments } as ModelSpec;
 }
 

@@ -142,9 +142,8 @@ export class HealthBoard {
     h.requests?.add(1, now);
   }
 
-  /** The try ended well: a breaker that was open (or probing) closes, everywhere. */
+  /** The try gave its first output: a breaker that was open (or probing) closes, everywhere. */
   success(h: DeploymentHealth): void {
-    h.inflight--;
     h.failures = 0;
     if (h.openUntil !== 0) {
       h.openUntil = 0;
@@ -158,7 +157,6 @@ export class HealthBoard {
    * content is not the deployment's fault). A probe that fails, or the `failures`-th failure in a row, opens it.
    */
   failure(h: DeploymentHealth, counts: boolean, policy: BreakerPolicy, now: number, retryAfterMs?: number): void {
-    h.inflight--;
     if (retryAfterMs !== undefined && retryAfterMs > 0) h.notBefore = Math.max(h.notBefore, now + retryAfterMs);
     if (!counts) {
       if (h.probing) h.probing = false;
@@ -172,7 +170,7 @@ export class HealthBoard {
     }
   }
 
-  /** The try ended without a verdict (the client left): only the in-flight count changes. */
+  /** The try ended (after its verdict, or without one when the client left). */
   release(h: DeploymentHealth): void {
     h.inflight--;
     h.probing = false;

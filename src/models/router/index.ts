@@ -301,17 +301,17 @@ export class Router {
     const now = this.now();
     this.health.begin(t.health, now);
     let ended = false;
+    // the breaker's verdict: success at the first output, failure when the try fails (before or after it)
     const end = (ok: boolean | undefined, err?: unknown) => {
       if (ended) return;
       ended = true;
       clearTimeout(firstTimer);
       clearTimeout(totalTimer);
-      if (ok === undefined) this.health.release(t.health);
-      else if (ok) this.health.success(t.health);
-      else {
+      if (ok === false) {
         const e = err instanceof EngineError ? err : undefined;
         this.health.failure(t.health, !e || e.retryable, policy, this.now(), e?.retryAfterMs);
       }
+      this.health.release(t.health);
     };
     let value: T;
     try {
@@ -323,6 +323,7 @@ export class Router {
       throw err;
     }
     clearTimeout(firstTimer);
+    this.health.success(t.health);
     return {
       value,
       target: t,
