@@ -295,9 +295,16 @@ export class Router {
       timedOut = new TimeoutOfTry(`the deployment ${t.dep.id} gave ${what} within ${ms} ms`, 'upstream_timeout', 504, { retryable });
       ctl.abort(timedOut);
     };
-    const firstTimer = setTimeout(expire('no output', firstMs, true), firstMs);
-    const totalTimer = setTimeout(expire('no complete answer', totalMs, false), totalMs);
-    const engineSignal = signal ? AbortSignal.any([signal, ctl.signal]) : ctl.signal;
+    // one timer at a time (first output, then the rest of the total), and the client's abort passed on by hand:
+    // cheaper per request than two timers and AbortSignal.any
+    const t0 = this.now();
+    let timer = setTimeout(firstMs < totalMs ? expire('no output', firstMs, true) : expire('no complete answer', totalMs, false), Math.min(firstMs, totalMs));
+    const onAbort = () => ctl.abort(signal!.reason);
+    if (signal) {
+      if (signal.aborted) ctl.abort(signal.reason);
+      else signal.addEventListener('abort', onAbort, { once: true });
+    }
+    const engineSignal = ctl.signal;
     const now = this.now();
     this.health.begin(t.health, now);
     let ended = false;
@@ -305,8 +312,8 @@ export class Router {
     const end = (ok: boolean | undefined, err?: unknown) => {
       if (ended) return;
       ended = true;
-      clearTimeout(firstTimer);
-      clearTimeout(totalTimer);
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       if (ok === false) {
         const e = err instanceof EngineError ? err : undefined;
         this.health.failure(t.health, !e || e.retryable, policy, this.now(), e?.retryAfterMs);
@@ -322,7 +329,9 @@ export class Router {
       else end(false, err);
       throw err;
     }
-    clearTimeout(firstTimer);
+    clearTimeout(timer);
+    const left = totalMs - (this.now() - t0);
+    timer = setTimeout(expire('no complete answer', totalMs, false), Math.max(1, left));
     this.health.success(t.health);
     return {
       value,
