@@ -242,6 +242,23 @@ describe('routing with scripted upstreams that fail', () => {
     assert.equal(rows[rows.length - 1]!.deployment, 'one-a');
   });
 
+  test('Responses streaming and background: a refused deployment before any output is tried on the next', async () => {
+    reset();
+    const res = await post('/v1/responses', { model: 'refused-first', input: 'hi', stream: true });
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /response\.completed/);
+    const bg = await client.responses.create({ model: 'refused-first', input: 'hi', background: true });
+    let r = bg;
+    const deadline = Date.now() + 10_000;
+    while ((r.status === 'queued' || r.status === 'in_progress') && Date.now() < deadline) {
+      await new Promise((x) => setTimeout(x, 50));
+      r = await client.responses.retrieve(bg.id);
+    }
+    assert.equal(r.status, 'completed');
+    assert.equal(r.model, 'refused-first');
+    assert.equal(b.requests.length, 2);
+  });
+
   test('every deployment down: the fallback answers under the requested name; usage names the fallback deployment', async () => {
     reset();
     a.script({ status: 503 });
