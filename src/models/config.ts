@@ -32,8 +32,8 @@ const MODEL_ONLY = ['name', 'type', 'owned_by', 'pricing', ...Object.keys(ROUTIN
 function keysOf(p: Provider, kind: Kind) {
   const { name, provider, type } = COMMON_KEYS;
   return kind === 'entry'
-    ? { ...COMMON_KEYS, ...ROUTING_KEYS, ...DEPLOYMENT_KEYS, ...p.options.properties }
-    : { name, provider, type, ...DEPLOYMENT_KEYS, ...WEIGHT_KEY, ...p.options.properties };
+    ? { ...COMMON_KEYS, ...p.options.properties, ...DEPLOYMENT_KEYS, ...ROUTING_KEYS }
+    : { name, provider, type, ...p.options.properties, ...DEPLOYMENT_KEYS, ...WEIGHT_KEY };
 }
 
 function entrySchema(p: Provider, kind: Kind): TObject {
