@@ -38,8 +38,8 @@ export const ROUTE_DEFAULTS = {
   retries: 2,
   retryBackoffMs: 100,
   maxRetryWaitMs: 10_000,
-  /** connect: applied by the openai-compatible transport; first byte and total: by the router, for every engine */
-  timeouts: { connect_ms: 10_000, first_byte_ms: 120_000, total_ms: 900_000 } satisfies Required<Timeouts>,
+  /** first byte and total: applied by the router, for every engine (connect_ms has no default: the transport's timeout_ms covers it) */
+  timeouts: { first_byte_ms: 120_000, total_ms: 900_000 } satisfies Omit<Required<Timeouts>, 'connect_ms'>,
 } as const;
 
 /** One deployment as a try sees it. */
