@@ -26,7 +26,12 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
 const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
 
 async function portico(upstreamUrl: string) {
-  const models: ModelSpec[] = [{ name: 'fast', provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' } as ModelSpec];
+  const one = { provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' as const, upstream_model: 'fast', weight: 1 };
+  const models: ModelSpec[] = [
+    { name: 'fast', provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' } as ModelSpec,
+    // the same upstream as three deployments of one model: what choosing among several costs (src/models/router)
+    { name: 'fast3', ...one, deployments: [1, 2, 3].map((i) => ({ ...one, id: `fast3#${i}`, name: `fast3#${i}` })) } as ModelSpec,
+  ];
   // the embedded default of `npm start` (PGlite files in DATA_DIR, the usage journal beside them), or PostgreSQL
   // LOG_LEVEL (default warn, as issue 13 measures): 'info' writes one line per request to /dev/null
   // BENCH_OTEL_ENDPOINT: tracing on, spans sent to this OTLP/HTTP collector (the cost of tracing)
@@ -65,6 +70,13 @@ async function main() {
     { name: 'upstream direct, streaming', url: up.url + '/chat/completions', headers: {}, body: chatBody(true), stream: true },
     { name: 'Portico, non-streaming, store off', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, false), stream: false },
     { name: 'Portico, non-streaming, store on', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, true), stream: false },
+    {
+      name: 'Portico, non-streaming, store off, 3 deployments',
+      url: p.url + '/v1/responses',
+      headers: { authorization: `Bearer ${p.key}` },
+      body: JSON.stringify({ model: 'fast3', input, stream: false, store: false }),
+      stream: false,
+    },
     { name: 'Portico, streaming, store off', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(true, false), stream: true },
     { name: 'Portico, streaming, store on', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(true, true), stream: true },
   ].filter((s) => !process.env.BENCH_ONLY || process.env.BENCH_ONLY.split('|').some((o) => s.name.includes(o)));
@@ -130,6 +142,7 @@ async function main() {
   lines.push(
     `- non-streaming, store off: ${added('Portico, non-streaming, store off', 'upstream direct, non-streaming')} ms; store on: ${added('Portico, non-streaming, store on', 'upstream direct, non-streaming')} ms`,
   );
+  lines.push(`- non-streaming, store off, a model of 3 deployments: ${added('Portico, non-streaming, store off, 3 deployments', 'upstream direct, non-streaming')} ms`);
   lines.push(
     `- streaming, time to first event, store off: ${added('Portico, streaming, store off', 'upstream direct, streaming', 'ttfe50')} ms; store on: ${added('Portico, streaming, store on', 'upstream direct, streaming', 'ttfe50')} ms`,
   );

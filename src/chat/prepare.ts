@@ -11,8 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { AppError, type ErrorCode, type ValidationDetail } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
-import type { FunctionTool, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
-import type { EngineRegistry } from '../engines/registry.js';
+import type { FunctionTool, GenerateRequest, RouteNote, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
+import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import { assertModelScope } from '../api/scopes.js';
@@ -39,11 +39,13 @@ export interface PreparedChat {
   count: () => Pick<GenerateRequest, 'model' | 'messages' | 'tools'>;
   /** the request's facts (model, deployment, engine time, tokens, failure), for its log line and metrics */
   facts?: RequestFacts;
+  /** filled by the router: the deployment that served (the usage record names it) */
+  route: RouteNote;
 }
 
 export interface ChatPrepareDeps {
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
 }
 
 function bad(message: string, param: string | null, code: ErrorCode = 'validation_error', detail?: ValidationDetail): AppError {
@@ -105,7 +107,8 @@ export class ChatPreparer {
       throw fromEngineError(e);
     }
     const model = upstreamName(spec);
-    const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true, facts };
+    const route: RouteNote = {};
+    const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true, facts, route };
     const fnTools: FunctionTool[] = tools.flatMap((t) =>
       t.type === 'function' && t.function
         ? [
@@ -128,7 +131,7 @@ export class ChatPreparer {
     }
     return {
       ...base,
-      gen: this.generateRequest(req, model, fnTools),
+      gen: { ...this.generateRequest(req, model, fnTools), route },
       count,
     };
   }

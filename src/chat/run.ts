@@ -153,12 +153,12 @@ export class ChatRunner {
   // ---------------------------------------------------------------- forward
 
   private async forwardJson(p: PreparedChat, signal: AbortSignal): Promise<Obj> {
-    for await (const o of p.engine.chatCompletions!({ body: p.forward!, signal })) return o;
+    for await (const o of p.engine.chatCompletions!({ body: p.forward!, signal, route: p.route })) return o;
     throw new EngineError('the upstream sent no answer', 'upstream_error', 502);
   }
 
   private forwardChunks(p: PreparedChat, signal: AbortSignal): AsyncIterable<Obj> {
-    return p.engine.chatCompletions!({ body: p.forward!, signal });
+    return p.engine.chatCompletions!({ body: p.forward!, signal, route: p.route });
   }
 
   // ---------------------------------------------------------------- generate
@@ -258,6 +258,7 @@ export class ChatRunner {
   /** Records the usage: the engine's, or an estimate when it gave none. */
   private async record(p: PreparedChat, meter: Meter): Promise<void> {
     const counted = meter.usage ?? (await this.estimate(p, meter));
+    p.facts?.routed(p.route);
     p.facts?.used(counted);
     await this.d.usage.record({
       requestId: p.requestId,
@@ -266,6 +267,7 @@ export class ChatRunner {
       operation: 'chat.completions',
       ...counted,
       costMicros: costMicros(p.spec, counted),
+      deployment: p.route.deployment,
     });
   }
 

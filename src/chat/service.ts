@@ -6,7 +6,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
-import type { EngineRegistry } from '../engines/registry.js';
+import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { UsageService } from '../portal/usage/service.js';
 import { ChatPreparer, type PreparedChat } from './prepare.js';
@@ -15,7 +15,7 @@ import type { ChatCompletionRequest } from './schemas.js';
 
 export interface ChatDeps {
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
   usage: UsageService;
   log: FastifyBaseLogger;
 }

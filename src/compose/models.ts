@@ -31,6 +31,16 @@ function checkFile(models: ModelRegistry, spec: ModelSpec, log: Logger): boolean
 
 /** Loads an embedded text or embeddings model now, in the background; says where it runs, or why it could not load. */
 function warm(models: ModelRegistry, engines: EngineRegistry, spec: ModelSpec, log: Logger) {
+  // a model with several deployments: each embedded one is loaded under its deployment id (the router's engine)
+  if (spec.deployments && spec.deployments.length > 1) {
+    for (const d of spec.deployments) {
+      if (d.provider !== 'llama' || (d.type !== 'text' && d.type !== 'embeddings') || (d.path && !existsSync(d.path))) continue;
+      (d.type === 'text' ? engines.text(d) : engines.embeddings(d)).catch((e) =>
+        log.error({ model: spec.name, deployment: d.id, err: (e as Error).message }, `deployment '${d.id}' could not be loaded; the others serve`),
+      );
+    }
+    return;
+  }
   if (spec.provider !== 'llama' || (spec.type !== 'text' && spec.type !== 'embeddings') || !checkFile(models, spec, log)) return;
   const t0 = Date.now();
   (spec.type === 'text' ? engines.text(spec) : engines.embeddings(spec)).then(

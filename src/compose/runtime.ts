@@ -21,6 +21,7 @@ import { closeSpareEncoders } from '../codec/index.js';
 import { EngineRegistry } from '../engines/registry.js';
 import { PROVIDERS } from '../engines/providers.js';
 import { ModelRegistry } from '../models/registry.js';
+import { Router } from '../models/router/index.js';
 import { KeyVerifier } from '../portal/keys/verifier.js';
 import { createKeysModule } from '../portal/keys/module.js';
 import { createQueryModule } from '../portal/query/routes.js';
@@ -44,6 +45,8 @@ export interface Runtime {
   /** the configured models and the built-in audio models */
   readonly models: ModelRegistry;
   readonly engines: EngineRegistry;
+  /** the text and embeddings engines as features get them: each model's deployments, retries and fallbacks */
+  readonly router: Router;
   readonly audioEngines: AudioEngines;
   readonly jwt: JwtVerifier;
   readonly verifier: KeyVerifier;
@@ -136,6 +139,17 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       closeSpareEncoders();
     });
     const models = new ModelRegistry(core.models.list()).addDefaults(opts.builtinModels === false ? [] : defaultAudioModels());
+    // breaker changes reach the other instances through the change feed (Redis pub/sub when REDIS_URL is set)
+    const router = new Router({
+      engines,
+      models,
+      share: core.feed,
+      log,
+      observe: {
+        retry: (model, deployment) => metrics.modelRetries.inc({ model, deployment }),
+        fallback: (model, deployment) => metrics.modelFallbacks.inc({ model, deployment }),
+      },
+    });
     const audioEngines = new AudioEngines(engines, models);
     const kept = keepModels({ models, engines, log, modelsDir: opts.pulledModels === false ? undefined : config.modelsDir, warmUp: opts.warmUp ?? true });
     closing(async () => kept.close());
@@ -162,7 +176,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const responses = await createResponsesModule({
       store: new ResponseStore(core.db.db),
       models,
-      engines,
+      engines: router,
       usage: core.usage,
       log,
       feed: core.feed,
@@ -199,6 +213,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       metrics.keyCacheMisses.set(misses);
       metrics.keyCacheHitRatio.set(hits + misses > 0 ? hits / (hits + misses) : 0);
       metrics.queueDepth.set(responses.service.background.runs.size);
+      for (const c of router.circuits()) metrics.circuitState.set({ model: c.model, deployment: c.deployment }, c.state);
     };
 
     const modules: FeatureModule[] = [
@@ -216,8 +231,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
       responses,
       createAudioModule({ models, engines: audioEngines, usage: core.usage, log }),
-      createChatModule({ models, engines, usage: core.usage, log }),
-      createEmbeddingsModule({ models, engines, usage: core.usage, log }),
+      createChatModule({ models, engines: router, usage: core.usage, log }),
+      createEmbeddingsModule({ models, engines: router, usage: core.usage, log }),
       ...(opts.extraModules ?? []),
     ];
 
@@ -262,7 +277,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       refreshGauges();
       return metrics.registry.metrics();
     };
-    return { core, app, models, engines, audioEngines, jwt, verifier, limiter, budget, metrics, tracing, scrape, responses, close };
+    return { core, app, models, engines, router, audioEngines, jwt, verifier, limiter, budget, metrics, tracing, scrape, responses, close };
   } catch (e) {
     await close();
     throw e;

@@ -8,8 +8,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import { AppError, type ValidationDetail } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
-import type { EngineRegistry } from '../engines/registry.js';
-import type { EmbeddingsEngine } from '../engines/types.js';
+import type { TextEngineSource } from '../engines/registry.js';
+import type { EmbeddingsEngine, RouteNote } from '../engines/types.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { deploymentName, upstreamName } from '../models/spec.js';
 import { costMicros } from '../models/pricing.js';
@@ -20,7 +20,7 @@ import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
 
 export interface EmbeddingsDeps {
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
   usage: UsageService;
   log: FastifyBaseLogger;
 }
@@ -78,9 +78,10 @@ export class EmbeddingsService {
     }
     const model = upstreamName(spec);
     let result;
+    const route: RouteNote = {};
     facts?.engineStarted();
     try {
-      result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal });
+      result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal, route });
       if (facts) {
         facts.firstOutput();
         facts.engineEnded();
@@ -95,6 +96,7 @@ export class EmbeddingsService {
     }
     if (result.vectors.length !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${result.vectors.length} vectors for ${input.length} inputs`);
     const inputTokens = Math.max(0, Math.round(result.inputTokens));
+    facts?.routed(route);
     facts?.used({ inputTokens });
     await this.d.usage.record({
       requestId,
@@ -103,6 +105,7 @@ export class EmbeddingsService {
       operation: 'embeddings',
       inputTokens,
       costMicros: costMicros(spec, { inputTokens }),
+      deployment: route.deployment,
     });
     const base64 = req.encoding_format === 'base64';
     return {

@@ -16,6 +16,15 @@ export interface EngineSpec {
 }
 
 /**
+ * Where features get their text and embeddings engines: this registry, or the router over it
+ * (src/models/router), which serves a model's several deployments behind the same interfaces.
+ */
+export interface TextEngineSource {
+  text(spec: EngineSpec): Promise<TextEngine>;
+  embeddings(spec: EngineSpec): Promise<EmbeddingsEngine>;
+}
+
+/**
  * The engines of the configured models, created on first use through their provider and shared by every
  * request for that model (or, for a `shared` provider such as a speech worker pool, by every model of that
  * provider). A failed creation is not kept: the next request tries again (the file may have appeared).

@@ -76,6 +76,18 @@ export interface GenerateRequest {
    */
   stream?: boolean;
   signal?: AbortSignal;
+  /** filled by the router as it tries deployments (which one served): the usage record names it */
+  route?: RouteNote;
+}
+
+/** What the router (src/models/router) says of a request it routed; the feature that made the request reads it. */
+export interface RouteNote {
+  /** the deployment that served (or was last tried) */
+  deployment?: string;
+  /** the fallback model that served, when the requested one could not */
+  fallback?: string;
+  /** how many tries were made */
+  tries?: number;
 }
 
 export interface Usage {
@@ -122,6 +134,7 @@ export interface ChatCompletionsRequest {
   /** the request body: validated, the model name mapped to the upstream's */
   body: Record<string, unknown>;
   signal?: AbortSignal;
+  route?: RouteNote;
 }
 
 /**
@@ -129,14 +142,27 @@ export interface ChatCompletionsRequest {
  * output; `upstreamStatus` is the HTTP status an upstream answered with, when it answered one (for the request log).
  */
 export class EngineError extends Error {
+  /**
+   * The failure is the engine's or its upstream's, not the request's: trying again (elsewhere, or later) may
+   * succeed. Set for connections refused, reset or timed out, 429 and 5xx answers; never for a refusal of the
+   * request's content. The router (src/models/router) retries only these, and only before any output.
+   */
+  readonly retryable: boolean;
+  /** ms the upstream asked to wait before trying again (its retry-after), when it said */
+  readonly retryAfterMs?: number;
+  /** the HTTP status an upstream answered with, when it answered one (for the request log) */
+  readonly upstreamStatus?: number;
   constructor(
     message: string,
     readonly code: string = 'engine_error',
     readonly status: number = 502,
-    readonly upstreamStatus?: number,
+    opts: { retryable?: boolean; retryAfterMs?: number; upstreamStatus?: number } = {},
   ) {
     super(message);
     this.name = 'EngineError';
+    this.retryable = opts.retryable ?? false;
+    if (opts.upstreamStatus !== undefined) this.upstreamStatus = opts.upstreamStatus;
+    if (opts.retryAfterMs !== undefined) this.retryAfterMs = opts.retryAfterMs;
   }
 }
 
@@ -257,6 +283,7 @@ export interface EmbedRequest {
   /** a caller's end-user id, for upstreams that take it (OpenAI's `user`) */
   user?: string;
   signal?: AbortSignal;
+  route?: RouteNote;
 }
 
 export interface EmbedResult {

@@ -9,7 +9,7 @@ import { Type, type TObject } from 'typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { CAPABILITIES, type Capability, type Provider } from '../engines/provider.js';
 import { PROVIDERS } from '../engines/providers.js';
-import { COMMON_KEYS, type ModelSpec } from './spec.js';
+import { BreakerSchema, COMMON_KEYS, DEPLOYMENT_KEYS, ROUTING_KEYS, TimeoutsSchema, WEIGHT_KEY, type DeploymentSpec, type ModelSpec } from './spec.js';
 
 export type { ModelSpec } from './spec.js';
 
@@ -23,18 +23,38 @@ export class ModelConfigError extends Error {
 const ajv = new Ajv({ allErrors: true, strict: false });
 const entryValidators = new Map<string, ValidateFunction>();
 
-function entrySchema(p: Provider): TObject {
-  return Type.Object({ ...COMMON_KEYS, ...p.options.properties }, { additionalProperties: false });
+/** an entry (name, provider and the rest), or one item of an entry's `deployments` list */
+type Kind = 'entry' | 'deployment';
+
+/** the model-level keys a deployment may not carry (they belong to the entry that lists it) */
+const MODEL_ONLY = ['name', 'type', 'owned_by', 'pricing', ...Object.keys(ROUTING_KEYS)];
+
+function keysOf(p: Provider, kind: Kind) {
+  const { name, provider, type } = COMMON_KEYS;
+  return kind === 'entry'
+    ? { ...COMMON_KEYS, ...p.options.properties, ...DEPLOYMENT_KEYS, ...ROUTING_KEYS }
+    : { name, provider, type, ...p.options.properties, ...DEPLOYMENT_KEYS, ...WEIGHT_KEY };
 }
 
-function validatorFor(p: Provider): ValidateFunction {
-  let v = entryValidators.get(p.name);
+function entrySchema(p: Provider, kind: Kind): TObject {
+  return Type.Object(keysOf(p, kind), { additionalProperties: false });
+}
+
+function validatorFor(p: Provider, kind: Kind): ValidateFunction {
+  let v = entryValidators.get(`${kind}\u0000${p.name}`);
   if (!v) {
-    v = ajv.compile(entrySchema(p));
-    entryValidators.set(p.name, v);
+    v = ajv.compile(entrySchema(p, kind));
+    entryValidators.set(`${kind}\u0000${p.name}`, v);
   }
   return v;
 }
+
+/** the keys of the nested mappings, for "unknown key" messages */
+const NESTED: Record<string, string[]> = {
+  pricing: Object.keys(COMMON_KEYS.pricing.properties),
+  timeouts: Object.keys(TimeoutsSchema.properties),
+  breaker: Object.keys(BreakerSchema.properties),
+};
 
 /** Levenshtein distance, for "did you mean" on a mistyped key. */
 function distance(a: string, b: string): number {
@@ -74,7 +94,7 @@ function describe(e: ErrorObject, where: string, allowedKeys: string[], provider
     case 'additionalProperties': {
       const key = String(params.additionalProperty);
       const at = path ? `${path}.${key}` : key;
-      const allowed = path === 'pricing' ? Object.keys(COMMON_KEYS.pricing.properties) : allowedKeys;
+      const allowed = path ? (NESTED[path] ?? allowedKeys) : allowedKeys;
       const hint = closest(key, allowed);
       return `${where}: unknown key '${at}'${path ? '' : ` for provider ${providerName}`}${hint ? ` (did you mean '${hint}'?)` : ''}; allowed keys${path ? ` of ${path}` : ''}: ${list(allowed)}`;
     }
@@ -104,18 +124,58 @@ function describe(e: ErrorObject, where: string, allowedKeys: string[], provider
 }
 
 function literalsOf(p: Provider, key: string): string[] | undefined {
-  const s = (p.options.properties as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key];
+  const s = ({ ...ROUTING_KEYS, ...p.options.properties } as Record<string, { anyOf?: Array<{ const?: unknown }> }>)[key];
   const values = s?.anyOf?.map((x) => x.const).filter((x): x is string => typeof x === 'string');
   return values?.length ? values : undefined;
 }
 
 /**
  * Checks one entry (from the file, or built by code) and gives the ModelSpec with its type filled in.
- * `where` names the entry in messages, e.g. `models.yaml: models[2] (gpt-4o)`.
+ * `where` names the entry in messages, e.g. `models.yaml: models[2] (gpt-4o)`. An entry with a `deployments`
+ * list has no provider of its own: each deployment is checked against its provider's keys, and the spec is
+ * the first deployment's keys under the entry's (see ModelSpec.deployments).
  */
 export function checkModelEntry(raw: unknown, where: string): ModelSpec {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ModelConfigError(`${where}: each model must be a mapping with at least name and provider`);
-  const entry = raw as Record<string, unknown>;
+  if ('deployments' in raw) return checkDeployments(raw as Record<string, unknown>, where);
+  return checkOne(raw as Record<string, unknown>, where, 'entry');
+}
+
+function checkDeployments(entry: Record<string, unknown>, where: string): ModelSpec {
+  const list = entry.deployments;
+  if (!Array.isArray(list) || list.length === 0) throw new ModelConfigError(`${where}: 'deployments' must be a list of at least one deployment`);
+  if (list.length > 100) throw new ModelConfigError(`${where}: 'deployments' may list at most 100 deployments`);
+  const modelKeys = [...MODEL_ONLY];
+  for (const k of Object.keys(entry)) {
+    if (modelKeys.includes(k)) continue;
+    const hint = closest(k, modelKeys);
+    const why = k in DEPLOYMENT_KEYS || k === 'provider' || k === 'weight' ? ` ('${k}' goes in each deployment)` : hint ? ` (did you mean '${hint}'?)` : '';
+    throw new ModelConfigError(`${where}: unknown key '${k}' for a model with deployments${why}; allowed keys: ${modelKeys.join(', ')}`);
+  }
+  if (typeof entry.name !== 'string') throw new ModelConfigError(`${where}: 'name' is required`);
+  const name = entry.name;
+  const deployments: DeploymentSpec[] = list.map((d, i) => {
+    const at = `${where}.deployments[${i}]`;
+    if (d === null || typeof d !== 'object' || Array.isArray(d)) throw new ModelConfigError(`${at}: each deployment must be a mapping with at least provider`);
+    for (const k of Object.keys(d)) {
+      if (MODEL_ONLY.includes(k)) throw new ModelConfigError(`${at}: '${k}' belongs to the model, not to one deployment`);
+    }
+    const spec = checkOne({ ...(d as Record<string, unknown>), name, ...(entry.type !== undefined ? { type: entry.type } : {}) }, at, 'deployment');
+    const id = spec.id ?? `${name}#${i + 1}`;
+    return { ...spec, id, name: id, weight: (spec as { weight?: number }).weight ?? 1, upstream_model: spec.upstream_model ?? name } as DeploymentSpec;
+  });
+  const types = new Set(deployments.map((d) => d.type));
+  if (types.size > 1) throw new ModelConfigError(`${where}: every deployment must serve the same type; set 'type' on the model (got ${[...types].join(', ')})`);
+  const { deployments: _d, ...own } = entry;
+  const first = deployments[0]!;
+  const { id: _id, weight: _w, ...firstKeys } = first;
+  // the model-level keys are checked with the first deployment's provider keys (what the entry's spec carries)
+  const { weight: _w0, ...rawFirst } = list[0] as Record<string, unknown>;
+  const model = checkOne({ ...rawFirst, ...own, type: first.type }, where, 'entry');
+  return { ...firstKeys, ...model, name, upstream_model: first.upstream_model, deployments } as ModelSpec;
+}
+
+function checkOne(entry: Record<string, unknown>, where: string, kind: Kind): ModelSpec {
   const providerName = entry.provider;
   if (typeof providerName !== 'string' || !PROVIDERS.has(providerName)) {
     throw new ModelConfigError(
@@ -123,8 +183,8 @@ export function checkModelEntry(raw: unknown, where: string): ModelSpec {
     );
   }
   const provider = PROVIDERS.get(providerName)!;
-  const allowedKeys = [...Object.keys(COMMON_KEYS), ...Object.keys(provider.options.properties)];
-  const validate = validatorFor(provider);
+  const allowedKeys = Object.keys(keysOf(provider, kind)).filter((k) => kind === 'entry' || !MODEL_ONLY.includes(k));
+  const validate = validatorFor(provider, kind);
   if (!validate(entry)) {
     const errors = validate.errors ?? [];
     // the most useful error first: unknown keys (typos), then missing ones, then values
@@ -167,14 +227,37 @@ export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { mod
   const entries = top.models ?? [];
   if (!Array.isArray(entries)) throw new ModelConfigError(`${source}: 'models' must be a list`);
   const seen = new Set<string>();
+  const ids = new Map<string, string>();
   const models: ModelSpec[] = [];
   entries.forEach((raw, i) => {
     const named = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? ` (${(raw as { name: string }).name})` : '';
     const spec = checkModelEntry(raw, `${source}: models[${i}]${named}`);
-    if (seen.has(spec.name)) throw new ModelConfigError(`${source}: models[${i}] duplicates the model name "${spec.name}"`);
+    if (seen.has(spec.name)) {
+      throw new ModelConfigError(
+        `${source}: models[${i}] duplicates the model name "${spec.name}"; to serve one model from several servers, list them under 'deployments' of one entry (docs/models.md)`,
+      );
+    }
     seen.add(spec.name);
+    // deployment ids name engines and usage records: unique across the file, and not another model's name
+    for (const d of spec.deployments ?? [{ id: spec.id ?? spec.name }]) {
+      const other = ids.get(d.id);
+      if (other !== undefined && other !== spec.name) throw new ModelConfigError(`${source}: models[${i}]: the deployment id "${d.id}" is used by the model "${other}" too`);
+      if (ids.has(d.id) && other === spec.name && spec.deployments) throw new ModelConfigError(`${source}: models[${i}]: two deployments have the id "${d.id}"`);
+      ids.set(d.id, spec.name);
+    }
     models.push(spec);
   });
+  for (const [i, m] of models.entries()) {
+    for (const key of ['fallbacks', 'context_window_fallbacks'] as const) {
+      for (const f of m[key] ?? []) {
+        const target = models.find((x) => x.name === f);
+        if (f === m.name) throw new ModelConfigError(`${source}: models[${i}] (${m.name}): '${key}' names the model itself`);
+        if (!target)
+          throw new ModelConfigError(`${source}: models[${i}] (${m.name}): '${key}' names "${f}", which is not a model of this file; models: ${list(models.map((x) => x.name))}`);
+        if (target.type !== m.type) throw new ModelConfigError(`${source}: models[${i}] (${m.name}): '${key}' names "${f}", a ${target.type} model, not a ${m.type} one`);
+      }
+    }
+  }
   return { models };
 }
 

@@ -28,6 +28,65 @@ export const COMMON_KEYS = {
   pricing: Type.Optional(PricingSchema),
 };
 
+/** A deployment's timeouts (docs/models.md has the defaults, src/models/router/route.ts applies them). */
+export const TimeoutsSchema = Type.Object(
+  {
+    connect_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000, description: 'opening a connection to the upstream' })),
+    first_byte_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000, description: 'from the try to the first output' })),
+    total_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000, description: 'the whole try, output included' })),
+  },
+  { additionalProperties: false },
+);
+export type Timeouts = Static<typeof TimeoutsSchema>;
+
+/** The circuit breaker of each deployment of a model. */
+export const BreakerSchema = Type.Object(
+  {
+    failures: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'consecutive failures that open it' })),
+    cooldown_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000, description: 'how long it stays open before one probe' })),
+  },
+  { additionalProperties: false },
+);
+
+/** The keys of one deployment (a plain entry is its model's one deployment). */
+export const DEPLOYMENT_KEYS = {
+  id: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[^\\s]+$', description: 'the name usage records give it (default: name#index)' })),
+  rpm: Type.Optional(Type.Integer({ minimum: 1, description: 'requests a minute this deployment takes (per instance)' })),
+  tpm: Type.Optional(Type.Integer({ minimum: 1, description: 'tokens a minute this deployment takes (per instance)' })),
+  timeouts: Type.Optional(TimeoutsSchema),
+};
+
+/** Only in a `deployments` list: the share of requests. */
+export const WEIGHT_KEY = {
+  weight: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000_000, description: 'relative share of requests (default 1; 0: only when the others cannot)' })),
+};
+
+/** How a model's requests are routed, retried and failed over (any entry). */
+export const ROUTING_KEYS = {
+  routing: Type.Optional(Type.Union([Type.Literal('weighted'), Type.Literal('least-busy')], { description: 'how a deployment is chosen' })),
+  retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10, description: 'tries after the first, on retryable failures (default 2)' })),
+  retry_backoff_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, description: 'first backoff before trying a deployment again (default 100, doubling)' })),
+  max_retry_wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 300_000, description: 'longest wait before one retry, retry-after included (default 10000)' })),
+  breaker: Type.Optional(BreakerSchema),
+  fallbacks: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10, description: 'models tried when every deployment failed' })),
+  context_window_fallbacks: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 10, description: 'larger models tried on a context-window error' })),
+  deployments: Type.Optional(Type.Array(Type.Unknown(), { minItems: 1, maxItems: 100, description: 'several servers for this one model' })),
+};
+
+/** One deployment as the router uses it: the engine's spec (name = the deployment id) and its limits. */
+export type DeploymentSpec = {
+  /** unique among all deployments: the engine registry keys engines by it, usage records name it */
+  id: string;
+  name: string;
+  provider: string;
+  type: Capability;
+  weight: number;
+  rpm?: number;
+  tpm?: number;
+  timeouts?: Timeouts;
+  upstream_model: string;
+} & AnyProviderOptions;
+
 /** Built-in audio models carry how they are served; no model file entry can set it. */
 export type BuiltinModel = 'embedded-tts' | 'auto-recognizer';
 
@@ -38,6 +97,23 @@ export type ModelSpec = {
   owned_by?: string;
   pricing?: Pricing;
   builtin?: BuiltinModel;
+  routing?: 'weighted' | 'least-busy';
+  retries?: number;
+  retry_backoff_ms?: number;
+  max_retry_wait_ms?: number;
+  breaker?: { failures?: number; cooldown_ms?: number };
+  fallbacks?: string[];
+  context_window_fallbacks?: string[];
+  id?: string;
+  rpm?: number;
+  tpm?: number;
+  timeouts?: Timeouts;
+  /**
+   * Every deployment of the model, the first one's keys also being the entry's own (so code that reads one
+   * engine's keys, e.g. `path` or `context_window`, sees the first). Set by the model file for every entry
+   * (a plain entry is one deployment); unset for built-in models and models built by code.
+   */
+  deployments?: DeploymentSpec[];
 } & AnyProviderOptions;
 
 /** The name an upstream knows the model by. */

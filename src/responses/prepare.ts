@@ -5,7 +5,7 @@
 import { AppError, type ErrorCode } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { ChatMessage, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
-import type { EngineRegistry } from '../engines/registry.js';
+import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
@@ -43,7 +43,7 @@ export interface Prepared {
 export interface PrepareDeps {
   store: ResponseStore;
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
   /** opens compaction items (./seal.ts); without it they are refused */
   sealer?: Sealer;
   speaker?: AnswerSpeaker;
@@ -151,6 +151,7 @@ export class Preparer {
       reasoningEffort: req.reasoning?.effort ?? undefined,
       cacheKey: req.previous_response_id ?? undefined,
       saveKey: id,
+      route: {},
     };
     const createdAt = Math.floor(Date.now() / 1000);
     const response = existing?.response ?? initialResponse(req, id, createdAt, req.background ? 'queued' : 'in_progress');

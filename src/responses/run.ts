@@ -208,6 +208,7 @@ export class Runner {
     }
     if (u) {
       const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens };
+      p.facts?.routed(p.gen.route);
       p.facts?.used(metered);
       await this.d.usage.record({
         requestId: p.requestId,
@@ -216,6 +217,7 @@ export class Runner {
         operation: 'responses',
         ...metered,
         costMicros: costMicros(p.spec, metered),
+        deployment: p.gen.route?.deployment,
       });
     }
     // a spoken answer is speech usage too: the characters the voice was given, under the speech model and its price

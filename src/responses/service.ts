@@ -6,7 +6,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
-import type { EngineRegistry } from '../engines/registry.js';
+import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { UsageService } from '../portal/usage/service.js';
 import { AppError } from '../platform/errors.js';
@@ -26,7 +26,7 @@ export type { Prepared } from './prepare.js';
 export interface ResponsesDeps {
   store: ResponseStore;
   models: ModelRegistry;
-  engines: EngineRegistry;
+  engines: TextEngineSource;
   usage: UsageService;
   log: FastifyBaseLogger;
   /** background jobs running at once in this process */

@@ -35,14 +35,15 @@ export async function setupChat(
   const up = await startScriptedUpstream(opts.upstream);
   // every model on the scripted upstream sends the upstream key when one is named
   const auth = opts.upstreamKeyEnv ? { api_key_env: opts.upstreamKeyEnv } : {};
+  // one try per request: these fixtures check how one upstream failure is answered (test/routing: retries)
   const models: ModelSpec[] = [
-    { name: MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', pricing: PRICING, ...auth } as ModelSpec,
-    { name: VIA_RESPONSES, provider: 'openai-compatible', base_url: up.url, api: 'responses', type: 'text', ...auth } as ModelSpec,
-    { name: EMBED, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-embedder', type: 'embeddings', pricing: PRICING, ...auth } as ModelSpec,
-    { name: 'down', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text', timeout_ms: 2000 } as ModelSpec,
-    { name: 'down-embed', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'embeddings', timeout_ms: 2000 } as ModelSpec,
-    { name: 'slow', provider: 'openai-compatible', base_url: up.url, type: 'text', timeout_ms: 300, ...auth } as ModelSpec,
-    { name: 'slow-embed', provider: 'openai-compatible', base_url: up.url, type: 'embeddings', timeout_ms: 300, ...auth } as ModelSpec,
+    { name: MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0, pricing: PRICING, ...auth } as ModelSpec,
+    { name: VIA_RESPONSES, provider: 'openai-compatible', base_url: up.url, api: 'responses', type: 'text', retries: 0, ...auth } as ModelSpec,
+    { name: EMBED, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-embedder', type: 'embeddings', retries: 0, pricing: PRICING, ...auth } as ModelSpec,
+    { name: 'down', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text', retries: 0, timeout_ms: 2000 } as ModelSpec,
+    { name: 'down-embed', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'embeddings', retries: 0, timeout_ms: 2000 } as ModelSpec,
+    { name: 'slow', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 0, timeout_ms: 300, ...auth } as ModelSpec,
+    { name: 'slow-embed', provider: 'openai-compatible', base_url: up.url, type: 'embeddings', retries: 0, timeout_ms: 300, ...auth } as ModelSpec,
     ...(opts.extra ?? []),
   ];
   const t = await buildTestApp({ db: opts.db ?? 'pglite', listen: true, models, env: opts.env });

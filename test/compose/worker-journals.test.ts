@@ -26,6 +26,7 @@ const row = (id: string): UsageInsert => ({
   cost_micros: 0,
   created_at: Math.floor(Date.now() / 1000),
   spend_epoch: null,
+  deployment: null,
 });
 
 const writeJournal = (dir: string, ids: string[]) => {

@@ -25,10 +25,11 @@ export const MODEL = 'gpt-test';
  */
 export async function setup(db: TestDb = 'pglite', extra: ModelSpec[] = [], env: Record<string, string> = {}): Promise<Env> {
   const up = await startScriptedUpstream();
+  // one try per request: these fixtures check how one upstream failure is answered (test/routing: retries)
   const models: ModelSpec[] = [
-    { name: MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text' } as ModelSpec,
-    { name: 'tiny-window', provider: 'openai-compatible', base_url: up.url, type: 'text', context_window: 80 } as ModelSpec,
-    { name: 'down', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text', timeout_ms: 2000 } as ModelSpec,
+    { name: MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec,
+    { name: 'tiny-window', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 0, context_window: 80 } as ModelSpec,
+    { name: 'down', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', type: 'text', retries: 0, timeout_ms: 2000 } as ModelSpec,
     ...extra,
   ];
   const t = await buildTestApp({ db, listen: true, models, env });

@@ -112,13 +112,13 @@ export async function upstreamError(res: Response, apiKey?: string): Promise<Eng
   const s = res.status;
   if (s === 400 || s === 413 || s === 415 || s === 422) {
     const c = code && PASS_THROUGH_CODES.has(code) ? code : s === 413 ? 'payload_too_large' : s === 415 ? 'unsupported_media_type' : 'invalid_request';
-    return new EngineError(message, c, s === 422 ? 400 : s, s);
+    return new EngineError(message, c, s === 422 ? 400 : s, { upstreamStatus: s });
   }
-  if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429, s);
+  if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429, { retryable: true, upstreamStatus: s });
   if (s === 401 || s === 403) {
-    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502, s);
+    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502, { upstreamStatus: s });
   }
-  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502, s);
+  return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502, { retryable: s >= 500, upstreamStatus: s });
 }
 
 /** The key and any long-enough piece of it (OpenAI shows its first and last characters) replaced. */
@@ -134,13 +134,13 @@ function abortedError(): EngineError {
 }
 
 function timeoutError(ms: number): EngineError {
-  return new EngineError(`the upstream audio server did not answer within ${Math.round(ms / 1000)} s`, 'upstream_timeout', 504);
+  return new EngineError(`the upstream audio server did not answer within ${Math.round(ms / 1000)} s`, 'upstream_timeout', 504, { retryable: true });
 }
 
 function networkError(url: string, e: unknown): EngineError {
   const cause = (e as { cause?: { code?: string; message?: string } }).cause;
   const detail = cause?.code ?? cause?.message ?? (e as Error).message;
-  return new EngineError(`the upstream audio server at ${new URL(url).origin} is unreachable (${detail})`, 'upstream_unavailable', 502);
+  return new EngineError(`the upstream audio server at ${new URL(url).origin} is unreachable (${detail})`, 'upstream_unavailable', 502, { retryable: true });
 }
 
 // ---------------------------------------------------------------- transcription

@@ -18,6 +18,7 @@ export interface OpenAICompatibleEmbeddingsOptions {
   apiKey?: string;
   /** ms to wait for the answer's headers, and the longest silence while it arrives (default 300000) */
   timeoutMs?: number;
+  connectTimeoutMs?: number;
   headers?: Record<string, string>;
 }
 

@@ -24,6 +24,20 @@ export interface UpstreamOptions {
   headers?: Record<string, string>;
   /** the most connections open to this upstream at once (default: no limit, as many as requests in flight) */
   connections?: number;
+  /** ms a new connection may take to open (the deployment's timeouts.connect_ms); unset: undici's 10 s */
+  connectTimeoutMs?: number;
+}
+
+/** transport failures and timeouts: another try (elsewhere) may succeed */
+const RETRY = { retryable: true } as const;
+
+/** retry-after in seconds or as an HTTP date, in ms (undefined when absent or unreadable) */
+export function retryAfterMs(ra: string | undefined): number | undefined {
+  if (!ra) return undefined;
+  const s = Number(ra);
+  if (Number.isFinite(s) && s >= 0) return Math.round(s * 1000);
+  const t = Date.parse(ra);
+  return Number.isFinite(t) ? Math.max(0, t - Date.now()) : undefined;
 }
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -39,6 +53,7 @@ export class Upstream {
   /** attributes of the client span of each call when tracing is on: host and port only (no credentials, no path) */
   private readonly spanAttributes: Record<string, string | number>;
   readonly timeoutMs: number;
+  private readonly connectTimeoutMs?: number;
   private readonly secret?: string;
 
   constructor(opts: UpstreamOptions) {
@@ -52,7 +67,8 @@ export class Upstream {
     if (!tls && u.protocol !== 'http:') throw new Error(`openai-compatible: base_url must be http(s): ${opts.baseUrl}`);
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     // keep-alive: an idle connection is kept 60 s at most (less if the upstream's Keep-Alive header says so)
-    this.pool = new Pool(u.origin, { connections: opts.connections ?? null, pipelining: 1, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 60_000 });
+    this.pool = new Pool(u.origin, { connections: opts.connections ?? null, pipelining: 1, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 60_000, ...(opts.connectTimeoutMs ? { connect: { timeout: opts.connectTimeoutMs } } : {}) });
+    this.connectTimeoutMs = opts.connectTimeoutMs;
     this.basePath = u.pathname.replace(/\/+$/, '');
     this.secret = opts.apiKey || undefined;
     const h: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
@@ -176,11 +192,14 @@ export class Upstream {
   mapError(err: unknown, call?: Call): EngineError {
     if (err instanceof EngineError) return err;
     if (call?.cancelled) return cancelled();
-    if (call?.timedOut) return new EngineError(`upstream did not answer within ${this.timeoutMs} ms`, 'upstream_unavailable', 504);
+    if (call?.timedOut) return new EngineError(`upstream did not answer within ${this.timeoutMs} ms`, 'upstream_unavailable', 504, RETRY);
     const code = (err as NodeJS.ErrnoException)?.code;
+    if (code === 'UND_ERR_CONNECT_TIMEOUT') {
+      return new EngineError(`upstream did not accept a connection within ${this.connectTimeoutMs ?? 10_000} ms`, 'upstream_unavailable', 504, RETRY);
+    }
     const what = code ?? (err as Error)?.message ?? String(err);
-    if (call?.res) return new EngineError(`upstream connection broke mid-stream (${what})`, 'upstream_stream_broken', 502);
-    return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 504 : 502);
+    if (call?.res) return new EngineError(`upstream connection broke mid-stream (${what})`, 'upstream_stream_broken', 502, RETRY);
+    return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' ? 504 : 502, RETRY);
   }
 
   /**
@@ -197,18 +216,18 @@ export class Upstream {
    */
   statusError(status: number, body: string, retryAfter?: string | string[]): EngineError {
     if (status === 401 || status === 403) {
-      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, status);
+      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, { upstreamStatus: status });
     }
     const { message, code } = parseErrorBody(body);
     const msg = this.redact(message || `HTTP ${status}`).slice(0, 2000);
     if (status === 429) {
       const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
-      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, status);
+      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, { retryable: true, retryAfterMs: retryAfterMs(ra), upstreamStatus: status });
     }
-    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, status);
-    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, status);
-    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400, status);
-    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, status);
+    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, { upstreamStatus: status });
+    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, { retryable: true, upstreamStatus: status });
+    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400, { upstreamStatus: status });
+    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, { retryable: status >= 500, upstreamStatus: status });
   }
 
   close(): void {

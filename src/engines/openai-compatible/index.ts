@@ -27,6 +27,8 @@ export interface OpenAICompatibleEngineOptions {
   contextWindow?: number;
   /** ms to wait for the upstream's response headers, and the longest silence allowed mid-stream (default 300000) */
   timeoutMs?: number;
+  /** ms a new upstream connection may take to open (unset: only timeoutMs) */
+  connectTimeoutMs?: number;
   /** extra headers for every upstream request (e.g. OpenAI-Organization); the api key goes in `apiKey` */
   headers?: Record<string, string>;
   /** chat.completions: role used for `developer` messages (default 'system': most open servers' templates only know system) */

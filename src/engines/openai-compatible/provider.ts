@@ -2,6 +2,9 @@ import { Type } from 'typebox';
 import { defineProvider } from '../provider.js';
 import { redactingEngine, upstreamSecrets } from '../shared/redact.js';
 
+/** The deployment's connect timeout (a model-file key every entry has, see src/models/spec.ts). */
+const connectMs = (s: object): number | undefined => (s as { timeouts?: { connect_ms?: number } }).timeouts?.connect_ms;
+
 /** Any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LocalAI, speaches, OpenAI itself). */
 export const openaiCompatible = defineProvider({
   name: 'openai-compatible',
@@ -35,6 +38,7 @@ export const openaiCompatible = defineProvider({
           api: s.api ?? 'chat.completions',
           contextWindow: s.context_window,
           timeoutMs: s.timeout_ms,
+          connectTimeoutMs: connectMs(s),
         }),
         upstreamSecrets(s.base_url, apiKey),
       );
@@ -69,7 +73,10 @@ export const openaiCompatible = defineProvider({
     async embeddings(s, ctx) {
       const { createOpenAICompatibleEmbeddingsEngine } = await import('./embeddings.js');
       const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
-      return redactingEngine(createOpenAICompatibleEmbeddingsEngine({ baseUrl: s.base_url, apiKey, timeoutMs: s.timeout_ms }), upstreamSecrets(s.base_url, apiKey));
+      return redactingEngine(
+        createOpenAICompatibleEmbeddingsEngine({ baseUrl: s.base_url, apiKey, timeoutMs: s.timeout_ms, connectTimeoutMs: connectMs(s) }),
+        upstreamSecrets(s.base_url, apiKey),
+      );
     },
   },
 });

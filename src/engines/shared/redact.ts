@@ -53,7 +53,10 @@ export function redactSecrets(text: string, secrets: readonly string[]): string 
  */
 export function redactingEngine<T extends object>(engine: T, secrets: readonly string[]): T {
   if (secrets.length === 0) return engine;
-  const clean = (e: unknown): unknown => (e instanceof EngineError ? new EngineError(redactSecrets(e.message, secrets), e.code, e.status, e.upstreamStatus) : e);
+  const clean = (e: unknown): unknown =>
+    e instanceof EngineError
+      ? new EngineError(redactSecrets(e.message, secrets), e.code, e.status, { retryable: e.retryable, retryAfterMs: e.retryAfterMs, upstreamStatus: e.upstreamStatus })
+      : e;
   return new Proxy(engine, {
     get(target, prop) {
       const v = Reflect.get(target, prop);

@@ -160,4 +160,10 @@ export const migrations: Record<string, Migration> = {
         select distinct org_id, user_id, true, 0 from api_keys where org_id <> 'default'`.execute(db);
     },
   },
+  '0007_usage_deployment': {
+    async up(db: Kysely<any>) {
+      // which deployment of the model served the request (a model may have several, see docs/models.md)
+      await db.schema.alterTable('usage_records').addColumn('deployment', 'text').execute();
+    },
+  },
 };

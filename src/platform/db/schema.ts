@@ -46,6 +46,8 @@ export interface UsageTable {
   created_at: number;
   /** the running-spend epoch this record was charged under (null: not counted there; see BudgetGuard) */
   spend_epoch: string | null;
+  /** the deployment that served the request (its id in the model file; null: not routed, or before 0006) */
+  deployment: string | null;
 }
 
 export interface CreditGrantTable {

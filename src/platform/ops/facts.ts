@@ -35,6 +35,14 @@ export class RequestFacts {
   span: ServerSpan | undefined = undefined;
   private engineAt = 0;
 
+  /** what the router noted of the request (src/models/router): the deployment that served, tries, fallback */
+  routed(route: { deployment?: string; fallback?: string; tries?: number } | undefined): void {
+    if (route === undefined) return;
+    if (route.deployment !== undefined) this.deployment = route.deployment;
+    if (route.fallback !== undefined) this.fallback = route.fallback;
+    if (route.tries !== undefined && route.tries > 1) this.retries = route.tries - 1;
+  }
+
   /** the engine (or upstream) call starts now */
   engineStarted(): void {
     this.engineAt = performance.now();

@@ -16,6 +16,8 @@ export interface UsageEvent {
   characters?: number;
   audioSeconds?: number;
   costMicros?: number;
+  /** the deployment that served it (src/models/router), when the model was routed */
+  deployment?: string;
 }
 
 export const MICROS = 1_000_000;
@@ -137,6 +139,7 @@ export class UsageService {
       cost_micros: count(e.costMicros),
       created_at: Math.floor(Date.now() / 1000),
       spend_epoch: null,
+      deployment: e.deployment ?? null,
     };
     if (this.budget) {
       const tag = this.budget.tag(row);
@@ -297,7 +300,7 @@ export class UsageService {
 
   /** Ships what the last run left in the journal. */
   async recover(): Promise<number> {
-    const rows = (this.journal?.recover() ?? []).map((r) => ({ ...r, spend_epoch: r.spend_epoch ?? null }));
+    const rows = (this.journal?.recover() ?? []).map((r) => ({ ...r, spend_epoch: r.spend_epoch ?? null, deployment: r.deployment ?? null }));
     if (rows.length) {
       if (this.budget) this.budget.recovered(rows);
       else this.recoveredRows.push(...rows);
