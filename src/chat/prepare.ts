@@ -108,6 +108,7 @@ export class ChatPreparer {
     }
     const model = upstreamName(spec);
     const route: RouteNote = {};
+    if (facts) facts.route = route;
     const base = { id: completionId(), req, key, requestId, spec, engine, stream, includeUsage: stream && req.stream_options?.include_usage === true, facts, route };
     const fnTools: FunctionTool[] = tools.flatMap((t) =>
       t.type === 'function' && t.function

@@ -258,7 +258,6 @@ export class ChatRunner {
   /** Records the usage: the engine's, or an estimate when it gave none. */
   private async record(p: PreparedChat, meter: Meter): Promise<void> {
     const counted = meter.usage ?? (await this.estimate(p, meter));
-    p.facts?.routed(p.route);
     p.facts?.used(counted);
     await this.d.usage.record({
       requestId: p.requestId,

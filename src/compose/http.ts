@@ -169,8 +169,9 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     const ms = reply.elapsedTime;
     metrics.requests.inc({ method: req.method, route, status });
     metrics.latency.observe({ method: req.method, route }, ms / 1000);
-    logRequest(req, route, status, ms);
     const f = req.facts;
+    f?.routed(f.route);
+    logRequest(req, route, status, ms);
     if (f?.model !== undefined) modelMetrics(metrics, f, ms);
     if (tracing && f?.span) tracing.end(f.span, { route, status, attributes: spanAttributes(req, f), error: f.errorCode });
     done();

@@ -79,6 +79,7 @@ export class EmbeddingsService {
     const model = upstreamName(spec);
     let result;
     const route: RouteNote = {};
+    if (facts) facts.route = route;
     facts?.engineStarted();
     try {
       result = await engine.embed({ model, input, dimensions: req.dimensions, user: req.user, signal, route });
@@ -96,7 +97,6 @@ export class EmbeddingsService {
     }
     if (result.vectors.length !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${result.vectors.length} vectors for ${input.length} inputs`);
     const inputTokens = Math.max(0, Math.round(result.inputTokens));
-    facts?.routed(route);
     facts?.used({ inputTokens });
     await this.d.usage.record({
       requestId,

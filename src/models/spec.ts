@@ -121,26 +121,11 @@ export function upstreamName(spec: ModelSpec): string {
   return spec.upstream_model ?? spec.name;
 }
 
-const deployments = new WeakMap<ModelSpec, string>();
-
 /**
- * What serves a model, as the request log and the per-model metrics name it: the provider, and for an upstream
- * its host (`openai-compatible:127.0.0.1:11434`), never its credentials or path. Computed once per entry. (When
- * one model has several deployments, routing names the one that served the request instead.)
+ * What serves a model, as the request log, the per-model metrics and the usage ledger name it: the deployment id
+ * the router uses (a deployment's `id` in the model file; for a model without `deployments`, its `id` or name).
+ * The router names the deployment that served when a model has several (RequestFacts.route).
  */
 export function deploymentName(spec: ModelSpec): string {
-  let d = deployments.get(spec);
-  if (d === undefined) {
-    d = spec.provider;
-    const base = (spec as { base_url?: unknown }).base_url;
-    if (typeof base === 'string') {
-      try {
-        d += ':' + new URL(base).host;
-      } catch {
-        // an invalid URL never gets this far (the model file is checked); the provider alone names it then
-      }
-    }
-    deployments.set(spec, d);
-  }
-  return d;
+  return spec.deployments?.length === 1 ? spec.deployments[0]!.id : (spec.id ?? spec.name);
 }

@@ -153,6 +153,7 @@ export class Preparer {
       saveKey: id,
       route: {},
     };
+    if (facts) facts.route = gen.route;
     const createdAt = Math.floor(Date.now() / 1000);
     const response = existing?.response ?? initialResponse(req, id, createdAt, req.background ? 'queued' : 'in_progress');
     return { id, req, key, requestId, spec, engine, inputItems, history, gen, response, store: req.store ?? true, ...(audio ? { audio } : {}), ...(facts ? { facts } : {}) };

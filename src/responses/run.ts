@@ -208,7 +208,6 @@ export class Runner {
     }
     if (u) {
       const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens };
-      p.facts?.routed(p.gen.route);
       p.facts?.used(metered);
       await this.d.usage.record({
         requestId: p.requestId,

@@ -449,7 +449,11 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     }
     const p = plan(reply, typeof body.model === 'string' ? body.model : 'scripted');
     const responses = path === '/responses';
-    if (!body.stream) return json(res, 200, responses ? responseObject(p, reply) : chatCompletion(p, body), reply.headers);
+    if (!body.stream) {
+      // breakAfter 0 on a JSON answer: the connection is cut before any byte of it (a reset before output)
+      if (reply.breakAfter === 0) return void res.socket?.destroy();
+      return json(res, 200, responses ? responseObject(p, reply) : chatCompletion(p, body), reply.headers);
+    }
     if (responses) {
       const evs = responsesEvents(p, reply);
       return stream(

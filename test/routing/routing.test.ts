@@ -194,6 +194,8 @@ describe('routing with scripted upstreams that fail', () => {
     const r2 = await client.chat.completions.create({ model: 'one', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(r2.model, 'one');
     assert.equal(a.requests.length, 5, 'two failures, then the answer');
+    // each try after the first is counted, by model and the deployment tried again
+    assert.match(await t.runtime.scrape(), /portico_model_retries_total\{model="one",deployment="[^"]+"\} [3-9]/);
     // a refusal of the request itself is not retried
     a.script({ status: 400, errorMessage: 'bad seed' });
     const res = await post('/v1/responses', { model: 'one', input: 'hi' });
@@ -269,6 +271,8 @@ describe('routing with scripted upstreams that fail', () => {
     assert.equal(b.requests[1]!.body.model, 'big-model');
     const row = (await usageRows()).filter((x) => x.model === 'primary-fallback').pop()!;
     assert.equal(row.deployment, 'backup-b');
+    // the fallback is counted under the requested model and the deployment that failed last
+    assert.match(await t.runtime.scrape(), /portico_model_fallbacks_total\{model="primary-fallback",deployment="pf-[ab]"\} [1-9]/);
     // chat completions forwarded: the chunks name the requested model too
     a.script({ status: 503 });
     b.script({ status: 503 });

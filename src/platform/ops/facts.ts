@@ -35,6 +35,9 @@ export class RequestFacts {
   span: ServerSpan | undefined = undefined;
   private engineAt = 0;
 
+  /** the router's note of the request (src/models/router fills it as it tries deployments): read at the end */
+  route: { deployment?: string; fallback?: string; tries?: number } | undefined = undefined;
+
   /** what the router noted of the request (src/models/router): the deployment that served, tries, fallback */
   routed(route: { deployment?: string; fallback?: string; tries?: number } | undefined): void {
     if (route === undefined) return;
