@@ -149,7 +149,7 @@ export function pickLanguage(acceptLanguage: string | undefined): string {
   let best = 'en';
   let bestQ = -1;
   for (const part of acceptLanguage.split(',')) {
-    const [tag, ...params] = part.trim().split(';');
+    const [tag = '', ...params] = part.trim().split(';');
     const lang = tag.trim().toLowerCase().split('-')[0];
     let q = 1;
     for (const p of params) {

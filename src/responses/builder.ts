@@ -106,7 +106,7 @@ export class ResponseBuilder {
       case 'reasoning_delta': {
         const { item, index } = this.ensure('reasoning');
         if (item.type !== 'reasoning') return;
-        item.content[0].text += ev.delta;
+        item.content[0]!.text += ev.delta; // a reasoning item is made with its one text part
         this.send('response.reasoning_text.delta', () => ({ item_id: item.id, output_index: index, content_index: 0, delta: ev.delta }));
         return;
       }
@@ -245,7 +245,7 @@ export class ResponseBuilder {
       item.status = status;
     } else if (item.type === 'reasoning') {
       this.open = undefined;
-      const part = item.content[0];
+      const part = item.content[0]!; // a reasoning item is made with its one text part
       this.send('response.reasoning_text.done', () => ({ item_id: item.id, output_index: index, content_index: 0, text: part.text }));
       this.send('response.content_part.done', () => ({ item_id: item.id, output_index: index, content_index: 0, part: structuredClone(part) }));
     } else {

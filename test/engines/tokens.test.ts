@@ -14,7 +14,11 @@ const samples: Record<string, string> = {
   japanese: '今日はいい天気ですね。リクエストはサーバーに転送されます。',
   javascript: 'function add(a, b) { return a + b; }\nconst x = [1, 2, 3].map((v) => v * 2);\n',
   python: 'def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\nprint([fib(i) for i in range(10)])\n',
-  json: JSON.stringify({ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city'] } }),
+  json: JSON.stringify({
+    type: 'function',
+    name: 'get_weather',
+    parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city'] },
+  }),
   numbers: '12345 67890 3.14159 2026-11-25 0x1f2e3d ',
 };
 

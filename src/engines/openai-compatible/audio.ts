@@ -116,7 +116,9 @@ export async function upstreamError(res: Response, apiKey?: string): Promise<Eng
   }
   if (s === 429) return new EngineError(`upstream rate limit: ${message}`, 'rate_limit_exceeded', 429, { retryable: true, upstreamStatus: s });
   if (s === 401 || s === 403) {
-    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502, { upstreamStatus: s });
+    return new EngineError(`the upstream audio server refused Portico's credentials (HTTP ${s}); check the model's api_key_env`, 'upstream_auth_failed', 502, {
+      upstreamStatus: s,
+    });
   }
   return new EngineError(`upstream audio server answered ${s}: ${message}`, 'upstream_error', 502, { retryable: s >= 500, upstreamStatus: s });
 }
@@ -302,12 +304,13 @@ export class Pcm16Assembler {
     const out = new Int16Array(n);
     let i = 0;
     if (this.carry !== undefined) {
-      out[0] = (((bytes[0] << 8) | this.carry) << 16) >> 16;
+      out[0] = (((bytes[0]! << 8) | this.carry) << 16) >> 16; // n >= 1: bytes has a first byte
       offset = 1;
       i = 1;
       this.carry = undefined;
     }
-    for (; i < n; i++, offset += 2) out[i] = (((bytes[offset + 1] << 8) | bytes[offset]) << 16) >> 16;
+    // n counts whole samples in bytes: both bytes of each are there
+    for (; i < n; i++, offset += 2) out[i] = (((bytes[offset + 1]! << 8) | bytes[offset]!) << 16) >> 16;
     if (offset < bytes.length) this.carry = bytes[offset];
     return out;
   }

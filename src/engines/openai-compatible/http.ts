@@ -67,7 +67,13 @@ export class Upstream {
     if (!tls && u.protocol !== 'http:') throw new Error(`openai-compatible: base_url must be http(s): ${opts.baseUrl}`);
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     // keep-alive: an idle connection is kept 60 s at most (less if the upstream's Keep-Alive header says so)
-    this.pool = new Pool(u.origin, { connections: opts.connections ?? null, pipelining: 1, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 60_000, ...(opts.connectTimeoutMs ? { connect: { timeout: opts.connectTimeoutMs } } : {}) });
+    this.pool = new Pool(u.origin, {
+      connections: opts.connections ?? null,
+      pipelining: 1,
+      keepAliveTimeout: 4_000,
+      keepAliveMaxTimeout: 60_000,
+      ...(opts.connectTimeoutMs ? { connect: { timeout: opts.connectTimeoutMs } } : {}),
+    });
     this.connectTimeoutMs = opts.connectTimeoutMs;
     this.basePath = u.pathname.replace(/\/+$/, '');
     this.secret = opts.apiKey || undefined;
@@ -75,7 +81,7 @@ export class Upstream {
     if (u.username || u.password) {
       h.authorization = 'Basic ' + Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64');
     }
-    if (opts.headers) for (const k of Object.keys(opts.headers)) h[k.toLowerCase()] = opts.headers[k];
+    if (opts.headers) for (const [k, v] of Object.entries(opts.headers)) h[k.toLowerCase()] = v;
     if (this.secret) h.authorization = `Bearer ${this.secret}`;
     this.baseHeaders = h;
     this.spanAttributes = { 'http.request.method': 'POST', 'server.address': u.hostname, 'server.port': Number(u.port || (tls ? 443 : 80)) };
@@ -151,7 +157,6 @@ export class Upstream {
     throw failure;
   }
 
-
   /**
    * Reads a 2xx answer's whole body as utf8 text (decoded once at the end, so code points split between
    * chunks are whole); the call is disposed of once it is read. Rejects with an EngineError past maxBytes, or with the transport's error (mapError
@@ -222,7 +227,11 @@ export class Upstream {
     const msg = this.redact(message || `HTTP ${status}`).slice(0, 2000);
     if (status === 429) {
       const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
-      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, { retryable: true, retryAfterMs: retryAfterMs(ra), upstreamStatus: status });
+      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, {
+        retryable: true,
+        retryAfterMs: retryAfterMs(ra),
+        upstreamStatus: status,
+      });
     }
     if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, { upstreamStatus: status });
     if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, { retryable: true, upstreamStatus: status });

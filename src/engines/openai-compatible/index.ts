@@ -127,7 +127,7 @@ async function* read(up: Upstream, call: Call, decoder: StreamDecoder): AsyncGen
         for (let i = 0; i < queue.length; i++) {
           if (parser) {
             try {
-              parser.push(queue[i]);
+              parser.push(queue[i]!);
             } catch (err) {
               parseError = err;
               break;
@@ -147,7 +147,7 @@ async function* read(up: Upstream, call: Call, decoder: StreamDecoder): AsyncGen
       }
       // events decoded before a failure are still delivered, then the failure
       if (out.length) {
-        for (let i = 0; i < out.length; i++) yield out[i];
+        for (const ev of out) yield ev;
         out.length = 0;
       }
       if (parseError !== undefined) throw parseError;
@@ -192,8 +192,7 @@ async function* whole(up: Upstream, path: string, req: GenerateRequest, body: st
   }
   decoder.onJson(parseJson(text));
   decoder.finish();
-  const out = decoder.out;
-  for (let i = 0; i < out.length; i++) yield out[i];
+  yield* decoder.out;
 }
 
 const JSON_TYPE = /application\/json/i;

@@ -20,14 +20,13 @@ export function responsesInput(messages: readonly ChatMessage[]): { instructions
   let i = 0;
   let instructions: string | undefined;
   for (; i < messages.length; i++) {
-    const m = messages[i];
+    const m = messages[i]!; // i < length
     if (m.role !== 'system' && m.role !== 'developer') break;
     const t = textOf(m.content);
     instructions = instructions === undefined ? t : instructions + '\n\n' + t;
   }
   const input: unknown[] = [];
-  for (; i < messages.length; i++) {
-    const m = messages[i];
+  for (const m of messages.slice(i)) {
     switch (m.role) {
       case 'system':
       case 'developer':

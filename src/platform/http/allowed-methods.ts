@@ -27,7 +27,7 @@ export class AllowedMethods {
 
   /** The methods the path answers (sorted), or [] when no route has that path. */
   allowed(rawUrl: string): string[] {
-    const path = rawUrl.split('?')[0];
+    const path = rawUrl.split('?')[0] ?? rawUrl;
     const out = new Set<string>();
     for (const r of this.routes) if (r.re.test(path)) for (const m of r.methods) out.add(m);
     return [...out].sort();
