@@ -113,7 +113,12 @@ test('8 concurrent chunked uploads over the limit: memory bounded, and it comes 
   const growth = (peak - start) / 1024 / 1024;
   // each upload holds at most the file limit: 8 x 25 MiB, plus the parser's buffers
   assert.ok(growth < 8 * 25 + 120, `RSS grew by ${growth.toFixed(0)} MiB`);
-  await new Promise((r) => setTimeout(r, 2500));
-  const after = (held() - heldBefore) / 1024 / 1024;
-  assert.ok(after < 32, `${after.toFixed(0)} MiB of heap and buffers still held after the uploads`);
+  // the server cuts each refused upload's socket 2 s after its 413; then what it held goes: poll (a loaded machine
+  // may take longer to close and collect), and fail only if it never comes back
+  let after = Infinity;
+  for (let waited = 0; waited < 15_000 && after >= 32; waited += 500) {
+    await new Promise((r) => setTimeout(r, 500));
+    after = (held() - heldBefore) / 1024 / 1024;
+  }
+  assert.ok(after < 32, `${after.toFixed(0)} MiB of heap and buffers still held 15 s after the uploads`);
 });
