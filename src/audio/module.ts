@@ -118,6 +118,38 @@ const SpeechBody = Type.Object(
 );
 
 /** The audio API under {base_url}: speech, transcriptions, translations. */
+/**
+ * The 200 answers of the audio routes, for the OpenAPI document only: the bodies are sent as built (audio bytes,
+ * or the transcript already rendered as text), never serialized from these.
+ */
+const SPEECH_ANSWER = {
+  description: 'The audio, streamed as it is synthesized, in the response_format asked for (mp3 by default)',
+  content: Object.fromEntries(['audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/wav', 'audio/pcm'].map((t) => [t, { schema: { type: 'string', format: 'binary' } }])),
+};
+const TRANSCRIPT_ANSWER = {
+  description: 'json: {text, usage}; verbose_json: {task, language, duration, text, segments[], words[] (when asked), usage}; text, srt and vtt: the transcript as text',
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        required: ['text'],
+        additionalProperties: true,
+        properties: {
+          text: { type: 'string' },
+          task: { type: 'string' },
+          language: { type: 'string' },
+          duration: { type: 'number' },
+          segments: { type: 'array', items: { type: 'object', additionalProperties: true } },
+          words: { type: 'array', items: { type: 'object', properties: { word: { type: 'string' }, start: { type: 'number' }, end: { type: 'number' } } } },
+          usage: { type: 'object', properties: { type: { type: 'string' }, seconds: { type: 'number' } } },
+        },
+      },
+    },
+    'text/plain': { schema: { type: 'string' } },
+    'text/vtt': { schema: { type: 'string' } },
+  },
+};
+
 export function createAudioModule(deps: AudioServiceDeps): FeatureModule {
   const svc = new AudioService(deps);
   return { name: 'audio', routes: { api: (app) => registerAudioRoutes(app, svc) } };
@@ -131,7 +163,12 @@ async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {
       '/audio/speech',
       {
         config: { scope: 'audio' },
-        schema: { tags: ['Audio'], summary: 'Text to speech: the audio streams as it is synthesized', body: SpeechBody },
+        schema: {
+          tags: ['Audio'],
+          summary: 'Text to speech: the audio streams as it is synthesized',
+          body: SpeechBody,
+          response: { 200: SPEECH_ANSWER },
+        },
       },
       async (req, reply) => {
         const p = svc.prepareSpeech(req.body, req.apiKey!);
@@ -174,6 +211,7 @@ async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {
                 ? 'Speech to text (multipart/form-data: file, model, language, prompt, response_format, temperature, timestamp_granularities[])'
                 : 'Speech in any language to English text (multipart/form-data: file, model, prompt, response_format, temperature)',
             consumes: ['multipart/form-data'],
+            response: { 200: TRANSCRIPT_ANSWER },
           },
         },
         async (req, reply) => {

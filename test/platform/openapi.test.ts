@@ -62,6 +62,22 @@ for (const db of testDatabases()) {
           }
         }
       }
+      // the Responses and audio routes document what they answer (issue 8)
+      const ok200 = (path: string, m: string) => doc.paths[path][m].responses['200'].content;
+      const created = ok200('/v1/responses', 'post');
+      assert.deepEqual(Object.keys(created).sort(), ['application/json', 'text/event-stream']);
+      for (const f of ['id', 'object', 'status', 'model', 'output', 'usage', 'error', 'incomplete_details'])
+        assert.ok(created['application/json'].schema.properties[f], `Response.${f}`);
+      assert.ok(ok200('/v1/responses/{id}', 'get')['application/json'].schema.properties.output);
+      assert.ok(ok200('/v1/responses/{id}/cancel', 'post')['application/json'].schema.properties.status);
+      assert.ok(ok200('/v1/responses/{id}', 'delete')['application/json'].schema.properties.deleted);
+      assert.ok(ok200('/v1/responses/{id}/input_items', 'get')['application/json'].schema.properties.has_more);
+      assert.ok(ok200('/v1/responses/input_tokens', 'post')['application/json'].schema.properties.input_tokens);
+      assert.ok(ok200('/v1/audio/speech', 'post')['audio/mpeg']);
+      for (const p of ['/v1/audio/transcriptions', '/v1/audio/translations']) {
+        assert.ok(ok200(p, 'post')['application/json'].schema.properties.segments, p);
+        assert.ok(ok200(p, 'post')['text/vtt'], p);
+      }
       // the document itself is not listed
       assert.equal(doc.paths['/openapi.json'], undefined);
     });

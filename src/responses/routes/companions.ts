@@ -5,6 +5,7 @@ import { SseWriter } from '../../platform/http/sse.js';
 import { toAppError } from '../../platform/http/errors.js';
 import { CreateResponseBody, ResponseIdParams } from '../schemas.js';
 import type { ResponsesService } from '../service.js';
+import { DeletedResponseSchema, documentedOnly, InputItemListSchema, InputTokensSchema, ResponseObjectSchema } from '../response-schemas.js';
 
 /** GET/DELETE /responses/{id}, POST /responses/{id}/cancel, GET /responses/{id}/input_items, POST /responses/input_tokens */
 export default function (app: FastifyInstance, svc: ResponsesService) {
@@ -15,10 +16,12 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     '/responses/:id',
     {
       config: cfg,
+      serializerCompiler: documentedOnly,
       schema: {
         tags: ['Responses'],
         summary: "Retrieve a stored response; stream=true replays a background response's events (starting_after=N resumes)",
         params: ResponseIdParams,
+        response: { 200: ResponseObjectSchema },
         querystring: Type.Object(
           {
             stream: Type.Optional(Type.Boolean()),
@@ -39,22 +42,36 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     },
   );
 
-  r.delete('/responses/:id', { config: cfg, schema: { tags: ['Responses'], summary: 'Delete a stored response', params: ResponseIdParams } }, async (req) =>
-    svc.delete(req.params.id, req.apiKey!),
+  r.delete(
+    '/responses/:id',
+    {
+      config: cfg,
+      serializerCompiler: documentedOnly,
+      schema: { tags: ['Responses'], summary: 'Delete a stored response', params: ResponseIdParams, response: { 200: DeletedResponseSchema } },
+    },
+    async (req) => svc.delete(req.params.id, req.apiKey!),
   );
 
-  r.post('/responses/:id/cancel', { config: cfg, schema: { tags: ['Responses'], summary: 'Cancel a background response', params: ResponseIdParams } }, async (req) =>
-    svc.cancel(req.params.id, req.apiKey!),
+  r.post(
+    '/responses/:id/cancel',
+    {
+      config: cfg,
+      serializerCompiler: documentedOnly,
+      schema: { tags: ['Responses'], summary: 'Cancel a background response', params: ResponseIdParams, response: { 200: ResponseObjectSchema } },
+    },
+    async (req) => svc.cancel(req.params.id, req.apiKey!),
   );
 
   r.get(
     '/responses/:id/input_items',
     {
       config: cfg,
+      serializerCompiler: documentedOnly,
       schema: {
         tags: ['Responses'],
         summary: 'The input items of a stored response (cursor paging)',
         params: ResponseIdParams,
+        response: { 200: InputItemListSchema },
         querystring: Type.Object(
           {
             after: Type.Optional(Type.String({ maxLength: 200 })),
@@ -74,7 +91,8 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     {
       config: cfg,
       bodyLimit: 16 * 1024 * 1024,
-      schema: { tags: ['Responses'], summary: 'Count the input tokens a request would use', body: CreateResponseBody },
+      serializerCompiler: documentedOnly,
+      schema: { tags: ['Responses'], summary: 'Count the input tokens a request would use', body: CreateResponseBody, response: { 200: InputTokensSchema } },
     },
     async (req) => svc.inputTokens(req.body, req.apiKey!),
   );

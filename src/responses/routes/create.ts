@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { documentedOnly, ResponseObjectSchema } from '../response-schemas.js';
 import { AppError } from '../../platform/errors.js';
 import { SseWriter } from '../../platform/http/sse.js';
 import { toAppError } from '../../platform/http/errors.js';
@@ -13,7 +14,18 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
     {
       config: { scope: 'responses' },
       bodyLimit: 16 * 1024 * 1024,
-      schema: { tags: ['Responses'], summary: 'Create a model response (JSON, or Server-Sent Events with stream: true)', body: CreateResponseBody },
+      serializerCompiler: documentedOnly,
+      schema: {
+        tags: ['Responses'],
+        summary: 'Create a model response (JSON, or Server-Sent Events with stream: true)',
+        body: CreateResponseBody,
+        response: {
+          200: {
+            description: 'The Response object (JSON), or its events (text/event-stream) when stream is true',
+            content: { 'application/json': { schema: ResponseObjectSchema }, 'text/event-stream': { schema: { type: 'string' } } },
+          },
+        },
+      },
       preValidation: async (req) => {
         const b = req.body as Record<string, unknown> | undefined;
         if (b && typeof b === 'object' && 'messages' in b) {
