@@ -63,7 +63,7 @@ function parts(content: unknown, role: string, param: string): InputPart[] {
       }
       case 'image_url': {
         const iu = o.image_url;
-        if (typeof iu === 'string') return { type: 'input_image', image_url: iu, detail: 'auto' };
+        if (typeof iu === 'string') return { type: 'input_image', image_url: str(iu, `${pp}.image_url`), detail: 'auto' };
         if (!iu || typeof iu !== 'object') throw bad(`${pp}.image_url is required`, `${pp}.image_url`);
         const u = iu as Record<string, unknown>;
         return { type: 'input_image', image_url: str(u.url, `${pp}.image_url.url`), detail: detail(u.detail, `${pp}.image_url.detail`) };

@@ -320,8 +320,8 @@ describe('normalizeInput: refused shapes (validation_error, 400, the exact param
     );
   });
 
-  // bug: `{ type: 'image_url', image_url: '' }` is accepted and stored with an empty URL, where input_image refuses it
-  test.todo('a chat-style image_url part with an empty string URL is refused like input_image', () => {
+  // an empty URL is no image, in the chat-style alias as in input_image
+  test('a chat-style image_url part with an empty string URL is refused like input_image', () => {
     refused([{ role: 'user', content: [{ type: 'image_url', image_url: '' }] }], 'input[0].content[0].image_url', /must not be empty/);
   });
 });
