@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { KEY_PATH, portal, type KeyKind, type KeyRecord, type Me } from '../api.js';
 import { formatDate, useI18n } from '../i18n.js';
 import { Dialog, ErrorBox, Field, Notice } from '../components/ui.js';
@@ -422,7 +422,9 @@ function EditDialog({ editing, kind, onClose, onSaved }: { editing: KeyRecord | 
   const [name, setName] = useState('');
   const [description, setDescription] = useState('');
   const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
+  // a layout effect, as the dialog's own opening is: the fields hold the key's values before any input can reach
+  // them (with a plain effect, typing right after the dialog opened was overwritten by the old values)
+  useLayoutEffect(() => {
     if (editing) {
       setName(editing.name);
       setDescription(editing.description);
