@@ -1,5 +1,5 @@
 import { render } from 'preact';
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, onSessionEnded, portal, setApiLanguage, setCsrfToken, type Me, type Session } from './api.js';
 import { I18n, detectLanguage, saveLanguage, translator, type Key, type Lang } from './i18n.js';
 import { linkClick, navigate, usePath } from './router.js';
@@ -98,8 +98,9 @@ function App() {
     if (session) void loadMe();
   }, [session]);
 
-  // a new screen: its heading takes the focus (keyboard and screen reader users start there)
-  useEffect(() => {
+  // a new screen: its heading takes the focus (keyboard and screen reader users start there), in a layout effect:
+  // before the screen is painted, so no key press lands on the old focus once the new screen shows
+  useLayoutEffect(() => {
     main.current?.querySelector<HTMLElement>('h1')?.focus();
     const page = PAGES.find((p) => p.path === path);
     document.title = page ? `${t(page.label)} · Portico` : 'Portico';
