@@ -423,43 +423,20 @@ class RoutedTextEngine implements TextEngine {
   async *generate(req: GenerateRequest): AsyncGenerator<GenerateEvent> {
     const router = this.router;
     const engines = router.engines;
-    const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) => {
-      const engine = await engines.text(dep);
-      const it = engine.generate({ ...req, model: dep.upstream_model, signal })[Symbol.asyncIterator]();
-      try {
-        const first = await it.next();
-        return { it, first };
-      } catch (e) {
-        void Promise.resolve(it.return?.()).catch(() => {});
-        throw e;
-      }
-    });
-    const { it } = lease.value;
-    let ev = lease.value.first;
-    let ok: boolean | undefined;
-    try {
-      while (!ev.done) {
-        const e = ev.value;
-        if (e.type === 'done') {
-          ok = true;
-          router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
-          const model = reportedModel(e.model, lease, this.spec, req.model);
-          yield model === e.model ? e : { ...e, model };
-        } else yield e;
-        ev = await it.next();
-      }
-      ok = true;
-    } catch (e) {
-      if (req.signal?.aborted) throw e;
-      ok = false;
-      const err = Router.cause(lease, e);
-      lease.end(false, err);
-      throw err;
-    } finally {
-      // a consumer that stops early (return) has no verdict unless the answer was complete
-      lease.end(ok);
-      void Promise.resolve(it.return?.()).catch(() => {});
-    }
+    const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) =>
+      startStream((await engines.text(dep)).generate({ ...req, model: dep.upstream_model, signal })),
+    );
+    yield* relay(
+      lease,
+      req.signal,
+      (e) => {
+        if (e.type !== 'done') return e;
+        router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
+        const model = reportedModel(e.model, lease, this.spec, req.model);
+        return model === e.model ? e : { ...e, model };
+      },
+      (e) => e.type === 'done',
+    );
   }
 
   /** Chat Completions forwarded: the same tries, on deployments that forward them. */
@@ -470,41 +447,61 @@ class RoutedTextEngine implements TextEngine {
     const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) => {
       const engine = await engines.text(dep);
       if (!engine.chatCompletions) throw new EngineError(`the deployment ${dep.id} does not forward Chat Completions`, 'engine_unavailable', 503, { retryable: true });
-      const it = engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal })[Symbol.asyncIterator]();
-      try {
-        const first = await it.next();
-        return { it, first };
-      } catch (e) {
-        void Promise.resolve(it.return?.()).catch(() => {});
-        throw e;
-      }
+      return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
     });
-    const { it } = lease.value;
-    let ev = lease.value.first;
-    let ok: boolean | undefined;
-    try {
-      while (!ev.done) {
-        let o = ev.value;
-        if (typeof o.model === 'string') {
-          const model = reportedModel(o.model, lease, this.spec, requestModel);
-          if (model !== o.model) o = { ...o, model };
-        }
-        const u = o.usage as { total_tokens?: number } | null | undefined;
-        if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
-        yield o;
-        ev = await it.next();
+    yield* relay(lease, req.signal, (o) => {
+      if (typeof o.model === 'string') {
+        const model = reportedModel(o.model, lease, this.spec, requestModel);
+        if (model !== o.model) o = { ...o, model };
       }
-      ok = true;
-    } catch (e) {
-      if (req.signal?.aborted) throw e;
-      ok = false;
-      const err = Router.cause(lease, e);
-      lease.end(false, err);
-      throw err;
-    } finally {
-      lease.end(ok);
-      void Promise.resolve(it.return?.()).catch(() => {});
+      const u = o.usage as { total_tokens?: number } | null | undefined;
+      if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
+      return o;
+    });
+  }
+}
+
+interface Started<T> {
+  it: AsyncIterator<T>;
+  first: IteratorResult<T>;
+}
+
+/** Opens an engine's stream and waits for its first item: a try has succeeded once output starts. */
+async function startStream<T>(source: AsyncIterable<T>): Promise<Started<T>> {
+  const it = source[Symbol.asyncIterator]();
+  try {
+    return { it, first: await it.next() };
+  } catch (e) {
+    void Promise.resolve(it.return?.()).catch(() => {});
+    throw e;
+  }
+}
+
+/**
+ * Passes a routed stream through, each item through `each`, and gives the try its verdict when the stream ends:
+ * it broke (a failure for the breaker), it ended, or the consumer stopped early (no verdict unless `complete`
+ * said the answer was whole already).
+ */
+async function* relay<T>(lease: Lease<Started<T>>, signal: AbortSignal | undefined, each: (item: T) => T, complete?: (item: T) => boolean): AsyncGenerator<T> {
+  const { it } = lease.value;
+  let ev = lease.value.first;
+  let ok: boolean | undefined;
+  try {
+    while (!ev.done) {
+      if (complete?.(ev.value)) ok = true;
+      yield each(ev.value);
+      ev = await it.next();
     }
+    ok = true;
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    ok = false;
+    const err = Router.cause(lease, e);
+    lease.end(false, err);
+    throw err;
+  } finally {
+    lease.end(ok);
+    void Promise.resolve(it.return?.()).catch(() => {});
   }
 }
 
