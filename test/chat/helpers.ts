@@ -1,5 +1,6 @@
 /** A listening Portico in front of a scripted upstream, for the Chat Completions and embeddings tests. */
 import assert from 'node:assert/strict';
+import { keyedCalls } from '../helpers/calls.js';
 import OpenAI from 'openai';
 import { buildTestApp, type TestApp, type TestDb } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream, type ScriptedUpstreamOptions } from '../helpers/scripted-upstream.js';
@@ -56,17 +57,7 @@ export async function setupChat(
     up,
     key,
     client,
-    call: (method, path, body, headers = {}) =>
-      fetch(url + path, {
-        method,
-        headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      }),
-    last: () => {
-      const r = up.requests[up.requests.length - 1];
-      assert.ok(r, 'the upstream received no request');
-      return r.body;
-    },
+    ...keyedCalls(url, key, up),
     async usage(user) {
       const res = await fetch(`${url}/v1/portal/query/usage?group_by=operation,model`, { headers: { authorization: `Bearer ${await t.token(user)}` } });
       assert.equal(res.status, 200, await res.clone().text());

@@ -1,6 +1,7 @@
 // Operations of real Portico processes: /healthz, /readyz (503 when PostgreSQL cannot be reached, through a
 // proxy the test cuts), /metrics, and graceful shutdown on SIGTERM while a stream runs.
 import { describe, test, before, after } from 'node:test';
+import { metricValue } from '../helpers/metrics.js';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { startCluster, createResponse, parseSse, type Cluster, type Instance } from '../helpers/cluster.js';
@@ -18,17 +19,6 @@ function freshGet(url: string): Promise<{ status?: number; error?: string }> {
     req.on('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
     req.on('timeout', () => req.destroy(new Error('timeout')));
   });
-}
-
-function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(name)) continue;
-    const m = /^([a-zA-Z_:]+)(\{([^}]*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const ls = Object.fromEntries([...(m[3] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[4]);
-  }
-  return undefined;
 }
 
 describe('health, readiness, metrics and graceful shutdown of real processes', () => {

@@ -4,6 +4,7 @@
  * reason, logged once), a refused key (no key in the line), and the Prometheus series per model and deployment.
  */
 import { describe, test, before, after } from 'node:test';
+import { metricValue } from '../helpers/metrics.js';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -17,17 +18,6 @@ import { createLogger } from '../../src/platform/log.js';
 import { loadConfig } from '../../src/platform/config.js';
 
 type Line = Record<string, unknown>;
-
-function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(name)) continue;
-    const m = /^([a-zA-Z_:]+)(\{([^}]*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const ls = Object.fromEntries([...(m[3] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[4]);
-  }
-  return undefined;
-}
 
 describe('request log lines and per-model metrics', () => {
   let up: ScriptedUpstream;

@@ -1,5 +1,6 @@
 /** Helpers of the spoken-answer tests (modalities audio): an app with the built-in voices, decoding and measuring. */
 import assert from 'node:assert/strict';
+import { keyedCalls } from '../helpers/calls.js';
 import OpenAI from 'openai';
 import { buildTestApp, type TestDb } from '../helpers/app.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -23,17 +24,7 @@ export async function setupAudio(db: TestDb = 'pglite', extra: ModelSpec[] = [],
     up,
     key,
     client,
-    call: (method, path, body, headers = {}) =>
-      fetch(url + path, {
-        method,
-        headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      }),
-    last: () => {
-      const r = up.requests[up.requests.length - 1];
-      assert.ok(r, 'the upstream received no request');
-      return r.body;
-    },
+    ...keyedCalls(url, key, up),
     async close() {
       await t.close();
       await up.close();

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { keyedCalls } from '../helpers/calls.js';
 import OpenAI from 'openai';
 import { buildTestApp, type TestApp, type TestDb } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream, type RecordedRequest } from '../helpers/scripted-upstream.js';
@@ -42,17 +43,7 @@ export async function setup(db: TestDb = 'pglite', extra: ModelSpec[] = [], env:
     up,
     key,
     client,
-    call: (method, path, body, headers = {}) =>
-      fetch(url + path, {
-        method,
-        headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      }),
-    last: () => {
-      const r = up.requests[up.requests.length - 1];
-      assert.ok(r, 'the upstream received no request');
-      return r.body;
-    },
+    ...keyedCalls(url, key, up),
     async close() {
       await t.close();
       await up.close();
