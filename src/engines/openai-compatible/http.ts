@@ -14,7 +14,7 @@ import { Pool, type Dispatcher } from 'undici';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineError } from '../types.js';
-import { upstreamSpan, type UpstreamSpan } from '../../platform/ops/tracing.js';
+import { tracedCall, type UpstreamSpan } from '../../platform/ops/tracing.js';
 
 export interface UpstreamOptions {
   baseUrl: string;
@@ -103,11 +103,10 @@ export class Upstream {
     // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream (the
     // headers are copied only then: without tracing every call shares the one header object)
     let headers = this.baseHeaders;
-    const traced: Record<string, string> = {};
-    const span = upstreamSpan(`POST ${path}`, this.spanAttributes, traced);
-    if (span !== undefined) {
-      headers = { ...headers, ...traced };
-      call.span = span;
+    const traced = tracedCall(`POST ${path}`, this.spanAttributes, headers);
+    if (traced !== undefined) {
+      headers = traced.headers;
+      call.span = traced.span;
     }
     let data: Dispatcher.ResponseData;
     try {

@@ -28,7 +28,7 @@ import {
 } from '../../engines/types.js';
 import type { EngineRegistry } from '../../engines/registry.js';
 import type { ModelRegistry } from '../registry.js';
-import { upstreamName, type DeploymentSpec, type ModelSpec, type Timeouts } from '../spec.js';
+import { deploymentName, upstreamName, type DeploymentSpec, type ModelSpec, type Timeouts } from '../spec.js';
 import { DEFAULT_BREAKER, HealthBoard, type BreakerPolicy, type DeploymentHealth, type HealthShare } from './health.js';
 
 export { HealthBoard, MinuteWindow, type HealthShare } from './health.js';
@@ -163,7 +163,7 @@ export class Router {
   route(spec: ModelSpec): Route {
     let r = this.routes.get(spec);
     if (!r) {
-      const deps: DeploymentSpec[] = spec.deployments ?? [{ ...spec, id: spec.id ?? spec.name, weight: 1, upstream_model: upstreamName(spec) } as DeploymentSpec];
+      const deps: DeploymentSpec[] = spec.deployments ?? [{ ...spec, id: deploymentName(spec), weight: 1, upstream_model: upstreamName(spec) } as DeploymentSpec];
       const targets = deps.map((dep) => ({ dep, health: this.health.of(dep.id, dep.rpm, dep.tpm) }));
       for (const d of deps) this.modelOf.set(d.id, spec.name);
       r = {

@@ -55,6 +55,23 @@ export function spanStorage(): AsyncLocalStorage<ServerSpan> {
 }
 
 /**
+ * The same for a call whose headers are shared by every call (the upstream clients' fixed headers): the span and
+ * a copy of the headers with the trace context, made only when the request is traced; otherwise undefined after
+ * one check, and nothing is allocated.
+ */
+export function tracedCall(
+  name: string,
+  attributes: Record<string, string | number>,
+  headers: Readonly<Record<string, string>>,
+): { span: UpstreamSpan; headers: Record<string, string> } | undefined {
+  if (active === undefined) return undefined;
+  const server = active.getStore();
+  if (server === undefined) return undefined;
+  const withContext = { ...headers };
+  return { span: server.child(name, attributes, withContext), headers: withContext };
+}
+
+/**
  * A client span for an upstream call made while a traced request is active, with its trace context written
  * into `headers`; undefined (at the cost of one check) when tracing is off or no traced request is active.
  */
