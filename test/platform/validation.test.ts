@@ -1,8 +1,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Ajv } from 'ajv';
+import addFormatsImport from 'ajv-formats';
 import { Type, type TSchema } from 'typebox';
-import { describeValidationError, paramPath } from '../../src/platform/http/validation.js';
+import { codePoints, describeValidationError, paramPath, validatorCompiler } from '../../src/platform/http/validation.js';
 
 const ajv = new Ajv({ allErrors: false, strict: false, verbose: true });
 function problem(schema: TSchema, data: unknown, part = 'body') {
@@ -88,5 +89,50 @@ describe("validation messages: what is allowed, in OpenAI's codes and notation, 
     assert.equal(problem(Body, { model: 'm', n: 0 }).detail, 'integer_below_min_value');
     assert.equal(problem(Body, { model: 'm', n: 9 }).detail, 'integer_above_max_value');
     assert.equal(problem(Body, { model: 'm', tools: [{ type: 'function', name: 'x'.repeat(65) }] }).param, 'tools[0].name');
+  });
+
+  test("maxLength and minLength: Ajv's own rule (code points) and error, decided from the length without counting when it can be", () => {
+    // the body validator of the routes, against Ajv's own keyword with the same options
+    const stock = new Ajv({ allErrors: false, coerceTypes: false, useDefaults: true, strict: false, verbose: true });
+    (((addFormatsImport as unknown as { default?: unknown }).default ?? addFormatsImport) as unknown as (a: Ajv) => void)(stock);
+    const schema = Type.Object({
+      s: Type.Optional(Type.String({ minLength: 2, maxLength: 4, pattern: '^[a-z\u{1F600}]+$' })),
+      id: Type.Optional(Type.String({ maxLength: 3, format: 'uuid' })),
+    });
+    const ours = validatorCompiler({ schema, httpPart: 'body', method: 'POST', url: '/' }) as unknown as ((d: unknown) => boolean) & { errors?: unknown };
+    const theirs = stock.compile(schema);
+    const smile = '\u{1F600}';
+    const hi = '\ud83d';
+    const values = [
+      'a',
+      'ab',
+      'abcd',
+      'abcde',
+      smile,
+      smile + smile,
+      smile.repeat(4),
+      smile.repeat(5),
+      'a' + smile,
+      hi,
+      hi + hi,
+      hi.repeat(4),
+      hi.repeat(5),
+      'A',
+      'ABCDE',
+      'A'.repeat(9),
+      '',
+      smile + hi,
+    ];
+    for (const s of values) {
+      for (const data of [{ s }, { id: s }]) {
+        assert.equal(ours(data), theirs(data), JSON.stringify(data));
+        assert.deepEqual(ours.errors ?? null, theirs.errors ?? null, JSON.stringify(data));
+      }
+    }
+    assert.equal(codePoints(smile.repeat(3) + 'a' + hi), 5);
+    // the count is reached only past what the length decides (a 10 Mi-character text is not walked)
+    const code = String(ours);
+    assert.match(code, /\.length > 4 && /);
+    assert.match(code, /\.length < 2 \|\| \(/);
   });
 });
