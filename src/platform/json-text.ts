@@ -1,0 +1,218 @@
+/**
+ * Large JSON texts made without holding the event loop. JSON.stringify of the largest value a request can bring
+ * (16 MiB: an upstream request of 4096 messages, the stored input items of a response) is one call of 50-150 ms,
+ * and encoding the text to UTF-8 as much again: every other request of the instance (/healthz included) waits
+ * that long. `jsonUtf8` makes the same text in slices of about a mebibyte, encoded as it goes, with a turn of
+ * the event loop between slices. Small values keep JSON.stringify: `largeJson` tells them apart by a walk that
+ * stops as soon as the value is known to be large, so a small value costs a few hundred nanoseconds more.
+ */
+
+/** a value whose JSON text may reach this many characters is made in slices */
+export const LARGE_JSON_CHARS = 256 * 1024;
+/** the characters made between two turns of the event loop */
+export const SLICE_CHARS = 1024 * 1024;
+/** values visited between two turns of the event loop, however short their text */
+const SLICE_VALUES = 20_000;
+
+export type JsonReplacer = (this: unknown, key: string, value: unknown) => unknown;
+
+/**
+ * Whether the JSON text of `value` may reach `chars` characters: the length of its strings and keys, plus two per
+ * value. Stops at the first value past the bound; never throws.
+ */
+export function largeJson(value: unknown, chars = LARGE_JSON_CHARS): boolean {
+  let n = 0;
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    n += 2;
+    if (typeof v === 'string') n += v.length;
+    else if (v !== null && typeof v === 'object') {
+      if (Array.isArray(v)) for (let i = 0; i < v.length; i++) stack.push(v[i]);
+      else
+        for (const k in v) {
+          if (!Object.prototype.hasOwnProperty.call(v, k)) continue;
+          n += k.length;
+          stack.push((v as Record<string, unknown>)[k]);
+        }
+    }
+    if (n >= chars) return true;
+  }
+  return false;
+}
+
+/** The UTF-8 bytes of a JSON text, in pieces; each piece owns its whole ArrayBuffer (it can be transferred to a thread). */
+export class JsonBytes {
+  constructor(
+    readonly chunks: readonly Buffer[],
+    readonly byteLength: number,
+  ) {}
+
+  /** the bytes in one Buffer, after `prefix` bytes (one copy) */
+  concat(prefix?: Uint8Array): Buffer {
+    const head = prefix?.length ?? 0;
+    const out = Buffer.allocUnsafe(head + this.byteLength);
+    if (prefix) out.set(prefix, 0);
+    let at = head;
+    for (const c of this.chunks) {
+      out.set(c, at);
+      at += c.length;
+    }
+    return out;
+  }
+
+  text(): string {
+    return this.chunks.map((c) => c.toString('utf8')).join('');
+  }
+}
+
+const turn = () => new Promise<void>((r) => setImmediate(r));
+
+/** a Buffer of its own memory (Buffer.from of a short string takes a piece of a shared pool) */
+function owned(s: string): Buffer {
+  const b = Buffer.from(s, 'utf8');
+  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength) return b;
+  const own = new Uint8Array(b.byteLength);
+  own.set(b);
+  return Buffer.from(own.buffer);
+}
+
+/** what JSON.stringify leaves out (after toJSON and the replacer): undefined, functions, symbols */
+const SKIP = Symbol('skip');
+
+/** an open object or array, or a string longer than a slice being written */
+interface Frame {
+  holder: object | string;
+  /** an object's keys; null for an array or a string */
+  keys: string[] | null;
+  /** the next index (of keys, elements or characters) */
+  i: number;
+  length: number;
+  first: boolean;
+}
+
+/** The text of one value, made a slice at a time (see jsonUtf8). */
+class Slicer {
+  readonly chunks: Buffer[] = [];
+  bytes = 0;
+  private parts: string[] = [];
+  private pending = 0;
+  private visited = 0;
+  private readonly stack: Frame[] = [];
+  private readonly open = new Set<object>();
+
+  constructor(private readonly replacer: JsonReplacer | undefined) {}
+
+  /** false when JSON.stringify would give undefined */
+  start(value: unknown): boolean {
+    const root = this.resolve({ '': value }, '', value);
+    if (root === SKIP) return false;
+    this.emit(root);
+    return true;
+  }
+
+  /** writes until a slice is full or the text is done; true when done */
+  step(): boolean {
+    const stack = this.stack;
+    this.visited = 0;
+    while (stack.length) {
+      if (this.pending >= SLICE_CHARS || this.visited >= SLICE_VALUES) break;
+      const f = stack[stack.length - 1]!;
+      if (typeof f.holder === 'string') {
+        this.stringSlice(f, f.holder);
+        continue;
+      }
+      if (f.i >= f.length) {
+        this.out(f.keys ? '}' : ']');
+        this.open.delete(f.holder);
+        stack.pop();
+        continue;
+      }
+      const i = f.i++;
+      if (f.keys) {
+        const key = f.keys[i]!;
+        const v = this.resolve(f.holder, key, (f.holder as Record<string, unknown>)[key]);
+        if (v === SKIP) continue;
+        this.out((f.first ? '' : ',') + JSON.stringify(key) + ':');
+        f.first = false;
+        this.emit(v);
+      } else {
+        const v = this.resolve(f.holder, String(i), (f.holder as unknown[])[i]);
+        if (!f.first) this.out(',');
+        f.first = false;
+        if (v === SKIP) this.out('null');
+        else this.emit(v);
+      }
+    }
+    this.flush();
+    return stack.length === 0;
+  }
+
+  private out(s: string) {
+    this.parts.push(s);
+    this.pending += s.length;
+  }
+
+  private flush() {
+    if (this.parts.length === 0) return;
+    const b = owned(this.parts.length === 1 ? this.parts[0]! : this.parts.join(''));
+    this.chunks.push(b);
+    this.bytes += b.length;
+    this.parts = [];
+    this.pending = 0;
+  }
+
+  private resolve(holder: unknown, key: string, v: unknown): unknown {
+    if (v !== null && (typeof v === 'object' || typeof v === 'bigint') && typeof (v as { toJSON?: unknown }).toJSON === 'function') {
+      v = (v as { toJSON(k: string): unknown }).toJSON(key);
+    }
+    if (this.replacer) v = this.replacer.call(holder, key, v);
+    if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return SKIP;
+    return v;
+  }
+
+  /** a resolved value: a leaf written at once (a long string opened as a frame), a container opened */
+  private emit(v: unknown) {
+    this.visited++;
+    if (v === null || typeof v !== 'object' || v instanceof Number || v instanceof String || v instanceof Boolean || v instanceof BigInt) {
+      if (typeof v === 'string' && v.length > SLICE_CHARS) {
+        this.out('"');
+        this.stack.push({ holder: v, keys: null, i: 0, length: v.length, first: true });
+      } else this.out(JSON.stringify(v));
+      return;
+    }
+    if (this.open.has(v)) throw new TypeError('Converting circular structure to JSON');
+    this.open.add(v);
+    const keys = Array.isArray(v) ? null : Object.keys(v);
+    this.out(keys ? '{' : '[');
+    this.stack.push({ holder: v, keys, i: 0, length: keys ? keys.length : (v as unknown[]).length, first: true });
+  }
+
+  /** the next piece of a long string: never between the halves of a surrogate pair, each would be escaped alone */
+  private stringSlice(f: Frame, s: string) {
+    if (f.i >= f.length) {
+      this.out('"');
+      this.stack.pop();
+      return;
+    }
+    let end = Math.min(f.i + SLICE_CHARS, f.length);
+    const last = s.charCodeAt(end - 1);
+    if (end < f.length && last >= 0xd800 && last <= 0xdbff) end--;
+    this.out(JSON.stringify(s.slice(f.i, end)).slice(1, -1));
+    f.i = end;
+  }
+}
+
+/**
+ * The UTF-8 bytes of `JSON.stringify(value, replacer)` (the same text: toJSON, the replacer called with the
+ * holder as `this`, undefined, functions and symbols left out of objects and null in arrays, boxed primitives,
+ * a cycle refused with a TypeError), made in slices of about SLICE_CHARS characters with a turn of the event
+ * loop between them. A string longer than a slice is itself cut. Undefined when JSON.stringify would give
+ * undefined. No gap (indentation) and no array replacer.
+ */
+export async function jsonUtf8(value: unknown, replacer?: JsonReplacer): Promise<JsonBytes | undefined> {
+  const s = new Slicer(replacer);
+  if (!s.start(value)) return undefined;
+  while (!s.step()) await turn();
+  return new JsonBytes(s.chunks, s.bytes);
+}
