@@ -2,6 +2,9 @@ import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
+import { buildChatBody } from '../../src/engines/openai-compatible/chat.js';
+import { buildResponsesBody } from '../../src/engines/openai-compatible/responses.js';
+import { createOpenAICompatibleEmbeddingsEngine } from '../../src/engines/openai-compatible/embeddings.js';
 import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../../src/engines/types.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 
@@ -667,4 +670,58 @@ test('stream false: an error status keeps its mapping, an unreadable answer is a
   up.script({ raw: ['{"choices": [oops'], headers: { 'content-type': 'application/json' } });
   const bad = await failure(engine.generate(req({ stream: false })));
   assert.equal(bad.error.status, 502);
+});
+
+// ------------------------------------------------------------------ large request bodies
+
+/** runs `f` with JSON.stringify watched: the length of the longest text one call made */
+async function longestStringify<T>(f: () => Promise<T>): Promise<{ result: T; longest: number }> {
+  const original = JSON.stringify;
+  let longest = 0;
+  JSON.stringify = function (this: unknown, ...args: Parameters<typeof JSON.stringify>) {
+    const out = original.apply(this, args);
+    if (typeof out === 'string') longest = Math.max(longest, out.length);
+    return out;
+  } as typeof JSON.stringify;
+  try {
+    return { result: await f(), longest };
+  } finally {
+    JSON.stringify = original;
+  }
+}
+
+test('a large request body reaches the upstream as JSON.stringify would write it, made in slices (generate, forwarded chat, embeddings)', async () => {
+  // ~2.4 MB of messages: past the size where the body is made in slices of ~1 Mi characters
+  const big = 'x'.repeat(600_000) + ' \u{1F600} "quoted" é';
+  const messages: GenerateRequest['messages'] = Array.from({ length: 4 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: big + i }));
+  const expectations: Array<{ name: string; run: () => Promise<unknown>; expected: () => Record<string, unknown> }> = [];
+  for (const api of ['chat.completions', 'responses'] as const) {
+    const e = createOpenAICompatibleEngine({ baseUrl: up.url, api });
+    for (const stream of [false, undefined]) {
+      const r = req({ messages, stream });
+      expectations.push({
+        name: `${api}, stream ${stream}`,
+        run: () => collect(e.generate(r)),
+        expected: () => (api === 'responses' ? buildResponsesBody(r) : buildChatBody(r, { developerRole: 'system' })),
+      });
+    }
+  }
+  const chatBody = { model: 'llama3.2', messages: messages.map((m) => ({ role: m.role, content: m.content })), stream: false };
+  expectations.push({ name: 'forwarded chat', run: () => collect(engine.chatCompletions!({ body: chatBody }) as AsyncIterable<GenerateEvent>), expected: () => chatBody });
+  const emb = createOpenAICompatibleEmbeddingsEngine({ baseUrl: up.url });
+  const embedInput = [big, big + '2', big + '3', big + '4'];
+  expectations.push({ name: 'embeddings', run: () => emb.embed({ model: 'e', input: embedInput }), expected: () => ({ model: 'e', input: embedInput, encoding_format: 'float' }) });
+
+  for (const x of expectations) {
+    up.reset();
+    const { longest } = await longestStringify(x.run);
+    const [rec] = up.requests;
+    const text = JSON.stringify(x.expected());
+    assert.ok(text.length > 2_000_000, x.name);
+    assert.deepEqual(rec.body, JSON.parse(text), x.name);
+    assert.equal(rec.headers['content-length'], String(Buffer.byteLength(text)), x.name);
+    // no single call serialized the whole body (it would hold the event loop for the whole of it)
+    assert.ok(longest < text.length / 2, `${x.name}: one JSON.stringify made ${longest} of ${text.length} characters`);
+  }
+  await emb.close();
 });

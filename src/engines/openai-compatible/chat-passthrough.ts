@@ -11,7 +11,7 @@
  */
 import { createParser } from 'eventsource-parser';
 import { EngineError, type ChatCompletionsRequest } from '../types.js';
-import { parseErrorBody, type Upstream } from './http.js';
+import { jsonBody, parseErrorBody, type Upstream } from './http.js';
 
 /** the largest non-streamed answer read from an upstream */
 const MAX_JSON_BYTES = 64 * 1024 * 1024;
@@ -23,7 +23,7 @@ export interface PassthroughOptions {
 
 export async function* chatPassthrough(up: Upstream, req: ChatCompletionsRequest, opts: PassthroughOptions): AsyncGenerator<Record<string, unknown>> {
   const body = opts.developerRole === 'system' ? withoutDeveloperRole(req.body) : req.body;
-  const call = await up.post('/chat/completions', JSON.stringify(body), req.signal);
+  const call = await up.post('/chat/completions', jsonBody(body), req.signal);
   const res = call.res!;
   let complete = false;
   try {

@@ -9,7 +9,7 @@
  * Built on the Upstream's public methods (post, mapError) so the transport under it can change.
  */
 import { EngineError, type EmbedRequest, type EmbedResult, type EmbeddingsEngine } from '../types.js';
-import { Upstream } from './http.js';
+import { jsonBody, Upstream } from './http.js';
 import { estimateTextTokens } from './tokens.js';
 
 export interface OpenAICompatibleEmbeddingsOptions {
@@ -33,7 +33,7 @@ export function createOpenAICompatibleEmbeddingsEngine(opts: OpenAICompatibleEmb
       const body: Record<string, unknown> = { model: req.model, input: req.input, encoding_format: 'float' };
       if (req.dimensions !== undefined) body.dimensions = req.dimensions;
       if (req.user !== undefined) body.user = req.user;
-      const call = await up.post('/embeddings', JSON.stringify(body), req.signal);
+      const call = await up.post('/embeddings', jsonBody(body), req.signal);
       let text: string;
       try {
         text = await up.readText(call, MAX_BYTES);

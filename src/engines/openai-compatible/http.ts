@@ -11,10 +11,11 @@
  * streams for minutes would hold every request queued behind it on the same connection.
  */
 import { Pool, type Dispatcher } from 'undici';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineError } from '../types.js';
 import { tracedCall, type UpstreamSpan } from '../../platform/ops/tracing.js';
+import { jsonUtf8, largeJson } from '../../platform/json-text.js';
 
 export interface UpstreamOptions {
   baseUrl: string;
@@ -26,6 +27,21 @@ export interface UpstreamOptions {
   connections?: number;
   /** ms a new connection may take to open (the deployment's timeouts.connect_ms); unset: undici's 10 s */
   connectTimeoutMs?: number;
+}
+
+/** a request body too large to serialize at once: post() makes its bytes (see jsonBody) */
+export interface LargeJson {
+  readonly value: object;
+}
+
+/**
+ * A JSON request body for post(): the text of a small value (JSON.stringify, as always); a large value is kept
+ * and post() makes its UTF-8 bytes in slices with turns of the event loop between them (platform/json-text.ts).
+ * The largest accepted request makes a 16 MiB upstream body: JSON.stringify and undici's Buffer.from of it held
+ * the event loop ~150 ms.
+ */
+export function jsonBody(v: object): string | LargeJson {
+  return largeJson(v) ? { value: v } : JSON.stringify(v);
 }
 
 /** transport failures and timeouts: another try (elsewhere) may succeed */
@@ -94,11 +110,22 @@ export class Upstream {
   }
 
   /**
-   * POSTs a JSON body; resolves with the call once the response headers arrived and its status is 2xx (its body
-   * gives Buffers: undici's setEncoding does not decode 'data', see Call.decoder). Non-2xx responses are read and turned into an EngineError.
+   * POSTs a JSON body (jsonBody: its text, or a large value made into bytes here); resolves with the call once the
+   * response headers arrived and its status is 2xx (its body gives Buffers: undici's setEncoding does not decode
+   * 'data', see Call.decoder). Non-2xx responses are read and turned into an EngineError.
    */
-  async post(path: string, body: string, signal: AbortSignal | undefined): Promise<Call> {
+  async post(path: string, body: string | LargeJson, signal: AbortSignal | undefined): Promise<Call> {
     if (signal?.aborted) throw cancelled();
+    let payload: string | Readable;
+    let length: string | undefined;
+    if (typeof body === 'string') payload = body;
+    else {
+      // made before the call's timeout starts; sent as the pieces it was made in (no copy into one Buffer)
+      const bytes = (await jsonUtf8(body.value))!;
+      if (signal?.aborted) throw cancelled();
+      payload = Readable.from(bytes.chunks, { objectMode: false });
+      length = String(bytes.byteLength);
+    }
     const call = new Call(this.timeoutMs, signal);
     // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream (the
     // headers are copied only then: without tracing every call shares the one header object)
@@ -108,6 +135,7 @@ export class Upstream {
       headers = traced.headers;
       call.span = traced.span;
     }
+    if (length !== undefined) headers = { ...headers, 'content-length': length };
     let data: Dispatcher.ResponseData;
     try {
       // undici's own timeouts are off: its fast timers tick every ~0.5 s, too coarse for a short timeout_ms
@@ -115,7 +143,7 @@ export class Upstream {
         method: 'POST',
         path: this.basePath + path,
         headers,
-        body,
+        body: payload,
         signal: call.abort.signal,
         headersTimeout: 0,
         bodyTimeout: 0,

@@ -13,7 +13,7 @@ import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
 import { SseParser } from './sse.js';
 import { estimateTokens } from './tokens.js';
-import { Upstream, type Call } from './http.js';
+import { jsonBody, Upstream, type Call, type LargeJson } from './http.js';
 
 export { estimateTokens } from './tokens.js';
 export { SseParser } from './sse.js';
@@ -46,8 +46,8 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
     generate(req: GenerateRequest): AsyncIterable<GenerateEvent> {
       if (req.stream === false) {
         return api === 'responses'
-          ? whole(upstream, '/responses', req, JSON.stringify(buildResponsesBody(req)), new ResponsesDecoder(req))
-          : whole(upstream, '/chat/completions', req, JSON.stringify(buildChatBody(req, chatOpts)), new ChatDecoder(req));
+          ? whole(upstream, '/responses', req, jsonBody(buildResponsesBody(req)), new ResponsesDecoder(req))
+          : whole(upstream, '/chat/completions', req, jsonBody(buildChatBody(req, chatOpts)), new ChatDecoder(req));
       }
       return api === 'responses'
         ? run(upstream, '/responses', req, () => buildResponsesBody(req), new ResponsesDecoder(req))
@@ -70,7 +70,7 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
 const HIGH_WATER = 32;
 
 async function* run(up: Upstream, path: string, req: GenerateRequest, body: () => Record<string, unknown>, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
-  yield* read(up, await up.post(path, JSON.stringify(body()), req.signal), decoder);
+  yield* read(up, await up.post(path, jsonBody(body()), req.signal), decoder);
 }
 
 /** The events of an answer as its body arrives (an event stream, or one JSON body). */
@@ -179,7 +179,7 @@ const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
  * once it is generated, so timeout_ms bounds the generation); an abort closes the connection, which
  * OpenAI, vLLM, llama.cpp and Ollama take as a cancel.
  */
-async function* whole(up: Upstream, path: string, req: GenerateRequest, body: string, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
+async function* whole(up: Upstream, path: string, req: GenerateRequest, body: string | LargeJson, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
   const call = await up.post(path, body, req.signal);
   // the upstream streams anyway: read as a stream (events that came before a break still count)
   if (!JSON_TYPE.test(String(call.headers['content-type'] ?? ''))) return yield* read(up, call, decoder);
