@@ -6,6 +6,7 @@ import pg from 'pg';
 import { PGliteDialect } from './pglite-dialect.js';
 import { makePrivate, privateUmask } from '../data-dir.js';
 import { PGliteWorkerClient, type PGliteQueryable } from './pglite-client.js';
+import { JsonbText } from './jsonb.js';
 import { migrations as builtIn } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -81,7 +82,10 @@ async function openInThread(o: { dir?: string; postgresqlconf: string[] }): Prom
   return {
     async query<R>(sql: string, params?: unknown[], before?: string) {
       if (before) await pglite.query(before);
-      return pglite.query<R>(sql, params as any[]);
+      return pglite.query<R>(
+        sql,
+        params?.map((p) => (p instanceof JsonbText ? p.json.text() : p)),
+      );
     },
     close: () => pglite.close(),
     get closed() {

@@ -1,11 +1,31 @@
 import { Worker } from 'node:worker_threads';
 import type { WorkerOptions } from './pglite-worker.js';
+import { JsonbText } from './jsonb.js';
+import { JSONB_TEXT_KEY } from './pglite-message.js';
 
 export interface PGliteQueryable {
   /** `before`: a statement without parameters run first (a transaction's begin), its result dropped */
   query<R>(sql: string, params?: unknown[], before?: string): Promise<{ rows: R[]; affectedRows?: number }>;
   close(): Promise<void>;
   readonly closed: boolean;
+}
+
+/**
+ * Parameters with a large jsonb value (jsonb.ts): its bytes are moved to the thread rather than copied (the
+ * structured clone of a 16 MiB string is a 16 MiB copy, and several while the message grows, on this thread),
+ * and made text there. Undefined when there is none (every other query).
+ */
+function movedParams(params: unknown[]): { params: unknown[]; transfer: ArrayBuffer[] } | undefined {
+  let out: unknown[] | undefined;
+  const transfer: ArrayBuffer[] = [];
+  for (let i = 0; i < params.length; i++) {
+    const p = params[i];
+    if (!(p instanceof JsonbText)) continue;
+    out ??= [...params];
+    for (const c of p.json.chunks) transfer.push(c.buffer as ArrayBuffer);
+    out[i] = { [JSONB_TEXT_KEY]: p.json.chunks };
+  }
+  return out && { params: out, transfer };
 }
 
 /** A database error as the worker sent it: same message, name, code, detail, constraint... as PGlite's own. */
@@ -117,7 +137,9 @@ export class PGliteWorkerClient implements PGliteQueryable {
       this.pending.set(id, { resolve, reject });
       if (this.refs++ === 0) this.worker.ref();
       try {
-        this.worker.postMessage({ id, sql, params, before });
+        const moved = movedParams(params);
+        if (moved) this.worker.postMessage({ id, sql, params: moved.params, before }, moved.transfer);
+        else this.worker.postMessage({ id, sql, params, before });
       } catch (e) {
         // a parameter that cannot cross threads (a function, a symbol): the caller's bug, not the database's
         this.pending.delete(id);

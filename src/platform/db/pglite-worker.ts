@@ -15,6 +15,7 @@ import { dirname, join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { parentPort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
+import { JSONB_TEXT_KEY } from './pglite-message.js';
 
 export interface WorkerOptions {
   dir?: string;
@@ -54,6 +55,16 @@ function compilePGlite(): Promise<WebAssembly.Module> {
   return compiled;
 }
 
+const utf8 = new TextDecoder();
+
+/** a large jsonb value comes as the bytes of its text, moved here from the main thread (pglite-client.ts): its text */
+function textParams(params: unknown[]): any[] {
+  if (!params.some((p) => p !== null && typeof p === 'object' && JSONB_TEXT_KEY in p)) return params;
+  return params.map((p) =>
+    p !== null && typeof p === 'object' && JSONB_TEXT_KEY in p ? (p as Record<string, Uint8Array[]>)[JSONB_TEXT_KEY]!.map((c) => utf8.decode(c)).join('') : p,
+  );
+}
+
 async function main() {
   const port = parentPort!;
   const compiled = compilePGlite();
@@ -79,7 +90,8 @@ async function main() {
       );
       return;
     }
-    (m.before ? db.query(m.before).then(() => db.query(m.sql, m.params as any[])) : db.query(m.sql, m.params as any[])).then(
+    const params = textParams(m.params);
+    (m.before ? db.query(m.before).then(() => db.query(m.sql, params)) : db.query(m.sql, params)).then(
       (r) => port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
       (e) => port.postMessage({ id: m.id, error: serializeError(e) }),
     );
