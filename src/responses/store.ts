@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../platform/db/index.js';
+import { jsonb } from '../platform/db/jsonb.js';
 import type { StoredItem } from './input.js';
 import type { ResponseObject } from './object.js';
 import type { StreamEvent } from './builder.js';
@@ -20,7 +21,13 @@ export interface StoredResponse {
  * jsonb refuses NUL and unpaired surrogates, which a client's input or a model's output may contain: strings are
  * stored with NUL removed and lone surrogates replaced (U+FFFD), instead of failing after the work was done.
  */
-const jsonSafe = (_k: string, v: unknown) => (typeof v === 'string' ? (v as string & { toWellFormed(): string }).toWellFormed().replace(/\u0000/g, '') : v);
+const jsonSafe = (_k: string, v: unknown) => {
+  if (typeof v !== 'string') return v;
+  // the checks first: most strings need neither, and each would copy them
+  const w = v as string & { isWellFormed(): boolean; toWellFormed(): string };
+  const s = w.isWellFormed() ? v : w.toWellFormed();
+  return s.includes('\u0000') ? s.replace(/\u0000/g, '') : s;
+};
 const json = (v: unknown) => sql`${JSON.stringify(v, jsonSafe)}::jsonb`;
 
 /** SQL for stored responses and their event logs (background replay). */
@@ -29,6 +36,11 @@ export class ResponseStore {
 
   async insert(r: StoredResponse, events?: StreamEvent[]): Promise<void> {
     const now = Math.floor(Date.now() / 1000);
+    // made before the transaction (which holds PGlite's one connection): large values in slices (platform/db/jsonb.ts)
+    let object = jsonb(r.object, jsonSafe);
+    let inputItems = jsonb(r.inputItems, jsonSafe);
+    let request = r.request === undefined ? null : jsonb(r.request, jsonSafe);
+    if (object instanceof Promise || inputItems instanceof Promise || request instanceof Promise) [object, inputItems, request] = await Promise.all([object, inputItems, request]);
     await this.db.transaction().execute(async (tx) => {
       await tx
         .insertInto('responses')
@@ -41,9 +53,9 @@ export class ResponseStore {
           status: r.object.status,
           background: r.object.background,
           previous_response_id: r.object.previous_response_id,
-          object: json(r.object),
-          input_items: json(r.inputItems),
-          request: r.request === undefined ? null : json(r.request),
+          object,
+          input_items: inputItems,
+          request,
           runner_id: r.runner ?? null,
           heartbeat_at: r.runner ? Date.now() : null,
           created_at: r.object.created_at,
@@ -68,10 +80,12 @@ export class ResponseStore {
 
   /** Writes the object's new state; `onlyIf` guards against overwriting a cancel. Returns whether it wrote. */
   async update(obj: ResponseObject, events?: StreamEvent[], onlyIfStatusIn?: string[]): Promise<boolean> {
+    let object = jsonb(obj, jsonSafe);
+    if (object instanceof Promise) object = await object;
     return this.db.transaction().execute(async (tx) => {
       let q = tx
         .updateTable('responses')
-        .set({ status: obj.status, model: obj.model, object: json(obj) as any, updated_at: Math.floor(Date.now() / 1000) })
+        .set({ status: obj.status, model: obj.model, object: object as any, updated_at: Math.floor(Date.now() / 1000) })
         .where('id', '=', obj.id)
         .where('deleted_at', 'is', null);
       if (onlyIfStatusIn) q = q.where('status', 'in', onlyIfStatusIn);

@@ -7,6 +7,7 @@ import { buildResponsesBody } from '../../src/engines/openai-compatible/response
 import { createOpenAICompatibleEmbeddingsEngine } from '../../src/engines/openai-compatible/embeddings.js';
 import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../../src/engines/types.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { longestStringify } from '../helpers/stringify-spy.js';
 
 let up: ScriptedUpstream;
 let engine: TextEngine;
@@ -673,22 +674,6 @@ test('stream false: an error status keeps its mapping, an unreadable answer is a
 });
 
 // ------------------------------------------------------------------ large request bodies
-
-/** runs `f` with JSON.stringify watched: the length of the longest text one call made */
-async function longestStringify<T>(f: () => Promise<T>): Promise<{ result: T; longest: number }> {
-  const original = JSON.stringify;
-  let longest = 0;
-  JSON.stringify = function (this: unknown, ...args: Parameters<typeof JSON.stringify>) {
-    const out = original.apply(this, args);
-    if (typeof out === 'string') longest = Math.max(longest, out.length);
-    return out;
-  } as typeof JSON.stringify;
-  try {
-    return { result: await f(), longest };
-  } finally {
-    JSON.stringify = original;
-  }
-}
 
 test('a large request body reaches the upstream as JSON.stringify would write it, made in slices (generate, forwarded chat, embeddings)', async () => {
   // ~2.4 MB of messages: past the size where the body is made in slices of ~1 Mi characters
