@@ -139,6 +139,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       closeSpareEncoders();
     });
     const models = new ModelRegistry(core.models.list()).addDefaults(opts.builtinModels === false ? [] : defaultAudioModels());
+    // the engines' code (undici's for an upstream) loads while the rest is built: no request pays for it
+    const preloading = engines.preload(models.list());
     // breaker changes reach the other instances through the change feed (Redis pub/sub when REDIS_URL is set)
     const router = new Router({
       engines,
@@ -277,6 +279,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       refreshGauges();
       return metrics.registry.metrics();
     };
+    await preloading;
     return { core, app, models, engines, router, audioEngines, jwt, verifier, limiter, budget, metrics, tracing, scrape, responses, close };
   } catch (e) {
     await close();

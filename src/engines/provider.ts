@@ -4,7 +4,8 @@
  * - which capabilities it serves (text, speech, transcription, embeddings),
  * - the model-file keys it takes (a TypeBox schema: the model file is checked against it, unknown keys are
  *   errors, and the engine factories receive them typed),
- * - one factory per capability, each importing the heavy engine code only when first called.
+ * - one factory per capability, each importing the heavy engine code only when first called (or, where that code
+ *   is light enough to hold, when the runtime starts: `load`).
  * src/engines/providers.ts lists them all; src/engines/registry.ts creates and shares the engines. A provider
  * imports nothing from another provider (what two share lives in src/engines/shared).
  */
@@ -50,6 +51,12 @@ export interface Provider<O extends TObject = TObject> {
   /** one engine for every model of this provider (worker pools), instead of one per model */
   readonly shared?: boolean;
   readonly create: EngineFactories<ProviderSpec<O>>;
+  /**
+   * Loads the code a factory imports, creating nothing (no engine, no connection, no model): the runtime calls it
+   * at start for the capabilities its models use (EngineRegistry.preload), so no request pays for loading
+   * modules on the event loop. Only for code that is cheap to hold (not an embedded model's runtime).
+   */
+  readonly load?: Partial<Record<Capability, () => Promise<unknown>>>;
 }
 
 /** Declares a provider; the options schema types the factories' spec. */

@@ -72,6 +72,21 @@ export class EngineRegistry {
     return p;
   }
 
+  /**
+   * Loads the code of the providers these models use (Provider.load), creating nothing; resolves when it is
+   * loaded. A failure is left to the first request, which reports it as it always did.
+   */
+  async preload(specs: ReadonlyArray<EngineSpec & { deployments?: readonly EngineSpec[] }>): Promise<void> {
+    const loads = new Map<string, () => Promise<unknown>>();
+    for (const spec of specs) {
+      for (const s of spec.deployments?.length ? spec.deployments : [spec]) {
+        const load = this.providers.get(s.provider)?.load?.[s.type];
+        if (load) loads.set(`${s.provider}\u0000${s.type}`, load);
+      }
+    }
+    await Promise.all([...loads.values()].map((load) => load().catch(() => {})));
+  }
+
   /** Closes the engines of a model that went away or changed (the next request creates them anew). */
   async release(name: string): Promise<void> {
     const gone: Array<Promise<{ close(): Promise<void> }>> = [];

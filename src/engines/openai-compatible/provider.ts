@@ -5,6 +5,14 @@ import { redactingEngine, upstreamSecrets } from '../shared/redact.js';
 /** The deployment's connect timeout (a model-file key every entry has, see src/models/spec.ts). */
 const connectMs = (s: object): number | undefined => (s as { timeouts?: { connect_ms?: number } }).timeouts?.connect_ms;
 
+/**
+ * The engines' code, undici's included: loaded at start (`load`), as loading it in the first request held the
+ * event loop ~90 ms (docs/performance.md, "One large request and the rest of the instance").
+ */
+const textCode = () => import('./index.js');
+const audioCode = () => import('./audio.js');
+const embeddingsCode = () => import('./embeddings.js');
+
 /** Any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LocalAI, speaches, OpenAI itself). */
 export const openaiCompatible = defineProvider({
   name: 'openai-compatible',
@@ -27,9 +35,10 @@ export const openaiCompatible = defineProvider({
     if (s.voices !== undefined && s.type !== 'speech') return `voices applies to speech models only (this one is ${s.type})`;
     return undefined;
   },
+  load: { text: textCode, speech: audioCode, transcription: audioCode, embeddings: embeddingsCode },
   create: {
     async text(s, ctx) {
-      const { createOpenAICompatibleEngine } = await import('./index.js');
+      const { createOpenAICompatibleEngine } = await textCode();
       const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
       return redactingEngine(
         createOpenAICompatibleEngine({
@@ -44,7 +53,7 @@ export const openaiCompatible = defineProvider({
       );
     },
     async speech(s, ctx) {
-      const { createOpenAICompatibleSpeechEngine, OPENAI_VOICES } = await import('./audio.js');
+      const { createOpenAICompatibleSpeechEngine, OPENAI_VOICES } = await audioCode();
       const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
       return redactingEngine(
         createOpenAICompatibleSpeechEngine({
@@ -58,7 +67,7 @@ export const openaiCompatible = defineProvider({
       );
     },
     async transcription(s, ctx) {
-      const { createOpenAICompatibleTranscriptionEngine } = await import('./audio.js');
+      const { createOpenAICompatibleTranscriptionEngine } = await audioCode();
       const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
       return redactingEngine(
         createOpenAICompatibleTranscriptionEngine({
@@ -71,7 +80,7 @@ export const openaiCompatible = defineProvider({
       );
     },
     async embeddings(s, ctx) {
-      const { createOpenAICompatibleEmbeddingsEngine } = await import('./embeddings.js');
+      const { createOpenAICompatibleEmbeddingsEngine } = await embeddingsCode();
       const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
       return redactingEngine(
         createOpenAICompatibleEmbeddingsEngine({ baseUrl: s.base_url, apiKey, timeoutMs: s.timeout_ms, connectTimeoutMs: connectMs(s) }),
