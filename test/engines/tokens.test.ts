@@ -2,7 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
-import { estimateTextTokens, estimateTokens } from '../../src/engines/openai-compatible/tokens.js';
+import { SCAN_SLICE, estimateTextTokens, estimateTokens, estimateTokensInTurns } from '../../src/engines/openai-compatible/tokens.js';
+import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
+import type { ChatMessage, FunctionTool } from '../../src/engines/types.js';
 
 // The estimate feeds context-window checks, TPM limits and budgets before an answer: it must never count much
 // less than a real BPE tokenizer (limits would be passed) nor wildly more (requests refused for nothing).
@@ -41,4 +43,43 @@ test('the token estimate: empty text is 0, a word is at least 1, astral characte
   // messages add their overhead; images their fixed cost
   const one = estimateTokens([{ role: 'user', content: 'hello' }]);
   assert.equal(one, 3 + 4 + estimateTextTokens('hello'));
+});
+
+test('a large request is counted in slices with turns of the event loop between them, to the same number', async () => {
+  // runs of every kind astride the slice boundaries (a word, digits, punctuation, spaces, CJK, a surrogate pair)
+  const mixed = Object.values(samples).join(' ') + '  \t 123456789 ?!?! 😀 ';
+  const long = mixed.repeat(Math.ceil((3 * SCAN_SLICE) / mixed.length));
+  const messages: ChatMessage[] = [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: long },
+    { role: 'assistant', content: [{ type: 'text', text: long.slice(7) }], name: 'bot', reasoning: 'x'.repeat(SCAN_SLICE + 5) },
+    {
+      role: 'user',
+      content: [
+        { type: 'image_url', url: 'data:,', detail: 'low' },
+        { type: 'text', text: 'and this' },
+      ],
+    },
+  ];
+  const tools: FunctionTool[] = [{ name: 'f', description: 'd', parameters: { type: 'object' } }];
+  let turns = 0;
+  const tick = setInterval(() => turns++, 0);
+  const inTurns = await estimateTokensInTurns(messages, tools);
+  const whileLarge = turns;
+  turns = 0;
+  const small = await estimateTokensInTurns([{ role: 'user', content: 'hello there' }]);
+  clearInterval(tick);
+  assert.equal(inTurns, estimateTokens(messages, tools));
+  assert.equal(small, estimateTokens([{ role: 'user', content: 'hello there' }]));
+  // ~7 slices: a timer can run after each (not timed)
+  assert.ok(whileLarge >= 4, `timers ran ${whileLarge} times while ${(2 * long.length) / 1e6} M characters were counted`);
+  assert.ok(turns <= 1, `timers ran ${turns} times for a small request`);
+  // the openai-compatible engine counts this way
+  const engine = createOpenAICompatibleEngine({ baseUrl: 'http://127.0.0.1:9/v1' });
+  turns = 0;
+  const again = setInterval(() => turns++, 0);
+  assert.equal(await engine.countTokens({ model: 'm', messages, tools }), inTurns);
+  clearInterval(again);
+  assert.ok(turns >= 4, `timers ran ${turns} times while the engine counted`);
+  await engine.close();
 });

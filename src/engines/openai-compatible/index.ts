@@ -12,7 +12,7 @@ import { chatPassthrough } from './chat-passthrough.js';
 import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
 import { SseParser } from './sse.js';
-import { estimateTokens } from './tokens.js';
+import { estimateTokensInTurns } from './tokens.js';
 import { jsonBody, Upstream, type Call, type LargeJson } from './http.js';
 
 export { estimateTokens } from './tokens.js';
@@ -57,7 +57,7 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
     ...(api === 'chat.completions' ? { chatCompletions: (r: ChatCompletionsRequest) => chatPassthrough(upstream, r, chatOpts) } : {}),
     /** estimate: no standard upstream endpoint counts tokens (see tokens.ts for the rule) */
     countTokens(req) {
-      return Promise.resolve(estimateTokens(req.messages, req.tools));
+      return estimateTokensInTurns(req.messages, req.tools);
     },
     close() {
       upstream.close();

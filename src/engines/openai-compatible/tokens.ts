@@ -41,10 +41,18 @@ function kind(c: number): number {
   return LETTER;
 }
 
-export function estimateTextTokens(s: string): number {
-  let n = 0;
-  let run = 0;
-  let runKind = 0;
+/** a count in progress: tokens so far, and the run of characters of one kind not counted yet */
+interface Scan {
+  n: number;
+  run: number;
+  runKind: number;
+}
+
+/** counts s[from, to) into the scan (a text may be counted in several ranges, in order) */
+function scan(st: Scan, s: string, from: number, to: number): void {
+  let n = st.n;
+  let run = st.run;
+  let runKind = st.runKind;
   const close = () => {
     if (run === 0) return;
     if (runKind === LETTER) n += (run + 3) >> 2;
@@ -52,7 +60,7 @@ export function estimateTextTokens(s: string): number {
     else if (runKind === PUNCT) n += (run + 1) >> 1;
     else if (runKind === SPACE) n += run > 1 ? (run + 2) >> 2 : 0;
   };
-  for (let i = 0; i < s.length; i++) {
+  for (let i = from; i < to; i++) {
     const k = kind(s.charCodeAt(i));
     if (k === WIDE) {
       close();
@@ -70,22 +78,103 @@ export function estimateTextTokens(s: string): number {
     }
     run++;
   }
-  close();
+  st.n = n;
+  st.run = run;
+  st.runKind = runKind;
+}
+
+/** the tokens of a finished scan (its last run counted) */
+function total(st: Scan): number {
+  const { run, runKind } = st;
+  if (run === 0) return st.n;
+  if (runKind === LETTER) return st.n + ((run + 3) >> 2);
+  if (runKind === DIGIT) return st.n + Math.ceil(run / 3);
+  if (runKind === PUNCT) return st.n + ((run + 1) >> 1);
+  if (runKind === SPACE) return st.n + (run > 1 ? (run + 2) >> 2 : 0);
+  return st.n;
+}
+
+export function estimateTextTokens(s: string): number {
+  const st: Scan = { n: 0, run: 0, runKind: 0 };
+  scan(st, s, 0, s.length);
+  return total(st);
+}
+
+/** The tokens a request adds besides its texts (per message, images, tool calls, tools); each text goes to `text`. */
+function visit(messages: readonly ChatMessage[], tools: readonly FunctionTool[] | undefined, text: (s: string) => void): number {
+  let n = 3;
+  for (const m of messages) {
+    n += 4;
+    if (typeof m.content === 'string') text(m.content);
+    else
+      for (const p of m.content) {
+        if (p.type === 'text') text(p.text);
+        else n += p.detail === 'low' ? 85 : 765;
+      }
+    if (m.name) {
+      n += 1;
+      text(m.name);
+    }
+    if (m.reasoning) text(m.reasoning);
+    if (m.toolCalls)
+      for (const c of m.toolCalls) {
+        n += 4;
+        text(c.name);
+        text(c.arguments);
+      }
+  }
+  if (tools?.length) {
+    for (const t of tools) {
+      n += 8;
+      text(JSON.stringify(t));
+    }
+  }
   return n;
 }
 
 export function estimateTokens(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): number {
-  let n = 3;
+  let texts = 0;
+  return visit(messages, tools, (s) => (texts += estimateTextTokens(s))) + texts;
+}
+
+/** characters counted between two turns of the event loop (2-10 ms, the first time before the code is optimized) */
+export const SCAN_SLICE = 256 * 1024;
+
+/** the characters of a request's message texts (what the estimate walks), stopping once past `limit` */
+function textChars(messages: readonly ChatMessage[], limit: number): number {
+  let n = 0;
   for (const m of messages) {
-    n += 4;
-    if (typeof m.content === 'string') n += estimateTextTokens(m.content);
-    else for (const p of m.content) n += p.type === 'text' ? estimateTextTokens(p.text) : p.detail === 'low' ? 85 : 765;
-    if (m.name) n += 1 + estimateTextTokens(m.name);
-    if (m.reasoning) n += estimateTextTokens(m.reasoning);
-    if (m.toolCalls) for (const c of m.toolCalls) n += 4 + estimateTextTokens(c.name) + estimateTextTokens(c.arguments);
+    if (typeof m.content === 'string') n += m.content.length;
+    else for (const p of m.content) if (p.type === 'text') n += p.text.length;
+    n += (m.reasoning?.length ?? 0) + (m.toolCalls?.reduce((a, c) => a + c.arguments.length, 0) ?? 0);
+    if (n >= limit) break;
   }
-  if (tools?.length) {
-    for (const t of tools) n += 8 + estimateTextTokens(JSON.stringify(t));
+  return n;
+}
+
+/**
+ * estimateTokens, the same number, for requests of any size: one past SCAN_SLICE characters is counted a slice
+ * at a time with a turn of the event loop between slices (the largest accepted input, 16 Mi characters, is
+ * 50-350 ms of counting, and a context-window fit counts it several times). A smaller one is counted at once.
+ */
+export async function estimateTokensInTurns(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): Promise<number> {
+  if (textChars(messages, SCAN_SLICE) < SCAN_SLICE) return estimateTokens(messages, tools);
+  const texts: string[] = [];
+  let n = visit(messages, tools, (s) => texts.push(s));
+  let budget = SCAN_SLICE;
+  for (const s of texts) {
+    const st: Scan = { n: 0, run: 0, runKind: 0 };
+    for (let at = 0; at < s.length;) {
+      if (budget <= 0) {
+        await new Promise<void>((r) => setImmediate(r));
+        budget = SCAN_SLICE;
+      }
+      const end = Math.min(s.length, at + budget);
+      scan(st, s, at, end);
+      budget -= end - at;
+      at = end;
+    }
+    n += total(st);
   }
   return n;
 }
