@@ -9,8 +9,8 @@
 
 /** a value whose JSON text may reach this many characters is made in slices */
 export const LARGE_JSON_CHARS = 256 * 1024;
-/** the characters made between two turns of the event loop */
-export const SLICE_CHARS = 1024 * 1024;
+/** the characters made between two turns of the event loop (2-5 ms) */
+export const SLICE_CHARS = 512 * 1024;
 /** values visited between two turns of the event loop, however short their text */
 const SLICE_VALUES = 20_000;
 
@@ -41,41 +41,32 @@ export function largeJson(value: unknown, chars = LARGE_JSON_CHARS): boolean {
   return false;
 }
 
-/** The UTF-8 bytes of a JSON text, in pieces; each piece owns its whole ArrayBuffer (it can be transferred to a thread). */
+/**
+ * The UTF-8 bytes of a JSON text in one Buffer of its own memory (it can be moved to a thread), after `offset`
+ * bytes of headroom a caller asked for (jsonb's version byte).
+ */
 export class JsonBytes {
   constructor(
-    readonly chunks: readonly Buffer[],
-    readonly byteLength: number,
+    /** the headroom, then the text */
+    readonly buffer: Buffer,
+    readonly offset: number,
   ) {}
 
-  /** the bytes in one Buffer, after `prefix` bytes (one copy) */
-  concat(prefix?: Uint8Array): Buffer {
-    const head = prefix?.length ?? 0;
-    const out = Buffer.allocUnsafe(head + this.byteLength);
-    if (prefix) out.set(prefix, 0);
-    let at = head;
-    for (const c of this.chunks) {
-      out.set(c, at);
-      at += c.length;
-    }
-    return out;
+  get byteLength(): number {
+    return this.buffer.length - this.offset;
+  }
+
+  /** the text's bytes (a view, no copy) */
+  get bytes(): Buffer {
+    return this.buffer.subarray(this.offset);
   }
 
   text(): string {
-    return this.chunks.map((c) => c.toString('utf8')).join('');
+    return this.buffer.toString('utf8', this.offset);
   }
 }
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
-
-/** a Buffer of its own memory (Buffer.from of a short string takes a piece of a shared pool) */
-function owned(s: string): Buffer {
-  const b = Buffer.from(s, 'utf8');
-  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength) return b;
-  const own = new Uint8Array(b.byteLength);
-  own.set(b);
-  return Buffer.from(own.buffer);
-}
 
 /** what JSON.stringify leaves out (after toJSON and the replacer): undefined, functions, symbols */
 const SKIP = Symbol('skip');
@@ -93,7 +84,8 @@ interface Frame {
 
 /** The text of one value, made a slice at a time (see jsonUtf8). */
 class Slicer {
-  readonly chunks: Buffer[] = [];
+  /** the text so far, a slice per string */
+  readonly slices: string[] = [];
   bytes = 0;
   private parts: string[] = [];
   private pending = 0;
@@ -155,9 +147,9 @@ class Slicer {
 
   private flush() {
     if (this.parts.length === 0) return;
-    const b = owned(this.parts.length === 1 ? this.parts[0]! : this.parts.join(''));
-    this.chunks.push(b);
-    this.bytes += b.length;
+    const slice = this.parts.length === 1 ? this.parts[0]! : this.parts.join('');
+    this.slices.push(slice);
+    this.bytes += Buffer.byteLength(slice, 'utf8');
     this.parts = [];
     this.pending = 0;
   }
@@ -207,12 +199,25 @@ class Slicer {
  * The UTF-8 bytes of `JSON.stringify(value, replacer)` (the same text: toJSON, the replacer called with the
  * holder as `this`, undefined, functions and symbols left out of objects and null in arrays, boxed primitives,
  * a cycle refused with a TypeError), made in slices of about SLICE_CHARS characters with a turn of the event
- * loop between them. A string longer than a slice is itself cut. Undefined when JSON.stringify would give
- * undefined. No gap (indentation) and no array replacer.
+ * loop between them, then written into one Buffer (after `headroom` bytes) a few slices per turn: the Buffer is
+ * allocated once, at its size, and filled as the pages are touched. A string longer than a slice is itself cut.
+ * Undefined when JSON.stringify would give undefined. No gap (indentation) and no array replacer.
  */
-export async function jsonUtf8(value: unknown, replacer?: JsonReplacer): Promise<JsonBytes | undefined> {
+export async function jsonUtf8(value: unknown, replacer?: JsonReplacer, headroom = 0): Promise<JsonBytes | undefined> {
   const s = new Slicer(replacer);
   if (!s.start(value)) return undefined;
   while (!s.step()) await turn();
-  return new JsonBytes(s.chunks, s.bytes);
+  const out = Buffer.allocUnsafeSlow(headroom + s.bytes);
+  let at = headroom;
+  let written = 0;
+  for (const slice of s.slices) {
+    if (written >= 2 * SLICE_CHARS) {
+      await turn();
+      written = 0;
+    }
+    const n = out.write(slice, at, 'utf8');
+    at += n;
+    written += n;
+  }
+  return new JsonBytes(out, headroom);
 }

@@ -11,16 +11,16 @@
 import { sql, type RawBuilder } from 'kysely';
 import { jsonUtf8, largeJson, type JsonBytes, type JsonReplacer } from '../json-text.js';
 
-/** jsonb's binary format version */
-const JSONB_V1 = Uint8Array.of(1);
+/** jsonb's binary format: this version byte, then the text */
+const JSONB_V1 = 1;
 
 /** A jsonb parameter given as the UTF-8 bytes of its JSON text (see the file's comment). */
 export class JsonbText {
   constructor(readonly json: JsonBytes) {}
 
-  /** node-postgres sends a Buffer as a binary parameter: jsonb's binary format */
+  /** node-postgres sends a Buffer as a binary parameter: jsonb's binary format (the version byte is the headroom) */
   toPostgres(): Buffer {
-    return this.json.concat(JSONB_V1);
+    return this.json.buffer;
   }
 }
 
@@ -32,5 +32,9 @@ export class JsonbText {
  */
 export function jsonb(value: unknown, replacer?: JsonReplacer): RawBuilder<unknown> | Promise<RawBuilder<unknown>> {
   if (!largeJson(value)) return sql`${JSON.stringify(value, replacer)}::jsonb`;
-  return jsonUtf8(value, replacer).then((bytes) => sql`${bytes ? new JsonbText(bytes) : undefined}::jsonb`);
+  return jsonUtf8(value, replacer, 1).then((bytes) => {
+    if (!bytes) return sql`${undefined}::jsonb`;
+    bytes.buffer[0] = JSONB_V1;
+    return sql`${new JsonbText(bytes)}::jsonb`;
+  });
 }

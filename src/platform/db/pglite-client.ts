@@ -22,8 +22,8 @@ function movedParams(params: unknown[]): { params: unknown[]; transfer: ArrayBuf
     const p = params[i];
     if (!(p instanceof JsonbText)) continue;
     out ??= [...params];
-    for (const c of p.json.chunks) transfer.push(c.buffer as ArrayBuffer);
-    out[i] = { [JSONB_TEXT_KEY]: p.json.chunks };
+    transfer.push(p.json.buffer.buffer as ArrayBuffer);
+    out[i] = { [JSONB_TEXT_KEY]: p.json.bytes };
   }
   return out && { params: out, transfer };
 }

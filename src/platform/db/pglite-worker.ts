@@ -60,9 +60,7 @@ const utf8 = new TextDecoder();
 /** a large jsonb value comes as the bytes of its text, moved here from the main thread (pglite-client.ts): its text */
 function textParams(params: unknown[]): any[] {
   if (!params.some((p) => p !== null && typeof p === 'object' && JSONB_TEXT_KEY in p)) return params;
-  return params.map((p) =>
-    p !== null && typeof p === 'object' && JSONB_TEXT_KEY in p ? (p as Record<string, Uint8Array[]>)[JSONB_TEXT_KEY]!.map((c) => utf8.decode(c)).join('') : p,
-  );
+  return params.map((p) => (p !== null && typeof p === 'object' && JSONB_TEXT_KEY in p ? utf8.decode((p as Record<string, Uint8Array>)[JSONB_TEXT_KEY]) : p));
 }
 
 async function main() {
