@@ -2,14 +2,71 @@
  * The worker thread of ./json-body.ts: decodes and parses large JSON bodies off the event loop, and checks
  * their shape here too, so a body that breaks a limit is refused without being copied back.
  */
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { checkJsonShape } from './json-shape.js';
 
 /** a JSON \\u0000 escape that is not itself escaped (an odd number of backslashes before u0000) */
 const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 
 export type JsonWorkerAnswer =
-  { id: number; ok: true; empty?: boolean; value?: unknown } | { id: number; ok: false; kind: 'json' | 'nul' | 'shape'; message?: string; param?: string | null; detail?: string };
+  | { id: number; ok: true; empty?: boolean; value?: unknown; split?: SplitArray[] }
+  | { id: number; ok: false; kind: 'json' | 'nul' | 'shape'; message?: string; param?: string | null; detail?: string };
+
+/** a top-level array sent apart, in `batches` messages on the batch port (`[]` stands in its place in the value) */
+export interface SplitArray {
+  key: string;
+  batches: number;
+}
+
+/** one piece of a split array, on the batch port */
+export interface JsonWorkerBatch {
+  id: number;
+  key: string;
+  items: unknown[];
+}
+
+/** bodies of at least this many bytes have their large top-level arrays sent in batches */
+export const SPLIT_BYTES = 2 * 1024 * 1024;
+/** about this many characters of strings per batch (a batch costs the main thread ~1-3 ms to receive) */
+const BATCH_CHARS = 512 * 1024;
+
+/** the characters of the strings and keys of a value, with 2 per value: what copying it to another thread costs, roughly */
+function weight(v: unknown): number {
+  if (typeof v === 'string') return v.length + 2;
+  if (v === null || typeof v !== 'object') return 2;
+  let n = 2;
+  if (Array.isArray(v)) for (const x of v) n += weight(x);
+  else for (const [k, x] of Object.entries(v)) n += k.length + weight(x);
+  return n;
+}
+
+/**
+ * Sends the large arrays of a parsed body (the items of `input`, the `messages`) apart, in batches on the batch
+ * port: the main thread copies a 16 MiB value out of a message in one go (17-66 ms), a batch at a time it takes
+ * a turn of its event loop for each. The value keeps its keys in their order, an empty array in each one sent.
+ */
+function sendSplit(id: number, value: Record<string, unknown>, port: MessagePort): SplitArray[] {
+  const split: SplitArray[] = [];
+  for (const key of Object.keys(value)) {
+    const arr = value[key];
+    if (!Array.isArray(arr) || arr.length < 2) continue;
+    let batches = 0;
+    let from = 0;
+    let chars = 0;
+    for (let i = 0; i < arr.length; i++) {
+      chars += weight(arr[i]);
+      if (chars >= BATCH_CHARS || i === arr.length - 1) {
+        port.postMessage({ id, key, items: arr.slice(from, i + 1) } satisfies JsonWorkerBatch);
+        batches++;
+        from = i + 1;
+        chars = 0;
+      }
+    }
+    value[key] = [];
+    split.push({ key, batches });
+  }
+  return split;
+}
 
 function answer(id: number, bytes: Uint8Array): JsonWorkerAnswer {
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
@@ -22,10 +79,19 @@ function answer(id: number, bytes: Uint8Array): JsonWorkerAnswer {
     return { id, ok: false, kind: 'json' };
   }
   const p = checkJsonShape(value);
-  if (!p) return { id, ok: true, value };
+  if (!p) {
+    if (batchPort && bytes.byteLength >= SPLIT_BYTES && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      const split = sendSplit(id, value as Record<string, unknown>, batchPort);
+      if (split.length) return { id, ok: true, value, split };
+    }
+    return { id, ok: true, value };
+  }
   if (p.poisoned) return { id, ok: false, kind: 'json' };
   return { id, ok: false, kind: 'shape', message: p.message, param: p.param, detail: p.detail };
 }
+
+/** where split arrays go (./json-body.ts reads it a message at a time) */
+const batchPort = (workerData as { batches?: MessagePort } | undefined)?.batches;
 
 parentPort?.on('message', (m: { id: number; bytes: Uint8Array }) => {
   let a: JsonWorkerAnswer;
