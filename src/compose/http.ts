@@ -12,7 +12,7 @@ import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
 import { AppError } from '../platform/errors.js';
 import { validatorCompiler } from '../platform/http/validation.js';
-import { invalidJson, parseJsonBody } from '../platform/http/json-body.js';
+import { invalidJson, parseJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
 import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
@@ -136,8 +136,9 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     if (failed) throw invalidJson();
     return out;
   };
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
-    parseJsonBody(body as Buffer, parseSmall).then(
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    // a large body read in blocks as it came (readLargeJson, the {base_url} group's preParsing hook: Fastify got none)
+    parseJsonBody(((body as Buffer).length === 0 && takeLargeJson(req)) || (body as Buffer), parseSmall).then(
       (v) => done(null, v),
       (e: unknown) => done(e instanceof AppError ? e : invalidJson(), undefined),
     );
@@ -246,6 +247,8 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
         if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: [{ apiKey: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('openai'), ...((r.schema?.response as object) ?? {}) } };
       });
+      // a large JSON body is read in blocks as it comes, not joined in one copy at its end (platform/http/json-body.ts)
+      api.addHook('preParsing', (req, _reply, payload, done) => done(null, readLargeJson(req, payload)));
       await mount(api, 'api');
       // added after the modules so it runs after their onRequest hooks (CORS: a refused request still carries the
       // allow-origin header, so a browser app can read the error); Fastify builds a route's hooks when the scope

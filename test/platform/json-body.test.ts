@@ -1,11 +1,14 @@
 // JSON request bodies (src/platform/json-body.ts): a large one is parsed in the worker thread and its large arrays
 // come back in batches, a turn of the event loop each, to the same value, keys in the same order.
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
 import { syncBuiltinESMExports } from 'node:module';
 import threads from 'node:worker_threads';
 import { parseJsonBody } from '../../src/platform/http/json-body.js';
 import { SPLIT_BYTES } from '../../src/platform/http/json-worker.js';
+import { MODEL, setup, type Env } from '../responses/util.js';
 
 const small = (t: string) => JSON.parse(t);
 
@@ -66,5 +69,73 @@ describe('JSON bodies parsed off the event loop', () => {
     // an array at the top is not split
     const arr = Array.from({ length: 3000 }, (_, i) => 'x'.repeat(1000) + i);
     assert.deepEqual(await parseJsonBody(Buffer.from(JSON.stringify(arr)), small), arr);
+  });
+});
+
+describe('large JSON bodies of {base_url} requests, read as they come', () => {
+  let env: Env;
+  before(async () => {
+    env = await setup('pglite');
+  });
+  after(() => env.close());
+
+  const post = (body: string | Buffer, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const u = new URL(env.url + '/v1/responses/input_tokens');
+      const r = http.request(
+        { host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { authorization: `Bearer ${env.key}`, 'content-type': 'application/json', ...headers } },
+        (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
+      r.on('error', reject);
+      r.end(body);
+    });
+
+  test('the same answer as a small body, with no one copy of the whole body on the event loop; charset and case of the type do not matter', async () => {
+    const input = Array.from({ length: 400 }, (_, i) => ({ role: 'user', content: `${i} ` + 'w'.repeat(10_000) }));
+    const text = JSON.stringify({ model: MODEL, input });
+    const original = Buffer.concat;
+    let largest = 0;
+    Buffer.concat = ((list: readonly Uint8Array[], total?: number) => {
+      const out = original(list, total);
+      largest = Math.max(largest, out.length);
+      return out;
+    }) as typeof Buffer.concat;
+    let big: { status: number; text: string };
+    try {
+      big = await post(text, { 'content-type': 'Application/JSON; charset=utf-8' });
+    } finally {
+      Buffer.concat = original;
+    }
+    assert.equal(big.status, 200, big.text);
+    assert.ok(largest < text.length / 4, `a Buffer.concat of ${largest} bytes for a ${text.length}-byte body`);
+    // the count of the same input sent in four small bodies adds up the same way
+    const parts = await Promise.all([0, 1, 2, 3].map((q) => post(JSON.stringify({ model: MODEL, input: input.slice(q * 100, (q + 1) * 100) }))));
+    const sum = parts.reduce((n, p) => n + JSON.parse(p.text).input_tokens, 0);
+    assert.equal(JSON.parse(big.text).input_tokens, sum - 3 * 3, 'the per-request priming counted once');
+  });
+
+  test('refusals are as before: over the route limit (413), invalid JSON (400), a body cut short (the connection ends, the server goes on)', async () => {
+    const over = await post(Buffer.alloc(17 * 1024 * 1024, 0x20));
+    assert.equal(over.status, 413, over.text);
+    const bad = await post('{"model":"' + MODEL + '","input":"' + 'x'.repeat(400_000));
+    assert.equal(bad.status, 400);
+    assert.equal(JSON.parse(bad.text).error.code, 'invalid_json');
+    // announces 1 MB, sends half and closes
+    await new Promise<void>((resolve) => {
+      const u = new URL(env.url + '/v1/responses/input_tokens');
+      const sock = net.connect(Number(u.port), u.hostname, () => {
+        sock.write(`POST /v1/responses/input_tokens HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${env.key}\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n`);
+        sock.write('{"model":"' + MODEL + '","input":"' + 'y'.repeat(500_000));
+        setTimeout(() => sock.destroy(), 100);
+      });
+      sock.on('close', () => resolve());
+      sock.on('error', () => {});
+    });
+    const ok = await post(JSON.stringify({ model: MODEL, input: 'z'.repeat(300_000) }));
+    assert.equal(ok.status, 200, ok.text);
   });
 });

@@ -68,7 +68,9 @@ function sendSplit(id: number, value: Record<string, unknown>, port: MessagePort
   return split;
 }
 
-function answer(id: number, bytes: Uint8Array): JsonWorkerAnswer {
+function answer(id: number, body: Uint8Array | Uint8Array[]): JsonWorkerAnswer {
+  // a body read in blocks (json-body.ts, readLargeJson) is joined here, off the event loop
+  const bytes = Array.isArray(body) ? Buffer.concat(body) : body;
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   if (text.trim() === '') return { id, ok: true, empty: true };
   if (NUL_ESCAPE.test(text)) return { id, ok: false, kind: 'nul' };
@@ -93,7 +95,7 @@ function answer(id: number, bytes: Uint8Array): JsonWorkerAnswer {
 /** where split arrays go (./json-body.ts reads it a message at a time) */
 const batchPort = (workerData as { batches?: MessagePort } | undefined)?.batches;
 
-parentPort?.on('message', (m: { id: number; bytes: Uint8Array }) => {
+parentPort?.on('message', (m: { id: number; bytes: Uint8Array | Uint8Array[] }) => {
   let a: JsonWorkerAnswer;
   try {
     a = answer(m.id, m.bytes);
