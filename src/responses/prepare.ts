@@ -11,7 +11,7 @@ import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js'
 import type { RequestFacts } from '../platform/ops/facts.js';
 import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
-import { expandReasoningContent, normalizeInput, toChatMessages, type StoredItem } from './input.js';
+import { expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, toChatMessages, type StoredItem } from './input.js';
 import { initialResponse, normalizedTools, outputAsItems, type ResponseObject } from './object.js';
 import type { ResponseStore } from './store.js';
 import type { CreateResponseRequest } from './schemas.js';
@@ -110,7 +110,7 @@ export class Preparer {
     const stop = req.stop == null ? undefined : typeof req.stop === 'string' ? [req.stop] : req.stop;
     const audio = audioOutputOf(req.modalities, req.audio, this.d.speaker);
 
-    const inputItems = existing?.inputItems ?? expandReasoningContent(req.input, normalizeInput(req.input));
+    const inputItems = existing?.inputItems ?? expandReasoningContent(req.input, largeInput(req.input) ? await normalizeInputInTurns(req.input) : normalizeInput(req.input));
     const history = ctx.history ?? (req.previous_response_id ? await this.history(req.previous_response_id, key) : []);
     const seen = [
       ...(await openCompactions(history, key.userId, this.d.sealer, () => 'previous_response_id')),

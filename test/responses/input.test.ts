@@ -4,7 +4,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { expandReasoningContent, normalizeInput, toChatMessages, type StoredItem } from '../../src/responses/input.js';
+import { ITEMS_PER_TURN, expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, toChatMessages, type StoredItem } from '../../src/responses/input.js';
 import { AppError } from '../../src/platform/errors.js';
 
 /** The items without their ids (new ids are random), after checking each new id has the item type's prefix. */
@@ -383,5 +383,45 @@ describe('expandReasoningContent and toChatMessages', () => {
       { role: 'tool', content: 'r2', toolCallId: 'c2' },
       { role: 'assistant', content: '', toolCalls: [{ callId: 'c3', name: 'f', arguments: '{}' }] },
     ]);
+  });
+});
+
+describe('normalizeInputInTurns: a large input a slice of items at a time', () => {
+  const kinds = (i: number): unknown =>
+    [
+      { role: 'user', content: `u${i}` },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: `a${i}` }] },
+      { type: 'function_call', call_id: `c${i}`, name: 'f', arguments: { x: i } },
+      { type: 'function_call_output', call_id: `c${i}`, output: [{ type: 'input_text', text: `o${i}` }] },
+      { type: 'reasoning', summary: [{ type: 'summary_text', text: `r${i}` }] },
+    ][i % 5];
+
+  test('the same items as normalizeInput, with turns of the event loop between slices; small inputs are not large', async () => {
+    const input = Array.from({ length: 5 * ITEMS_PER_TURN + 3 }, (_, i) => kinds(i));
+    assert.equal(largeInput(input), true);
+    assert.equal(largeInput(input.slice(0, ITEMS_PER_TURN)), false);
+    assert.equal(largeInput('x'.repeat(100_000)), false);
+    let turns = 0;
+    const tick = setInterval(() => turns++, 0);
+    const got = await normalizeInputInTurns(input);
+    clearInterval(tick);
+    assert.deepEqual(noIds(got), noIds(normalizeInput(input)));
+    assert.ok(turns >= 3, `timers ran ${turns} times over 6 slices`);
+  });
+
+  test('the same first error, in a later slice too', async () => {
+    const input = Array.from({ length: 3 * ITEMS_PER_TURN }, (_, i) => kinds(i));
+    input[2 * ITEMS_PER_TURN + 7] = { role: 'tool', content: 'x' };
+    input[2 * ITEMS_PER_TURN + 9] = 5;
+    const expected = (() => {
+      try {
+        normalizeInput(input);
+      } catch (e) {
+        return e as AppError;
+      }
+      assert.fail('normalizeInput must refuse it');
+    })();
+    await assert.rejects(normalizeInputInTurns(input), (e: unknown) => e instanceof AppError && e.param === expected.param && e.message === expected.message);
+    assert.equal(expected.param, `input[${2 * ITEMS_PER_TURN + 7}].role`);
   });
 });
