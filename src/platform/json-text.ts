@@ -206,7 +206,9 @@ class Slicer {
 export async function jsonUtf8(value: unknown, replacer?: JsonReplacer, headroom = 0): Promise<JsonBytes | undefined> {
   const s = new Slicer(replacer);
   if (!s.start(value)) return undefined;
-  while (!s.step()) await turn();
+  // the first slice too after a turn: the caller has usually just done work of its own in this one
+  do await turn();
+  while (!s.step());
   const out = Buffer.allocUnsafeSlow(headroom + s.bytes);
   let at = headroom;
   let written = 0;

@@ -161,7 +161,8 @@ export async function estimateTokensInTurns(messages: readonly ChatMessage[], to
   if (textChars(messages, SCAN_SLICE) < SCAN_SLICE) return estimateTokens(messages, tools);
   const texts: string[] = [];
   let n = visit(messages, tools, (s) => texts.push(s));
-  let budget = SCAN_SLICE;
+  // the first slice too after a turn: the caller has usually just done work of its own in this one
+  let budget = 0;
   for (const s of texts) {
     const st: Scan = { n: 0, run: 0, runKind: 0 };
     for (let at = 0; at < s.length;) {
