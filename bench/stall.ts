@@ -66,8 +66,8 @@ async function main() {
   const scenarios = all.filter((s) => !process.env.BENCH_ONLY || s.name.includes(process.env.BENCH_ONLY));
 
   console.log(`# stall benchmark, ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), node ${process.version}`);
-  console.log('| database | request | body | status | answer ms | longest /healthz while idle | longest /healthz during the request |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| database | request | body | status | answer ms | longest /healthz while idle | longest /healthz during the request | sent at ms |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const db of DBS) {
     const p = await startPortico({ db, pglite: 'files', models });
     const key = await p.createKey('stall');
@@ -80,7 +80,7 @@ async function main() {
       }
       const w = worst!;
       console.log(
-        `| ${db} | ${s.name} | ${(w.bodyBytes / 1024 / 1024).toFixed(1)} MiB | ${w.status} | ${w.requestMs.toFixed(0)} | ${w.idleMaxMs.toFixed(1)} ms | ${w.maxStallMs.toFixed(1)} ms |`,
+        `| ${db} | ${s.name} | ${(w.bodyBytes / 1024 / 1024).toFixed(1)} MiB | ${w.status} | ${w.requestMs.toFixed(0)} | ${w.idleMaxMs.toFixed(1)} ms | ${w.maxStallMs.toFixed(1)} ms | ${w.maxStallAtMs.toFixed(0)} |`,
       );
     }
     await p.close();

@@ -32,6 +32,8 @@ export interface StallResult {
   requestMs: number;
   /** the longest /healthz latency while the request ran (ms) */
   maxStallMs: number;
+  /** when the longest one was sent, from the request's start (ms): past requestMs, it was after the answer */
+  maxStallAtMs: number;
   /** the longest /healthz latency while idle, before the request (ms): the baseline */
   idleMaxMs: number;
   probes: number;
@@ -85,6 +87,8 @@ async function work(o: StallOptions): Promise<StallResult> {
   const now = () => phase;
   let idleMax = 0;
   let busyMax = 0;
+  let busyAt = 0;
+  let started = 0;
   let probes = 0;
   const probing = (async () => {
     for (;;) {
@@ -95,13 +99,17 @@ async function work(o: StallOptions): Promise<StallResult> {
       const ms = performance.now() - t;
       probes++;
       if (at === 'idle' && now() === 'idle') idleMax = Math.max(idleMax, ms);
-      else busyMax = Math.max(busyMax, ms);
+      else if (ms > busyMax) {
+        busyMax = ms;
+        busyAt = t - started;
+      }
       await new Promise((r) => setTimeout(r, Math.max(0, every - ms)));
     }
   })();
   await new Promise((r) => setTimeout(r, idle));
   phase = 'busy';
   const t = performance.now();
+  started = t;
   const res = await call(sendAgent, o.url, o.method ?? 'POST', o.path, o.headers ?? {}, body);
   const requestMs = performance.now() - t;
   // what the request leaves behind (storing, billing) counts too
@@ -110,7 +118,7 @@ async function work(o: StallOptions): Promise<StallResult> {
   await probing;
   probeAgent.destroy();
   sendAgent.destroy();
-  return { status: res.status, answer: res.text.slice(0, 300), bodyBytes: body.length, requestMs, maxStallMs: busyMax, idleMaxMs: idleMax, probes };
+  return { status: res.status, answer: res.text.slice(0, 300), bodyBytes: body.length, requestMs, maxStallMs: busyMax, maxStallAtMs: busyAt, idleMaxMs: idleMax, probes };
 }
 
 if (!isMainThread && (workerData as Data | undefined)?.porticoStallProbe) {
