@@ -100,6 +100,24 @@ describe('JSON text in slices', () => {
     assert.ok(turns <= 1, `timers ran ${turns} times for a small value`);
   });
 
+  test("a large value is not started in the caller's turn: its first slice comes after a turn of the event loop", async () => {
+    const big = { items: Array.from({ length: 8 }, () => 'y'.repeat(256 * 1024)) };
+    let calls = 0;
+    const original = JSON.stringify;
+    JSON.stringify = ((...args: Parameters<typeof JSON.stringify>) => {
+      calls++;
+      return original(...args);
+    }) as typeof JSON.stringify;
+    let pending: Promise<unknown>;
+    try {
+      pending = jsonUtf8(big);
+      assert.equal(calls, 0, "nothing serialized before the caller's turn ends");
+    } finally {
+      JSON.stringify = original;
+    }
+    assert.equal((await pending) !== undefined, true);
+  });
+
   test('largeJson: what may reach the bound, stopping early; small values are not large', () => {
     assert.equal(largeJson({ model: 'm', input: 'hi', tools: [{ type: 'function', name: 'f' }] }), false);
     assert.equal(largeJson({ input: 'x'.repeat(LARGE_JSON_CHARS) }), true);
