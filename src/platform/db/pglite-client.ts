@@ -1,4 +1,5 @@
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { BatchReader } from '../batches.js';
 import type { WorkerOptions } from './pglite-worker.js';
 import { JsonbText } from './jsonb.js';
 import { JSONB_TEXT_KEY } from './pglite-message.js';
@@ -50,22 +51,34 @@ export class PGliteWorkerClient implements PGliteQueryable {
   private closing: Promise<void> | undefined;
   private refs = 0;
 
-  private constructor(readonly worker: Worker) {
+  private readonly batches: BatchReader;
+
+  private constructor(
+    readonly worker: Worker,
+    batches: MessagePort,
+  ) {
     worker.unref();
-    worker.on('message', (m: { id: number; rows?: unknown[]; affectedRows?: number; error?: Record<string, unknown> }) => {
+    this.batches = new BatchReader(batches);
+    worker.on('message', (m: { id: number; rows?: unknown[]; parts?: number; affectedRows?: number; error?: Record<string, unknown> }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       this.unref();
       if (m.error) p.reject(revive(m.error));
+      // a large result's rows came apart (pglite-worker.ts): read a batch per turn of the event loop
+      else if (m.parts) this.batches.read(m.id, 'rows', m.parts).then((rows) => p.resolve({ rows, affectedRows: m.affectedRows }), p.reject);
       else p.resolve({ rows: m.rows, affectedRows: m.affectedRows });
     });
     worker.on('error', (e) => this.fail(`the embedded database's thread failed: ${e.message}`));
     worker.on('exit', (code) => this.fail(`the embedded database's thread stopped (exit code ${code})`));
   }
 
-  private static spawn(): { worker: Worker; exited: boolean } {
+  private static spawn(): { worker: Worker; exited: boolean; batches: MessagePort } {
+    // the rows of a large result come on a port of their own, read a batch at a time (../batches.ts)
+    const { port1, port2 } = new MessageChannel();
     const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
+      workerData: { batches: port2 },
+      transferList: [port2],
       stdout: false,
       stderr: false,
       // the thread's JavaScript is a thin loop around the WebAssembly: a small young generation keeps its idle
@@ -73,7 +86,7 @@ export class PGliteWorkerClient implements PGliteQueryable {
       // space as before, and no limit is set on the old generation (a big result never kills the thread)
       resourceLimits: { maxYoungGenerationSizeMb: 4 },
     });
-    const w = { worker, exited: false };
+    const w = { worker, exited: false, batches: port1 };
     worker.unref();
     worker.on('error', () => {}); // reported by open()
     worker.once('exit', () => (w.exited = true));
@@ -87,7 +100,7 @@ export class PGliteWorkerClient implements PGliteQueryable {
   static prestart(): void {
     PGliteWorkerClient.early ??= PGliteWorkerClient.spawn();
   }
-  private static early: { worker: Worker; exited: boolean } | undefined;
+  private static early: { worker: Worker; exited: boolean; batches: MessagePort } | undefined;
 
   /** Starts the thread (or takes the prestarted one) and opens the database in it; rejects with the database's own error if it cannot. */
   static async open(opts: WorkerOptions): Promise<PGliteWorkerClient> {
@@ -123,7 +136,7 @@ export class PGliteWorkerClient implements PGliteQueryable {
       worker.on('error', onError);
       worker.on('exit', onExit);
     });
-    return new PGliteWorkerClient(worker);
+    return new PGliteWorkerClient(worker, w.batches);
   }
 
   get closed() {
@@ -160,6 +173,7 @@ export class PGliteWorkerClient implements PGliteQueryable {
     this.pending.clear();
     this.refs = 0;
     this.worker.unref();
+    this.batches.close();
   }
 
   /** Closes the database (a clean shutdown, its files consistent) and ends the thread. */

@@ -5,7 +5,8 @@
  * and the main thread only sends SQL and receives rows over the worker's MessagePort (pglite-client.ts).
  *
  * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows }` or
- * `{ id, error: { message, name, code, ... } }`; `{ close: true }` closes the database and ends the thread.
+ * `{ id, error: { message, name, code, ... } }`; the rows of a large result come apart on the batch port (`{ id, rows: [],
+ * parts }`, ../batches.ts) and a large jsonb parameter as the bytes of its text (pglite-message.ts); `{ close: true }` closes the database and ends the thread.
  * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes); the first message
  * out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
  */
@@ -13,9 +14,10 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { JSONB_TEXT_KEY } from './pglite-message.js';
+import { heavy, sendInBatches } from '../batches.js';
 
 export interface WorkerOptions {
   dir?: string;
@@ -56,6 +58,8 @@ function compilePGlite(): Promise<WebAssembly.Module> {
 }
 
 const utf8 = new TextDecoder();
+/** where the rows of large results go (pglite-client.ts reads them) */
+const batchPort = (workerData as { batches?: MessagePort } | undefined)?.batches;
 
 /** a large jsonb value comes as the bytes of its text, moved here from the main thread (pglite-client.ts): its text */
 function textParams(params: unknown[]): any[] {
@@ -90,7 +94,12 @@ async function main() {
     }
     const params = textParams(m.params);
     (m.before ? db.query(m.before).then(() => db.query(m.sql, params)) : db.query(m.sql, params)).then(
-      (r) => port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
+      (r) => {
+        // a large result (a stored response's 4096 items) goes in batches the main thread reads one per turn
+        if (batchPort && r.rows.length > 1 && heavy(r.rows)) {
+          port.postMessage({ id: m.id, rows: [], parts: sendInBatches(batchPort, m.id, 'rows', r.rows), affectedRows: r.affectedRows });
+        } else port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows });
+      },
       (e) => port.postMessage({ id: m.id, error: serializeError(e) }),
     );
   });

@@ -6,12 +6,13 @@
  * items, messages) come back in batches of ~512 Ki characters, one per turn of the event loop (copying 16 MiB
  * of parsed value at once took 17-66 ms).
  */
-import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { AppError } from '../errors.js';
 import { checkJsonShape, type ShapeProblem } from './json-shape.js';
-import type { JsonWorkerAnswer, JsonWorkerBatch, SplitArray } from './json-worker.js';
+import type { JsonWorkerAnswer, SplitArray } from './json-worker.js';
+import { BatchReader } from '../batches.js';
 
 /** bodies of at least this many bytes are parsed in the worker thread */
 export const OFF_THREAD_BYTES = 256 * 1024;
@@ -26,37 +27,19 @@ export const shapeError = (p: ShapeProblem) => (p.poisoned ? invalidJson() : new
 let worker: Worker | undefined;
 let seq = 0;
 const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
-/** split answers are put together one after the other, in the order they came (their batches are in that order) */
-let assembling: Promise<void> = Promise.resolve();
-
-const turn = () => new Promise<void>((r) => setImmediate(r));
-
-/**
- * The arrays a large body's answer left empty (json-worker.ts, sendSplit), filled from the batch port a batch per
- * turn of the event loop, in place (the keys keep their order). A batch of another answer (one that failed
- * after sending some) is dropped.
- */
-async function assemble(id: number, value: Record<string, unknown>, split: SplitArray[], port: MessagePort): Promise<unknown> {
-  for (const { key, batches } of split) {
-    const arr: unknown[] = [];
-    for (let got = 0; got < batches;) {
-      await turn();
-      const m = receiveMessageOnPort(port)?.message as JsonWorkerBatch | undefined;
-      if (!m) throw new Error('the JSON worker lost part of a body');
-      if (m.id !== id || m.key !== key) continue;
-      for (const x of m.items) arr.push(x);
-      got++;
-    }
-    value[key] = arr;
-  }
+/** The arrays a large body's answer left empty (json-worker.ts, sendSplit), filled in place from the batch port (the keys keep their order). */
+async function assemble(id: number, value: Record<string, unknown>, split: SplitArray[], reader: BatchReader): Promise<unknown> {
+  // every read asked for at once, in the order the worker sent them (another answer's reads come after)
+  const arrays = await Promise.all(split.map(({ key, batches }) => reader.read(id, key, batches)));
+  split.forEach(({ key }, i) => (value[key] = arrays[i]));
   return value;
 }
 
 function jsonWorker(): Worker {
   if (worker) return worker;
   // the split arrays of large bodies come on a port of their own, read a message at a time (no listener)
-  const { port1: batches, port2 } = new MessageChannel();
-  batches.unref();
+  const { port1, port2 } = new MessageChannel();
+  const batches = new BatchReader(port1);
   const w = new Worker(new URL('./json-worker.js', import.meta.url), { workerData: { batches: port2 }, transferList: [port2] });
   w.on('message', (a: JsonWorkerAnswer) => {
     const p = pending.get(a.id);
@@ -64,14 +47,8 @@ function jsonWorker(): Worker {
     pending.delete(a.id);
     // the worker keeps the process alive only while it has work
     if (pending.size === 0) w.unref();
-    if (a.ok && a.split) {
-      const done = assembling.then(() => assemble(a.id, a.value as Record<string, unknown>, a.split!, batches));
-      assembling = done.then(
-        () => {},
-        () => {},
-      );
-      done.then(p.resolve, p.reject);
-    } else if (a.ok) p.resolve(a.empty ? undefined : a.value);
+    if (a.ok && a.split) assemble(a.id, a.value as Record<string, unknown>, a.split, batches).then(p.resolve, p.reject);
+    else if (a.ok) p.resolve(a.empty ? undefined : a.value);
     else if (a.kind === 'nul') p.reject(nulError());
     else if (a.kind === 'shape') p.reject(shapeError({ message: a.message!, param: a.param ?? null, detail: a.detail as ShapeProblem['detail'] }));
     else p.reject(invalidJson());

@@ -1,9 +1,11 @@
 /**
  * The worker thread of ./json-body.ts: decodes and parses large JSON bodies off the event loop, and checks
- * their shape here too, so a body that breaks a limit is refused without being copied back.
+ * their shape here too, so a body that breaks a limit is refused without being copied back. The large arrays of
+ * a large body go back in batches (../batches.ts).
  */
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { checkJsonShape } from './json-shape.js';
+import { sendInBatches } from '../batches.js';
 
 /** a JSON \\u0000 escape that is not itself escaped (an odd number of backslashes before u0000) */
 const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
@@ -18,27 +20,8 @@ export interface SplitArray {
   batches: number;
 }
 
-/** one piece of a split array, on the batch port */
-export interface JsonWorkerBatch {
-  id: number;
-  key: string;
-  items: unknown[];
-}
-
 /** bodies of at least this many bytes have their large top-level arrays sent in batches */
 export const SPLIT_BYTES = 2 * 1024 * 1024;
-/** about this many characters of strings per batch (a batch costs the main thread ~1-3 ms to receive) */
-const BATCH_CHARS = 512 * 1024;
-
-/** the characters of the strings and keys of a value, with 2 per value: what copying it to another thread costs, roughly */
-function weight(v: unknown): number {
-  if (typeof v === 'string') return v.length + 2;
-  if (v === null || typeof v !== 'object') return 2;
-  let n = 2;
-  if (Array.isArray(v)) for (const x of v) n += weight(x);
-  else for (const [k, x] of Object.entries(v)) n += k.length + weight(x);
-  return n;
-}
 
 /**
  * Sends the large arrays of a parsed body (the items of `input`, the `messages`) apart, in batches on the batch
@@ -50,20 +33,8 @@ function sendSplit(id: number, value: Record<string, unknown>, port: MessagePort
   for (const key of Object.keys(value)) {
     const arr = value[key];
     if (!Array.isArray(arr) || arr.length < 2) continue;
-    let batches = 0;
-    let from = 0;
-    let chars = 0;
-    for (let i = 0; i < arr.length; i++) {
-      chars += weight(arr[i]);
-      if (chars >= BATCH_CHARS || i === arr.length - 1) {
-        port.postMessage({ id, key, items: arr.slice(from, i + 1) } satisfies JsonWorkerBatch);
-        batches++;
-        from = i + 1;
-        chars = 0;
-      }
-    }
+    split.push({ key, batches: sendInBatches(port, id, key, arr) });
     value[key] = [];
-    split.push({ key, batches });
   }
   return split;
 }
