@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../platform/db/index.js';
 import { jsonb } from '../platform/db/jsonb.js';
 import type { StoredItem } from './input.js';
@@ -29,6 +29,31 @@ const jsonSafe = (_k: string, v: unknown) => {
   return s.includes('\u0000') ? s.replace(/\u0000/g, '') : s;
 };
 const json = (v: unknown) => sql`${JSON.stringify(v, jsonSafe)}::jsonb`;
+
+/**
+ * A stored response's input items are read one row per item (jsonb_array_elements), the response's own columns
+ * on its first row only: the 4096 items of the largest request as one value would be parsed by node-postgres in
+ * one JSON.parse on the event loop (~100 ms), and come from the PGlite thread as one message (17-66 ms to copy
+ * out); as rows, node-postgres parses each as it arrives and the PGlite thread sends a large result in batches
+ * (platform/batches.ts). A response without items has one row, its item null.
+ */
+interface ItemRow {
+  id: string;
+  /** on the first row of each response */
+  object: ResponseObject | null;
+  item: StoredItem | null;
+}
+
+/** rows of item-per-row reads, grouped by response in the order they come */
+function byResponse<R extends ItemRow>(rows: readonly R[]): Array<{ first: R; inputItems: StoredItem[] }> {
+  const out: Array<{ first: R; inputItems: StoredItem[] }> = [];
+  let cur: { first: R; inputItems: StoredItem[] } | undefined;
+  for (const r of rows) {
+    if (!cur || r.object !== null) out.push((cur = { first: r, inputItems: [] }));
+    if (r.item !== null) cur.inputItems.push(r.item);
+  }
+  return out;
+}
 
 /** SQL for stored responses and their event logs (background replay). */
 export class ResponseStore {
@@ -101,32 +126,28 @@ export class ResponseStore {
   }
 
   async get(id: string, userId: string): Promise<StoredResponse | undefined> {
-    const row = await this.db.selectFrom('responses').selectAll().where('id', '=', id).where('user_id', '=', userId).where('deleted_at', 'is', null).executeTakeFirst();
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      userId: row.user_id,
-      orgId: row.org_id,
-      keyId: row.key_id,
-      object: row.object as ResponseObject,
-      inputItems: row.input_items as StoredItem[],
-      request: row.request,
-    };
+    return this.read(sql`r.id = ${id} and r.user_id = ${userId} and r.deleted_at is null`);
   }
 
   /** A response whoever owns it (background jobs). */
   async getAny(id: string): Promise<StoredResponse | undefined> {
-    const row = await this.db.selectFrom('responses').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      userId: row.user_id,
-      orgId: row.org_id,
-      keyId: row.key_id,
-      object: row.object as ResponseObject,
-      inputItems: row.input_items as StoredItem[],
-      request: row.request,
-    };
+    return this.read(sql`r.id = ${id} and r.deleted_at is null`);
+  }
+
+  /** one stored response, its items a row each (see ItemRow) */
+  private async read(where: RawBuilder<unknown>): Promise<StoredResponse | undefined> {
+    const r = await sql<ItemRow & { user_id: string; org_id: string; key_id: string; request: unknown }>`
+      select r.id, r.user_id, r.org_id, r.key_id,
+             case when e.n is null or e.n = 1 then r.object end as object,
+             case when e.n is null or e.n = 1 then r.request end as request,
+             e.item
+        from responses r left join lateral jsonb_array_elements(r.input_items) with ordinality as e(item, n) on true
+       where ${where}
+       order by e.n`.execute(this.db);
+    const got = byResponse(r.rows)[0];
+    if (!got) return undefined;
+    const row = got.first;
+    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object!, inputItems: got.inputItems, request: row.request };
   }
 
   /** Takes a queued job for this instance: queued -> in_progress with a heartbeat. False if someone else has it. */
@@ -168,7 +189,7 @@ export class ResponseStore {
 
   /** The chain ending at `id` (oldest first), as far as it is stored; empty when `id` itself is not. */
   async chain(id: string, userId: string, maxDepth = 1000): Promise<Array<{ id: string; object: ResponseObject; inputItems: StoredItem[] }>> {
-    const r = await sql<{ id: string; object: ResponseObject; input_items: StoredItem[]; depth: number }>`
+    const r = await sql<ItemRow>`
       with recursive chain as (
         select id, previous_response_id, object, input_items, 0 as depth
           from responses where id = ${id} and user_id = ${userId} and deleted_at is null
@@ -177,8 +198,10 @@ export class ResponseStore {
           from responses r join chain c on r.id = c.previous_response_id
          where r.user_id = ${userId} and r.deleted_at is null and c.depth < ${maxDepth}
       )
-      select id, object, input_items, depth from chain order by depth desc`.execute(this.db);
-    return r.rows.map((x) => ({ id: x.id, object: x.object, inputItems: x.input_items }));
+      select c.id, case when e.n is null or e.n = 1 then c.object end as object, e.item
+        from chain c left join lateral jsonb_array_elements(c.input_items) with ordinality as e(item, n) on true
+       order by c.depth desc, e.n`.execute(this.db);
+    return byResponse(r.rows).map((g) => ({ id: g.first.id, object: g.first.object!, inputItems: g.inputItems }));
   }
 
   async events(id: string, after: number): Promise<StreamEvent[]> {
