@@ -29,7 +29,14 @@ async function main() {
     // a context window smaller than the largest input: input_tokens truncates (auto), responses refuses it
     { name: 'fast-window', provider: 'openai-compatible', base_url: up.url, type: 'text', context_window: 200_000 } as ModelSpec,
   ];
-  const all: Array<{ name: string; path: string; body: StallOptions['body']; expect: number }> = [
+  const all: Array<{
+    name: string;
+    path: string;
+    body: StallOptions['body'];
+    expect: number;
+    /** done first, not measured: body fields the request needs (a stored response to continue) */
+    setup?: (url: string, key: string) => Promise<Record<string, unknown>>;
+  }> = [
     {
       name: `responses: ${MAX_INPUT_ITEMS} items, ~16 MiB, stored`,
       path: '/v1/responses',
@@ -61,6 +68,26 @@ async function main() {
       body: { kind: 'items', items: MAX_INPUT_ITEMS, textChars: ITEM_CHARS, model: 'fast', field: 'messages' },
       expect: 200,
     },
+    {
+      name: `responses: continuing a stored response of ${MAX_INPUT_ITEMS} items (previous_response_id)`,
+      path: '/v1/responses',
+      body: { kind: 'text', chars: 20, model: 'fast' },
+      expect: 200,
+      setup: async (url, key) => {
+        const text = 'x'.repeat(ITEM_CHARS);
+        const input = Array.from({ length: MAX_INPUT_ITEMS - 2 }, (_, i) => ({ type: 'message', role: i % 2 ? 'assistant' : 'user', content: text }));
+        const r = await fetch(`${url}/v1/responses`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'fast', input }),
+        });
+        if (r.status !== 200) throw new Error(`storing the response to continue: ${r.status} ${await r.text()}`);
+        const id = ((await r.json()) as { id: string }).id;
+        // what storing it left behind settles before the measure
+        await new Promise((res) => setTimeout(res, 1000));
+        return { previous_response_id: id };
+      },
+    },
     { name: 'issue 9 attack: 320,000 tiny messages (refused 400)', path: '/v1/responses', body: { kind: 'items', items: 320_000, textChars: 2, model: 'fast' }, expect: 400 },
   ];
   const scenarios = all.filter((s) => !process.env.BENCH_ONLY || s.name.includes(process.env.BENCH_ONLY));
@@ -74,7 +101,9 @@ async function main() {
     for (const s of scenarios) {
       let worst: StallResult | undefined;
       for (let i = 0; i < RUNS; i++) {
-        const r = await measureStall({ url: p.url, path: s.path, headers: { authorization: `Bearer ${key}` }, body: s.body });
+        const extra = s.setup ? await s.setup(p.url, key) : undefined;
+        const body = extra ? ({ ...s.body, extra: { ...(s.body as { extra?: object }).extra, ...extra } } as StallOptions['body']) : s.body;
+        const r = await measureStall({ url: p.url, path: s.path, headers: { authorization: `Bearer ${key}` }, body });
         if (r.status !== s.expect) throw new Error(`${s.name}: expected ${s.expect}, got ${r.status}: ${r.answer}`);
         if (!worst || r.maxStallMs > worst.maxStallMs) worst = r;
       }
