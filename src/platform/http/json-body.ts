@@ -69,6 +69,14 @@ function offThread(buf: Buffer): Promise<unknown> {
  */
 export async function parseJsonBody(buf: Buffer, parse: (text: string) => unknown): Promise<unknown> {
   if (buf.length >= OFF_THREAD_BYTES) return offThread(buf);
+  return parseSmallJsonBody(buf, parse);
+}
+
+/**
+ * parseJsonBody for a body under OFF_THREAD_BYTES, synchronously (no promise for the small requests that are
+ * nearly all of them): the value, or an AppError thrown.
+ */
+export function parseSmallJsonBody(buf: Buffer, parse: (text: string) => unknown): unknown {
   const text = buf.toString('utf8');
   if (text.trim() === '') return undefined;
   if (NUL_ESCAPE.test(text)) throw nulError();
