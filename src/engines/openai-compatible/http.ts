@@ -189,7 +189,10 @@ export class Upstream {
         resolve(parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
       });
       res.on('error', fail);
-      res.on('close', () => fail(new Error('premature close')));
+      // (close follows every end: the error, and its stack trace, only when the body was cut)
+      res.on('close', () => {
+        if (!done) fail(new Error('premature close'));
+      });
     });
   }
 

@@ -1,6 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from 'node:http';
-import { clientGone } from './client-gone.js';
 import { AppError } from '../errors.js';
 
 /** the streams being written, per HTTP server: what a shutdown past its grace period stops (stopStreams) */
@@ -32,21 +31,27 @@ export class SseWriter {
   private started = false;
   /** aborted when the client goes away before the stream ends, or the server stops it: stop the work behind the stream */
   readonly closed: AbortSignal;
-  private readonly gone: AbortSignal;
-  private readonly stopping = new AbortController();
+  /** one controller for both causes (a client that left, a server that stops the stream): the first one wins */
+  private readonly ctl = new AbortController();
+  private left = false;
+  private stopped: AppError | undefined;
   private readonly done: Promise<void>;
 
   constructor(
     private readonly req: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
-    this.gone = clientGone(reply).signal;
-    this.closed = AbortSignal.any([this.gone, this.stopping.signal]);
+    this.closed = this.ctl.signal;
     let set = active.get(req.server.server);
     if (!set) active.set(req.server.server, (set = new Set()));
     set.add(this);
     this.done = new Promise((resolve) =>
       reply.raw.once('close', () => {
+        // closed before the answer was finished: the client went away (src/platform/http/client-gone.ts)
+        if (!reply.raw.writableFinished) {
+          this.left = true;
+          this.ctl.abort(new Error('client disconnected'));
+        }
         if (this.started) req.server.metrics?.activeStreams.dec();
         active.get(req.server.server)?.delete(this);
         resolve();
@@ -56,12 +61,12 @@ export class SseWriter {
 
   /** the client went away (as opposed to the server stopping the stream) */
   get clientLeft(): boolean {
-    return this.gone.aborted;
+    return this.left;
   }
 
   /** why the server stopped the stream (shutdown), if it did */
   get stoppedWith(): AppError | undefined {
-    return this.stopping.signal.aborted ? (this.stopping.signal.reason as AppError) : undefined;
+    return this.stopped;
   }
 
   /**
@@ -70,7 +75,10 @@ export class SseWriter {
    * route does not end it).
    */
   stop(err: AppError): Promise<void> {
-    if (!this.stopping.signal.aborted) this.stopping.abort(err);
+    if (this.stopped === undefined) {
+      this.stopped = err;
+      this.ctl.abort(err);
+    }
     const cut = setTimeout(() => this.reply.raw.destroy(), 1000);
     return this.done.finally(() => clearTimeout(cut));
   }
