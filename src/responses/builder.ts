@@ -63,9 +63,14 @@ export class ResponseBuilder {
     return b;
   }
 
-  /** a deep copy, so later changes do not alter what an event already carried */
+  /**
+   * A copy, so later changes do not alter what an event already carried. The builder only reassigns the
+   * response's own fields (status, usage, error...) and fills the items of `output`: the top level is copied and
+   * `output` deeply, while what never changes after the response is made (tools and their schemas, text, metadata,
+   * reasoning...) is shared, not copied again for each of the three snapshots a stream carries.
+   */
   snapshot(): ResponseObject {
-    return copy(this.response);
+    return { ...this.response, output: copy(this.response.output) };
   }
 
   start(queued = false) {

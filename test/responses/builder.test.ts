@@ -479,5 +479,14 @@ describe('copy (the snapshots of streamed events)', () => {
     const completed = events.find((e) => e.type === 'response.completed')!.response as ResponseObject;
     assert.equal(outputText(completed.output), 'Hello');
     assert.notEqual(completed, r);
+    // what the builder changes later is copied: status, usage, the items and their text
+    const inProgress = events.find((e) => e.type === 'response.in_progress')!.response as ResponseObject;
+    assert.equal(inProgress.status, 'in_progress');
+    assert.equal(inProgress.usage ?? null, null);
+    assert.deepEqual(inProgress.output, []);
+    assert.equal(completed.status, 'completed');
+    assert.notEqual(completed.output[0], r.output[0]);
+    b.handle({ type: 'text_delta', delta: ' again' });
+    assert.equal(outputText(completed.output), 'Hello', 'a later change to the live response does not reach an event already made');
   });
 });
