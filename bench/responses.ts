@@ -18,6 +18,9 @@
  * GC helpers), from /proc: every thread of this process but the fake upstream's (the load generator's thread lives
  * only during its run), over the throughput run, divided by its requests.
  *
+ * The workers rows (BENCH_WORKERS, default on; off without PostgreSQL and Redis): `portico serve` as a process of its
+ * own on PostgreSQL and Redis with WORKERS=1 and WORKERS=2 (bench/lib/workers.ts), same upstream and load, store off.
+ *
  * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_DURATION_MS (default 3000), BENCH_WARMUP_MS (1000),
  * BENCH_CONNECTIONS (8), BENCH_ONLY (substrings of the scenario names, separated by |), BENCH_PROFILE=1 (keeps Portico busy
  * for a --cpu-prof run), BENCH_OTEL_ENDPOINT (tracing on, spans sent to that OTLP/HTTP collector).
@@ -29,6 +32,7 @@ import { runLoad, type LoadResult } from './lib/load.js';
 import { startPortico } from './lib/portico.js';
 import { startFloorProxy } from './lib/floor-proxy.js';
 import { cpuBetween, threadsCpuUs } from './lib/threads.js';
+import { measureWorkers, type WorkersRow } from './lib/workers.js';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 3000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS || 1000);
@@ -127,6 +131,11 @@ async function main() {
   }
   await p.close();
   await floor.close();
+  let workers: WorkersRow[] = [];
+  if (process.env.BENCH_WORKERS !== 'off' && !process.env.BENCH_ONLY) {
+    workers = await measureWorkers(up.url, { connections: CONNECTIONS, durationMs: DURATION_MS, warmupMs: WARMUP_MS });
+    for (const w of workers) console.error(`WORKERS=${w.workers}: ${w.r.rps.toFixed(0)} req/s at ${CONNECTIONS} connections, ${w.cpu.toFixed(0)} µs CPU/request`);
+  }
   await up.stop();
 
   const cpus = os.cpus();
@@ -176,6 +185,21 @@ async function main() {
   lines.push(
     `- Portico non-streaming, store off: ${share('Portico, non-streaming, store off', 'upstream direct, non-streaming')}; streaming, store off: ${share('Portico, streaming, store off', 'upstream direct, streaming')}; the minimal Node proxy: ${share('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} / ${share('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming')}`,
   );
+  if (workers.length) {
+    const direct = get('upstream direct, non-streaming');
+    lines.push('');
+    lines.push(
+      `Several processes (\`portico serve\` on PostgreSQL and Redis, a process of its own; non-streaming, store off; ${CONNECTIONS} connections; share of the direct upstream's throughput above):`,
+    );
+    lines.push('');
+    lines.push('| WORKERS | req/s | p50 ms | p99 ms | share of direct | Portico CPU µs/req (primary and workers) |');
+    lines.push('|---:|---:|---:|---:|---:|---:|');
+    for (const w of workers) {
+      lines.push(
+        `| ${w.workers} | ${w.r.rps.toFixed(0)} | ${f(w.r.p50)} | ${f(w.r.p99)} | ${direct ? ((100 * w.r.rps) / direct.thr.rps).toFixed(1) + '%' : '-'} | ${w.cpu.toFixed(0)} |`,
+      );
+    }
+  }
   console.log(lines.join('\n'));
 }
 
