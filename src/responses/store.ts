@@ -27,32 +27,42 @@ const json = (v: unknown) => sql`${JSON.stringify(v, jsonSafe)}::jsonb`;
 export class ResponseStore {
   constructor(private readonly db: Db) {}
 
+  /**
+   * Stores a response, with its first events when there are some (a background job's). Without events it is one
+   * statement, atomic by itself: no transaction, so one trip to the database instead of two (PGlite's thread) or
+   * three (BEGIN, INSERT, COMMIT on PostgreSQL) for every stored response.
+   */
   async insert(r: StoredResponse, events?: StreamEvent[]): Promise<void> {
-    const now = Math.floor(Date.now() / 1000);
+    if (!events?.length) return this.insertRow(this.db, r);
     await this.db.transaction().execute(async (tx) => {
-      await tx
-        .insertInto('responses')
-        .values({
-          id: r.id,
-          user_id: r.userId,
-          org_id: r.orgId,
-          key_id: r.keyId,
-          model: r.object.model,
-          status: r.object.status,
-          background: r.object.background,
-          previous_response_id: r.object.previous_response_id,
-          object: json(r.object),
-          input_items: json(r.inputItems),
-          request: r.request === undefined ? null : json(r.request),
-          runner_id: r.runner ?? null,
-          heartbeat_at: r.runner ? Date.now() : null,
-          created_at: r.object.created_at,
-          updated_at: now,
-          deleted_at: null,
-        } as any)
-        .execute();
-      if (events?.length) await this.insertEvents(tx as unknown as Db, r.id, events);
+      await this.insertRow(tx as unknown as Db, r);
+      await this.insertEvents(tx as unknown as Db, r.id, events);
     });
+  }
+
+  private async insertRow(db: Db, r: StoredResponse): Promise<void> {
+    const now = Math.floor(Date.now() / 1000);
+    await db
+      .insertInto('responses')
+      .values({
+        id: r.id,
+        user_id: r.userId,
+        org_id: r.orgId,
+        key_id: r.keyId,
+        model: r.object.model,
+        status: r.object.status,
+        background: r.object.background,
+        previous_response_id: r.object.previous_response_id,
+        object: json(r.object),
+        input_items: json(r.inputItems),
+        request: r.request === undefined ? null : json(r.request),
+        runner_id: r.runner ?? null,
+        heartbeat_at: r.runner ? Date.now() : null,
+        created_at: r.object.created_at,
+        updated_at: now,
+        deleted_at: null,
+      } as any)
+      .execute();
   }
 
   private async insertEvents(db: Db, id: string, events: StreamEvent[]) {
