@@ -51,8 +51,7 @@ function baseline(): number {
     const req = request(i);
     const route = req.routeOptions.url ?? 'unknown';
     const ms = 0.5 + (i % 7) * 0.1;
-    metrics.requests.inc({ method: req.method, route, status: 200 });
-    metrics.latency.observe({ method: req.method, route }, ms / 1000);
+    metrics.httpRequest(req.method, route, 200, ms / 1000);
     req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: 200, ms: Math.round(ms * 100) / 100 }, 'request');
   }
   return Number(process.hrtime.bigint() - t0) / N;
@@ -75,8 +74,7 @@ function observed(): number {
     // onResponse
     const route = req.routeOptions.url ?? 'unknown';
     const ms = 0.5 + (i % 7) * 0.1;
-    metrics.requests.inc({ method: req.method, route, status: 200 });
-    metrics.latency.observe({ method: req.method, route }, ms / 1000);
+    metrics.httpRequest(req.method, route, 200, ms / 1000);
     logRequest(req, route, 200, ms);
     modelMetrics(metrics, f, ms);
   }
@@ -108,8 +106,7 @@ function traced(): number {
     });
     const route = req.routeOptions.url ?? 'unknown';
     const ms = 0.5 + (i % 7) * 0.1;
-    metrics.requests.inc({ method: req.method, route, status: 200 });
-    metrics.latency.observe({ method: req.method, route }, ms / 1000);
+    metrics.httpRequest(req.method, route, 200, ms / 1000);
     logRequest(req, route, 200, ms);
     modelMetrics(metrics, f, ms);
     tracing.end(f.span, { route, status: 200, attributes: { 'portico.model': f.model, 'portico.deployment': f.deployment, 'portico.request_id': req.id } });

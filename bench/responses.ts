@@ -9,21 +9,36 @@
  * Latency runs use one connection (requests one after another: the added time without queueing); throughput
  * runs use BENCH_CONNECTIONS connections. Streaming reports the time to the first event (TTFE) and to the end.
  *
+ * Before any measurement every Portico scenario runs for BENCH_JIT_WARMUP_MS (default 4000) so that V8 has compiled the
+ * request path (TurboFan compiles on background threads for the first ~10-20 s of load; measured cold, that work
+ * and the unoptimized code inflate the first scenarios). A minimal Node proxy in this process (bench/lib/floor-
+ * proxy.ts) is measured beside Portico: the floor a Node gateway stands on with the same client and upstream.
+ *
+ * CPU per request is that of the server's threads (main thread, the embedded database's thread, V8's compiler and
+ * GC helpers), from /proc: every thread of this process but the fake upstream's (the load generator's thread lives
+ * only during its run), over the throughput run, divided by its requests.
+ *
+ * The workers rows (BENCH_WORKERS, default on; off without PostgreSQL and Redis): `portico serve` as a process of its
+ * own on PostgreSQL and Redis with WORKERS=1 and WORKERS=2 (bench/lib/workers.ts), same upstream and load, store off.
+ *
  * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_DURATION_MS (default 3000), BENCH_WARMUP_MS (1000),
  * BENCH_CONNECTIONS (8), BENCH_ONLY (substrings of the scenario names, separated by |), BENCH_PROFILE=1 (keeps Portico busy
  * for a --cpu-prof run), BENCH_OTEL_ENDPOINT (tracing on, spans sent to that OTLP/HTTP collector).
  */
 import os from 'node:os';
-import { readFileSync } from 'node:fs';
 import type { ModelSpec } from '../src/models/config.js';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
 import { startPortico } from './lib/portico.js';
+import { startFloorProxy } from './lib/floor-proxy.js';
+import { cpuBetween, threadsCpuUs } from './lib/threads.js';
+import { measureWorkers, type WorkersRow } from './lib/workers.js';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 3000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS || 1000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
 const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
+const JIT_WARMUP_MS = Number(process.env.BENCH_JIT_WARMUP_MS ?? 4000);
 
 async function portico(upstreamUrl: string) {
   const one = { provider: 'openai-compatible', base_url: upstreamUrl, type: 'text' as const, upstream_model: 'fast', weight: 1 };
@@ -44,23 +59,11 @@ async function portico(upstreamUrl: string) {
 
 const f = (ms: number) => (ms < 10 ? ms.toFixed(3) : ms.toFixed(1));
 
-/**
- * CPU time of this process's main thread (µs), where Portico runs: the load generator and the fast upstream are
- * worker threads of their own, so process.cpuUsage() would count them too. /proc gives it per thread in ticks.
- */
-function mainThreadCpuUs(): number {
-  try {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10_000;
-  } catch {
-    return NaN;
-  }
-}
-
 async function main() {
   const up = await startFastUpstream();
   const p = await portico(up.url);
+  const floor = await startFloorProxy(up.url);
+  const notMine = new Set(up.tid === undefined ? [] : [up.tid]);
   const input = 'Say hello in five words.';
   const chatBody = (stream: boolean) =>
     JSON.stringify({ model: 'fast', messages: [{ role: 'user', content: input }], stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
@@ -68,6 +71,8 @@ async function main() {
   const scenarios = [
     { name: 'upstream direct, non-streaming', url: up.url + '/chat/completions', headers: {}, body: chatBody(false), stream: false },
     { name: 'upstream direct, streaming', url: up.url + '/chat/completions', headers: {}, body: chatBody(true), stream: true },
+    { name: 'minimal Node proxy, non-streaming', url: floor.url + '/v1/responses', headers: {}, body: respBody(false, false), stream: false },
+    { name: 'minimal Node proxy, streaming (relays the events)', url: floor.url + '/v1/responses', headers: {}, body: respBody(true, false), stream: true },
     { name: 'Portico, non-streaming, store off', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, false), stream: false },
     { name: 'Portico, non-streaming, store on', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, true), stream: false },
     {
@@ -91,6 +96,18 @@ async function main() {
     const text = await res.text();
     if (res.status !== 200) throw new Error(`Portico answered ${res.status}: ${text}`);
   }
+  // the JIT's warm-up, for every scenario of the server under test (not measured)
+  for (const s of scenarios.filter((x) => !x.name.startsWith('upstream'))) {
+    await runLoad({
+      url: s.url,
+      headers: { 'content-type': 'application/json', ...(s.headers as Record<string, string>) },
+      body: s.body,
+      stream: s.stream,
+      connections: CONNECTIONS,
+      durationMs: JIT_WARMUP_MS,
+      warmupMs: 0,
+    });
+  }
   const rows: Array<{ name: string; stream: boolean; lat: LoadResult; thr: LoadResult; cpuUs: number }> = [];
   for (const s of scenarios) {
     const base = {
@@ -102,10 +119,10 @@ async function main() {
       warmupMs: WARMUP_MS,
     };
     const lat = await runLoad({ ...base, connections: 1 });
-    const cpu0 = mainThreadCpuUs();
+    const cpu0 = threadsCpuUs(notMine);
     const thr = process.env.BENCH_PROFILE ? lat : await runLoad({ ...base, connections: CONNECTIONS });
     // CPU spans warm-up and measured time, the count only the measured time: scale the count to the whole run
-    const cpuUs = s.name.startsWith('Portico') ? (mainThreadCpuUs() - cpu0) / (thr.rps * ((DURATION_MS + WARMUP_MS) / 1000)) : NaN;
+    const cpuUs = s.name.startsWith('upstream') ? NaN : cpuBetween(cpu0, threadsCpuUs(notMine)) / (thr.rps * ((DURATION_MS + WARMUP_MS) / 1000));
     if (lat.failures || thr.failures) throw new Error(`${s.name}: ${lat.failures + thr.failures} failed requests`);
     rows.push({ name: s.name, stream: s.stream, lat, thr, cpuUs });
     console.error(
@@ -113,6 +130,12 @@ async function main() {
     );
   }
   await p.close();
+  await floor.close();
+  let workers: WorkersRow[] = [];
+  if (process.env.BENCH_WORKERS !== 'off' && !process.env.BENCH_ONLY) {
+    workers = await measureWorkers(up.url, { connections: CONNECTIONS, durationMs: DURATION_MS, warmupMs: WARMUP_MS });
+    for (const w of workers) console.error(`WORKERS=${w.workers}: ${w.r.rps.toFixed(0)} req/s at ${CONNECTIONS} connections, ${w.cpu.toFixed(0)} µs CPU/request`);
+  }
   await up.stop();
 
   const cpus = os.cpus();
@@ -123,7 +146,7 @@ async function main() {
   );
   lines.push('');
   lines.push(
-    '| Path | p50 ms | p99 ms | TTFE p50 ms | TTFE p99 ms | req/s (1 conn) | req/s (' + CONNECTIONS + ' conns) | p50 at ' + CONNECTIONS + ' conns ms | Portico CPU µs/req |',
+    '| Path | p50 ms | p99 ms | TTFE p50 ms | TTFE p99 ms | req/s (1 conn) | req/s (' + CONNECTIONS + ' conns) | p50 at ' + CONNECTIONS + ' conns ms | server CPU µs/req |',
   );
   lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
@@ -149,6 +172,34 @@ async function main() {
   lines.push(
     `- streaming, whole stream, store off: ${added('Portico, streaming, store off', 'upstream direct, streaming')} ms; store on: ${added('Portico, streaming, store on', 'upstream direct, streaming')} ms`,
   );
+  lines.push(
+    `- the minimal Node proxy adds ${added('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} ms (non-streaming) and ${added('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming', 'ttfe50')} ms to the first event`,
+  );
+  const share = (a: string, b: string) => {
+    const x = get(a);
+    const y = get(b);
+    return x && y ? `${((100 * x.thr.rps) / y.thr.rps).toFixed(1)}%` : 'n/a';
+  };
+  lines.push('');
+  lines.push(`Throughput at ${CONNECTIONS} connections as a share of the direct upstream's (same run):`);
+  lines.push(
+    `- Portico non-streaming, store off: ${share('Portico, non-streaming, store off', 'upstream direct, non-streaming')}; streaming, store off: ${share('Portico, streaming, store off', 'upstream direct, streaming')}; the minimal Node proxy: ${share('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} / ${share('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming')}`,
+  );
+  if (workers.length) {
+    const direct = get('upstream direct, non-streaming');
+    lines.push('');
+    lines.push(
+      `Several processes (\`portico serve\` on PostgreSQL and Redis, a process of its own; non-streaming, store off; ${CONNECTIONS} connections; share of the direct upstream's throughput above):`,
+    );
+    lines.push('');
+    lines.push('| WORKERS | req/s | p50 ms | p99 ms | share of direct | Portico CPU µs/req (primary and workers) |');
+    lines.push('|---:|---:|---:|---:|---:|---:|');
+    for (const w of workers) {
+      lines.push(
+        `| ${w.workers} | ${w.r.rps.toFixed(0)} | ${f(w.r.p50)} | ${f(w.r.p99)} | ${direct ? ((100 * w.r.rps) / direct.thr.rps).toFixed(1) + '%' : '-'} | ${w.cpu.toFixed(0)} |`,
+      );
+    }
+  }
   console.log(lines.join('\n'));
 }
 

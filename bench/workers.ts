@@ -10,83 +10,36 @@
  * gain of the second worker is bounded by what they leave.
  */
 import os from 'node:os';
-import { readFileSync, readdirSync } from 'node:fs';
-import { startCluster, type Instance } from '../test/helpers/cluster.js';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
+import { measureWorkers } from './lib/workers.js';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 5000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS || 1500);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
-const TICK_US = 1_000_000 / 100; // Linux USER_HZ
-
-/** user+system CPU of a process and its children that are alive now (µs) */
-function cpuUs(pid: number): number {
-  let ticks = 0;
-  for (const p of [pid, ...children(pid)]) {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // gone
-    }
-  }
-  return ticks * TICK_US;
-}
-
-/** the pids of a process's children */
-function children(pid: number): number[] {
-  const out: number[] = [];
-  try {
-    for (const t of readdirSync(`/proc/${pid}/task`)) {
-      const kids = readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim();
-      if (kids) out.push(...kids.split(/\s+/).map(Number));
-    }
-  } catch {
-    // gone
-  }
-  return out;
-}
-
-/** the primary logs "N workers serving" at info only; here (LOG_LEVEL=warn) wait for the children, then give them time to listen */
-async function waitWorkers(inst: Instance, n: number) {
-  if (n === 1) return;
-  const deadline = Date.now() + 30_000;
-  while (children(inst.pid).length < n) {
-    if (Date.now() > deadline) throw new Error(`workers not up:\n${inst.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  await new Promise((r) => setTimeout(r, 4000));
-}
 
 async function main() {
   const up = await startFastUpstream();
   const rows: Array<{ name: string; r: LoadResult; cpu?: number }> = [];
   const f = (ms: number) => (ms < 10 ? ms.toFixed(3) : ms.toFixed(1));
-  const load = (url: string, headers: Record<string, string>, body: string) =>
-    runLoad({ url, headers: { 'content-type': 'application/json', ...headers }, body, connections: CONNECTIONS, durationMs: DURATION_MS, warmupMs: WARMUP_MS });
-
-  const direct = await load(up.url + '/chat/completions', {}, JSON.stringify({ model: 'fast', messages: [{ role: 'user', content: 'Say hello.' }] }));
+  const direct = await runLoad({
+    url: up.url + '/chat/completions',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'fast', messages: [{ role: 'user', content: 'Say hello.' }] }),
+    connections: CONNECTIONS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+  });
   rows.push({ name: 'upstream direct', r: direct });
-  for (const workers of [1, 2]) {
-    const c = await startCluster({ upstreamUrl: up.url, redisDb: 7, instances: 1, models: [{ name: 'fast' }], env: { WORKERS: String(workers), LOG_LEVEL: 'warn' } });
-    try {
-      const inst = c.instances[0]!;
-      await waitWorkers(inst, workers);
-      const { key } = await c.createKey(inst, 'bench');
-      const cpu0 = cpuUs(inst.pid);
-      const r = await load(inst.url + '/v1/responses', { authorization: `Bearer ${key}` }, JSON.stringify({ model: 'fast', input: 'Say hello.', store: false }));
-      const cpu = cpuUs(inst.pid) - cpu0;
-      // CPU spans warm-up and measured time; requests are counted in the measured time only: scale them
-      const served = r.rps * ((DURATION_MS + WARMUP_MS) / 1000);
-      if (r.failures) throw new Error(`WORKERS=${workers}: ${r.failures} failed requests`);
-      rows.push({ name: `Portico WORKERS=${workers}`, r, cpu: cpu / served });
-      console.error(`WORKERS=${workers}: ${r.rps.toFixed(0)} req/s, p50 ${f(r.p50)} ms, ${(cpu / served).toFixed(0)} µs CPU/request`);
-    } finally {
-      await c.close();
-    }
-  }
+  await measureWorkers(up.url, {
+    connections: CONNECTIONS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    onRow: ({ workers, r, cpu }) => {
+      rows.push({ name: `Portico WORKERS=${workers}`, r, cpu });
+      console.error(`WORKERS=${workers}: ${r.rps.toFixed(0)} req/s, p50 ${f(r.p50)} ms, ${cpu.toFixed(0)} µs CPU/request`);
+    },
+  });
   await up.stop();
 
   const cpus = os.cpus();

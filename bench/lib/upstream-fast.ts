@@ -6,6 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { osThreadId } from './threads.js';
 
 const PIECES = ['Hello', ' from the', ' fast upstream.'];
 
@@ -61,13 +62,17 @@ export function fastUpstreamServer(): http.Server {
   return server;
 }
 
-/** Starts the upstream in a worker thread; resolves with its base URL (ending in /v1) and a stop function. */
-export function startFastUpstream(): Promise<{ url: string; stop: () => Promise<void> }> {
+/**
+ * Starts the upstream in a worker thread; resolves with its base URL (ending in /v1), a stop function, and the
+ * thread's OS id (a benchmark leaves its CPU out of the server's).
+ */
+export function startFastUpstream(): Promise<{ url: string; stop: () => Promise<void>; tid?: number }> {
   return new Promise((resolve, reject) => {
     const w = new Worker(new URL(import.meta.url), { workerData: { fastUpstream: true } });
     w.once('error', reject);
-    w.once('message', (port: number) =>
+    w.once('message', ({ port, tid }: { port: number; tid?: number }) =>
       resolve({
+        tid,
         url: `http://127.0.0.1:${port}/v1`,
         stop: async () => {
           await w.terminate();
@@ -79,5 +84,5 @@ export function startFastUpstream(): Promise<{ url: string; stop: () => Promise<
 
 if (!isMainThread && (workerData as { fastUpstream?: boolean } | undefined)?.fastUpstream) {
   const server = fastUpstreamServer();
-  server.listen(0, '127.0.0.1', () => parentPort!.postMessage((server.address() as AddressInfo).port));
+  server.listen(0, '127.0.0.1', () => parentPort!.postMessage({ port: (server.address() as AddressInfo).port, tid: osThreadId() }));
 }

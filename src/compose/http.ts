@@ -12,7 +12,7 @@ import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
 import { AppError } from '../platform/errors.js';
 import { validatorCompiler } from '../platform/http/validation.js';
-import { invalidJson, parseJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
+import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
 import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
@@ -137,18 +137,33 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     return out;
   };
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    const buf = body as Buffer;
     // a large body read in blocks as it came (readLargeJson, the {base_url} group's preParsing hook: Fastify got none)
-    parseJsonBody(((body as Buffer).length === 0 && takeLargeJson(req)) || (body as Buffer), parseSmall).then(
+    const blocks = buf.length === 0 ? takeLargeJson(req) : undefined;
+    if (!blocks && buf.length < OFF_THREAD_BYTES) {
+      let value: unknown;
+      try {
+        value = parseSmallJsonBody(buf, parseSmall);
+      } catch (e) {
+        done(e instanceof AppError ? e : invalidJson(), undefined);
+        return;
+      }
+      done(null, value);
+      return;
+    }
+    parseJsonBody(blocks ?? buf, parseSmall).then(
       (v) => done(null, v),
       (e: unknown) => done(e instanceof AppError ? e : invalidJson(), undefined),
     );
   });
 
   app.decorateRequest('facts', null as unknown as RequestFacts);
-  app.addHook('onRequest', async (req, reply) => {
+  // callback hooks where nothing is awaited: an async hook costs a promise and a turn of the microtask queue
+  app.addHook('onRequest', (req, reply, done) => {
     req.facts = new RequestFacts();
     reply.header('x-request-id', req.id);
-    if (req.url.includes('%00')) throw new AppError('validation_error', 'the URL must not contain NUL characters (%00)');
+    if (req.url.includes('%00')) done(new AppError('validation_error', 'the URL must not contain NUL characters (%00)'));
+    else done();
   });
   const tracing = opts.tracing;
   if (tracing) {
@@ -168,8 +183,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     const route = req.routeOptions.url ?? 'unknown';
     const status = reply.statusCode;
     const ms = reply.elapsedTime;
-    metrics.requests.inc({ method: req.method, route, status });
-    metrics.latency.observe({ method: req.method, route }, ms / 1000);
+    metrics.httpRequest(req.method, route, status, ms / 1000);
     const f = req.facts;
     f?.routed(f.route);
     logRequest(req, route, status, ms);

@@ -169,8 +169,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
           .addTokens({ keyId: k.keyId, rpmLimit: k.rpmLimit ?? null, tpmLimit: k.tpmLimit ?? null }, tokens)
           .catch((err) => log.debug({ err: (err as Error).message }, 'tokens not added to the rate-limit window'));
       }
-      if (e.inputTokens) metrics.tokens.inc({ model: e.model, direction: 'input' }, e.inputTokens);
-      if (e.outputTokens) metrics.tokens.inc({ model: e.model, direction: 'output' }, e.outputTokens);
+      if (e.inputTokens || e.outputTokens) metrics.tokensUsed(e.model, e.inputTokens ?? 0, e.outputTokens ?? 0);
       if (e.audioSeconds) metrics.audioSeconds.inc({ model: e.model, operation: e.operation }, e.audioSeconds);
       if (e.characters) metrics.characters.inc({ model: e.model }, e.characters);
     });

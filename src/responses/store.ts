@@ -55,41 +55,59 @@ function byResponse<R extends ItemRow>(rows: readonly R[]): Array<{ first: R; in
   return out;
 }
 
+/** a stored response's jsonb values, made before it is written */
+interface JsonbValues {
+  object: RawBuilder<unknown>;
+  inputItems: RawBuilder<unknown>;
+  request: RawBuilder<unknown> | null;
+}
+
 /** SQL for stored responses and their event logs (background replay). */
 export class ResponseStore {
   constructor(private readonly db: Db) {}
 
+  /**
+   * Stores a response, with its first events when there are some (a background job's). Without events it is one
+   * statement, atomic by itself: no transaction, so one trip to the database instead of two (PGlite's thread) or
+   * three (BEGIN, INSERT, COMMIT on PostgreSQL) for every stored response.
+   */
   async insert(r: StoredResponse, events?: StreamEvent[]): Promise<void> {
-    const now = Math.floor(Date.now() / 1000);
-    // made before the transaction (which holds PGlite's one connection): large values in slices (platform/db/jsonb.ts)
+    // made first (before a transaction, which holds PGlite's one connection): large values in slices (platform/db/jsonb.ts)
     let object = jsonb(r.object, jsonSafe);
     let inputItems = jsonb(r.inputItems, jsonSafe);
     let request = r.request === undefined ? null : jsonb(r.request, jsonSafe);
     if (object instanceof Promise || inputItems instanceof Promise || request instanceof Promise) [object, inputItems, request] = await Promise.all([object, inputItems, request]);
+    const values: JsonbValues = { object, inputItems, request };
+    if (!events?.length) return this.insertRow(this.db, r, values);
     await this.db.transaction().execute(async (tx) => {
-      await tx
-        .insertInto('responses')
-        .values({
-          id: r.id,
-          user_id: r.userId,
-          org_id: r.orgId,
-          key_id: r.keyId,
-          model: r.object.model,
-          status: r.object.status,
-          background: r.object.background,
-          previous_response_id: r.object.previous_response_id,
-          object,
-          input_items: inputItems,
-          request,
-          runner_id: r.runner ?? null,
-          heartbeat_at: r.runner ? Date.now() : null,
-          created_at: r.object.created_at,
-          updated_at: now,
-          deleted_at: null,
-        } as any)
-        .execute();
-      if (events?.length) await this.insertEvents(tx as unknown as Db, r.id, events);
+      await this.insertRow(tx as unknown as Db, r, values);
+      await this.insertEvents(tx as unknown as Db, r.id, events);
     });
+  }
+
+  private async insertRow(db: Db, r: StoredResponse, v: JsonbValues): Promise<void> {
+    const now = Math.floor(Date.now() / 1000);
+    await db
+      .insertInto('responses')
+      .values({
+        id: r.id,
+        user_id: r.userId,
+        org_id: r.orgId,
+        key_id: r.keyId,
+        model: r.object.model,
+        status: r.object.status,
+        background: r.object.background,
+        previous_response_id: r.object.previous_response_id,
+        object: v.object,
+        input_items: v.inputItems,
+        request: v.request,
+        runner_id: r.runner ?? null,
+        heartbeat_at: r.runner ? Date.now() : null,
+        created_at: r.object.created_at,
+        updated_at: now,
+        deleted_at: null,
+      } as any)
+      .execute();
   }
 
   private async insertEvents(db: Db, id: string, events: StreamEvent[]) {

@@ -15,11 +15,14 @@ function fakeStore() {
     down: false,
     calls: 0,
     rows,
+    /** ms an insert takes */
+    delayMs: 2,
+
     /** rows with this model are refused for their content, as PostgreSQL refuses a NUL in text */
     refuseModel: undefined as string | undefined,
     async insert(batch: UsageInsert[]) {
       s.calls++;
-      await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, s.delayMs));
       if (s.down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
       if (batch.some((r) => r.model === s.refuseModel)) throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' });
       for (const r of batch) if (!rows.has(r.record_id!)) rows.set(r.record_id!, r);
@@ -185,6 +188,47 @@ test('close() with the database away ends at once and leaves the records in the 
     await new Promise((r) => setTimeout(r, 100));
     assert.equal(store.calls, calls, 'no shipment after close');
     assert.equal(new UsageJournal(dir).recover().length, 3);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('under a steady load: one INSERT per interval, and the journal holds only what is not in the database yet', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
+  try {
+    const store = fakeStore();
+    store.delayMs = 40;
+    const usage = service(store, dir);
+    const journalIds = () =>
+      readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).request_id as string);
+    // records keep coming, one every 2 ms for 1.2 s: never a moment with nothing pending
+    let checked = 0;
+    let n = 0;
+    const end = Date.now() + 1200;
+    while (Date.now() < end) {
+      const id = `s${n++}`;
+      await usage.record({ requestId: id, key, model: 'm', operation: 'responses' });
+      await new Promise((r) => setTimeout(r, 2));
+      // between shipments the journal is what is not stored yet: nothing shipped, everything unshipped
+      const inJournal = journalIds();
+      const stored = inJournal.filter((r) => [...store.rows.values()].some((x) => x.request_id === r));
+      if (store.calls >= 2 && stored.length === 0) checked++;
+      const unshipped = Array.from({ length: n }, (_, i) => `s${i}`).filter((r) => ![...store.rows.values()].some((x) => x.request_id === r));
+      assert.deepEqual(inJournal.filter((r) => unshipped.includes(r)).sort(), unshipped.sort(), 'every record not in the database is in the journal');
+    }
+    assert.ok(n > 100, `${n} records`);
+    // one INSERT per interval (100 ms) or so, not one after the other (40 ms each: up to 30 in 1.2 s)
+    assert.ok(store.calls <= 16, `${store.calls} inserts for ${n} records in 1.2 s`);
+    assert.ok(checked > 0, 'the journal was seen holding only unshipped records while the load went on');
+    assert.ok(journalIds().length < n / 2, `the journal did not keep everything (${journalIds().length} of ${n} lines)`);
+    await usage.flush();
+    assert.equal(store.rows.size, n);
+    assert.equal(readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8'), '');
+    assert.equal(statSync(join(dir, 'usage-journal.ndjson')).mode & 0o777, 0o600, 'the rewritten journal stays private');
+    await usage.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -42,7 +42,8 @@ for (const db of testDatabases()) {
         const errors = lines.filter((l) => l.level === 'error');
         assert.equal(errors.length, 1, JSON.stringify(lines));
         assert.equal(errors[0]!.obj.request_id, 'nul-refused');
-        assert.match(String(errors[0]!.obj.reason), /0x00|null|invalid/i);
+        // the database's own reason: a NUL as a parameter (0x00) or inside the batch's JSON (a \u0000 escape)
+        assert.match(String(errors[0]!.obj.reason), /0x00|null|invalid|unicode escape/i);
         // replayed once the cause is fixed (the operator copies the `record` of each line into the journal of a
         // stopped instance): the fixed record is stored, and a record that was already stored is not doubled
         const replayDir = join(dir, 'replay');

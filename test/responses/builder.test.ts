@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ResponseBuilder, toUsage, type StreamEvent } from '../../src/responses/builder.js';
+import { ResponseBuilder, copy, toUsage, type StreamEvent } from '../../src/responses/builder.js';
 import { initialResponse, outputText, type OutputItem, type ResponseObject } from '../../src/responses/object.js';
 import type { GenerateEvent, Usage } from '../../src/engines/types.js';
 
@@ -428,3 +428,65 @@ describe('ResponseBuilder', () => {
 function rebuiltStatuses(events: StreamEvent[]): string[] {
   return events.filter((e) => e.type === 'response.output_item.done').map((e) => (e.item as OutputItem).status as string);
 }
+
+describe('copy (the snapshots of streamed events)', () => {
+  test('a deep copy equal to structuredClone for JSON values, sharing nothing with the original', () => {
+    const v = {
+      id: 'resp_1',
+      n: 1.5,
+      ok: true,
+      nothing: null,
+      gone: undefined,
+      list: [1, 'two', { three: [3] }, null],
+      nested: { a: { b: { c: 'd' } } },
+      empty: {},
+      emptyList: [],
+    };
+    const c = copy(v);
+    assert.deepStrictEqual(c, structuredClone(v));
+    assert.deepEqual(Object.keys(c), Object.keys(v), 'keys in the same order');
+    c.nested.a.b.c = 'changed';
+    (c.list[2] as { three: number[] }).three.push(4);
+    assert.equal(v.nested.a.b.c, 'd');
+    assert.deepEqual(v.list[2], { three: [3] });
+  });
+
+  test('an own "__proto__" key stays a key; a value that is not plain JSON is cloned as structuredClone does', () => {
+    const v = JSON.parse('{"metadata":{"__proto__":{"polluted":true},"k":"v"}}') as { metadata: Record<string, unknown> };
+    const c = copy(v);
+    assert.equal(Object.getPrototypeOf(c.metadata), Object.prototype);
+    assert.deepEqual(Object.keys(c.metadata), ['__proto__', 'k']);
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    assert.equal(JSON.stringify(c), JSON.stringify(v));
+    const d = new Date(0);
+    const withDate = copy({ at: d });
+    assert.ok(withDate.at instanceof Date && withDate.at !== d && withDate.at.getTime() === 0);
+  });
+
+  test('events of a stream carry what the response was when they were made', () => {
+    const events: StreamEvent[] = [];
+    const r = initialResponse({ model: 'm', input: 'x' } as never, 'resp_x', 1, 'in_progress');
+    const b = new ResponseBuilder(r, (e) => events.push(e));
+    b.start();
+    b.handle({ type: 'text_delta', delta: 'Hel' });
+    b.handle({ type: 'text_delta', delta: 'lo' });
+    b.finish('stop', { inputTokens: 1, outputTokens: 2 });
+    const created = events.find((e) => e.type === 'response.created')!.response as ResponseObject;
+    assert.equal(created.status, 'in_progress');
+    assert.deepEqual(created.output, []);
+    const added = events.find((e) => e.type === 'response.output_item.added')!.item as OutputItem & { type: 'message' };
+    assert.equal((added.content[0] as { text: string } | undefined)?.text ?? '', '');
+    const completed = events.find((e) => e.type === 'response.completed')!.response as ResponseObject;
+    assert.equal(outputText(completed.output), 'Hello');
+    assert.notEqual(completed, r);
+    // what the builder changes later is copied: status, usage, the items and their text
+    const inProgress = events.find((e) => e.type === 'response.in_progress')!.response as ResponseObject;
+    assert.equal(inProgress.status, 'in_progress');
+    assert.equal(inProgress.usage ?? null, null);
+    assert.deepEqual(inProgress.output, []);
+    assert.equal(completed.status, 'completed');
+    assert.notEqual(completed.output[0], r.output[0]);
+    b.handle({ type: 'text_delta', delta: ' again' });
+    assert.equal(outputText(completed.output), 'Hello', 'a later change to the live response does not reach an event already made');
+  });
+});

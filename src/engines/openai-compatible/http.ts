@@ -11,6 +11,7 @@
  * streams for minutes would hold every request queued behind it on the same connection.
  */
 import { Pool, type Dispatcher } from 'undici';
+import { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineError } from '../types.js';
@@ -140,7 +141,7 @@ export class Upstream {
         path: this.basePath + path,
         headers,
         body: payload,
-        signal: call.abort.signal,
+        signal: call,
         headersTimeout: 0,
         bodyTimeout: 0,
       });
@@ -212,7 +213,10 @@ export class Upstream {
         resolve(parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
       });
       res.on('error', fail);
-      res.on('close', () => fail(new Error('premature close')));
+      // (close follows every end: the error, and its stack trace, only when the body was cut)
+      res.on('close', () => {
+        if (!done) fail(new Error('premature close'));
+      });
     });
   }
 
@@ -291,13 +295,19 @@ export function parseErrorBody(body: string): { message: string; code?: string }
  * One in-flight upstream request: its timeout (the wait for the headers, then the longest silence between two
  * body chunks: touch() on every chunk) and its abort wiring (the caller's signal aborts the request; the call
  * is the listener itself, no closure per request); then the body (Buffers) and what it needs to end it.
+ *
+ * The call is also the signal undici's request listens to: undici takes an EventEmitter with `aborted` and
+ * `reason` as well as an AbortSignal, and an emitter costs a fraction of an AbortController and its EventTarget
+ * listeners, which every upstream call would otherwise make and tear down.
  */
-export class Call {
+export class Call extends EventEmitter {
   res?: Readable;
   headers: Dispatcher.ResponseData['headers'] = {};
   /** utf8 text of the body's chunks as they come (a code point split between two chunks is held back) */
   readonly decoder = new StringDecoder('utf8');
-  readonly abort = new AbortController();
+  /** the request was aborted (the caller's signal, or the timeout): undici reads these two */
+  aborted = false;
+  reason: unknown = undefined;
   timedOut = false;
   /** the call's client span when the request is traced: ended with the call */
   span?: UpstreamSpan;
@@ -307,13 +317,22 @@ export class Call {
     timeoutMs: number,
     readonly signal: AbortSignal | undefined,
   ) {
+    super();
     this.timer = setTimeout(onCallTimeout, timeoutMs, this);
     signal?.addEventListener('abort', this, { once: true });
   }
 
+  /** aborts the upstream request (undici closes its connection) */
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.emit('abort');
+  }
+
   /** the caller's signal fired (EventListener interface) */
   handleEvent(): void {
-    this.abort.abort(cancelled());
+    this.abort(cancelled());
   }
 
   get cancelled(): boolean {
@@ -365,5 +384,5 @@ export class Call {
 
 function onCallTimeout(call: Call): void {
   call.timedOut = true;
-  call.abort.abort(new Error('timeout'));
+  call.abort(new Error('timeout'));
 }

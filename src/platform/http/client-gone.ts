@@ -1,9 +1,10 @@
 import type { FastifyReply } from 'fastify';
 
 /**
- * An AbortSignal that fires when the client goes away before its answer is finished (the one place a
- * disconnect is noticed: JSON answers, event streams and audio streams alike). `release` stops listening once
- * the answer no longer needs it.
+ * An AbortSignal that fires when the client goes away before its answer is finished (JSON answers and audio
+ * streams; an event stream's SseWriter applies the same rule, a close before the answer is finished, to the one
+ * controller it also aborts when the server stops the stream). `release` stops listening once the answer no
+ * longer needs it.
  */
 export function clientGone(reply: FastifyReply): { signal: AbortSignal; release: () => void } {
   const ac = new AbortController();

@@ -163,6 +163,14 @@ export function takeLargeJson(req: { raw: object }): BodyBlocks | undefined {
  */
 export async function parseJsonBody(buf: Buffer | BodyBlocks, parse: (text: string) => unknown): Promise<unknown> {
   if (buf instanceof BodyBlocks || buf.length >= OFF_THREAD_BYTES) return offThread(buf);
+  return parseSmallJsonBody(buf, parse);
+}
+
+/**
+ * parseJsonBody for a body under OFF_THREAD_BYTES, synchronously (no promise for the small requests that are
+ * nearly all of them): the value, or an AppError thrown.
+ */
+export function parseSmallJsonBody(buf: Buffer, parse: (text: string) => unknown): unknown {
   const text = buf.toString('utf8');
   if (text.trim() === '') return undefined;
   if (NUL_ESCAPE.test(text)) throw nulError();

@@ -1,6 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from 'node:http';
-import { clientGone } from './client-gone.js';
 import { AppError } from '../errors.js';
 
 /** the streams being written, per HTTP server: what a shutdown past its grace period stops (stopStreams) */
@@ -20,28 +19,39 @@ export function stopStreams(server: Server, err: AppError): { count: number; clo
 }
 
 /**
- * Server-Sent Events on the raw socket: `event: <type>\ndata: <json>\n\n`, one write per event, LF only.
- * The reply is hijacked, so Fastify sends nothing else on it.
+ * Server-Sent Events on the raw socket: `event: <type>\ndata: <json>\n\n`, LF only. The reply is hijacked, so
+ * Fastify sends nothing else on it.
+ *
+ * The events written in one turn of the event loop leave in one socket write: the first write of a turn corks
+ * the response and a nextTick uncorks it, after the promise jobs of that turn (the consumer's loop over the
+ * events an upstream chunk gave) have run. A stream of a dozen events that arrive together thus costs one write
+ * system call instead of a dozen, and the first event waits for nothing but the end of its own turn.
  */
 export class SseWriter {
   private started = false;
   /** aborted when the client goes away before the stream ends, or the server stops it: stop the work behind the stream */
   readonly closed: AbortSignal;
-  private readonly gone: AbortSignal;
-  private readonly stopping = new AbortController();
+  /** one controller for both causes (a client that left, a server that stops the stream): the first one wins */
+  private readonly ctl = new AbortController();
+  private left = false;
+  private stopped: AppError | undefined;
   private readonly done: Promise<void>;
 
   constructor(
     private readonly req: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
-    this.gone = clientGone(reply).signal;
-    this.closed = AbortSignal.any([this.gone, this.stopping.signal]);
+    this.closed = this.ctl.signal;
     let set = active.get(req.server.server);
     if (!set) active.set(req.server.server, (set = new Set()));
     set.add(this);
     this.done = new Promise((resolve) =>
       reply.raw.once('close', () => {
+        // closed before the answer was finished: the client went away (src/platform/http/client-gone.ts)
+        if (!reply.raw.writableFinished) {
+          this.left = true;
+          this.ctl.abort(new Error('client disconnected'));
+        }
         if (this.started) req.server.metrics?.activeStreams.dec();
         active.get(req.server.server)?.delete(this);
         resolve();
@@ -51,12 +61,12 @@ export class SseWriter {
 
   /** the client went away (as opposed to the server stopping the stream) */
   get clientLeft(): boolean {
-    return this.gone.aborted;
+    return this.left;
   }
 
   /** why the server stopped the stream (shutdown), if it did */
   get stoppedWith(): AppError | undefined {
-    return this.stopping.signal.aborted ? (this.stopping.signal.reason as AppError) : undefined;
+    return this.stopped;
   }
 
   /**
@@ -65,7 +75,10 @@ export class SseWriter {
    * route does not end it).
    */
   stop(err: AppError): Promise<void> {
-    if (!this.stopping.signal.aborted) this.stopping.abort(err);
+    if (this.stopped === undefined) {
+      this.stopped = err;
+      this.ctl.abort(err);
+    }
     const cut = setTimeout(() => this.reply.raw.destroy(), 1000);
     return this.done.finally(() => clearTimeout(cut));
   }
@@ -91,16 +104,33 @@ export class SseWriter {
   }
 
   event(e: { type: string }) {
-    if (!this.started) this.start();
-    if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;
-    this.reply.raw.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+    this.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
   }
 
   /** A data-only event (`data: <json>\n\n`, no event line), as Chat Completions streams have them. */
   data(payload: unknown) {
+    this.write(`data: ${JSON.stringify(payload)}\n\n`);
+  }
+
+  private corked = false;
+
+  private write(text: string) {
     if (!this.started) this.start();
-    if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;
-    this.reply.raw.write(`data: ${JSON.stringify(payload)}\n\n`);
+    const raw = this.reply.raw;
+    if (raw.writableEnded || raw.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      raw.cork();
+      process.nextTick(uncork, this);
+    }
+    raw.write(text);
+  }
+
+  /** the turn's events leave together (nextTick after the first write of a turn) */
+  flush() {
+    if (!this.corked) return;
+    this.corked = false;
+    this.reply.raw.uncork();
   }
 
   /**
@@ -130,6 +160,12 @@ export class SseWriter {
   end(done = true) {
     if (!this.started) this.start();
     if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;
+    // end() writes what a cork holds back, with the last chunk
+    this.corked = false;
     this.reply.raw.end(done ? 'data: [DONE]\n\n' : undefined);
   }
+}
+
+function uncork(w: SseWriter) {
+  w.flush();
 }

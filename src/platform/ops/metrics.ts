@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 /** Buckets of the per-model latency histograms (seconds): model answers take from milliseconds to minutes. */
 const MODEL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
@@ -99,20 +99,15 @@ export interface ModelSeries {
 /** Prometheus metrics of one Portico process (served at /metrics). */
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
-    name: 'portico_http_requests_total',
-    help: 'HTTP requests by route and status',
-    labelNames: ['method', 'route', 'status'],
-    registers: [this.registry],
-  });
-  readonly latency = new Histogram({
-    name: 'portico_http_request_duration_seconds',
-    help: 'HTTP request latency by route (to the end of the response)',
-    labelNames: ['method', 'route'],
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-    registers: [this.registry],
-  });
-  readonly tokens = new Counter({ name: 'portico_tokens_total', help: 'Tokens by model and direction', labelNames: ['model', 'direction'], registers: [this.registry] });
+  readonly requests = this.bound('portico_http_requests_total', 'HTTP requests by route and status', 'counter', ['method', 'route', 'status']);
+  readonly latency = this.bound(
+    'portico_http_request_duration_seconds',
+    'HTTP request latency by route (to the end of the response)',
+    'histogram',
+    ['method', 'route'],
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  );
+  readonly tokens = this.bound('portico_tokens_total', 'Tokens by model and direction', 'counter', ['model', 'direction']);
   readonly audioSeconds = new Counter({
     name: 'portico_audio_seconds_total',
     help: 'Audio seconds transcribed or synthesized by model',
@@ -198,6 +193,37 @@ export class Metrics {
   });
 
   private readonly series = new Map<string, ModelSeries>();
+  private readonly httpCounts = new Map<string, BoundCounter>();
+  private readonly httpLatency = new Map<string, BoundHistogram>();
+  private readonly tokenSeries = new Map<string, { input: BoundCounter; output: BoundCounter }>();
+
+  /**
+   * One HTTP request ended: its count by method, route and status, and its latency by method and route (a
+   * WebSocket turn is counted without a latency).
+   */
+  httpRequest(method: string, route: string, status: number, seconds?: number): void {
+    const k = method + ' ' + route;
+    if (seconds !== undefined) {
+      let h = this.httpLatency.get(k);
+      if (h === undefined) this.httpLatency.set(k, (h = this.latency.child(method, route) as BoundHistogram));
+      h.observe(seconds);
+    }
+    const ks = k + ' ' + status;
+    let c = this.httpCounts.get(ks);
+    if (c === undefined) this.httpCounts.set(ks, (c = this.requests.child(method, route, String(status)) as BoundCounter));
+    c.inc();
+  }
+
+  /** Tokens a model used (portico_tokens_total). */
+  tokensUsed(model: string, input: number, output: number): void {
+    let t = this.tokenSeries.get(model);
+    if (t === undefined) {
+      t = { input: this.tokens.child(model, 'input') as BoundCounter, output: this.tokens.child(model, 'output') as BoundCounter };
+      this.tokenSeries.set(model, t);
+    }
+    if (input) t.input.inc(input);
+    if (output) t.output.inc(output);
+  }
 
   /** The per-model series of a model and deployment, made on first use. */
   modelSeries(model: string, deployment: string): ModelSeries {

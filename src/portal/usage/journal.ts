@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fchmodSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeSync, fsyncSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, writeSync, fsyncSync } from 'node:fs';
 import { join } from 'node:path';
 import type { UsageInsert } from './store.js';
 
@@ -51,6 +51,31 @@ export class UsageJournal {
   clear(): void {
     const fd = this.open();
     ftruncateSync(fd, 0);
+  }
+
+  /**
+   * What the spool holds is in the database but for `rows` (records that came while a batch was shipped): the
+   * spool becomes exactly those, so it never grows under a load that leaves no moment with nothing pending. A new
+   * file is written and renamed over the old one (a crash meanwhile leaves one or the other, both complete);
+   * the caller runs this synchronously, so no append can come in between.
+   */
+  keepOnly(rows: readonly UsageInsert[]): void {
+    if (rows.length === 0) return this.clear();
+    const tmp = this.path + '.next';
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      fchmodSync(fd, 0o600);
+      let text = '';
+      for (const r of rows) text += JSON.stringify(r) + '\n';
+      writeSync(fd, text);
+      renameSync(tmp, this.path);
+    } catch (e) {
+      closeSync(fd);
+      throw e;
+    }
+    if (this.fd !== undefined) closeSync(this.fd);
+    // the descriptor was opened for writing at offset 0 and wrote the whole file: appends go on at its end
+    this.fd = fd;
   }
 
   close(): void {

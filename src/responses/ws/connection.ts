@@ -314,7 +314,7 @@ export class WsConnection {
   /** one line and one count per turn, as the HTTP requests have (status: 200 once the response started) */
   private logTurn(requestId: string, started: number, outcome: string, status: number) {
     const ms = Math.round((performance.now() - started) * 100) / 100;
-    this.req.server.metrics?.requests.inc({ method: 'WS', route: '/v1/responses', status });
+    this.req.server.metrics?.httpRequest('WS', '/v1/responses', status);
     this.req.log.info({ turn: requestId, method: 'WS', url: '/v1/responses', status, outcome, ms }, 'websocket turn');
   }
 }
