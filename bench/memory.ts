@@ -65,6 +65,8 @@ async function startServer(upstreamUrl: string, db: 'pglite' | 'pglite-main' | '
       JWT_SECRET: SECRET,
       KEY_PEPPER: 'bench-pepper-0123456789abcdef0123456789abcdef',
       ...(db === 'pglite-main' ? { PORTICO_PGLITE_THREAD: 'off' } : {}),
+      // the embedded database's shared buffers, when the run compares them (default: Portico's own, 8 MB)
+      ...(process.env.PGLITE_SHARED_BUFFERS_MB ? { PGLITE_SHARED_BUFFERS_MB: process.env.PGLITE_SHARED_BUFFERS_MB } : {}),
       ...(schema ? { DATABASE_URL: `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}` } : {}),
     },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -46,9 +46,13 @@ interface WorkerData extends LoadOptions {
 export function runLoad(opts: LoadOptions): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     const w = new Worker(new URL(import.meta.url), { workerData: { ...opts, porticoBenchLoad: true } satisfies WorkerData });
-    w.once('message', resolve);
+    let result: LoadResult | undefined;
+    w.once('message', (r: LoadResult) => (result = r));
     w.once('error', reject);
-    w.once('exit', (code) => code !== 0 && reject(new Error(`load worker exited ${code}`)));
+    // resolved once the thread is gone, not at its message: a benchmark that reads the CPU time of this process's
+    // threads right after the load would otherwise find the load thread still alive and charge all its CPU to the
+    // server under test (bench/lib/threads.ts counts a thread it did not see before from zero)
+    w.once('exit', (code) => (code === 0 && result ? resolve(result) : reject(new Error(`load worker exited ${code}`))));
   });
 }
 

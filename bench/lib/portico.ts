@@ -13,6 +13,7 @@ import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { createCore } from '../../src/compose/core.js';
 import { createRuntime, type Runtime } from '../../src/compose/runtime.js';
+import { compileDeferred } from '../../src/platform/http/validation.js';
 import type { FeatureModule } from '../../src/platform/module.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
@@ -66,6 +67,9 @@ export async function startPortico(o: BenchPorticoOptions): Promise<BenchPortico
   const runtime = await createRuntime(core, { extraModules: o.extraModules });
   const app = runtime.app;
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  // as `serve` does right after listen (in the background there; awaited here, so that no benchmark measures a
+  // route's first call compiling its schema, which a served instance has done within a second of starting)
+  await compileDeferred();
   const jwt = await signToken(new TextEncoder().encode(BENCH_SECRET), { userId: 'bench-user', ttlSeconds: 3600 });
   return {
     app,

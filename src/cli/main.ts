@@ -10,7 +10,7 @@ import cluster from 'node:cluster';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../platform/config.js';
 import { parseTtl, signToken } from '../platform/auth/jwt.js';
-import { openDb } from '../platform/db/index.js';
+import { dbOptionsOf, openDb } from '../platform/db/index.js';
 import { ModelConfigError } from '../models/config.js';
 import { AppError } from '../platform/errors.js';
 import { PRIVATE_UMASK } from '../platform/data-dir.js';
@@ -231,7 +231,7 @@ Every command takes --help and --version. Settings come from the environment (se
     .option('--dry-run', 'list the migrations that would run, change nothing', false)
     .action(async (o: { dryRun: boolean }) => {
       const config = loadConfig();
-      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb, thread: config.pgliteThread });
+      const db = await openDb(dbOptionsOf(config));
       try {
         if (o.dryRun) {
           const pending = await db.pending();

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { DestinationStream } from 'pino';
 import type { Config } from '../platform/config.js';
 import { createLogger, type Logger } from '../platform/log.js';
-import { openDb, type OpenedDb } from '../platform/db/index.js';
+import { dbOptionsOf, openDb, type OpenedDb } from '../platform/db/index.js';
 import { secureDataDir } from '../platform/data-dir.js';
 import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
 import { OrgRoles } from '../portal/keys/roles.js';
@@ -60,7 +60,7 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     const { fixed, dirWasOpen } = secureDataDir(config.dataDir);
     if (fixed) log.warn({ dataDir: config.dataDir, fixed, dirWasOpen }, `DATA_DIR held ${fixed} files or folders that other users could read or write: made private (0700/0600)`);
   }
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: config.inMemoryDb, thread: config.pgliteThread, schema: opts.dbSchema });
+  const db = await openDb(dbOptionsOf(config, { schema: opts.dbSchema }));
   const closers: Array<() => Promise<void>> = [() => db.close()];
   const close = async () => {
     for (const c of closers.splice(0).reverse()) {

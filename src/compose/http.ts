@@ -11,7 +11,7 @@ import websocket from '@fastify/websocket';
 import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
 import { AppError } from '../platform/errors.js';
-import { validatorCompiler } from '../platform/http/validation.js';
+import { lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
 import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
@@ -108,7 +108,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     forceCloseConnections: opts.gracefulClose ? 'idle' : true,
     ...(opts.limits ? { requestTimeout: opts.limits.requestTimeoutMs, keepAliveTimeout: opts.limits.keepAliveTimeoutMs, serverFactory: limitedServer(opts.limits) } : {}),
   }) as unknown as FastifyInstance;
-  app.setValidatorCompiler(validatorCompiler);
+  app.setValidatorCompiler(lazyValidatorCompiler);
   app.decorate('metrics', metrics);
   // a wrong method on a known path is 405 with Allow, not 404 (each group answers it in its own error shape)
   const allowedMethods = new AllowedMethods();

@@ -1,6 +1,7 @@
 import type { Config } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 import { stopStreams } from '../platform/http/sse.js';
+import { compileDeferred } from '../platform/http/validation.js';
 import { createCore, type Core } from './core.js';
 import { startMetricsServer, type MetricsServer } from '../platform/ops/metrics-server.js';
 import { createRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
@@ -50,6 +51,8 @@ export async function startServer(config: Config, opts: RuntimeOptions = {}): Pr
       throw e;
     }
   }
+  // the route validators not called yet are compiled now, in the background, one per turn of the event loop
+  void compileDeferred((e) => core.log.error({ err: (e as Error).message }, 'a route schema does not compile: its route answers 500'));
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;

@@ -3,6 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 
+/** PGlite's shared buffers in MB unless PGLITE_SHARED_BUFFERS_MB says otherwise (docs/deployment.md) */
+export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 8;
+
 /** Everything Portico reads from the environment, validated once at start. */
 export interface Config {
   port: number;
@@ -14,6 +17,8 @@ export interface Config {
   inMemoryDb: boolean;
   /** PGlite on a worker thread of its own (default); PORTICO_PGLITE_THREAD=off runs it on the main thread */
   pgliteThread: boolean;
+  /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers */
+  pgliteSharedBuffersMb: number;
   redisUrl?: string;
   modelConfigPath?: string;
   /** where pulled models and their catalogue live (MODELS_DIR, default DATA_DIR/models) */
@@ -224,6 +229,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     inMemoryDb,
     pgliteThread: env.PORTICO_PGLITE_THREAD !== 'off',
+    pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', DEFAULT_PGLITE_SHARED_BUFFERS_MB, 1, 4096),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     modelConfigPath: env.PORTICO_CONFIG || undefined,
     modelsDir: env.MODELS_DIR?.trim() ? resolve(env.MODELS_DIR.trim()) : join(dataDir, 'models'),

@@ -70,6 +70,13 @@ describe('configuration from the environment', () => {
     assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, MAX_ACTIVE_INFERENCE_KEYS: '25' }).limits.activeInferenceKeys, 25);
   });
 
+  test('PGLITE_SHARED_BUFFERS_MB: 8 by default, a whole number of MB from 1 to 4096', () => {
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET }).pgliteSharedBuffersMb, 8);
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, PGLITE_SHARED_BUFFERS_MB: '64' }).pgliteSharedBuffersMb, 64);
+    bad({ PGLITE_SHARED_BUFFERS_MB: '0' }, /^PGLITE_SHARED_BUFFERS_MB must be from 1 to 4096, got 0$/);
+    bad({ PGLITE_SHARED_BUFFERS_MB: '16MB' }, /^PGLITE_SHARED_BUFFERS_MB must be a whole number/);
+  });
+
   test('without JWT_SECRET or JWT_JWKS_URL a secret is generated once under DATA_DIR (0600) and kept', () => {
     const dir = tmp();
     const a = loadConfig({ DATA_DIR: dir });

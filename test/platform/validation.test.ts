@@ -3,7 +3,15 @@ import assert from 'node:assert/strict';
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { Type, type TSchema } from 'typebox';
-import { codePoints, describeValidationError, paramPath, validatorCompiler } from '../../src/platform/http/validation.js';
+import {
+  codePoints,
+  compileDeferred,
+  deferredValidators,
+  describeValidationError,
+  lazyValidatorCompiler,
+  paramPath,
+  validatorCompiler,
+} from '../../src/platform/http/validation.js';
 
 const ajv = new Ajv({ allErrors: false, strict: false, verbose: true });
 function problem(schema: TSchema, data: unknown, part = 'body') {
@@ -134,5 +142,36 @@ describe("validation messages: what is allowed, in OpenAI's codes and notation, 
     const code = String(ours);
     assert.match(code, /\.length > 4 && /);
     assert.match(code, /\.length < 2 \|\| \(/);
+  });
+});
+
+describe('route validators compiled when first needed (start-up does not wait for Ajv)', () => {
+  const route = (schema: TSchema) => ({ schema, httpPart: 'body', method: 'POST', url: '/x' });
+  test('a lazy validator answers and reports errors exactly as the compiled one, compiling once', () => {
+    const before = deferredValidators();
+    const lazy = lazyValidatorCompiler(route(Body)) as ((d: unknown) => boolean) & { errors?: unknown };
+    const eager = validatorCompiler(route(Body)) as ((d: unknown) => boolean) & { errors?: unknown };
+    assert.equal(deferredValidators(), before + 1, 'nothing compiled when the route was added');
+    for (const data of [{ model: 'm' }, { model: '' }, { model: 'm', foo: 1 }, { model: 'm', n: 9 }, 'text', null, { model: 'm', name: 'abcdef' }]) {
+      assert.equal(lazy(data), eager(data), JSON.stringify(data));
+      assert.deepEqual(lazy.errors ?? null, eager.errors ?? null, JSON.stringify(data));
+    }
+    assert.equal(deferredValidators(), before, 'compiled at its first call, and only once');
+  });
+
+  test('compileDeferred compiles what was not called, one per turn, and reports a schema that does not compile', async () => {
+    const a = lazyValidatorCompiler(route(Type.Object({ a: Type.String() }))) as (d: unknown) => boolean;
+    lazyValidatorCompiler(route(Type.Object({ b: Type.Integer() })));
+    const broken = lazyValidatorCompiler(route({ type: 'object', properties: { c: { type: 'no-such-type' } } } as unknown as TSchema)) as (d: unknown) => boolean;
+    assert.ok(deferredValidators() >= 3);
+    const errors: unknown[] = [];
+    await compileDeferred((e) => errors.push(e));
+    assert.equal(deferredValidators(), 0);
+    assert.equal(errors.length, 1);
+    assert.match(String((errors[0] as Error).message), /no-such-type|type/);
+    assert.equal(a({ a: 'x' }), true);
+    assert.equal(a({ a: 1 }), false);
+    // the broken one still fails loudly when called (its route answers 500), never passes unchecked
+    assert.throws(() => broken({ c: 1 }));
   });
 });

@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { ConfigError } from '../config.js';
+import { ConfigError, DEFAULT_PGLITE_SHARED_BUFFERS_MB, type Config } from '../config.js';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
@@ -18,9 +18,23 @@ export interface DbOptions {
   inMemory?: boolean;
   /** PGlite only: on a worker thread of its own (the default) or on this thread (false) */
   thread?: boolean;
+  /** PGlite only: its shared buffers in MB (PGLITE_SHARED_BUFFERS_MB; default 8) */
+  sharedBuffersMb?: number;
   /** PostgreSQL only: a schema of its own (tests run side by side in one database) */
   schema?: string;
   poolSize?: number;
+}
+
+/** The database the configuration names: PostgreSQL (DATABASE_URL) or the embedded PGlite and its settings. */
+export function dbOptionsOf(config: Config, extra: Partial<DbOptions> = {}): DbOptions {
+  return {
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    inMemory: config.inMemoryDb,
+    thread: config.pgliteThread,
+    sharedBuffersMb: config.pgliteSharedBuffersMb,
+    ...extra,
+  };
 }
 
 const INT8 = 20;
@@ -137,9 +151,10 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     const options = {
       dir,
       // PostgreSQL's default 128 MB of shared buffers is the largest part of PGlite's memory; Portico's working
-      // set is small (keys, the usage ledger, stored responses are read by id), and 16 MB keeps idle RSS at
-      // ~175 MiB instead of ~275 MiB and opens faster (docs/performance.md, "Start-up and memory")
-      postgresqlconf: ['shared_buffers=16MB'],
+      // set is small (keys, the usage ledger, stored responses are read by id), and a page not in them is read
+      // from the OS's page cache. 8 MB: idle RSS ~149 MiB once settled (16 MB: ~157); PostgreSQL's 128 MB held
+      // ~100 MiB more and opened slower (docs/performance.md, "Start-up and memory")
+      postgresqlconf: [`shared_buffers=${opts.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`],
     };
     const fresh = dir !== undefined && !existsSync(join(dir, 'PG_VERSION'));
     if (fresh) {

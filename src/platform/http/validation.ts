@@ -71,6 +71,61 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
   return ajv.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
 };
 
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+/** validators made by lazyValidatorCompiler and not compiled yet, in the order their routes were added */
+const deferred = new Set<() => void>();
+
+/**
+ * The route validator of `portico serve`: Ajv compiles a route's schemas when the route is first called (or when
+ * compileDeferred() gets to it after start-up), not while the server starts. Compiling the ~100 route schemas
+ * was ~0.18 s of a ~1.3 s start on PostgreSQL (docs/performance.md, "Start-up and memory"). The validator keeps
+ * Ajv's contract that Fastify reads: false with `.errors` set.
+ */
+export const lazyValidatorCompiler: FastifySchemaCompiler<unknown> = (route) => {
+  let compiled: Validate | undefined;
+  const compile = () => {
+    compiled ??= validatorCompiler(route) as Validate;
+    deferred.delete(compile);
+    return compiled;
+  };
+  deferred.add(compile);
+  const validate: Validate = (data) => {
+    const fn = compiled ?? compile();
+    const ok = fn(data);
+    validate.errors = fn.errors;
+    return ok;
+  };
+  return validate as ReturnType<FastifySchemaCompiler<unknown>>;
+};
+
+/**
+ * Compiles the validators nobody has called yet, one per turn of the event loop, so that a server that has
+ * started answering does not stall on them and the first call of a route does not pay its compilation. A schema
+ * Ajv cannot compile is reported through `onError` (the route's first call answers 500 with the same error).
+ */
+export function compileDeferred(onError: (e: unknown) => void = () => {}): Promise<void> {
+  return new Promise((resolve) => {
+    const next = () => {
+      const first = deferred.values().next();
+      if (first.done) return resolve();
+      try {
+        first.value();
+      } catch (e) {
+        deferred.delete(first.value);
+        onError(e);
+      }
+      setImmediate(next);
+    };
+    setImmediate(next);
+  });
+}
+
+/** validators not compiled yet (tests) */
+export function deferredValidators(): number {
+  return deferred.size;
+}
+
 /** A validation failure as the client sees it: OpenAI's code, the parameter, and the message in English and Chinese. */
 export interface ValidationProblem {
   detail?: ValidationDetail;

@@ -4,7 +4,7 @@
  * and the error frames Portico answers with.
  */
 import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../../platform/errors.js';
-import { describeValidationError, validatorCompiler } from '../../platform/http/validation.js';
+import { describeValidationError, lazyValidatorCompiler } from '../../platform/http/validation.js';
 import { checkJsonShape } from '../../platform/http/json-shape.js';
 import { shapeError } from '../../platform/http/json-body.js';
 import { CreateResponseBody, type CreateResponseRequest } from '../schemas.js';
@@ -36,7 +36,7 @@ export const HTTP_ONLY_FIELDS = ['stream', 'stream_options', 'background'] as co
 /** a JSON \\u0000 escape that is not itself escaped (the HTTP JSON parser refuses the same) */
 const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 
-const validate = validatorCompiler({ schema: CreateResponseBody, httpPart: 'body', method: 'POST', url: '/v1/responses' }) as ((v: unknown) => boolean) & {
+const validate = lazyValidatorCompiler({ schema: CreateResponseBody, httpPart: 'body', method: 'POST', url: '/v1/responses' }) as ((v: unknown) => boolean) & {
   errors?: Parameters<typeof describeValidationError>[0];
 };
 
