@@ -205,7 +205,13 @@ describe('accessibility, phone-sized screens and the playground’s audio in Chr
       await page.getByLabel('Voice').selectOption('alloy');
       await page.getByLabel('Format').selectOption(format);
       await page.getByLabel('Speed').fill('1.25');
+      // this format's audio, not the one before it (pcm is offered as speech.wav, as wav was)
+      const before = await page.evaluate(() => document.querySelector<HTMLAudioElement>('#speech-audio')?.src ?? '');
       await page.getByRole('button', { name: 'Speak' }).click();
+      await page.waitForFunction((prev) => {
+        const src = document.querySelector<HTMLAudioElement>('#speech-audio')?.src;
+        return !!src && src !== prev;
+      }, before);
       await page.getByRole('link', { name: new RegExp(`Download speech\\.${format === 'pcm' ? 'wav' : format}`) }).waitFor();
       // the browser decodes it: a real, playable duration
       const duration = await page.locator('#speech-audio').evaluate(
@@ -241,7 +247,8 @@ describe('accessibility, phone-sized screens and the playground’s audio in Chr
     // the microphone (Chromium's fake device plays a tone): recorded in the page, sent as webm
     await page.getByRole('button', { name: 'Record from the microphone' }).click();
     await page.getByRole('button', { name: 'Stop recording' }).waitFor();
-    await page.waitForTimeout(1500);
+    // 2 s of recording for the 1 s asserted below: the fake device's start-up is not counted against it
+    await page.waitForTimeout(2000);
     await page.getByRole('button', { name: 'Stop recording' }).click();
     await page.getByText(/Audio: recording\.(webm|ogg) \(\d+ kB\)/).waitFor();
     await page.getByLabel('Response format').selectOption('json');

@@ -316,6 +316,63 @@ describe('the portal page in Chromium', () => {
     }
   });
 
+  test('what is typed or chosen at once counts, even when the next frame comes late; a late list answer never replaces a newer one', async () => {
+    // Preact runs plain effects after the next frame, or 100 ms later without one. A dialog that emptied its fields
+    // in such an effect wiped what a fast typist (or an autofill) had typed: the create dialog lost its name this way.
+    // With frames held back such a reset comes 100 ms late: after the typing, or after the check that a dialog
+    // opened again starts empty.
+    const danCtx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    try {
+      await danCtx.addInitScript(() => {
+        window.requestAnimationFrame = () => 0;
+      });
+      const dan = await danCtx.newPage();
+      await dan.goto(await signInLink(t, 'dan'));
+      await dan.getByRole('heading', { name: 'API keys' }).waitFor();
+      await dan.getByText('Personal: 0 of 10 active keys').waitFor();
+      await dan.locator('#create-key').click();
+      await dan.locator('#new-name').fill('typed at once');
+      await dan.waitForTimeout(300);
+      assert.equal(await dan.locator('#new-name').inputValue(), 'typed at once');
+      await dan.locator('#create-dialog').getByRole('button', { name: 'Create key' }).click();
+      await dan.locator('#created-dialog').getByRole('button', { name: 'I have saved it' }).click();
+      await dan.locator('.key-name', { hasText: /^typed at once$/ }).waitFor();
+      // the edit dialog: its fields hold the key's values, and what is typed at once replaces them for good
+      await dan.getByRole('button', { name: 'Edit typed at once' }).click();
+      await dan.locator('#edit-name').fill('renamed at once');
+      await dan.waitForTimeout(300);
+      assert.equal(await dan.locator('#edit-name').inputValue(), 'renamed at once');
+      // opening the create dialog again starts empty
+      await dan.keyboard.press('Escape');
+      await dan.locator('#create-key').click();
+      assert.equal(await dan.locator('#new-name').inputValue(), '');
+      await dan.keyboard.press('Escape');
+      // a language switch reaches the page's language and the API at once: the request right after it asks in Chinese
+      await dan.getByLabel('Language').selectOption('zh');
+      assert.equal(await dan.evaluate(() => document.documentElement.lang), 'zh-CN');
+      const asked = dan.waitForRequest((r) => r.url().includes('/v1/portal/api-keys?') && r.url().includes('status=revoked'));
+      await dan.getByLabel('状态').selectOption('revoked');
+      assert.match((await asked).headers()['accept-language'], /^zh/);
+      await dan.getByLabel('状态').selectOption('');
+      await dan.getByLabel('语言').selectOption('en');
+      await dan.locator('.key-name', { hasText: /^typed at once$/ }).waitFor();
+      // a list answer that comes back late does not replace the answer to a newer request
+      await dan.route(/\/v1\/portal\/api-keys\?.*per_page=10/, async (route) => {
+        if (route.request().url().includes('status=')) return route.continue();
+        await new Promise((r) => setTimeout(r, 600));
+        await route.continue();
+      });
+      await dan.getByLabel('Per page').selectOption('10');
+      await dan.getByLabel('Status').selectOption('revoked');
+      await dan.getByText('No key matches.').waitFor();
+      await dan.waitForTimeout(900);
+      assert.equal(await dan.getByText('No key matches.').count(), 1, 'the late answer (the unfiltered list) was dropped');
+      assert.equal(await dan.locator('.key-name').count(), 0);
+    } finally {
+      await danCtx.close();
+    }
+  });
+
   test('sign out leads back to the sign-in page; the session is over', async () => {
     await page.getByRole('link', { name: 'API keys' }).click();
     await page.getByRole('button', { name: 'Sign out' }).click();

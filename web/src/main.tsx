@@ -31,7 +31,8 @@ function App() {
   const [linkError, setLinkError] = useState<unknown>(null);
   const main = useRef<HTMLElement>(null);
 
-  useEffect(() => {
+  // a layout effect: a request sent right after the switch (the next click) already asks in the new language
+  useLayoutEffect(() => {
     setApiLanguage(lang);
     document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
   }, [lang]);

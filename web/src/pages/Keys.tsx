@@ -42,23 +42,31 @@ export function Keys({ me, reloadMe }: { me: Me | null; reloadMe: () => Promise<
 
   // searching waits for a pause in typing
   useEffect(() => {
+    const q = search.trim();
+    // nothing to do unless the search changed (on the first render this would undo a page chosen in the first 250 ms)
+    if (q === query) return;
     const h = setTimeout(() => {
-      setQuery(search.trim());
+      setQuery(q);
       setPage(1);
     }, 250);
     return () => clearTimeout(h);
   }, [search]);
 
+  // the answer to the latest request wins: one that comes back after a newer one was sent is dropped
+  const latest = useRef(0);
   const load = async () => {
+    const mine = ++latest.current;
     const q = new URLSearchParams({ page: String(page), per_page: String(perPage) });
     if (status) q.set('status', status);
     if (org) q.set('org_id', org);
     if (query) q.set('search', query);
     try {
-      setData(await portal<ListResult>('GET', `${KEY_PATH[kind]}?${q}`));
+      const list = await portal<ListResult>('GET', `${KEY_PATH[kind]}?${q}`);
+      if (mine !== latest.current) return;
+      setData(list);
       setError(null);
     } catch (e) {
-      setError(e);
+      if (mine === latest.current) setError(e);
     }
   };
   useEffect(() => {
@@ -275,7 +283,8 @@ function CreateDialog(props: { open: boolean; kind: KeyKind; me: Me | null; onCl
   const [org, setOrg] = useState(PERSONAL);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
-  useEffect(() => {
+  // a layout effect (see EditDialog): the fields are emptied before any input can reach them, not after the next frame
+  useLayoutEffect(() => {
     if (props.open) {
       setName('');
       setDescription('');
@@ -364,7 +373,7 @@ function CreatedDialog({ created, kind, onClose }: { created: KeyRecord | null; 
   const { t } = useI18n();
   const [copied, setCopied] = useState('');
   const input = useRef<HTMLInputElement>(null);
-  useEffect(() => setCopied(''), [created]);
+  useLayoutEffect(() => setCopied(''), [created]);
   const copy = async () => {
     const value = created!.api_key!;
     try {
@@ -463,7 +472,7 @@ function EditDialog({ editing, kind, onClose, onSaved }: { editing: KeyRecord | 
 function ConfirmDialog({ confirm, kind, onClose, onDone }: { confirm: Confirm | null; kind: KeyKind; onClose: () => void; onDone: (message: string) => void }) {
   const { t } = useI18n();
   const [error, setError] = useState<unknown>(null);
-  useEffect(() => setError(null), [confirm]);
+  useLayoutEffect(() => setError(null), [confirm]);
   if (!confirm) return <Dialog open={false} id="confirm-dialog" title="" onClose={onClose} children={null} />;
   const { action, key } = confirm;
   const run = async () => {

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { KEY_PATH, portal, v1, type KeyRecord, type Me } from '../api.js';
 import { useI18n } from '../i18n.js';
 import { ErrorBox, Field, Notice } from '../components/ui.js';
@@ -119,7 +119,8 @@ export function Playground({ me }: { me: Me | null }) {
 
 function ModelSelect({ id, models, value, onChange }: { id: string; models: string[]; value: string; onChange: (v: string) => void }) {
   const { t } = useI18n();
-  useEffect(() => {
+  // a layout effect: the default is chosen before any input, so it never replaces a model the user picked
+  useLayoutEffect(() => {
     if (!models.includes(value) && models.length) onChange(models[0]);
   }, [models.join(',')]);
   return (

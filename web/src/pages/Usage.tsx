@@ -53,17 +53,21 @@ export function Usage({ me }: { me: Me | null }) {
   const [balance, setBalance] = useState<Balance | null>(null);
   const [error, setError] = useState<unknown>(null);
 
+  // the answer to the latest request wins: one that comes back after a newer one was sent is dropped
+  const latest = useRef(0);
   const load = async (f = from, tt = to) => {
+    const mine = ++latest.current;
     setError(null);
     const q = new URLSearchParams({ start_time: String(localSeconds(f)), end_time: String(localSeconds(tt, true)), group_by: 'day,model' });
     const o = org === 'default' ? '' : `org_id=${encodeURIComponent(org)}`;
     if (o) q.set('org_id', org);
     try {
       const [u, b] = await Promise.all([portal<UsageResult>('GET', `/query/usage?${q}`), portal<Balance>('GET', `/query/balance${o ? '?' + o : ''}`)]);
+      if (mine !== latest.current) return;
       setUsage(u);
       setBalance(b);
     } catch (e) {
-      setError(e);
+      if (mine === latest.current) setError(e);
     }
   };
   useEffect(() => {
