@@ -105,13 +105,14 @@ for (const db of testDatabases()) {
       });
 
       test('with Redis set and background jobs waiting, every command exits at once and takes no job', async () => {
-        // a Redis database of its own, with three jobs waiting as a serving instance would have queued them
-        const redisUrl = `redis://127.0.0.1:${process.env.PORTICO_TEST_REDIS_PORT || 6379}/9`;
+        // a Redis database of its own (6: no other test uses it, this one empties it), with three jobs waiting as a
+        // serving instance would have queued them
+        const redisUrl = `redis://127.0.0.1:${process.env.PORTICO_TEST_REDIS_PORT || 6379}/6`;
         const { Queue } = await import('bullmq');
         const { Redis } = await import('ioredis');
         const r = new Redis(redisUrl);
         await r.flushdb();
-        const queue = new Queue('portico-responses', { connection: { host: '127.0.0.1', port: Number(process.env.PORTICO_TEST_REDIS_PORT || 6379), db: 9 } });
+        const queue = new Queue('portico-responses', { connection: { host: '127.0.0.1', port: Number(process.env.PORTICO_TEST_REDIS_PORT || 6379), db: 6 } });
         try {
           for (const id of ['resp_wait1', 'resp_wait2', 'resp_wait3']) await queue.add('respond', { id }, { jobId: id });
           const withRedis = { ...env, REDIS_URL: redisUrl };

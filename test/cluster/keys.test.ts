@@ -4,6 +4,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startCluster, createResponse, type Cluster, type Instance } from '../helpers/cluster.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -22,12 +23,6 @@ async function refusedWithin(inst: Instance, key: string, since: number, limitMs
     if (ms > limitMs) return { ms, body: r.body, status: r.status };
     await sleep(10);
   }
-}
-
-/** Fixed one-minute windows: keep a short test from straddling two of them. */
-async function awayFromMinuteEdge(needSeconds = 8) {
-  const s = (Date.now() % 60_000) / 1000;
-  if (s > 60 - needSeconds) await sleep((60 - s) * 1000 + 100);
 }
 
 describe('key changes and rate limits across two instances', () => {

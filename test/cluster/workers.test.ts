@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { startCluster, type Cluster, type Instance } from '../helpers/cluster.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -60,6 +61,18 @@ async function waitFor(what: string, cond: () => boolean, ms = 30_000) {
   }
 }
 
+/** Waits until every one of these requests has its log line (written once its answer went out). */
+function logged(inst: Instance, ids: string[]): Promise<void> {
+  return waitFor(
+    `the log lines of ${ids.length} requests`,
+    () => {
+      const pids = pidsByRequest(inst);
+      return ids.every((id) => pids.has(id));
+    },
+    10_000,
+  );
+}
+
 describe('serve --workers 2: one port, two processes, the rules of two instances', () => {
   let up: ScriptedUpstream;
   let c: Cluster;
@@ -68,7 +81,14 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
 
   before(async () => {
     up = await startScriptedUpstream();
-    c = await startCluster({ upstreamUrl: up.url, redisDb: 10, instances: 1, env: { WORKERS: '2', LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '3000' } });
+    // KEY_CACHE_FRESH_MS of a minute: a key change reaches the other worker through the change feed, or not within
+    // the tests (with the default second, a worker would read it again soon whatever the feed did)
+    c = await startCluster({
+      upstreamUrl: up.url,
+      redisDb: 10,
+      instances: 1,
+      env: { WORKERS: '2', LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '3000', KEY_CACHE_FRESH_MS: '60000' },
+    });
     p = c.instances[0]!;
     await waitFor('both workers listening', () => /2 workers serving on port/.test(p.output()));
     jwt = await c.token('wendy');
@@ -85,7 +105,7 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
     const { key } = await c.createKey(p, 'wendy');
     const ids = Array.from({ length: 12 }, (_, i) => `wk-spread-${i}-${Date.now()}`);
     for (const id of ids) assert.equal((await respond(key, id)).status, 200);
-    await sleep(200);
+    await logged(p, ids);
     const pids = pidsByRequest(p);
     const served = new Set(ids.map((id) => pids.get(id)));
     assert.equal(served.has(undefined), false, 'a request without its log line');
@@ -98,7 +118,16 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
     for (let i = 0; i < 4; i++) assert.equal((await respond(key, `wk-pre-${i}-${Date.now()}`)).status, 200);
     const rv = await freshRequest(p.url, 'POST', '/v1/portal/api-keys/revoke', { authorization: `Bearer ${jwt}` }, { api_key_id: id });
     assert.equal(rv.status, 200, JSON.stringify(rv.body));
-    await sleep(300);
+    // the other worker hears it through the change feed (its cached entry is fresh for a minute): until two
+    // requests in a row, one per worker, are refused
+    const deadline = Date.now() + 3_000;
+    let last: number[] = [];
+    for (let i = 0; Date.now() < deadline; i++) {
+      last = [...last, (await respond(key, `wk-wait-${i}-${Date.now()}`)).status].slice(-2);
+      if (last.length === 2 && last.every((s) => s === 401)) break;
+      await sleep(20);
+    }
+    assert.deepEqual(last, [401, 401], 'the revocation did not reach both workers');
     const after = [];
     for (let i = 0; i < 6; i++) after.push((await respond(key, `wk-post-${i}-${Date.now()}`)).status);
     assert.deepEqual(after, [401, 401, 401, 401, 401, 401]);
@@ -108,7 +137,9 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
     const { key, id } = await c.createKey(p, 'wendy');
     const lim = await c.cli(['keys', 'limit', id, '--rpm', '5']);
     assert.equal(lim.code, 0, lim.stderr);
-    await sleep(300);
+    // no wait for the change to spread: neither worker has read the new key yet, each reads it (with its limit)
+    // from the database at its first request
+    await awayFromMinuteEdge(); // the six requests count in one fixed minute
     const statuses = [];
     const ids = [];
     for (let i = 0; i < 6; i++) {
@@ -119,7 +150,7 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
       if (r.status === 429) assert.equal(r.body.error.code, 'rate_limit_exceeded');
     }
     assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
-    await sleep(200);
+    await logged(p, ids);
     const pids = pidsByRequest(p);
     assert.equal(new Set(ids.map((i) => pids.get(i))).size, 2, 'the six requests did not reach both workers');
   });
@@ -153,7 +184,7 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
     await waitFor('both workers listening again', () => (p.output().match(/2 workers serving on port|"msg":"Portico listening/g) ?? []).length >= 4, 30_000);
     const ids = Array.from({ length: 8 }, (_, i) => `wk-again-${i}-${Date.now()}`);
     for (const id of ids) assert.equal((await respond(key, id)).status, 200);
-    await sleep(200);
+    await logged(p, ids);
     const pids = pidsByRequest(p);
     const served = new Set(ids.map((id) => pids.get(id)));
     assert.equal(served.has(victim), false);

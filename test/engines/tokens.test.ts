@@ -5,6 +5,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import { SCAN_SLICE, estimateTextTokens, estimateTokens, estimateTokensInTurns } from '../../src/engines/openai-compatible/tokens.js';
 import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
 import type { ChatMessage, FunctionTool } from '../../src/engines/types.js';
+import { countTurns } from '../helpers/turns.js';
 
 // The estimate feeds context-window checks, TPM limits and budgets before an answer: it must never count much
 // less than a real BPE tokenizer (limits would be passed) nor wildly more (requests refused for nothing).
@@ -62,24 +63,22 @@ test('a large request is counted in slices with turns of the event loop between 
     },
   ];
   const tools: FunctionTool[] = [{ name: 'f', description: 'd', parameters: { type: 'object' } }];
-  let turns = 0;
-  const tick = setInterval(() => turns++, 0);
+  const turns = countTurns();
   const inTurns = await estimateTokensInTurns(messages, tools);
-  const whileLarge = turns;
-  turns = 0;
+  const whileLarge = turns.count;
+  turns.reset();
   const small = await estimateTokensInTurns([{ role: 'user', content: 'hello there' }]);
-  clearInterval(tick);
+  const whileSmall = turns.stop();
   assert.equal(inTurns, estimateTokens(messages, tools));
   assert.equal(small, estimateTokens([{ role: 'user', content: 'hello there' }]));
-  // ~7 slices: a timer can run after each (not timed)
-  assert.ok(whileLarge >= 4, `timers ran ${whileLarge} times while ${(2 * long.length) / 1e6} M characters were counted`);
-  assert.ok(turns <= 1, `timers ran ${turns} times for a small request`);
+  // ~7 slices: a turn of the loop after each (not timed)
+  assert.ok(whileLarge >= 4, `the loop turned ${whileLarge} times while ${(2 * long.length) / 1e6} M characters were counted`);
+  assert.ok(whileSmall <= 1, `the loop turned ${whileSmall} times for a small request`);
   // the openai-compatible engine counts this way
   const engine = createOpenAICompatibleEngine({ baseUrl: 'http://127.0.0.1:9/v1' });
-  turns = 0;
-  const again = setInterval(() => turns++, 0);
+  const again = countTurns();
   assert.equal(await engine.countTokens({ model: 'm', messages, tools }), inTurns);
-  clearInterval(again);
-  assert.ok(turns >= 4, `timers ran ${turns} times while the engine counted`);
+  const whileEngine = again.stop();
+  assert.ok(whileEngine >= 4, `the loop turned ${whileEngine} times while the engine counted`);
   await engine.close();
 });

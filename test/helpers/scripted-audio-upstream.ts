@@ -32,6 +32,8 @@ export interface RecordedAudioRequest {
   files: RecordedFile[];
   /** set when the client closed the connection before the whole answer was sent */
   clientAborted: boolean;
+  /** `pcm` replies: when (performance.now()) each piece of the body was written */
+  writes: number[];
   /** resolves when the exchange is over (answer finished or client gone) */
   done: Promise<void>;
 }
@@ -167,6 +169,7 @@ export async function startScriptedAudioUpstream(): Promise<ScriptedAudioUpstrea
         fields: {},
         files: [],
         clientAborted: false,
+        writes: [],
         done: new Promise<void>((r) => (finish = r)),
       };
       if (ct.includes('multipart/form-data')) Object.assign(rec, parseMultipart(body, ct));
@@ -238,6 +241,7 @@ export async function startScriptedAudioUpstream(): Promise<ScriptedAudioUpstrea
               else return void res.end();
             }
             const n = Math.max(1, sizes[k++ % sizes.length]);
+            rec.writes.push(performance.now());
             res.write(bytes.subarray(off, off + n));
             off += n;
             if (reply.intervalMs) setTimeout(step, reply.intervalMs);

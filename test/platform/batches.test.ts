@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MessageChannel } from 'node:worker_threads';
 import { BATCH_CHARS, BatchReader, heavy, sendInBatches, weight } from '../../src/platform/batches.js';
+import { countTurns } from '../helpers/turns.js';
 
 test('an array sent in batches is read back whole and in order, a batch per turn; reads queue in the order asked for', async () => {
   const { port1, port2 } = new MessageChannel();
@@ -18,13 +19,12 @@ test('an array sent in batches is read back whole and in order, a batch per turn
   const m = sendInBatches(port2, 2, 'items', small);
   assert.ok(n >= (3000 * 1000) / BATCH_CHARS, `${n} batches`);
   assert.equal(m, 1);
-  let turns = 0;
-  const tick = setInterval(() => turns++, 0);
+  const counter = countTurns();
   const [a, b] = await Promise.all([reader.read(1, 'rows', n), reader.read(2, 'items', m)]);
-  clearInterval(tick);
+  const turns = counter.stop();
   assert.deepEqual(a, big);
   assert.deepEqual(b, small);
-  assert.ok(turns >= n / 2, `timers ran ${turns} times over ${n} batches`);
+  assert.ok(turns >= n / 2, `the loop turned ${turns} times over ${n} batches`);
   // a batch that never comes is an error, not a hang
   await assert.rejects(reader.read(3, 'rows', 1), /lost part/);
   reader.close();

@@ -45,6 +45,18 @@ describe('slow and unauthenticated clients', () => {
   });
   after(() => env.close());
 
+  /** Waits until the number of connections the server has open passes `ok` (5 s at most). */
+  async function connectionsUntil(ok: (n: number) => boolean) {
+    const count = () => new Promise<number>((resolve, reject) => env.t.app.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+    const end = Date.now() + 5000;
+    let n = await count();
+    while (!ok(n)) {
+      if (Date.now() > end) throw new Error(`the server still has ${n} connections open`);
+      await new Promise((r) => setTimeout(r, 10));
+      n = await count();
+    }
+  }
+
   test('no key: 401 from the headers alone, before the (never sent) 1 MB body, and the connection closes', async () => {
     for (const [path, auth] of [
       ['/v1/responses', ''],
@@ -104,14 +116,15 @@ describe('slow and unauthenticated clients', () => {
 
   test('MAX_CONNECTIONS (24): a connection past the cap is closed at once; the server serves again when they go', async () => {
     const held = Array.from({ length: 24 }, () => rawClient(env.url));
-    await new Promise((r) => setTimeout(r, 300));
+    // until the server holds its 24 (a fixed wait ate into the second before HEADERS_TIMEOUT_MS cuts them)
+    await connectionsUntil((n) => n >= 24);
     const extra = rawClient(env.url);
     extra.sock.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n');
     await Promise.race([extra.closed, new Promise((r) => setTimeout(r, 2000))]);
     assert.ok(extra.closedAfter >= 0, 'the connection past the cap was kept');
     assert.doesNotMatch(extra.data, /200 OK/);
     for (const h of held) h.sock.destroy();
-    await new Promise((r) => setTimeout(r, 300));
+    await connectionsUntil((n) => n < 24);
     const r = await fetch(`${env.url}/healthz`);
     assert.equal(r.status, 200);
     await r.arrayBuffer();

@@ -9,6 +9,7 @@ import threads from 'node:worker_threads';
 import { parseJsonBody } from '../../src/platform/http/json-body.js';
 import { SPLIT_BYTES } from '../../src/platform/http/json-worker.js';
 import { MODEL, setup, type Env } from '../responses/util.js';
+import { countTurns } from '../helpers/turns.js';
 
 const small = (t: string) => JSON.parse(t);
 
@@ -34,26 +35,25 @@ describe('JSON bodies parsed off the event loop', () => {
     // the batches are read one per turn (receiveMessageOnPort); each read is followed by a turn of the event loop
     const original = threads.receiveMessageOnPort;
     const turnsBefore: number[] = [];
-    let turns = 0;
+    const turns = countTurns();
     threads.receiveMessageOnPort = (port) => {
-      turnsBefore.push(turns);
+      turnsBefore.push(turns.count);
       return original(port);
     };
     syncBuiltinESMExports();
-    const tick = setInterval(() => turns++, 0);
     let got: typeof v;
     try {
       got = (await parseJsonBody(Buffer.from(text), small)) as typeof v;
     } finally {
-      clearInterval(tick);
+      turns.stop();
       threads.receiveMessageOnPort = original;
       syncBuiltinESMExports();
     }
     assert.deepEqual(got, v);
     assert.deepEqual(Object.keys(got), Object.keys(v));
-    // ~8 M characters of items in batches of ~512 Ki: one read per batch, timers running between reads (not timed)
+    // ~8 M characters of items in batches of ~512 Ki: one read per batch, turns of the loop between reads (not timed)
     assert.ok(turnsBefore.length >= 8, `${turnsBefore.length} batches`);
-    assert.ok(turnsBefore[turnsBefore.length - 1]! - turnsBefore[0]! >= 4, `timers ran ${turnsBefore[turnsBefore.length - 1]! - turnsBefore[0]!} times between the reads`);
+    assert.ok(turnsBefore[turnsBefore.length - 1]! - turnsBefore[0]! >= 4, `the loop turned ${turnsBefore[turnsBefore.length - 1]! - turnsBefore[0]!} times between the reads`);
   });
 
   test('several large bodies at once each get their own value; a body under the split size and a refused one are as before', async () => {

@@ -3,6 +3,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { JsonBytes, LARGE_JSON_CHARS, SLICE_CHARS, jsonUtf8, largeJson } from '../../src/platform/json-text.js';
+import { countTurns } from '../helpers/turns.js';
 
 async function text(v: unknown, replacer?: (this: unknown, k: string, v: unknown) => unknown): Promise<string | undefined> {
   return (await jsonUtf8(v, replacer))?.text();
@@ -88,16 +89,15 @@ describe('JSON text in slices', () => {
 
   test('the event loop turns between slices of a large value, and not for a small one', async () => {
     const big = { items: Array.from({ length: 64 }, () => 'y'.repeat(256 * 1024)) };
-    let turns = 0;
-    const tick = setInterval(() => turns++, 0);
+    const turns = countTurns();
     await jsonUtf8(big);
-    const whileBig = turns;
-    turns = 0;
+    const whileBig = turns.count;
+    turns.reset();
     await jsonUtf8({ a: 'small' });
-    clearInterval(tick);
-    // 16 MiB in slices of 1 Mi characters: a turn after each (a timer can run in each); not timed
-    assert.ok(whileBig >= 8, `timers ran ${whileBig} times while 16 MiB was written`);
-    assert.ok(turns <= 1, `timers ran ${turns} times for a small value`);
+    const whileSmall = turns.stop();
+    // 16 MiB in slices of 1 Mi characters: a turn after each; not timed
+    assert.ok(whileBig >= 8, `the loop turned ${whileBig} times while 16 MiB was written`);
+    assert.ok(whileSmall <= 1, `the loop turned ${whileSmall} times for a small value`);
   });
 
   test("a large value is not started in the caller's turn: its first slice comes after a turn of the event loop", async () => {

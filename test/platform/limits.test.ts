@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { createWindowStore, RateLimiter, type LimitedKey } from '../../src/platform/cluster/limits.js';
 import { AppError } from '../../src/platform/errors.js';
+import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 
 const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
 const key = (over: Partial<LimitedKey> = {}): LimitedKey => ({ keyId: `k_${randomBytes(6).toString('hex')}`, rpmLimit: null, tpmLimit: null, ...over });
@@ -27,6 +28,7 @@ describe('RateLimiter (memory windows)', () => {
   test('rpm: the limit-th request passes, the next is 429 rate_limit_exceeded with retry-after and x-ratelimit headers', async () => {
     const rl = new RateLimiter(createWindowStore(), { rpm: 3, tpm: 0 });
     const k = key();
+    await awayFromMinuteEdge(2); // the count below stays in one fixed window
     for (let i = 0; i < 3; i++) await rl.check(k);
     const e = await refusal(rl.check(k));
     assert.equal(e.code, 'rate_limit_exceeded');
@@ -44,6 +46,7 @@ describe('RateLimiter (memory windows)', () => {
   test("the key's own limits win over the defaults; 0 means unlimited; applies() says when a check is needed", async () => {
     const rl = new RateLimiter(createWindowStore(), { rpm: 1, tpm: 0 });
     const own = key({ rpmLimit: 2 });
+    await awayFromMinuteEdge(2);
     await rl.check(own);
     await rl.check(own);
     await refusal(rl.check(own));
@@ -58,6 +61,7 @@ describe('RateLimiter (memory windows)', () => {
   test('tpm: tokens are added after the answer; once the minute holds the limit, requests are refused', async () => {
     const rl = new RateLimiter(createWindowStore(), { rpm: 0, tpm: 100 });
     const k = key();
+    await awayFromMinuteEdge(2);
     await rl.addTokens(k, 60);
     await rl.check(k);
     await rl.addTokens(k, 39);
@@ -106,6 +110,9 @@ describe('RateLimiter on Redis (shared by instances)', () => {
   test('two instances count one window: rpm 4 over A and B lets 4 through', async () => {
     const [a, b] = stores.map((s) => new RateLimiter(s, { rpm: 4, tpm: 0 }));
     const k = key();
+    await awayFromMinuteEdge(2);
+    // the window the checks below count in (the key named after it is read at the end)
+    const window = Math.floor(Date.now() / 60_000);
     await a!.check(k);
     await b!.check(k);
     await a!.check(k);
@@ -114,7 +121,7 @@ describe('RateLimiter on Redis (shared by instances)', () => {
     await refusal(b!.check(k));
     const r = new Redis(url);
     try {
-      const ttl = await r.pttl(`portico:rl:rpm:${k.keyId}:${Math.floor(Date.now() / 60_000)}`);
+      const ttl = await r.pttl(`portico:rl:rpm:${k.keyId}:${window}`);
       assert.ok(ttl > 60_000 && ttl <= 120_000, `window keys expire after two minutes (pttl ${ttl})`);
     } finally {
       r.disconnect();
@@ -124,6 +131,7 @@ describe('RateLimiter on Redis (shared by instances)', () => {
   test('tokens added on A refuse on B', async () => {
     const [a, b] = stores.map((s) => new RateLimiter(s, { rpm: 0, tpm: 10 }));
     const k = key();
+    await awayFromMinuteEdge(2);
     await a!.addTokens(k, 10);
     await refusal(b!.check(k));
   });

@@ -150,7 +150,9 @@ for (const db of testDatabases()) {
     });
 
     test('expired -> 401 once expires_at passes (also when cached)', async () => {
-      const exp = nowS() + 2; // +2: the create must not land on the boundary second itself
+      // +4: 3 s at least for the create and the first request (a SQL expiry would not prove the cached case: the
+      // cached row keeps its expires_at, the clock alone must expire it)
+      const exp = nowS() + 4;
       const k = assertOk(await call('POST', INFER, alice, { name: 'short lived', expires_at: exp }));
       assert.equal((await models$(k.api_key)).statusCode, 200);
       const wait = exp * 1000 - Date.now() + 20;

@@ -2,6 +2,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { MGMT, assertOk, caller, eventually, sleep, type Caller } from './util.js';
 
 // last_used_at records a use: a request that was refused (scope, rate limit, budget) is not one. The write is
@@ -37,6 +38,7 @@ describe('last_used_at moves only when a request is served', () => {
     assert.equal((await respond(scoped)).json().error.code, 'insufficient_scope');
     // a key whose minute is used up (RATE_LIMIT_RPM=1, the one request counted directly): 429
     const limited = await t.inferenceKey('limited');
+    await awayFromMinuteEdge(3); // the check and the request count in one fixed minute
     await t.runtime.limiter.check(await t.runtime.verifier.verify(limited, 'inference'));
     assert.equal((await respond(limited)).json().error.code, 'rate_limit_exceeded');
     // a key without credits (BILLING_ENABLED): 429 insufficient_quota

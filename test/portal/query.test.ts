@@ -15,8 +15,11 @@ for (const db of testDatabases()) {
     const keys: Record<string, { id: string; api_key: string }> = {};
     let aliceSk1: string;
     let aliceSk2: string;
+    /** when the records were made (s): the days asserted are this one's, also when a test runs after midnight */
+    let recordedAt: number;
     before(async () => {
       t = await buildTestApp({ db });
+      recordedAt = nowS();
       call = caller(t);
       alice = await t.token('alice');
       keys.all = assertOk(await call('POST', MGMT, alice, { name: 'all' }));
@@ -36,9 +39,11 @@ for (const db of testDatabases()) {
       await t.services.usage.flush();
       await t.services.db.db
         .updateTable('usage_records')
-        .set({ created_at: nowS() - 3 * DAY })
+        .set({ created_at: recordedAt - 3 * DAY })
         .where('request_id', '=', 'old')
         .execute();
+      // today's three in the same second (and day) as recordedAt, whenever the clock turned while they were made
+      await t.services.db.db.updateTable('usage_records').set({ created_at: recordedAt }).where('request_id', 'in', ['r1', 'r2', 'r3']).execute();
       // bob, personal, and the acme org (dave and carol)
       await rec('b1', 'key_bob', 'bob', 'default', 'm1', 7, 7, 3_000_000);
       await rec('a1', 'key_dave', 'dave', 'acme', 'm1', 1000, 1, 100_000);
@@ -114,8 +119,8 @@ for (const db of testDatabases()) {
       );
       const byDay = assertOk(await call('GET', `${USAGE}?group_by=day`, alice));
       assert.equal(byDay.list.length, 2);
-      const today = new Date(nowS() * 1000).toISOString().slice(0, 10);
-      const then = new Date((nowS() - 3 * DAY) * 1000).toISOString().slice(0, 10);
+      const today = new Date(recordedAt * 1000).toISOString().slice(0, 10);
+      const then = new Date((recordedAt - 3 * DAY) * 1000).toISOString().slice(0, 10);
       assert.deepEqual(
         byDay.list.map((r: any) => [r.date, r.requests]),
         [

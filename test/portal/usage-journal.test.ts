@@ -31,8 +31,8 @@ function fakeStore() {
   return s;
 }
 
-const service = (store: ReturnType<typeof fakeStore>, dir: string, log = captureLog().log, refused = new RefusedRecords(dir)) =>
-  new UsageService(store as unknown as UsageStore, new UsageJournal(dir), { log, refused });
+const service = (store: ReturnType<typeof fakeStore>, dir: string, log = captureLog().log, refused = new RefusedRecords(dir), journal = new UsageJournal(dir)) =>
+  new UsageService(store as unknown as UsageStore, journal, { log, refused });
 
 const key = { keyId: 'key_1', userId: 'u', orgId: 'default' };
 const until = async (cond: () => boolean, ms = 5000) => {
@@ -198,36 +198,96 @@ test('under a steady load: one INSERT per interval, and the journal holds only w
   try {
     const store = fakeStore();
     store.delayMs = 40;
-    const usage = service(store, dir);
+    // rewritten after every shipment (the default waits until it holds 1 MiB: the next test)
+    const usage = service(store, dir, undefined, undefined, new UsageJournal(dir, { rewriteAt: 0 }));
     const journalIds = () =>
       readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8')
         .split('\n')
         .filter(Boolean)
         .map((l) => JSON.parse(l).request_id as string);
-    // records keep coming, one every 2 ms for 1.2 s: never a moment with nothing pending
+    // records keep coming, one every 2 ms for 1.2 s at least (until enough was seen, 10 s at most): never a
+    // moment with nothing pending
     let checked = 0;
     let n = 0;
-    const end = Date.now() + 1200;
-    while (Date.now() < end) {
+    const t0 = Date.now();
+    const minEnd = t0 + 1200;
+    const deadline = t0 + 10_000;
+    while (Date.now() < minEnd || ((n <= 100 || checked === 0) && Date.now() < deadline)) {
       const id = `s${n++}`;
       await usage.record({ requestId: id, key, model: 'm', operation: 'responses' });
       await new Promise((r) => setTimeout(r, 2));
       // between shipments the journal is what is not stored yet: nothing shipped, everything unshipped
+      const storedIds = new Set([...store.rows.values()].map((x) => x.request_id));
       const inJournal = journalIds();
-      const stored = inJournal.filter((r) => [...store.rows.values()].some((x) => x.request_id === r));
+      const stored = inJournal.filter((r) => storedIds.has(r));
       if (store.calls >= 2 && stored.length === 0) checked++;
-      const unshipped = Array.from({ length: n }, (_, i) => `s${i}`).filter((r) => ![...store.rows.values()].some((x) => x.request_id === r));
-      assert.deepEqual(inJournal.filter((r) => unshipped.includes(r)).sort(), unshipped.sort(), 'every record not in the database is in the journal');
+      const unshipped = Array.from({ length: n }, (_, i) => `s${i}`).filter((r) => !storedIds.has(r));
+      const unshippedIds = new Set(unshipped);
+      assert.deepEqual(inJournal.filter((r) => unshippedIds.has(r)).sort(), unshipped.sort(), 'every record not in the database is in the journal');
     }
+    const elapsed = Date.now() - t0;
     assert.ok(n > 100, `${n} records`);
-    // one INSERT per interval (100 ms) or so, not one after the other (40 ms each: up to 30 in 1.2 s)
-    assert.ok(store.calls <= 16, `${store.calls} inserts for ${n} records in 1.2 s`);
+    // one INSERT per interval (100 ms) or so, not one after the other (40 ms each: 2.5 times as many); 16 in 1.2 s
+    const maxCalls = Math.ceil(elapsed / 100) + 4;
+    assert.ok(store.calls <= maxCalls, `${store.calls} inserts for ${n} records in ${elapsed} ms (at most ${maxCalls})`);
     assert.ok(checked > 0, 'the journal was seen holding only unshipped records while the load went on');
     assert.ok(journalIds().length < n / 2, `the journal did not keep everything (${journalIds().length} of ${n} lines)`);
     await usage.flush();
     assert.equal(store.rows.size, n);
     assert.equal(readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8'), '');
     assert.equal(statSync(join(dir, 'usage-journal.ndjson')).mode & 0o777, 0o600, 'the rewritten journal stays private');
+    await usage.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('under a steady load the journal is not rewritten after every shipment, only once it reaches its bound', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
+  try {
+    const store = fakeStore();
+    store.delayMs = 20;
+    const file = join(dir, 'usage-journal.ndjson');
+    const rewriteAt = 64 * 1024;
+    const usage = service(store, dir, undefined, undefined, new UsageJournal(dir, { rewriteAt }));
+    const seen: Array<{ calls: number; first: string; size: number }> = [];
+    const firstId = (text: string) => (text ? (JSON.parse(text.slice(0, text.indexOf('\n'))) as { request_id: string }).request_id : '');
+    // the same file grew across two shipments or more (shipped records stayed in it, no rename per shipment):
+    // against the first look at each oldest record, a later look, two shipments on or more, at a larger file that
+    // still starts with the same record
+    const firstLook = new Map<string, { calls: number; size: number }>();
+    const grewSince = (o: { calls: number; first: string; size: number }) => {
+      if (o.first === '') return false;
+      const a = firstLook.get(o.first);
+      if (!a) firstLook.set(o.first, o);
+      return !!a && o.calls >= a.calls + 2 && o.size > a.size;
+    };
+    // records keep coming until all three were seen (several shipments, the file growing across two of them,
+    // a rewrite), 10 s at most
+    const firsts = new Set<string>();
+    let n = 0;
+    const deadline = Date.now() + 10_000;
+    let grew = false;
+    while (!(store.calls >= 8 && firsts.size > 1 && grew) && Date.now() < deadline) {
+      await usage.record({ requestId: `s${n++}`, key, model: 'm', operation: 'responses' });
+      const text = readFileSync(file, 'utf8');
+      const o = { calls: store.calls, first: firstId(text), size: text.length };
+      seen.push(o);
+      firsts.add(o.first);
+      if (grewSince(o)) grew = true;
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    assert.ok(store.calls >= 8, `${store.calls} shipments`);
+    assert.ok(grew, 'the journal was rewritten or emptied after every shipment');
+    // a record line is ~200 characters, several hundred records pass the bound: the journal was rewritten (its
+    // oldest record changed) and never grew far past its bound
+    assert.ok(firsts.size > 1, `never rewritten after ${n} records`);
+    const largest = Math.max(...seen.map((o) => o.size));
+    assert.ok(largest < rewriteAt * 2, `the journal grew to ${largest} bytes (bound ${rewriteAt})`);
+    await usage.flush();
+    assert.equal(store.rows.size, n);
+    assert.equal(readFileSync(file, 'utf8'), '', 'all shipped and nothing pending: emptied');
+    assert.equal(statSync(file).mode & 0o777, 0o600);
     await usage.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

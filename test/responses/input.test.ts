@@ -6,6 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ITEMS_PER_TURN, expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, toChatMessages, type StoredItem } from '../../src/responses/input.js';
 import { AppError } from '../../src/platform/errors.js';
+import { countTurns } from '../helpers/turns.js';
 
 /** The items without their ids (new ids are random), after checking each new id has the item type's prefix. */
 function noIds(items: StoredItem[]): Array<Omit<StoredItem, 'id'>> {
@@ -401,12 +402,11 @@ describe('normalizeInputInTurns: a large input a slice of items at a time', () =
     assert.equal(largeInput(input), true);
     assert.equal(largeInput(input.slice(0, ITEMS_PER_TURN)), false);
     assert.equal(largeInput('x'.repeat(100_000)), false);
-    let turns = 0;
-    const tick = setInterval(() => turns++, 0);
+    const counter = countTurns();
     const got = await normalizeInputInTurns(input);
-    clearInterval(tick);
+    const turns = counter.stop();
     assert.deepEqual(noIds(got), noIds(normalizeInput(input)));
-    assert.ok(turns >= 3, `timers ran ${turns} times over 6 slices`);
+    assert.ok(turns >= 3, `the loop turned ${turns} times over 6 slices`);
   });
 
   test('the same first error, in a later slice too', async () => {

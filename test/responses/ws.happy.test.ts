@@ -260,7 +260,8 @@ for (const db of testDatabases()) {
 describe('WebSocket mode: limits of a connection', () => {
   let e: Env;
   before(async () => {
-    e = await setup('pglite', [], { WS_MAX_AGE_MS: '1500', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
+    // an age of 3 s: the turns below that must come before it have over 1 s of margin on a slow machine
+    e = await setup('pglite', [], { WS_MAX_AGE_MS: '3000', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
   });
   after(() => e.close());
 
@@ -269,17 +270,19 @@ describe('WebSocket mode: limits of a connection', () => {
     const opened = Date.now();
     await sleep(1100); // longer than REQUEST_TIMEOUT_MS: an upgraded connection is not an unfinished request
     finalOf(await c.turn({ model: MODEL, store: false, input: 'still here' }));
-    const err = errorOf([await c.next(3000)], 400, 'websocket_connection_limit_reached', null);
+    const err = errorOf([await c.next(5000)], 400, 'websocket_connection_limit_reached', null);
     assert.match(err.message, /connection limit reached/);
-    assert.ok(Date.now() - opened >= 1400, 'not before the limit');
+    assert.ok(Date.now() - opened >= 2900, 'not before the limit');
     const closed = await c.closed;
     assert.equal(closed.code, 1001);
   });
 
   test('a turn in flight at the limit finishes; then the limit error, then the close', async () => {
     const c = await openWs(e.url, e.key);
-    await sleep(1200);
-    e.up.script({ text: ['slow', ' ', 'answer', ' ', 'here'], delayMs: 150 });
+    // the turn starts 1.2 s before the limit, and cannot end before it: 6 pauses of 250 ms or more before its
+    // last piece of text, from 1.8 s on
+    await sleep(1800);
+    e.up.script({ text: ['slow', ' ', 'answer', ' ', 'here'], delayMs: 250 });
     c.create({ model: MODEL, store: false, input: 'long one' });
     const answer = await c.answer(5000);
     assert.equal(finalOf(answer).status, 'completed');

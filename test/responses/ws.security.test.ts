@@ -11,6 +11,7 @@ import { Writable } from 'node:stream';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
+import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { MODEL, type Env } from './util.js';
 import { errorOf, finalOf, openWs, refusedUpgrade } from './ws-util.js';
 
@@ -248,6 +249,7 @@ describe('WebSocket mode: rate limits and budgets count every turn', () => {
   test('requests per minute: the upgrade is one request and each turn one more; over the limit a turn gets 429 rate_limit_exceeded', async () => {
     const key = await t.inferenceKey('busy');
     await t.services.usage.grant('busy', 'default', 100);
+    await awayFromMinuteEdge(3); // the upgrade and the turns count in one fixed minute
     const c = await openWs(t.url!, key);
     for (let i = 0; i < 3; i++) finalOf(await c.turn({ model: 'paid', store: false, input: `turn ${i}` }));
     const err = errorOf(await c.turn({ model: 'paid', store: false, input: 'one too many' }), 429, 'rate_limit_exceeded');

@@ -47,7 +47,7 @@ models:
     base_url: ${a.url}
     context_window_fallbacks: [pair-backup]
   - name: breaker
-    breaker: { failures: 2, cooldown_ms: 400 }
+    breaker: { failures: 2, cooldown_ms: 60000 }
     retry_backoff_ms: 10
     deployments:
       - { id: br-a, provider: openai-compatible, base_url: ${a.url}, weight: 1 }
@@ -299,14 +299,18 @@ describe('routing with scripted upstreams that fail', () => {
     await client.responses.create({ model: 'breaker', input: '1' });
     await client.responses.create({ model: 'breaker', input: '2' });
     assert.equal(a.requests.length, 2);
-    assert.equal(t.runtime.router.health.get('br-a')!.state(Date.now()), 'open');
+    const health = () => t.runtime.router.health.get('br-a')!;
+    assert.equal(health().state(Date.now()), 'open');
+    assert.ok(health().openUntil > Date.now() + 30_000, 'open for its cooldown (60 s)');
     await client.responses.create({ model: 'breaker', input: '3' });
     assert.equal(a.requests.length, 2, 'open: not called');
     assert.equal(b.requests.length, 3);
-    await new Promise((r) => setTimeout(r, 450));
+    // the cooldown ends: brought to now rather than waited for (a short cooldown raced request 3 on a slow machine)
+    health().openUntil = Date.now();
+    assert.equal(health().state(Date.now()), 'half-open');
     await client.responses.create({ model: 'breaker', input: '4' });
     assert.equal(a.requests.length, 3, 'half-open: one probe');
-    assert.equal(t.runtime.router.health.get('br-a')!.state(Date.now()), 'closed');
+    assert.equal(health().state(Date.now()), 'closed');
   });
 
   test('rpm: a deployment at its limit is skipped', async () => {
@@ -332,7 +336,7 @@ describe('the breaker state is shared through Redis', () => {
   test('a breaker opened on one instance keeps the other off the deployment', async () => {
     const a = await startScriptedUpstream();
     const b = await startScriptedUpstream();
-    const models = parseModelConfig(yaml(a, b).replace('cooldown_ms: 400', 'cooldown_ms: 5000')).models;
+    const models = parseModelConfig(yaml(a, b)).models;
     const env = { REDIS_URL: `redis://127.0.0.1:${port}/7` };
     const one = await buildTestApp({ listen: true, models, env });
     const two = await buildTestApp({ listen: true, models, env });

@@ -117,14 +117,14 @@ export class KeyVerifier {
     const digest = keyDigest(this.pepper, token);
     const t = Date.now();
     let entry = this.cache.get(digest);
-    if (entry && t - entry.fetchedAt <= this.freshMs) {
+    if (entry && t - entry.fetchedAt < this.freshMs) {
       this.hits++;
     } else if (entry && this.serveStale) {
       this.hits++;
       this.refresh(digest, t);
     } else {
       const gone = this.missing.get(digest);
-      if (gone !== undefined && t - gone <= this.freshMs) {
+      if (gone !== undefined && t - gone < this.freshMs) {
         this.failed(source, t);
         throw new AppError('invalid_api_key');
       }
