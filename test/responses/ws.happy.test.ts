@@ -304,7 +304,9 @@ describe('WebSocket mode: limits of a connection', () => {
 describe('WebSocket mode: keep-alive pings', () => {
   let e: Env;
   before(async () => {
-    e = await setup('pglite', [], { WS_PING_INTERVAL_MS: '150' });
+    // 500 ms: the client shares this process's event loop, and a stall longer than an interval would keep its pong
+    // unread when the server's next check runs (timers run before I/O), cutting the live peer too
+    e = await setup('pglite', [], { WS_PING_INTERVAL_MS: '500' });
   });
   after(() => e.close());
 
@@ -315,7 +317,7 @@ describe('WebSocket mode: keep-alive pings', () => {
     const closed = await dead.closed;
     assert.equal(closed.code, 1006, 'cut without a closing handshake');
     assert.ok(Date.now() - t0 < 5000, 'within a few intervals (without pings it would stay open)');
-    await sleep(400);
+    await sleep(1600);
     assert.equal(live.closeInfo, undefined);
     finalOf(await live.turn({ model: MODEL, store: false, input: 'alive' }));
     await live.close();
