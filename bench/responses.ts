@@ -12,7 +12,8 @@
  * Before any measurement every Portico scenario runs for BENCH_JIT_WARMUP_MS (default 4000) so that V8 has compiled the
  * request path (TurboFan compiles on background threads for the first ~10-20 s of load; measured cold, that work
  * and the unoptimized code inflate the first scenarios). A minimal Node proxy in this process (bench/lib/floor-
- * proxy.ts) is measured beside Portico: the floor a Node gateway stands on with the same client and upstream.
+ * proxy.ts) is measured beside Portico: the floor a Node gateway stands on with the same client and upstream; the
+ * same proxy in a bare Fastify (no logger, hooks or schema) shows what the framework itself adds.
  *
  * CPU per request is that of the server's threads (main thread, the embedded database's thread, V8's compiler and
  * GC helpers), from /proc: every thread of this process but the fake upstream's (the load generator's thread lives
@@ -30,7 +31,7 @@ import type { ModelSpec } from '../src/models/config.js';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
 import { startPortico } from './lib/portico.js';
-import { startFloorProxy } from './lib/floor-proxy.js';
+import { startFastifyFloorProxy, startFloorProxy } from './lib/floor-proxy.js';
 import { cpuBetween, threadsCpuUs } from './lib/threads.js';
 import { measureWorkers, type WorkersRow } from './lib/workers.js';
 
@@ -63,6 +64,7 @@ async function main() {
   const up = await startFastUpstream();
   const p = await portico(up.url);
   const floor = await startFloorProxy(up.url);
+  const floorFastify = await startFastifyFloorProxy(up.url);
   const notMine = new Set(up.tid === undefined ? [] : [up.tid]);
   const input = 'Say hello in five words.';
   const chatBody = (stream: boolean) =>
@@ -73,6 +75,7 @@ async function main() {
     { name: 'upstream direct, streaming', url: up.url + '/chat/completions', headers: {}, body: chatBody(true), stream: true },
     { name: 'minimal Node proxy, non-streaming', url: floor.url + '/v1/responses', headers: {}, body: respBody(false, false), stream: false },
     { name: 'minimal Node proxy, streaming (relays the events)', url: floor.url + '/v1/responses', headers: {}, body: respBody(true, false), stream: true },
+    { name: 'minimal Fastify proxy, non-streaming', url: floorFastify.url + '/v1/responses', headers: {}, body: respBody(false, false), stream: false },
     { name: 'Portico, non-streaming, store off', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, false), stream: false },
     { name: 'Portico, non-streaming, store on', url: p.url + '/v1/responses', headers: { authorization: `Bearer ${p.key}` }, body: respBody(false, true), stream: false },
     {
@@ -131,6 +134,7 @@ async function main() {
   }
   await p.close();
   await floor.close();
+  await floorFastify.close();
   let workers: WorkersRow[] = [];
   if (process.env.BENCH_WORKERS !== 'off' && !process.env.BENCH_ONLY) {
     workers = await measureWorkers(up.url, { connections: CONNECTIONS, durationMs: DURATION_MS, warmupMs: WARMUP_MS });
@@ -173,7 +177,7 @@ async function main() {
     `- streaming, whole stream, store off: ${added('Portico, streaming, store off', 'upstream direct, streaming')} ms; store on: ${added('Portico, streaming, store on', 'upstream direct, streaming')} ms`,
   );
   lines.push(
-    `- the minimal Node proxy adds ${added('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} ms (non-streaming) and ${added('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming', 'ttfe50')} ms to the first event`,
+    `- the minimal Node proxy adds ${added('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} ms (non-streaming) and ${added('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming', 'ttfe50')} ms to the first event; the same in a bare Fastify adds ${added('minimal Fastify proxy, non-streaming', 'upstream direct, non-streaming')} ms (non-streaming)`,
   );
   const share = (a: string, b: string) => {
     const x = get(a);
@@ -183,7 +187,7 @@ async function main() {
   lines.push('');
   lines.push(`Throughput at ${CONNECTIONS} connections as a share of the direct upstream's (same run):`);
   lines.push(
-    `- Portico non-streaming, store off: ${share('Portico, non-streaming, store off', 'upstream direct, non-streaming')}; streaming, store off: ${share('Portico, streaming, store off', 'upstream direct, streaming')}; the minimal Node proxy: ${share('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} / ${share('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming')}`,
+    `- Portico non-streaming, store off: ${share('Portico, non-streaming, store off', 'upstream direct, non-streaming')}; streaming, store off: ${share('Portico, streaming, store off', 'upstream direct, streaming')}; the minimal Node proxy: ${share('minimal Node proxy, non-streaming', 'upstream direct, non-streaming')} / ${share('minimal Node proxy, streaming (relays the events)', 'upstream direct, streaming')}; in a bare Fastify: ${share('minimal Fastify proxy, non-streaming', 'upstream direct, non-streaming')}`,
   );
   if (workers.length) {
     const direct = get('upstream direct, non-streaming');
