@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { AppError } from '../../platform/errors.js';
 import { keyDigest, parseApiKey, type KeyKind } from '../../platform/auth/api-key-format.js';
 import { DEFAULT_ORG } from '../../platform/auth/jwt.js';
@@ -50,6 +51,13 @@ export class KeyVerifier {
   private readonly missing = new Map<string, number>();
   /** failed checks per source in the current window */
   private readonly failures = new Map<string, { since: number; count: number }>();
+  /**
+   * The HMAC digest of each key checked, found by the key's SHA-256: a key's digest is computed once, not on
+   * every request (createHmac builds an object and a key each time: 1.7 µs alone, ~10 µs in a busy request's
+   * profile; the one-shot hash is 0.25 µs). The key itself is not kept: a memory dump shows an unkeyed hash of a
+   * 190-bit random key, which cannot be reversed or looked up. Bounded like the cache.
+   */
+  private readonly digests = new Map<string, string>();
   hits = 0;
   misses = 0;
 
@@ -114,7 +122,7 @@ export class KeyVerifier {
           : 'unauthorized: an inference key cannot call the query APIs; use a Management API Key (mk-...)',
       );
     }
-    const digest = keyDigest(this.pepper, token);
+    const digest = this.digestOf(token);
     const t = Date.now();
     let entry = this.cache.get(digest);
     if (entry && t - entry.fetchedAt < this.freshMs) {
@@ -170,6 +178,17 @@ export class KeyVerifier {
       );
     }
     return entry.principal;
+  }
+
+  private digestOf(token: string): string {
+    const fast = hash('sha256', token, 'base64');
+    let digest = this.digests.get(fast);
+    if (digest === undefined) {
+      digest = keyDigest(this.pepper, token);
+      if (this.digests.size >= this.maxEntries) this.digests.delete(this.digests.keys().next().value as string);
+      this.digests.set(fast, digest);
+    }
+    return digest;
   }
 
   /**
