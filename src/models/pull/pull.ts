@@ -6,7 +6,7 @@
 import { open, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { basename, dirname, join, normalize, sep } from 'node:path';
 import { ModelCatalogue, type PulledModel, type StoredModel } from './catalogue.js';
-import { downloadModelFile, partialSize } from './download.js';
+import { downloadModelFile, partialSize, settle } from './download.js';
 import { PullError } from './errors.js';
 import { formatBytes } from './format.js';
 import { displayUrl, headOfFile, listRepoFiles, repoPageUrl, resolveUrl, type Hub, type RepoFile } from './hub.js';
@@ -277,9 +277,16 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
     throw e;
   }
   let committing = false;
+  // a write of ipull's still under way (its progress record) may create the partial file again after it was
+  // removed, later than download.ts's settle() saw it quiet on a busy machine: removed until it stays away
   const cleanup = async () => {
-    await rm(join(stagingDir, fileName), { force: true });
-    await rm(join(stagingDir, `${fileName}.ipull`), { force: true });
+    const partial = join(stagingDir, `${fileName}.ipull`);
+    for (let i = 0; i < 5; i++) {
+      await rm(join(stagingDir, fileName), { force: true });
+      await rm(partial, { force: true });
+      await settle(partial, 300, 5000);
+      if (!(await stat(partial).catch(() => undefined))) return;
+    }
   };
   try {
     const resumeFrom = Math.min(await partialSize(stagingDir, fileName), t.size ?? Infinity);
