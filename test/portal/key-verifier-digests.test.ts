@@ -3,22 +3,11 @@ import assert from 'node:assert/strict';
 import { KeyVerifier } from '../../src/portal/keys/verifier.js';
 import { generateApiKey, keyDigest } from '../../src/platform/auth/api-key-format.js';
 import type { VerifiedKeyRow as KeyRow, KeyStore } from '../../src/portal/keys/store.js';
+import { verifiedKeyRow } from './util.js';
 
 const pepper = Buffer.alloc(32, 9);
 
-const rowOf = (id: string): KeyRow =>
-  ({
-    id,
-    kind: 'inference',
-    user_id: `user_of_${id}`,
-    org_id: 'default',
-    scopes: [],
-    rpm_limit: null,
-    tpm_limit: null,
-    status: 'active',
-    deleted_at: null,
-    expires_at: 0,
-  }) as unknown as KeyRow;
+const rowOf = (id: string): KeyRow => verifiedKeyRow({ id, user_id: `user_of_${id}` });
 
 /** A key store that knows keys by their stored digest, as the database does, and counts the reads of each digest. */
 function storeOf(keys: Map<string, KeyRow>) {

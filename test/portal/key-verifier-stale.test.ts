@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { KeyVerifier } from '../../src/portal/keys/verifier.js';
 import { generateApiKey } from '../../src/platform/auth/api-key-format.js';
 import type { VerifiedKeyRow as KeyRow, KeyStore } from '../../src/portal/keys/store.js';
+import { verifiedKeyRow } from './util.js';
 
 const pepper = Buffer.alloc(32, 7);
 
@@ -21,20 +22,7 @@ function gatedStore(row: () => KeyRow | undefined) {
   return { store, reads: () => reads, open: () => gates.splice(0).forEach((g) => g()) };
 }
 
-const baseRow = (over: Partial<KeyRow> = {}): KeyRow =>
-  ({
-    id: 'key_1',
-    kind: 'inference',
-    user_id: 'u1',
-    org_id: 'default',
-    scopes: [],
-    rpm_limit: null,
-    tpm_limit: null,
-    status: 'active',
-    deleted_at: null,
-    expires_at: 0,
-    ...over,
-  }) as unknown as KeyRow;
+const baseRow = verifiedKeyRow;
 
 const tick = () => new Promise((r) => setImmediate(r));
 

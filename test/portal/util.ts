@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { LightMyRequestResponse } from 'fastify';
 import type { TestApp } from '../helpers/app.js';
+import type { VerifiedKeyRow } from '../../src/portal/keys/store.js';
 
 export const MGMT = '/v1/portal/management/api-keys';
 export const INFER = '/v1/portal/api-keys';
@@ -78,3 +79,19 @@ export async function expireInDb(t: TestApp, id: string) {
     .where('id', '=', id)
     .execute();
 }
+
+/** A key row as the key store gives it to the verifier: an active inference key of user u1, default org, no limits. */
+export const verifiedKeyRow = (over: Partial<VerifiedKeyRow> = {}): VerifiedKeyRow =>
+  ({
+    id: 'key_1',
+    kind: 'inference',
+    user_id: 'u1',
+    org_id: 'default',
+    scopes: [],
+    rpm_limit: null,
+    tpm_limit: null,
+    status: 'active',
+    deleted_at: null,
+    expires_at: 0,
+    ...over,
+  }) as unknown as VerifiedKeyRow;
