@@ -17,17 +17,16 @@
  * and the output says so.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
+import { cpuBetween, threadsCpuUs } from './lib/threads.js';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 3000);
 const JIT_WARMUP_MS = Number(process.env.BENCH_JIT_WARMUP_MS ?? 4000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 3);
-const TICK_US = 1_000_000 / 100; // Linux USER_HZ
 
 const cores = os.availableParallelism();
 const canPin = process.platform === 'linux' && cores >= 2 && spawnSync('taskset', ['-V']).status === 0;
@@ -35,21 +34,6 @@ const serverCore = String(cores - 1);
 if (canPin) {
   // this process and every thread it starts from now on (upstream, load generator) keep off the server's core
   spawnSync('taskset', ['-a', '-p', '-c', `0-${cores - 2}`, String(process.pid)], { stdio: 'ignore' });
-}
-
-/** user+system CPU (µs) of each thread of a process: the main thread is the one whose id is the pid */
-function threadsOf(pid: number): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(Number(t), (Number(f[11]) + Number(f[12])) * TICK_US);
-    } catch {
-      // the thread ended
-    }
-  }
-  return out;
 }
 
 interface Server {
@@ -100,12 +84,12 @@ async function measure(s: Server, what: Row['what'], round: number): Promise<Row
   await runLoad({ ...base, connections: CONNECTIONS, durationMs: JIT_WARMUP_MS });
   const rows: Row[] = [];
   for (const connections of [1, CONNECTIONS]) {
-    const before = threadsOf(pid);
+    const before = threadsCpuUs(new Set(), pid);
     const r = await runLoad({ ...base, connections, durationMs: DURATION_MS });
-    const after = threadsOf(pid);
+    const after = threadsCpuUs(new Set(), pid);
     if (r.failures) throw new Error(`${what}: ${r.failures} failed requests`);
-    let all = 0;
-    for (const [tid, us] of after) all += us - (before.get(tid) ?? 0);
+    const all = cpuBetween(before, after);
+    // the main thread is the one whose id is the pid
     const main = (after.get(pid) ?? 0) - (before.get(pid) ?? 0);
     rows.push({ what, round, connections, r, cpu: all / r.requests, main: main / r.requests });
   }

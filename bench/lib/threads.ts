@@ -14,10 +14,10 @@ export function osThreadId(): number | undefined {
   }
 }
 
-/** CPU time (µs, user + system) of one thread of this process */
-export function threadCpuUs(tid: number): number {
+/** CPU time (µs, user + system) of one thread of this process, or of process `pid` */
+export function threadCpuUs(tid: number, pid: number | 'self' = 'self'): number {
   try {
-    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(f[11]) + Number(f[12])) * 10_000;
   } catch {
@@ -25,18 +25,18 @@ export function threadCpuUs(tid: number): number {
   }
 }
 
-/** CPU time (µs) of every live thread of this process but `exclude`d ones, by thread id */
-export function threadsCpuUs(exclude: ReadonlySet<number> = new Set()): Map<number, number> {
+/** CPU time (µs) of every live thread of this process (or of process `pid`) but `exclude`d ones, by thread id */
+export function threadsCpuUs(exclude: ReadonlySet<number> = new Set(), pid: number | 'self' = 'self'): Map<number, number> {
   const out = new Map<number, number>();
   let tids: string[];
   try {
-    tids = readdirSync('/proc/self/task');
+    tids = readdirSync(`/proc/${pid}/task`);
   } catch {
     return out;
   }
   for (const t of tids) {
     const tid = Number(t);
-    if (!exclude.has(tid)) out.set(tid, threadCpuUs(tid));
+    if (!exclude.has(tid)) out.set(tid, threadCpuUs(tid, pid));
   }
   return out;
 }
