@@ -4,12 +4,16 @@
  * loaded in the background at start rather than by the first request, and the models pulled with
  * `portico models pull` served at once and dropped at once on every instance that shares MODELS_DIR.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, watch as fsWatch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import type { Logger } from '../platform/log.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { NO_TEXT_MODEL_HINT } from '../models/registry.js';
 import type { ModelSpec } from '../models/spec.js';
+import { loadModelConfig, ModelConfigError, type ModelEnv } from '../models/config.js';
+import { deploymentUnits, planReload, type ReloadResult } from '../models/reload.js';
+import type { Router } from '../models/router/index.js';
 // not ../models/pull/index.js: that brings the puller and node-llama-cpp (~0.4 s of start-up) into every start
 import { ModelCatalogue, type CatalogueWatch, type PulledModel } from '../models/pull/catalogue.js';
 import { pulledModelSpecs } from '../models/pull/specs.js';
@@ -53,10 +57,32 @@ function warm(models: ModelRegistry, engines: EngineRegistry, spec: ModelSpec, l
 }
 
 export interface ModelKeeping {
+  /**
+   * Reads the model file again, checks all of it, and applies it at once to new requests (see reloadModels);
+   * `reason` goes in the log line (SIGHUP, the command, the file watch). Reloads run one at a time.
+   */
+  reload(reason: string): Promise<ReloadResult>;
   close(): void;
 }
 
-export function keepModels(opts: { models: ModelRegistry; engines: EngineRegistry; log: Logger; modelsDir?: string; warmUp: boolean }): ModelKeeping {
+export interface KeepModelsOptions {
+  models: ModelRegistry;
+  engines: EngineRegistry;
+  /** a changed or removed deployment's health is dropped there (breakers, counts) */
+  router: Router;
+  log: Logger;
+  modelsDir?: string;
+  warmUp: boolean;
+  /** the model file (PORTICO_CONFIG) a reload reads, and the environment its api_key_env names are checked in */
+  file?: string;
+  env: ModelEnv;
+  /** told of each applied reload (the core's copy of the configured models) */
+  onReload?: (specs: readonly ModelSpec[]) => void;
+  /** PORTICO_CONFIG_WATCH: reload when the file changes on disk */
+  watchFile?: boolean;
+}
+
+export function keepModels(opts: KeepModelsOptions): ModelKeeping {
   const { models, engines, log } = opts;
   for (const spec of models.list()) {
     if (opts.warmUp) warm(models, engines, spec, log);
@@ -94,5 +120,156 @@ export function keepModels(opts: { models: ModelRegistry; engines: EngineRegistr
     );
   }
   if (!models.list().some((m) => m.type === 'text')) log.info(NO_TEXT_MODEL_HINT);
-  return { close: () => watch?.close() };
+
+  let queue: Promise<unknown> = Promise.resolve();
+  const reload = (reason: string): Promise<ReloadResult> => {
+    const run = queue.then(() => reloadModels(opts, reason));
+    queue = run.catch(() => {});
+    return run;
+  };
+  const fileWatch = opts.watchFile && opts.file ? watchModelFile(opts.file, () => void reload('file changed').catch(() => {})) : undefined;
+  if (fileWatch) log.info({ file: opts.file }, 'watching the model file: a change is reloaded (PORTICO_CONFIG_WATCH)');
+  return {
+    reload,
+    close: () => {
+      watch?.close();
+      fileWatch?.close();
+    },
+  };
+}
+
+/** a change is acted on once the file has been quiet this long (an editor's save is several writes) */
+const SETTLE_MS = 300;
+/** how often the file is looked at besides the events (network filesystems raise none for other hosts' writes) */
+const POLL_MS = 2_000;
+
+/**
+ * Calls `onChange` when the model file's content changes: fs.watch on its directory (so a file an editor replaces
+ * by renaming another over it is still followed, whatever its inode), and a look every 2 s for filesystems that
+ * raise no event; debounced, and only when the text differs from what was last seen (a save that changed
+ * nothing, or a touch, reloads nothing).
+ */
+function watchModelFile(file: string, onChange: () => void): { close(): void } {
+  const read = () => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      return undefined;
+    }
+  };
+  const stamp = () => {
+    try {
+      const s = statSync(file);
+      return `${s.ino}:${s.size}:${s.mtimeMs}`;
+    } catch {
+      return '';
+    }
+  };
+  let last = read();
+  let lastStamp = stamp();
+  let settle: NodeJS.Timeout | undefined;
+  let closed = false;
+  const check = () => {
+    settle = undefined;
+    if (closed) return;
+    lastStamp = stamp();
+    const text = read();
+    // a file that is away for a moment (an editor's rename dance) is looked at again at its next event or poll
+    if (text === undefined || text === last) return;
+    last = text;
+    onChange();
+  };
+  const soon = () => {
+    if (closed) return;
+    if (settle) clearTimeout(settle);
+    settle = setTimeout(check, SETTLE_MS);
+  };
+  const name = basename(file);
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = fsWatch(dirname(file), { persistent: false }, (_event, f) => {
+      if (!f || f.toString() === name) soon();
+    });
+    watcher.on('error', () => {
+      watcher?.close();
+      watcher = undefined; // the poll carries on
+    });
+  } catch {
+    watcher = undefined;
+  }
+  const poll = setInterval(() => {
+    if (!settle && stamp() !== lastStamp) soon();
+  }, POLL_MS);
+  poll.unref();
+  return {
+    close() {
+      closed = true;
+      clearInterval(poll);
+      if (settle) clearTimeout(settle);
+      watcher?.close();
+    },
+  };
+}
+
+/**
+ * One reload of the model file: read and check all of it (the environment included), and only then apply it,
+ * in one synchronous step, so that a request sees the old configuration or the new one, never a mix:
+ * - models added, changed or removed in the configured layer (an unchanged model keeps its spec object);
+ * - a deployment whose id or any key changed, or that went away: its engine is retired (requests in flight
+ *   finish on it, then it closes) and its health starts afresh; an unchanged deployment keeps both;
+ * - spec objects of the replaced configuration are marked stale in the engine registry: a request that took one
+ *   before the reload and reaches for its engine after it gets a retryable 503, never an engine of the old keys.
+ * A file that cannot be read or that the check refuses changes nothing: one error line names the problem and the
+ * previous configuration keeps serving.
+ */
+async function reloadModels(opts: KeepModelsOptions, reason: string): Promise<ReloadResult> {
+  const { models, engines, router, log } = opts;
+  const fail = (error: string): ReloadResult => {
+    log.error({ file: opts.file, reason }, `model file not reloaded: ${error}; the previous configuration keeps serving`);
+    return { ok: false, file: opts.file, error };
+  };
+  if (!opts.file) return fail('PORTICO_CONFIG is not set: there is no model file to reload');
+  let next: ModelSpec[];
+  try {
+    next = loadModelConfig(opts.file, { env: opts.env }).models;
+  } catch (e) {
+    if (e instanceof ModelConfigError) return fail(e.message);
+    throw e;
+  }
+  const plan = planReload(models.layer('configured'), next);
+  const result: ReloadResult = { ok: true, file: opts.file, added: plan.added, removed: plan.removed, changed: plan.changed, unchanged: plan.unchanged };
+  if (plan.added.length + plan.removed.length + plan.changed.length === 0) {
+    log.info({ file: opts.file, reason, unchanged: plan.unchanged }, 'model file reloaded: nothing changed');
+    return result;
+  }
+  // the code of providers the new models use, loaded before they are served (as at start)
+  await engines.preload(plan.specs);
+
+  // from here to the end, nothing awaits: the switch is atomic for every request
+  // a name the file now takes may be served by a pulled or built-in model until now: its engine is replaced too
+  const shadowed = plan.added.flatMap((n) => models.get(n) ?? []);
+  const retiredNames = new Set(plan.engines);
+  const forget = new Set(plan.deployments);
+  const stale: object[] = [];
+  for (const s of [...plan.replaced, ...shadowed]) {
+    // the router's deployments of a model without a list are its own objects: they are marked too
+    for (const o of [s, ...(s.deployments ?? []), ...router.route(s).targets.map((t) => t.dep)]) if (retiredNames.has(o.name)) stale.push(o);
+    for (const u of deploymentUnits(s)) if (retiredNames.has(u.engine)) forget.add(u.health);
+  }
+  if (retiredNames.size) {
+    const names = [...retiredNames];
+    void engines.retire(names, stale).then(() => log.info({ engines: names }, 'engines of the replaced deployments closed: their requests in flight have finished'));
+  }
+  router.forget(forget);
+  for (const name of [...plan.removed, ...plan.changed]) models.setUnavailable(name, undefined);
+  models.setLayer('configured', plan.specs);
+  opts.onReload?.(plan.specs);
+  const fresh = new Set([...plan.added, ...plan.changed]);
+  for (const spec of plan.specs) {
+    if (!fresh.has(spec.name)) continue;
+    if (opts.warmUp) warm(models, engines, spec, log);
+    else checkFile(models, spec, log);
+  }
+  log.info({ file: opts.file, reason, added: plan.added, removed: plan.removed, changed: plan.changed, unchanged: plan.unchanged }, 'model file reloaded');
+  return result;
 }

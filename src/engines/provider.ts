@@ -46,8 +46,22 @@ export interface Provider<O extends TObject = TObject> {
   readonly serves: readonly [Capability, ...Capability[]];
   /** the model-file keys of this provider besides name, provider, type, owned_by, pricing */
   readonly options: O;
-  /** rules across keys that the schema cannot say (e.g. a key that only one capability needs): a message, or nothing */
-  check?(spec: ProviderSpec<O>): string | undefined;
+  /**
+   * Rules across keys that the schema cannot say (e.g. a key that only one capability needs, a URL that must
+   * parse): a message, or nothing. `env` is given when the model file is checked for serving (at start and on a
+   * reload): the environment the engines will read, for keys that name a variable (never echo its value).
+   */
+  check?(spec: ProviderSpec<O>, env?: Readonly<Record<string, string | undefined>>): string | undefined;
+  /** its engines call a server over the network: a deployment's `timeouts.connect_ms` applies to it */
+  readonly remote?: boolean;
+  /** the capabilities whose engines can be probed by an active health check (TextEngine.probe) */
+  readonly probes?: readonly Capability[];
+  /**
+   * text: whether the engine made for this entry forwards Chat Completions as the client sent them
+   * (TextEngine.chatCompletions), told from the entry alone, without making the engine (the chat feature asks it
+   * of every deployment and fallback of a model, some of which may never be made). Absent: it never does.
+   */
+  forwardsChatCompletions?(spec: ProviderSpec<O>): boolean;
   /** one engine for every model of this provider (worker pools), instead of one per model */
   readonly shared?: boolean;
   readonly create: EngineFactories<ProviderSpec<O>>;

@@ -4,6 +4,7 @@
  */
 import type { Static } from 'typebox';
 import type { Provider } from './provider.js';
+import type { EngineSpec } from './registry.js';
 import { openaiCompatible } from './openai-compatible/provider.js';
 import { llama } from './llama/provider.js';
 import { flite } from './flite/provider.js';
@@ -22,3 +23,13 @@ export type AnyProviderOptions = Partial<
     Static<typeof pocketsphinx.options> &
     Static<typeof whisper.options>
 >;
+
+/**
+ * Whether the text engine of this entry (a model, or one deployment of it) forwards Chat Completions as the client
+ * sent them (Provider.forwardsChatCompletions), without making the engine.
+ */
+export function forwardsChatCompletions(spec: EngineSpec): boolean {
+  // the spec was checked against the provider's options when the model file was read
+  const p = PROVIDERS.get(spec.provider) as { forwardsChatCompletions?(s: EngineSpec): boolean } | undefined;
+  return p?.forwardsChatCompletions?.(spec) ?? false;
+}

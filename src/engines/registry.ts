@@ -29,8 +29,22 @@ export interface TextEngineSource {
  * request for that model (or, for a `shared` provider such as a speech worker pool, by every model of that
  * provider). A failed creation is not kept: the next request tries again (the file may have appeared).
  */
+/** What the registry holds of an engine: how to close it now, and (optionally) once its work in flight is done. */
+interface Closable {
+  close(): Promise<void>;
+  retire?(): Promise<void>;
+}
+
 export class EngineRegistry {
-  private readonly engines = new Map<string, Promise<{ close(): Promise<void> }>>();
+  private readonly engines = new Map<string, Promise<Closable>>();
+  /** engines a reload retired, closing once their work in flight is done (shutdown closes them at once) */
+  private readonly retiring = new Set<Promise<Closable>>();
+  /**
+   * Specs of a configuration a reload replaced (by object): a request that took one before the reload and asks
+   * for its engine after it gets a retryable 503 rather than an engine made from the old keys under a name the
+   * new configuration now owns.
+   */
+  private readonly stale = new WeakSet<object>();
   private closed = false;
 
   constructor(
@@ -56,6 +70,13 @@ export class EngineRegistry {
 
   private get<C extends Capability>(capability: C, spec: EngineSpec): Promise<Engines[C]> {
     if (this.closed) return Promise.reject(new EngineError('the server is shutting down', 'engine_unavailable', 503));
+    if (this.stale.has(spec)) {
+      return Promise.reject(
+        new EngineError(`the deployment '${spec.name}' changed with a reload of the model file while this request was under way; send it again`, 'engine_unavailable', 503, {
+          retryable: true,
+        }),
+      );
+    }
     const provider = this.providers.get(spec.provider);
     const create = provider?.create[capability];
     if (!provider || !create) {
@@ -99,10 +120,39 @@ export class EngineRegistry {
     await Promise.all(gone.map((p) => p.then((e) => e.close()).catch(() => {})));
   }
 
+  /**
+   * A reload changed or removed what these engine names serve: new requests get engines made afresh from the new
+   * keys, while the engines made so far finish the work they have (TextEngine.retire: an undici pool's close waits
+   * for its calls, a stream included) and then close. `stale` are the spec objects of the replaced configuration
+   * (see `stale` above). Resolves when every retired engine has closed.
+   */
+  retire(names: Iterable<string>, stale: Iterable<object> = []): Promise<void> {
+    for (const s of stale) this.stale.add(s);
+    const gone: Array<Promise<Closable>> = [];
+    for (const name of names) {
+      for (const [id, p] of this.engines) {
+        if (id.endsWith(`\u0000${name}`) && !id.includes('\u0000provider\u0000')) {
+          this.engines.delete(id);
+          gone.push(p);
+        }
+      }
+    }
+    return Promise.all(
+      gone.map((p) => {
+        this.retiring.add(p);
+        return p
+          .then((e) => (e.retire ? e.retire() : e.close()))
+          .catch(() => {})
+          .finally(() => this.retiring.delete(p));
+      }),
+    ).then(() => undefined);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
-    const all = [...this.engines.values()];
+    const all = [...this.engines.values(), ...this.retiring];
     this.engines.clear();
+    this.retiring.clear();
     await Promise.all(all.map((p) => p.then((e) => e.close()).catch(() => {})));
   }
 }

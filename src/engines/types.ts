@@ -126,8 +126,23 @@ export interface TextEngine {
    * Engines without it generate (`generate`) and the chat feature builds the answer.
    */
   chatCompletions?(req: ChatCompletionsRequest): AsyncIterable<Record<string, unknown>>;
+  /** an active health check of an upstream (docs/models.md): resolves when it is healthy, rejects with why not */
+  probe?(kind: ProbeKind, model: string, signal: AbortSignal): Promise<void>;
+  /** stops now: work in flight is cut (shutdown, after its grace) */
   close(): Promise<void>;
+  /**
+   * Stops taking new work and closes once the work in flight has finished (a model file reload changed or removed
+   * this engine's deployment: requests that started on it finish on it). Without it the registry calls close(),
+   * which such an engine must make harmless to work in flight.
+   */
+  retire?(): Promise<void>;
 }
+
+/**
+ * What an active health check asks of a deployment: `models` a `GET /models` (cheap: no generation), `completion`
+ * the smallest generation (one token; for embeddings, one short input), which also proves the model is loaded.
+ */
+export type ProbeKind = 'models' | 'completion';
 
 /** A Chat Completions request forwarded to an upstream (TextEngine.chatCompletions). */
 export interface ChatCompletionsRequest {
@@ -190,7 +205,18 @@ export interface SpeechRequest {
   gainDb?: number;
   /** embedded engines: default `standard`; other engines ignore it */
   quality?: SpeechQuality;
+  /** turns on shared slots (the audio feature's fair scheduler), when the caller gives them: see WorkTurns */
+  turns?: WorkTurns;
   signal?: AbortSignal;
+}
+
+/**
+ * Turns on slots that several callers share (src/audio/scheduler.ts): work that honours them takes a turn for each
+ * unit of work (a sentence: `cost` its characters) and ends it when that work is done, whatever its consumer does
+ * meanwhile. `step` rejects at once when the signal aborts.
+ */
+export interface WorkTurns {
+  step(cost: number, signal?: AbortSignal): Promise<{ done(completed: boolean): void }>;
 }
 
 /** Mono 16-bit signed PCM at `sampleRate` (defined with the codecs, which engines and features share). */
@@ -204,6 +230,8 @@ export interface SpeechEngine {
   /** Synthesizes sentence by sentence; yields PCM as it is produced; stops when the signal aborts. */
   synthesize(req: SpeechRequest): AsyncIterable<PcmChunk>;
   close(): Promise<void>;
+  /** as TextEngine.retire: closes once the work in flight has finished */
+  retire?(): Promise<void>;
 }
 
 // ---------------------------------------------------------------- speech to text
@@ -267,8 +295,12 @@ export interface TranscriptionEngine {
   readonly canTranslate: boolean;
   /** ISO-639-1 codes it recognizes, or undefined for any */
   readonly languages?: readonly string[];
+  /** seconds of audio it decodes at one cost, however much of them is speech (whisper: its 30-s window) */
+  readonly window?: number;
   transcribe(req: TranscribeRequest): Promise<Transcript>;
   close(): Promise<void>;
+  /** as TextEngine.retire: closes once the work in flight has finished */
+  retire?(): Promise<void>;
 }
 
 // ---------------------------------------------------------------- embeddings
@@ -300,5 +332,9 @@ export interface EmbeddingsEngine {
   embed(req: EmbedRequest): Promise<EmbedResult>;
   /** where an embedded engine runs (CPU, GPU) and how long it took to load, for the start log */
   info?(): { device: string; loadMs?: number };
+  /** an active health check of an upstream (TextEngine.probe) */
+  probe?(kind: ProbeKind, model: string, signal: AbortSignal): Promise<void>;
   close(): Promise<void>;
+  /** as TextEngine.retire: closes once the work in flight has finished */
+  retire?(): Promise<void>;
 }

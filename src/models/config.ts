@@ -9,9 +9,20 @@ import { Type, type TObject } from 'typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { CAPABILITIES, type Capability, type Provider } from '../engines/provider.js';
 import { PROVIDERS } from '../engines/providers.js';
-import { BreakerSchema, COMMON_KEYS, DEPLOYMENT_KEYS, ROUTING_KEYS, TimeoutsSchema, WEIGHT_KEY, type DeploymentSpec, type ModelSpec } from './spec.js';
+import { BreakerSchema, COMMON_KEYS, DEPLOYMENT_KEYS, HealthCheckSchema, ROUTING_KEYS, TimeoutsSchema, WEIGHT_KEY, type DeploymentSpec, type ModelSpec } from './spec.js';
 
 export type { ModelSpec } from './spec.js';
+
+/** The environment the engines will read (`api_key_env`): given when the file is checked for serving. */
+export type ModelEnv = Readonly<Record<string, string | undefined>>;
+
+export interface CheckOptions {
+  /**
+   * Check what names the environment too (an `api_key_env` that is unset or empty is an error naming the
+   * variable): `portico serve` at start and on a reload. Operator commands leave it out: they call no upstream.
+   */
+  env?: ModelEnv;
+}
 
 export class ModelConfigError extends Error {
   constructor(message: string) {
@@ -54,6 +65,7 @@ const NESTED: Record<string, string[]> = {
   pricing: Object.keys(COMMON_KEYS.pricing.properties),
   timeouts: Object.keys(TimeoutsSchema.properties),
   breaker: Object.keys(BreakerSchema.properties),
+  health_check: Object.keys(HealthCheckSchema.properties),
 };
 
 /** Levenshtein distance, for "did you mean" on a mistyped key. */
@@ -135,13 +147,13 @@ function literalsOf(p: Provider, key: string): string[] | undefined {
  * list has no provider of its own: each deployment is checked against its provider's keys, and the spec is
  * the first deployment's keys under the entry's (see ModelSpec.deployments).
  */
-export function checkModelEntry(raw: unknown, where: string): ModelSpec {
+export function checkModelEntry(raw: unknown, where: string, opts: CheckOptions = {}): ModelSpec {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ModelConfigError(`${where}: each model must be a mapping with at least name and provider`);
-  if ('deployments' in raw) return checkDeployments(raw as Record<string, unknown>, where);
-  return checkOne(raw as Record<string, unknown>, where, 'entry');
+  if ('deployments' in raw) return checkDeployments(raw as Record<string, unknown>, where, opts);
+  return checkOne(raw as Record<string, unknown>, where, 'entry', opts);
 }
 
-function checkDeployments(entry: Record<string, unknown>, where: string): ModelSpec {
+function checkDeployments(entry: Record<string, unknown>, where: string, opts: CheckOptions): ModelSpec {
   const list = entry.deployments;
   if (!Array.isArray(list) || list.length === 0) throw new ModelConfigError(`${where}: 'deployments' must be a list of at least one deployment`);
   if (list.length > 100) throw new ModelConfigError(`${where}: 'deployments' may list at most 100 deployments`);
@@ -160,22 +172,73 @@ function checkDeployments(entry: Record<string, unknown>, where: string): ModelS
     for (const k of Object.keys(d)) {
       if (MODEL_ONLY.includes(k)) throw new ModelConfigError(`${at}: '${k}' belongs to the model, not to one deployment`);
     }
-    const spec = checkOne({ ...(d as Record<string, unknown>), name, ...(entry.type !== undefined ? { type: entry.type } : {}) }, at, 'deployment');
+    const spec = checkOne({ ...(d as Record<string, unknown>), name, ...(entry.type !== undefined ? { type: entry.type } : {}) }, at, 'deployment', opts);
     const id = spec.id ?? `${name}#${i + 1}`;
     return { ...spec, id, name: id, weight: (spec as { weight?: number }).weight ?? 1, upstream_model: spec.upstream_model ?? name } as DeploymentSpec;
   });
   const types = new Set(deployments.map((d) => d.type));
   if (types.size > 1) throw new ModelConfigError(`${where}: every deployment must serve the same type; set 'type' on the model (got ${[...types].join(', ')})`);
-  const { deployments: _d, ...own } = entry;
   const first = deployments[0]!;
+  if (deployments.length > 1 && !ROUTED.includes(first.type)) {
+    throw new ModelConfigError(`${where}: a ${first.type} model takes one deployment: speech and transcription are not routed, so the others would never serve`);
+  }
+  const { deployments: _d, ...own } = entry;
   const { id: _id, weight: _w, ...firstKeys } = first;
   // the model-level keys are checked with the first deployment's provider keys (what the entry's spec carries)
   const { weight: _w0, ...rawFirst } = list[0] as Record<string, unknown>;
-  const model = checkOne({ ...rawFirst, ...own, type: first.type }, where, 'entry');
+  const model = checkOne({ ...rawFirst, ...own, type: first.type }, where, 'entry', opts);
   return { ...firstKeys, ...model, name, upstream_model: first.upstream_model, deployments } as ModelSpec;
 }
 
-function checkOne(entry: Record<string, unknown>, where: string, kind: Kind): ModelSpec {
+/** the types the router serves (deployments, retries, fallbacks, breakers, limits, per-try timeouts) */
+const ROUTED: readonly Capability[] = ['text', 'embeddings'];
+
+/** what each pricing key is charged on, by model type (src/models/pricing.ts and the features that meter) */
+const PRICED: Record<string, readonly Capability[]> = {
+  input_per_million: ['text', 'embeddings'],
+  output_per_million: ['text'],
+  cached_input_per_million: ['text'],
+  per_character: ['speech'],
+  per_audio_second: ['transcription'],
+};
+
+/**
+ * Rules across the keys every entry and deployment has, which the schema cannot say: keys that would do nothing
+ * on this type or provider (accepted before without a word), and timeouts that contradict each other.
+ */
+function commonProblem(spec: ModelSpec, provider: Provider, kind: Kind): string | undefined {
+  if (kind === 'entry' && (spec.name !== spec.name.trim() || /[\u0000-\u001f\u007f]/.test(spec.name))) {
+    return "'name' has spaces at an end or a control character: clients could not send it as written";
+  }
+  if (!ROUTED.includes(spec.type)) {
+    const keys = [...Object.keys(DEPLOYMENT_KEYS).filter((k) => k !== 'id'), ...Object.keys(ROUTING_KEYS).filter((k) => k !== 'deployments')];
+    const k = keys.find((x) => (spec as Record<string, unknown>)[x] !== undefined);
+    if (k) return `'${k}' applies to text and embeddings models only: ${spec.type} models are not routed (no retries, limits, breaker or per-try timeouts)`;
+  }
+  if (kind === 'entry' && spec.pricing) {
+    for (const [k, v] of Object.entries(spec.pricing)) {
+      const on = PRICED[k];
+      if (v !== undefined && on && !on.includes(spec.type))
+        return `'pricing.${k}' applies to ${on.join(' and ')} models only (this one is ${spec.type}): it would never charge anything`;
+    }
+  }
+  const t = spec.timeouts;
+  if (t) {
+    if (t.connect_ms !== undefined && !provider.remote) return `'timeouts.connect_ms' applies to deployments that call a server (openai-compatible), not to ${provider.name}`;
+    if (t.first_byte_ms !== undefined && t.total_ms !== undefined && t.first_byte_ms > t.total_ms) {
+      return `'timeouts.first_byte_ms' (${t.first_byte_ms}) is longer than 'timeouts.total_ms' (${t.total_ms}): the first output must come within the whole try`;
+    }
+    for (const k of ['first_byte_ms', 'total_ms'] as const) {
+      const v = t[k];
+      if (t.connect_ms !== undefined && v !== undefined && t.connect_ms > v) {
+        return `'timeouts.connect_ms' (${t.connect_ms}) is longer than 'timeouts.${k}' (${v}): opening the connection is part of it`;
+      }
+    }
+  }
+  return undefined;
+}
+
+function checkOne(entry: Record<string, unknown>, where: string, kind: Kind, opts: CheckOptions): ModelSpec {
   const providerName = entry.provider;
   if (typeof providerName !== 'string' || !PROVIDERS.has(providerName)) {
     throw new ModelConfigError(
@@ -202,18 +265,23 @@ function checkOne(entry: Record<string, unknown>, where: string, kind: Kind): Mo
     throw new ModelConfigError(`${where}: 'type' must be one of: ${list(provider.serves)} for provider ${providerName} (got ${JSON.stringify(entry.type)})`);
   }
   const spec = { ...entry, type: type as Capability } as ModelSpec;
-  const problem = provider.check?.(spec as never);
+  if (spec.health_check !== undefined && !provider.probes?.includes(type as Capability)) {
+    throw new ModelConfigError(`${where}: 'health_check' needs an upstream that can be probed; provider ${providerName} (${type}) has no health check`);
+  }
+  const problem = provider.check?.(spec as never, opts.env) ?? commonProblem(spec, provider, kind);
   if (problem) throw new ModelConfigError(`${where}: ${problem}`);
   return spec;
 }
 
 /** Parses and checks the model file; errors say which entry and key is wrong. */
-export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { models: ModelSpec[] } {
+export function parseModelConfig(text: string, source = 'PORTICO_CONFIG', opts: CheckOptions = {}): { models: ModelSpec[] } {
   let doc: unknown;
   try {
     doc = parseYaml(text) ?? {};
   } catch (e) {
-    throw new ModelConfigError(`${source}: not valid YAML: ${(e as Error).message}`);
+    // the parser's first line says what and where (line, column); the rest is a snippet of the file: one line is kept
+    const first = ((e as Error).message.split('\n')[0] ?? '').replace(/:\s*$/, '');
+    throw new ModelConfigError(`${source}: not valid YAML: ${first}`);
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new ModelConfigError(`${source}: the file must be a mapping with a 'models' list`);
   const top = doc as Record<string, unknown>;
@@ -231,15 +299,17 @@ export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { mod
   const models: ModelSpec[] = [];
   entries.forEach((raw, i) => {
     const named = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? ` (${(raw as { name: string }).name})` : '';
-    const spec = checkModelEntry(raw, `${source}: models[${i}]${named}`);
+    const spec = checkModelEntry(raw, `${source}: models[${i}]${named}`, opts);
     if (seen.has(spec.name)) {
       throw new ModelConfigError(
         `${source}: models[${i}] duplicates the model name "${spec.name}"; to serve one model from several servers, list them under 'deployments' of one entry (docs/models.md)`,
       );
     }
     seen.add(spec.name);
-    // deployment ids name engines and usage records: unique across the file, and not another model's name
-    for (const d of spec.deployments ?? [{ id: spec.id ?? spec.name }]) {
+    // deployment ids name engines and usage records: unique across the file, and not another model's name (a
+    // model without a deployments list keys its engine by its name and its health and records by its id)
+    const keys = spec.deployments ?? [{ id: spec.id ?? spec.name }, ...(spec.id !== undefined && spec.id !== spec.name ? [{ id: spec.name }] : [])];
+    for (const d of keys) {
       const other = ids.get(d.id);
       if (other !== undefined && other !== spec.name) throw new ModelConfigError(`${source}: models[${i}]: the deployment id "${d.id}" is used by the model "${other}" too`);
       if (ids.has(d.id) && other === spec.name && spec.deployments) throw new ModelConfigError(`${source}: models[${i}]: two deployments have the id "${d.id}"`);
@@ -247,9 +317,16 @@ export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { mod
     }
     models.push(spec);
   });
+  const names = new Set(models.map((m) => m.name));
   for (const [i, m] of models.entries()) {
+    for (const d of m.deployments ?? []) {
+      if (d.id !== m.name && names.has(d.id)) throw new ModelConfigError(`${source}: models[${i}] (${m.name}): the deployment id "${d.id}" is the name of another model`);
+    }
     for (const key of ['fallbacks', 'context_window_fallbacks'] as const) {
-      for (const f of m[key] ?? []) {
+      const given = m[key] ?? [];
+      const twice = given.find((f, j) => given.indexOf(f) !== j);
+      if (twice !== undefined) throw new ModelConfigError(`${source}: models[${i}] (${m.name}): '${key}' names "${twice}" twice`);
+      for (const f of given) {
         const target = models.find((x) => x.name === f);
         if (f === m.name) throw new ModelConfigError(`${source}: models[${i}] (${m.name}): '${key}' names the model itself`);
         if (!target)
@@ -261,7 +338,7 @@ export function parseModelConfig(text: string, source = 'PORTICO_CONFIG'): { mod
   return { models };
 }
 
-export function loadModelConfig(path: string | undefined): { models: ModelSpec[] } {
+export function loadModelConfig(path: string | undefined, opts: CheckOptions = {}): { models: ModelSpec[] } {
   if (!path) return { models: [] };
   let text: string;
   try {
@@ -269,5 +346,5 @@ export function loadModelConfig(path: string | undefined): { models: ModelSpec[]
   } catch (e) {
     throw new ModelConfigError(`PORTICO_CONFIG: cannot read ${path}: ${(e as Error).message}`);
   }
-  return parseModelConfig(text, path);
+  return parseModelConfig(text, path, opts);
 }

@@ -45,6 +45,11 @@ export class ModelRegistry {
     return hidden;
   }
 
+  /** The models of one layer as it was last set (the configured ones: what a reload compares the file with). */
+  layer(layer: ModelLayer): readonly ModelSpec[] {
+    return this.layers.get(layer) ?? [];
+  }
+
   private rebuild() {
     const next = new Map<string, ModelSpec>();
     for (const layer of ORDER) for (const s of this.layers.get(layer) ?? []) if (!next.has(s.name)) next.set(s.name, s);

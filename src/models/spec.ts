@@ -42,11 +42,25 @@ export type Timeouts = Static<typeof TimeoutsSchema>;
 /** The circuit breaker of each deployment of a model. */
 export const BreakerSchema = Type.Object(
   {
-    failures: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'consecutive failures that open it' })),
-    cooldown_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000, description: 'how long it stays open before one probe' })),
+    failures: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'the fewest failed requests in the window that open it (default 5)' })),
+    failure_rate: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1, description: "the share of the window's requests that must have failed (default 0.5)" })),
+    window_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000, description: 'the window failures are counted over (default 60000)' })),
+    cooldown_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000, description: 'how long it stays open before one probe (default 30000)' })),
   },
   { additionalProperties: false },
 );
+
+/** An active health check of a deployment (docs/models.md, "Active health checks"). */
+export const HealthCheckSchema = Type.Object(
+  {
+    probe: Type.Optional(Type.Union([Type.Literal('models'), Type.Literal('completion')], { description: 'GET /models (default), or the smallest generation' })),
+    interval_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000, description: 'time between two checks (default 30000)' })),
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000, description: 'the longest one check may take (default 5000)' })),
+    failures: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'failed checks in a row that open the breaker (default 2)' })),
+  },
+  { additionalProperties: false },
+);
+export type HealthCheck = Static<typeof HealthCheckSchema>;
 
 /** The keys of one deployment (a plain entry is its model's one deployment). */
 export const DEPLOYMENT_KEYS = {
@@ -54,6 +68,7 @@ export const DEPLOYMENT_KEYS = {
   rpm: Type.Optional(Type.Integer({ minimum: 1, description: 'requests a minute this deployment takes (per instance)' })),
   tpm: Type.Optional(Type.Integer({ minimum: 1, description: 'tokens a minute this deployment takes (per instance)' })),
   timeouts: Type.Optional(TimeoutsSchema),
+  health_check: Type.Optional(HealthCheckSchema),
 };
 
 /** Only in a `deployments` list: the share of requests. */
@@ -84,6 +99,7 @@ export type DeploymentSpec = {
   rpm?: number;
   tpm?: number;
   timeouts?: Timeouts;
+  health_check?: HealthCheck;
   upstream_model: string;
 } & AnyProviderOptions;
 
@@ -101,13 +117,14 @@ export type ModelSpec = {
   retries?: number;
   retry_backoff_ms?: number;
   max_retry_wait_ms?: number;
-  breaker?: { failures?: number; cooldown_ms?: number };
+  breaker?: { failures?: number; failure_rate?: number; window_ms?: number; cooldown_ms?: number };
   fallbacks?: string[];
   context_window_fallbacks?: string[];
   id?: string;
   rpm?: number;
   tpm?: number;
   timeouts?: Timeouts;
+  health_check?: HealthCheck;
   /**
    * Every deployment of the model, the first one's keys also being the entry's own (so code that reads one
    * engine's keys, e.g. `path` or `context_window`, sees the first). Set by the model file for every entry

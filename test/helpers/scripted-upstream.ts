@@ -62,6 +62,8 @@ export interface Reply {
   headers?: Record<string, string>;
   /** written verbatim as the response body (status 200, text/event-stream), one write per element */
   raw?: string[];
+  /** written verbatim as the body of a 200 application/json answer (an upstream that answers garbage) */
+  rawJson?: string;
   /** never answer (timeouts); the request stays open until the client gives up */
   hang?: boolean;
   /** embeddings: the vector size when the request gives no `dimensions` (default 8) */
@@ -80,6 +82,8 @@ export interface RecordedRequest {
   remotePort: number;
   /** set when the client closed the connection before the answer was complete */
   aborted: boolean;
+  /** when the request's head arrived (performance.now() of this process) */
+  at: number;
   /** resolves when the answer finished or the connection closed */
   closed: Promise<void>;
 }
@@ -96,6 +100,8 @@ export interface ScriptedUpstream {
   defaultReply: Reply | ((body: any) => Reply);
   /** models listed by GET /v1/models */
   models: string[];
+  /** GET /v1/models answers with this instead of the list (an error status, or hang: never answers) */
+  modelsReply?: { status?: number; hang?: boolean };
   /** resolves once `n` requests have been received */
   waitForRequests(n: number): Promise<RecordedRequest[]>;
   /** forget recorded requests and queued replies */
@@ -385,6 +391,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       body: undefined,
       remotePort: req.socket.remotePort ?? 0,
       aborted: false,
+      at: performance.now(),
       closed: new Promise<void>((r) => (closedResolve = r)),
     };
     res.on('close', () => {
@@ -426,6 +433,8 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
     }
     if (rec.method === 'GET' && path === '/models') {
+      if (up.modelsReply?.hang) return;
+      if (up.modelsReply?.status) return json(res, up.modelsReply.status, { error: { message: 'scripted models failure', type: 'server_error', param: null, code: null } });
       return json(res, 200, { object: 'list', data: up.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'scripted' })) });
     }
     if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses' && path !== '/embeddings')) {
@@ -440,6 +449,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       return typeof body === 'string' ? send(res, reply.status, 'text/plain', body, reply.headers) : json(res, reply.status, body, reply.headers);
     }
     if (reply.raw) return stream(res, reply, reply.raw);
+    if (reply.rawJson !== undefined) return send(res, 200, 'application/json', reply.rawJson, reply.headers);
     const body = rec.body ?? {};
     if (path === '/embeddings') {
       if (reply.noDimensions && body.dimensions !== undefined) {

@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { parseModelConfig, ModelConfigError } from '../../src/models/config.js';
+import { dropInstallationKeys } from '../helpers/redis-keys.js';
 
 const REFUSED = 'http://127.0.0.1:9/v1';
 
@@ -253,7 +254,7 @@ describe('routing with scripted upstreams that fail', () => {
     const bg = await client.responses.create({ model: 'refused-first', input: 'hi', background: true });
     let r = bg;
     const deadline = Date.now() + 10_000;
-    while ((r.status === 'queued' || r.status === 'in_progress') && Date.now() < deadline) {
+    while (r.status === 'in_progress' && Date.now() < deadline) {
       await new Promise((x) => setTimeout(x, 50));
       r = await client.responses.retrieve(bg.id);
     }
@@ -337,7 +338,9 @@ describe('the breaker state is shared through Redis', () => {
     const a = await startScriptedUpstream();
     const b = await startScriptedUpstream();
     const models = parseModelConfig(yaml(a, b)).models;
-    const env = { REDIS_URL: `redis://127.0.0.1:${port}/7` };
+    // two processes of one installation: on embedded databases they cannot share one, so they share a REDIS_PREFIX
+    // (installations are otherwise named after their database, and never hear each other: test/platform/installations.test.ts)
+    const env = { REDIS_URL: `redis://127.0.0.1:${port}/7`, REDIS_PREFIX: `t_breaker_${Date.now().toString(36)}${process.pid}` };
     const one = await buildTestApp({ listen: true, models, env });
     const two = await buildTestApp({ listen: true, models, env });
     try {
@@ -358,6 +361,7 @@ describe('the breaker state is shared through Redis', () => {
     } finally {
       await one.close();
       await two.close();
+      await dropInstallationKeys(env.REDIS_URL, env.REDIS_PREFIX);
       await a.close();
       await b.close();
     }

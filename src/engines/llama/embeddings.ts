@@ -15,6 +15,7 @@ import type { LlamaEmbeddingContext, LlamaModel, Llama, Token } from 'node-llama
 import { EngineError, type EmbedRequest, type EmbedResult, type EmbeddingsEngine } from '../types.js';
 import { sharedLlama } from './engine.js';
 import { abortError } from './util.js';
+import { whenIdle } from '../shared/idle.js';
 
 export interface LlamaEmbeddingsOptions {
   /** path of the .gguf file */
@@ -84,7 +85,25 @@ export class LlamaEmbeddingsEngine implements EmbeddingsEngine {
     this.loadMs = Date.now() - t0;
   }
 
+  /** embed calls under way (a retiring engine closes once there are none) */
+  private active = 0;
+
   async embed(req: EmbedRequest): Promise<EmbedResult> {
+    this.active++;
+    try {
+      return await this.embedNow(req);
+    } finally {
+      this.active--;
+    }
+  }
+
+  /** Closes once no embed call is under way (a reload retired this model). */
+  async retire(): Promise<void> {
+    await whenIdle(() => this.closed || this.active === 0);
+    await this.close();
+  }
+
+  private async embedNow(req: EmbedRequest): Promise<EmbedResult> {
     await this.load();
     const ctx = this.context!;
     const native = this.model!.embeddingVectorSize;

@@ -29,6 +29,7 @@ import { toChatHistory } from './history.js';
 import { describeToolsForProtocol, forcedCallSchema, toGbnfSchema } from './schema.js';
 import { abortError, newCallId, ThinkTagSplitter, ToolCallScanner } from './util.js';
 import { AsyncChannel } from '../../platform/async-channel.js';
+import { whenIdle } from '../shared/idle.js';
 
 export interface LlamaEngineOptions {
   /** path of the .gguf file */
@@ -595,6 +596,12 @@ export class LlamaEngine implements TextEngine {
     };
     if (reasoningTokens > 0) usage.reasoningTokens = reasoningTokens;
     out.push({ type: 'done', finishReason, usage, model: req.model });
+  }
+
+  /** Closes once no request waits for a sequence or generates on one (a reload retired this model). */
+  async retire(): Promise<void> {
+    await whenIdle(() => this.closed || (this.queue.length === 0 && this.slots.every((s) => !s.busy)));
+    await this.close();
   }
 
   async close(): Promise<void> {

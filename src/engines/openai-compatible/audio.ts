@@ -29,6 +29,7 @@ import {
 } from '../types.js';
 import { languageCode } from '../shared/languages.js';
 import { upstreamSpan } from '../../platform/ops/tracing.js';
+import { redactSecrets, upstreamSecrets } from '../shared/redact.js';
 
 // ---------------------------------------------------------------- shared HTTP bits
 
@@ -131,6 +132,12 @@ function redactKey(text: string, key?: string): string {
   return out;
 }
 
+/** the redaction of a client span's failure messages: every form of the upstream's credentials cut out */
+function spanRedactor(baseUrl: string, apiKey?: string): ((text: string) => string) | undefined {
+  const secrets = upstreamSecrets(baseUrl, apiKey);
+  return secrets.length === 0 ? undefined : (t) => redactSecrets(t, secrets);
+}
+
 function abortedError(): EngineError {
   return new EngineError('request aborted', 'aborted', 499);
 }
@@ -211,6 +218,7 @@ export function verboseJsonToTranscript(body: unknown, fallbackLanguage?: string
 export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatibleAudioOptions): TranscriptionEngine {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_AUDIO_TIMEOUT_MS;
   const attributes = spanAttributes(opts.baseUrl);
+  const redact = spanRedactor(opts.baseUrl, opts.apiKey);
   return {
     kind: 'openai-compatible',
     needsPcm: false,
@@ -243,7 +251,7 @@ export function createOpenAICompatibleTranscriptionEngine(opts: OpenAICompatible
       let body: unknown;
       const headers: Record<string, string> = { ...authHeaders(opts.apiKey, opts.baseUrl), accept: 'application/json' };
       // a client span for the call when the request is traced; its traceparent goes upstream
-      const span = upstreamSpan(translate ? 'POST /audio/translations' : 'POST /audio/transcriptions', attributes, headers);
+      const span = upstreamSpan(translate ? 'POST /audio/translations' : 'POST /audio/transcriptions', attributes, headers, redact);
       try {
         res = await fetch(url, { method: 'POST', headers, body: form, signal });
         span?.status(res.status);
@@ -323,6 +331,7 @@ export class Pcm16Assembler {
 export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechOptions): SpeechEngine {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_AUDIO_TIMEOUT_MS;
   const attributes = spanAttributes(opts.baseUrl);
+  const redact = spanRedactor(opts.baseUrl, opts.apiKey);
   const sampleRate = opts.sampleRate ?? 24000;
   return {
     kind: 'openai-compatible',
@@ -345,7 +354,7 @@ export function createOpenAICompatibleSpeechEngine(opts: OpenAICompatibleSpeechO
       req.signal?.addEventListener('abort', onAbort, { once: true });
       const headers: Record<string, string> = { ...authHeaders(opts.apiKey, opts.baseUrl), 'content-type': 'application/json', accept: 'audio/pcm, application/octet-stream' };
       // a client span for the call when the request is traced (ended with the stream); its traceparent goes upstream
-      const span = upstreamSpan('POST /audio/speech', attributes, headers);
+      const span = upstreamSpan('POST /audio/speech', attributes, headers, redact);
       const fail = (e: unknown): EngineError => {
         const err = e instanceof EngineError ? e : req.signal?.aborted ? abortedError() : timedOut ? timeoutError(timeoutMs) : networkError(url, e);
         span?.fail(err);

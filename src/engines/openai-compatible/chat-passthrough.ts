@@ -49,17 +49,17 @@ export async function* chatPassthrough(up: Upstream, req: ChatCompletionsRequest
         try {
           v = JSON.parse(ev.data);
         } catch {
-          bad = new EngineError('upstream sent an unreadable stream event', 'upstream_error', 502);
+          bad = new EngineError('upstream sent an unreadable stream event', 'upstream_error', 502, { retryable: true });
           return;
         }
         if (!v || typeof v !== 'object' || Array.isArray(v)) {
-          bad = new EngineError('upstream sent an unreadable stream event', 'upstream_error', 502);
+          bad = new EngineError('upstream sent an unreadable stream event', 'upstream_error', 502, { retryable: true });
           return;
         }
         const err = (v as { error?: unknown }).error;
         if (err) {
           const { message, code } = parseErrorBody(JSON.stringify(v));
-          bad = new EngineError(`upstream failed mid-stream: ${message || 'no message'}`, code ?? 'upstream_error', 502);
+          bad = new EngineError(`upstream failed mid-stream: ${message || 'no message'}`, code ?? 'upstream_error', 502, { retryable: true });
           return;
         }
         ready.push(v as Record<string, unknown>);
@@ -99,9 +99,9 @@ function parseObject(text: string): Record<string, unknown> {
   try {
     v = JSON.parse(text);
   } catch {
-    throw new EngineError('upstream sent an unreadable answer', 'upstream_error', 502);
+    throw new EngineError('upstream sent an unreadable answer', 'upstream_error', 502, { retryable: true });
   }
-  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new EngineError('upstream sent an unreadable answer', 'upstream_error', 502);
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new EngineError('upstream sent an unreadable answer', 'upstream_error', 502, { retryable: true });
   return v as Record<string, unknown>;
 }
 

@@ -174,7 +174,7 @@ export class ChatDecoder implements StreamDecoder {
 
   private fallbackParse(data: string): void {
     // two events without a blank line between them arrive as one payload joined by LF
-    if (data.indexOf('\n') === -1) throw new EngineError('upstream sent an unreadable stream event', 'upstream_stream_broken', 502);
+    if (data.indexOf('\n') === -1) throw new EngineError('upstream sent an unreadable stream event', 'upstream_stream_broken', 502, { retryable: true });
     for (const line of data.split('\n')) {
       const t = line.startsWith('data:') ? line.slice(5).trim() : line.trim();
       if (!t) continue;
@@ -186,7 +186,7 @@ export class ChatDecoder implements StreamDecoder {
       try {
         c = JSON.parse(t);
       } catch {
-        throw new EngineError('upstream sent an unreadable stream event', 'upstream_stream_broken', 502);
+        throw new EngineError('upstream sent an unreadable stream event', 'upstream_stream_broken', 502, { retryable: true });
       }
       this.onChunk(c);
     }
@@ -197,7 +197,7 @@ export class ChatDecoder implements StreamDecoder {
     if (c.error) {
       const e = c.error;
       const msg = typeof e === 'string' ? e : typeof e.message === 'string' ? e.message : 'upstream error';
-      throw new EngineError(`upstream failed mid-stream: ${msg}`, typeof e.code === 'string' ? e.code : 'upstream_error', 502);
+      throw new EngineError(`upstream failed mid-stream: ${msg}`, typeof e.code === 'string' ? e.code : 'upstream_error', 502, { retryable: true });
     }
     if (!this.model && typeof c.model === 'string' && c.model) this.model = c.model;
     if (c.usage) this.usage = chatUsage(c.usage) ?? this.usage;
@@ -271,7 +271,7 @@ export class ChatDecoder implements StreamDecoder {
   finish(): void {
     if (this.terminal) return;
     if (this.finishReason === undefined) {
-      throw new EngineError('upstream stream ended before the answer was finished', 'upstream_stream_broken', 502);
+      throw new EngineError('upstream stream ended before the answer was finished', 'upstream_stream_broken', 502, { retryable: true });
     }
     this.terminal = true;
     this.calls.finishAll(this.finishReason === 'length');

@@ -43,14 +43,18 @@ export function createOpenAICompatibleEmbeddingsEngine(opts: OpenAICompatibleEmb
       }
       return parseAnswer(text, req);
     },
+    probe(kind, model, signal) {
+      return up.probe(kind, '/embeddings', { model, input: 'ping', encoding_format: 'float' }, signal);
+    },
     close() {
       up.close();
       return Promise.resolve();
     },
+    retire: () => up.retire(),
   };
 }
 
-const unreadable = (why: string) => new EngineError(`upstream sent an unreadable embeddings answer (${why})`, 'upstream_error', 502);
+const unreadable = (why: string) => new EngineError(`upstream sent an unreadable embeddings answer (${why})`, 'upstream_error', 502, { retryable: true });
 
 /** The upstream's list, in input order, checked: one vector of numbers per input, all of one length. */
 export function parseAnswer(text: string, req: EmbedRequest): EmbedResult {

@@ -10,13 +10,15 @@
  * streams and Response objects. Pipelining stays off (1): these are POSTs (not idempotent), and an answer that
  * streams for minutes would hold every request queued behind it on the same connection.
  */
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, buildConnector, errors as undiciErrors, type Dispatcher } from 'undici';
 import { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
+import type { Socket } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
 import { EngineError } from '../types.js';
 import { tracedCall, type UpstreamSpan } from '../../platform/ops/tracing.js';
 import { jsonUtf8, largeJson } from '../../platform/json-text.js';
+import { redactSecrets, upstreamSecrets } from '../shared/redact.js';
 
 export interface UpstreamOptions {
   baseUrl: string;
@@ -26,7 +28,7 @@ export interface UpstreamOptions {
   headers?: Record<string, string>;
   /** the most connections open to this upstream at once (default: no limit, as many as requests in flight) */
   connections?: number;
-  /** ms a new connection may take to open (the deployment's timeouts.connect_ms); unset: undici's 10 s */
+  /** ms a new connection may take to open (TLS included), to the millisecond; unset: 10 s */
   connectTimeoutMs?: number;
 }
 
@@ -59,6 +61,35 @@ export function retryAfterMs(ra: string | undefined): number | undefined {
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
+/**
+ * undici's connector with a connect timeout of our own: undici's runs on its coarse timer wheel (a 300 ms timeout
+ * fired after ~1 s, 2 s after 2.5 s), a plain timer fires on time. On expiry the socket is destroyed and the
+ * request fails with undici's own ConnectTimeoutError (UND_ERR_CONNECT_TIMEOUT, mapped in Upstream.mapError).
+ */
+function preciseConnector(timeoutMs: number): buildConnector.connector {
+  // 0: undici sets no timer of its own. Its connector returns the socket it opens, which its type does not say
+  const connect = buildConnector({ timeout: 0 }) as unknown as (o: buildConnector.Options, cb: buildConnector.Callback) => { destroy(): void };
+  return (options, callback) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      callback(new undiciErrors.ConnectTimeoutError(`Connect Timeout Error (${options.hostname}:${options.port}, ${timeoutMs} ms)`), null);
+    }, timeoutMs);
+    const socket = connect(options, (...args: [null, Socket] | [Error, null]) => {
+      if (settled) {
+        args[1]?.destroy();
+        return;
+      }
+      settled = true;
+      clearTimeout(timer);
+      callback(...args);
+    });
+    return socket;
+  };
+}
+
 /** an error event nobody else listens to (a body destroyed after its reader left) must not crash the process */
 const ignore = () => {};
 
@@ -72,6 +103,8 @@ export class Upstream {
   readonly timeoutMs: number;
   private readonly connectTimeoutMs?: number;
   private readonly secret?: string;
+  /** every form of the upstream's credentials (the key, the base_url's user and password, their Basic header) */
+  private readonly secrets: string[];
 
   constructor(opts: UpstreamOptions) {
     let u: URL;
@@ -89,11 +122,12 @@ export class Upstream {
       pipelining: 1,
       keepAliveTimeout: 4_000,
       keepAliveMaxTimeout: 60_000,
-      ...(opts.connectTimeoutMs ? { connect: { timeout: opts.connectTimeoutMs } } : {}),
+      connect: preciseConnector(opts.connectTimeoutMs ?? 10_000),
     });
     this.connectTimeoutMs = opts.connectTimeoutMs;
     this.basePath = u.pathname.replace(/\/+$/, '');
     this.secret = opts.apiKey || undefined;
+    this.secrets = upstreamSecrets(opts.baseUrl, this.secret);
     const h: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream, application/json' };
     if (u.username || u.password) {
       h.authorization = 'Basic ' + Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64');
@@ -104,10 +138,17 @@ export class Upstream {
     this.spanAttributes = { 'http.request.method': 'POST', 'server.address': u.hostname, 'server.port': Number(u.port || (tls ? 443 : 80)) };
   }
 
-  /** Removes the api key from any text that may reach a client. */
+  /**
+   * Removes the upstream's credentials from any text that may leave the process: an error a client gets, a log
+   * line, a trace span's status (every EngineError this transport makes goes through it before any of those).
+   */
   redact(text: string): string {
-    if (!this.secret || text.indexOf(this.secret) === -1) return text;
-    return text.split(this.secret).join('***');
+    return this.secrets.length === 0 ? text : redactSecrets(text, this.secrets);
+  }
+
+  /** redact, for a trace span's failure messages (undefined: nothing to hide) */
+  private get redactor(): ((text: string) => string) | undefined {
+    return this.secrets.length === 0 ? undefined : (t) => redactSecrets(t, this.secrets);
   }
 
   /**
@@ -115,10 +156,19 @@ export class Upstream {
    * response headers arrived and its status is 2xx (its body gives Buffers: undici's setEncoding does not decode
    * 'data', see Call.decoder). Non-2xx responses are read and turned into an EngineError.
    */
-  async post(path: string, body: string | LargeJson, signal: AbortSignal | undefined): Promise<Call> {
+  post(path: string, body: string | LargeJson, signal: AbortSignal | undefined): Promise<Call> {
+    return this.send('POST', path, body, signal);
+  }
+
+  /** GETs a path (a health check's `GET /models`): as post, without a body. */
+  get(path: string, signal: AbortSignal | undefined): Promise<Call> {
+    return this.send('GET', path, undefined, signal);
+  }
+
+  private async send(method: 'GET' | 'POST', path: string, body: string | LargeJson | undefined, signal: AbortSignal | undefined): Promise<Call> {
     if (signal?.aborted) throw cancelled();
-    let payload: string | Buffer;
-    if (typeof body === 'string') payload = body;
+    let payload: string | Buffer | undefined;
+    if (body === undefined || typeof body === 'string') payload = body;
     else {
       // made before the call's timeout starts; undici writes the Buffer as it is (no copy, no encoding)
       payload = (await jsonUtf8(body.value))!.bytes;
@@ -128,7 +178,7 @@ export class Upstream {
     // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream (the
     // headers are copied only then: without tracing every call shares the one header object)
     let headers = this.baseHeaders;
-    const traced = tracedCall(`POST ${path}`, this.spanAttributes, headers);
+    const traced = tracedCall(`${method} ${path}`, method === 'POST' ? this.spanAttributes : { ...this.spanAttributes, 'http.request.method': method }, headers, this.redactor);
     if (traced !== undefined) {
       headers = traced.headers;
       call.span = traced.span;
@@ -137,7 +187,7 @@ export class Upstream {
     try {
       // undici's own timeouts are off: its fast timers tick every ~0.5 s, too coarse for a short timeout_ms
       data = await this.pool.request({
-        method: 'POST',
+        method,
         path: this.basePath + path,
         headers,
         body: payload,
@@ -230,7 +280,15 @@ export class Upstream {
       return new EngineError(`upstream did not accept a connection within ${this.connectTimeoutMs ?? 10_000} ms`, 'upstream_unavailable', 504, RETRY);
     }
     const what = code ?? (err as Error)?.message ?? String(err);
-    if (call?.res) return new EngineError(`upstream connection broke mid-stream (${what})`, 'upstream_stream_broken', 502, RETRY);
+    // the upstream (or something between) closed the connection: said so, not in the HTTP client's own jargon
+    const closed = code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE' || /premature close|other side closed/i.test(String((err as Error)?.message));
+    if (call?.res) {
+      const why = closed ? 'the upstream closed the connection before the answer was complete' : this.redact(what);
+      return new EngineError(`upstream connection broke mid-stream (${why})`, 'upstream_stream_broken', 502, RETRY);
+    }
+    if (closed && code !== 'ECONNRESET' && code !== 'EPIPE') {
+      return new EngineError('upstream unreachable (the upstream closed the connection before answering)', 'upstream_unavailable', 502, RETRY);
+    }
     return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' ? 504 : 502, RETRY);
   }
 
@@ -240,15 +298,19 @@ export class Upstream {
    *   -> 400 with the upstream's message and code (this is the client's request, re-expressed).
    * - 401/403: Portico's upstream credentials are wrong; that is an operator problem, not the client's key
    *   (a 401 would make SDKs report the client's Portico key as invalid) -> 502, generic message, never the body
-   *   (OpenAI echoes part of the key in it).
+   *   (OpenAI echoes part of the key in it). Retryable: another deployment may have good credentials.
    * - 404: usually the upstream model is not there (Ollama, vLLM, OpenAI all answer 404 for that) or a wrong
-   *   base_url: an operator problem too -> 502 with the upstream's message.
+   *   base_url: an operator problem too -> 502 with the upstream's message; retryable, as 401.
    * - 429: rate limited upstream -> 429 so SDKs back off and retry (retry-after is kept in the message).
    * - 408 / 504 -> 504; other 5xx -> 502.
    */
   statusError(status: number, body: string, retryAfter?: string | string[]): EngineError {
     if (status === 401 || status === 403) {
-      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, { upstreamStatus: status });
+      // the deployment's fault, not the request's: another deployment may take it (retryable)
+      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, {
+        retryable: true,
+        upstreamStatus: status,
+      });
     }
     const { message, code } = parseErrorBody(body);
     const msg = this.redact(message || `HTTP ${status}`).slice(0, 2000);
@@ -260,14 +322,43 @@ export class Upstream {
         upstreamStatus: status,
       });
     }
-    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, { upstreamStatus: status });
+    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, { retryable: true, upstreamStatus: status });
     if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, { retryable: true, upstreamStatus: status });
     if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400, { upstreamStatus: status });
     return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, { retryable: status >= 500, upstreamStatus: status });
   }
 
+  /**
+   * An active health check (TextEngine.probe): `GET /models`, or the smallest request of `probePath` with
+   * `probeBody`; healthy when the upstream answers 2xx with a JSON body. The call is bounded by `signal`.
+   */
+  async probe(kind: 'models' | 'completion', probePath: string, probeBody: object, signal: AbortSignal): Promise<void> {
+    const call = kind === 'models' ? await this.get('/models', signal) : await this.post(probePath, JSON.stringify(probeBody), signal);
+    let text: string;
+    try {
+      text = await this.readText(call, 4 * 1024 * 1024);
+    } catch (e) {
+      call.destroy();
+      throw e instanceof EngineError ? e : this.mapError(e, call);
+    }
+    try {
+      JSON.parse(text);
+    } catch {
+      throw new EngineError(`the upstream's ${kind === 'models' ? 'GET /models' : `POST ${probePath}`} answer is not JSON`, 'upstream_error', 502, { retryable: true });
+    }
+  }
+
+  /** Stops now: calls in flight are cut (shutdown). */
   close(): void {
     this.pool.destroy().catch(ignore);
+  }
+
+  /**
+   * Takes no new call and resolves once every call in flight has ended, its body read to the end (undici's
+   * Pool.close: a stream still running on the old upstream of a reloaded deployment finishes whole).
+   */
+  retire(): Promise<void> {
+    return this.pool.close().catch(ignore);
   }
 }
 

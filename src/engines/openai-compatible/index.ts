@@ -55,6 +55,11 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
     },
     // Chat Completions forwarded as they are (chat-passthrough.ts), when the upstream speaks them
     ...(api === 'chat.completions' ? { chatCompletions: (r: ChatCompletionsRequest) => chatPassthrough(upstream, r, chatOpts) } : {}),
+    probe(kind, model, signal) {
+      return api === 'responses'
+        ? upstream.probe(kind, '/responses', { model, input: 'ping', max_output_tokens: 16, store: false }, signal)
+        : upstream.probe(kind, '/chat/completions', { model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 1, stream: false }, signal);
+    },
     /** estimate: no standard upstream endpoint counts tokens (see tokens.ts for the rule) */
     countTokens(req) {
       return estimateTokensInTurns(req.messages, req.tools);
@@ -63,6 +68,7 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
       upstream.close();
       return Promise.resolve();
     },
+    retire: () => upstream.retire(),
   };
 }
 
@@ -201,6 +207,6 @@ function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    throw new EngineError('upstream sent an unreadable answer', 'upstream_error', 502);
+    throw new EngineError('upstream sent an unreadable answer', 'upstream_error', 502, { retryable: true });
   }
 }

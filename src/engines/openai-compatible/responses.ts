@@ -124,7 +124,7 @@ export class ResponsesDecoder implements StreamDecoder {
     try {
       e = JSON.parse(data);
     } catch {
-      throw new EngineError('upstream sent an unreadable stream event', 'upstream_stream_broken', 502);
+      throw new EngineError('upstream sent an unreadable stream event', 'upstream_stream_broken', 502, { retryable: true });
     }
     this.event(e, typeof e?.type === 'string' ? e.type : event);
   }
@@ -242,6 +242,6 @@ export class ResponsesDecoder implements StreamDecoder {
   }
 
   finish(): void {
-    if (!this.terminal) throw new EngineError('upstream stream ended before the response was finished', 'upstream_stream_broken', 502);
+    if (!this.terminal) throw new EngineError('upstream stream ended before the response was finished', 'upstream_stream_broken', 502, { retryable: true });
   }
 }

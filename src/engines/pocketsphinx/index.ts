@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { basename, delimiter, join } from 'node:path';
 import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptWord } from '../types.js';
 import { groupWordsIntoSegments, type SegmentOptions } from '../shared/segments.js';
+import { whenIdle } from '../shared/idle.js';
 import { wavHeader } from '../../codec/wav.js';
 
 export { groupWordsIntoSegments, capitalizeFirst, type SegmentOptions } from '../shared/segments.js';
@@ -280,6 +281,8 @@ export function createPocketsphinxEngine(opts: PocketsphinxOptions = {}): Pocket
   const sem = new Semaphore(Math.max(1, opts.maxConcurrent ?? 2));
   const running = new Set<() => void>();
   let closed = false;
+  /** transcriptions under way, waiting for a process or running one (a retiring engine closes once there are none) */
+  let active = 0;
 
   function args(file: string): string[] {
     const a: string[] = [];
@@ -384,18 +387,28 @@ export function createPocketsphinxEngine(opts: PocketsphinxOptions = {}): Pocket
       const duration = pcm.length / SAMPLE_RATE;
       if (req.signal?.aborted) throw abortedError();
       if (pcm.length === 0) return { text: '', language: 'en', duration: 0, segments: [], words: [] };
-      const release = await sem.acquire(req.signal);
+      active++;
       try {
-        const out = await run(pcm, req.signal);
-        const utts = flavor === 'json' ? parseJsonOutput(out) : parseContinuousOutput(out);
-        return utterancesToTranscript(utts, duration, opts.segments);
+        const release = await sem.acquire(req.signal);
+        try {
+          const out = await run(pcm, req.signal);
+          const utts = flavor === 'json' ? parseJsonOutput(out) : parseContinuousOutput(out);
+          return utterancesToTranscript(utts, duration, opts.segments);
+        } finally {
+          release();
+        }
       } finally {
-        release();
+        active--;
       }
     },
     async close(): Promise<void> {
       closed = true;
       for (const k of [...running]) k();
+    },
+    /** closes once no transcription is under way (a reload retired this model) */
+    async retire(): Promise<void> {
+      await whenIdle(() => closed || active === 0);
+      closed = true;
     },
   };
 }

@@ -11,6 +11,7 @@
 import { existsSync } from 'node:fs';
 import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptSegment, type TranscriptWord } from '../types.js';
 import { groupWordsIntoSegments } from '../shared/segments.js';
+import { whenIdle } from '../shared/idle.js';
 
 export const WHISPER_PACKAGE = '@fugood/whisper.node';
 /** the version the engine was written against (its API: initWhisper, transcribeData, release) */
@@ -149,11 +150,13 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
     return ctx;
   }
 
-  return {
+  const engine: TranscriptionEngine = {
     kind: 'whisper',
     needsPcm: true,
     canTranslate: true,
     languages: undefined,
+    // the encoder always runs on a 30-s window: shorter audio is padded to it
+    window: 30,
     async transcribe(req: TranscribeRequest): Promise<Transcript> {
       if (!req.pcm16k) throw new EngineError('whisper needs 16 kHz PCM (pcm16k) decoded by the audio service', 'internal_error', 500);
       if (req.signal?.aborted) throw new EngineError('transcription aborted', 'aborted', 499);
@@ -207,4 +210,20 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
       if (c) await c.then((x) => x.release()).catch(() => {});
     },
   };
+  // transcriptions under way: a retiring engine (a reload retired this model) releases its context once there are none
+  let active = 0;
+  const transcribe = engine.transcribe.bind(engine);
+  engine.transcribe = async (req) => {
+    active++;
+    try {
+      return await transcribe(req);
+    } finally {
+      active--;
+    }
+  };
+  engine.retire = async () => {
+    await whenIdle(() => active === 0);
+    await engine.close();
+  };
+  return engine;
 }

@@ -1,8 +1,16 @@
 /**
- * What the router knows of each deployment: requests in flight, its circuit breaker, a retry-after it was
- * given, and its requests and tokens of the last minute (for `rpm`/`tpm`). All of it is read and written in
- * memory on the request path; only a breaker that opens or closes is told to the other instances (through the
- * change feed: Redis pub/sub when REDIS_URL is set), so a healthy deployment costs no round trip at all.
+ * What the router knows of each deployment: requests in flight, its circuit breaker and the outcomes it judges
+ * by, a retry-after it was given, and its requests and tokens of the last minute (for `rpm`/`tpm`). All of it is
+ * read and written in memory on the request path; only a breaker that opens or closes is told to the other
+ * instances (through the change feed: Redis pub/sub when REDIS_URL is set), so a healthy deployment costs no
+ * round trip at all.
+ *
+ * The breaker judges a failure RATE over a short window, not a run of failures (docs/models.md, "Circuit
+ * breaker"): each client request gives each deployment it tried at most one verdict (a failure, or a success
+ * when its answer ended whole), so retries do not multiply one bad request; it opens when the window holds at
+ * least `failures` failures and they are at least `failure_rate` of its verdicts. A model's only deployment
+ * (no other deployment, no fallback) opens only when it failed nearly everything (ONLY_DEPLOYMENT_RATE), as
+ * taking it out turns every request into a 503.
  */
 
 /** Counts over the last 60 seconds in one-second buckets (no allocation per request). */
@@ -26,6 +34,76 @@ export class MinuteWindow {
     for (let i = 0; i < 60; i++) if (sec - this.stamps[i]! < 60) s += this.counts[i]!;
     return s;
   }
+
+  /** When the sum falls below `limit` (epoch ms): `now` if it is below already. */
+  freeAt(limit: number, now: number): number {
+    let s = this.sum(now);
+    if (s < limit) return now;
+    const sec = Math.floor(now / 1000);
+    const live: number[] = [];
+    for (let i = 0; i < 60; i++) if (sec - this.stamps[i]! < 60 && this.counts[i]! > 0) live.push(i);
+    live.sort((a, b) => this.stamps[a]! - this.stamps[b]!);
+    for (const i of live) {
+      s -= this.counts[i]!;
+      // a bucket of second S counts while sec - S < 60: it is gone at second S + 60
+      if (s < limit) return (this.stamps[i]! + 60) * 1000;
+    }
+    return now + 60_000;
+  }
+}
+
+/** Failures and verdicts over a sliding window of `windowMs`, in 20 buckets (no allocation per verdict). */
+export class OutcomeWindow {
+  static readonly BUCKETS = 20;
+  private readonly fails = new Float64Array(OutcomeWindow.BUCKETS);
+  private readonly totals = new Float64Array(OutcomeWindow.BUCKETS);
+  private readonly stamps = new Float64Array(OutcomeWindow.BUCKETS).fill(-1);
+  private bucketMs: number;
+
+  constructor(windowMs: number) {
+    this.bucketMs = Math.max(1, Math.ceil(windowMs / OutcomeWindow.BUCKETS));
+  }
+
+  /** a new window length keeps nothing (the buckets meant something else) */
+  resize(windowMs: number): void {
+    const b = Math.max(1, Math.ceil(windowMs / OutcomeWindow.BUCKETS));
+    if (b !== this.bucketMs) {
+      this.bucketMs = b;
+      this.clear();
+    }
+  }
+
+  add(failed: boolean, now: number): void {
+    const slot = Math.floor(now / this.bucketMs);
+    const i = slot % OutcomeWindow.BUCKETS;
+    if (this.stamps[i] !== slot) {
+      this.stamps[i] = slot;
+      this.fails[i] = 0;
+      this.totals[i] = 0;
+    }
+    this.totals[i]!++;
+    if (failed) this.fails[i]!++;
+  }
+
+  /** [failures, verdicts] in the window ending now */
+  counts(now: number): [number, number] {
+    const slot = Math.floor(now / this.bucketMs);
+    let f = 0;
+    let n = 0;
+    for (let i = 0; i < OutcomeWindow.BUCKETS; i++) {
+      if (slot - this.stamps[i]! < OutcomeWindow.BUCKETS) {
+        f += this.fails[i]!;
+        n += this.totals[i]!;
+      }
+    }
+    return [f, n];
+  }
+
+  clear(): void {
+    this.stamps.fill(-1);
+    this.fails.fill(0);
+    this.totals.fill(0);
+  }
 }
 
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -41,22 +119,32 @@ export interface BreakerMessage {
 }
 
 export interface BreakerPolicy {
+  /** the fewest failures in the window that open it */
   failures: number;
+  /** the share of the window's verdicts that must be failures (0-1] */
+  failureRate: number;
+  windowMs: number;
   cooldownMs: number;
 }
 
-export const DEFAULT_BREAKER: BreakerPolicy = { failures: 5, cooldownMs: 30_000 };
+export const DEFAULT_BREAKER: BreakerPolicy = { failures: 5, failureRate: 0.5, windowMs: 60_000, cooldownMs: 30_000 };
+
+/** The share of failures that takes a model's only deployment out (it fails nearly everything). */
+export const ONLY_DEPLOYMENT_RATE = 0.9;
 
 export class DeploymentHealth {
   inflight = 0;
-  /** consecutive failures */
-  failures = 0;
   /** open until (epoch ms); 0: closed */
   openUntil = 0;
   /** half-open: the one probe is under way */
   probing = false;
   /** the upstream asked not to be called before this (retry-after), epoch ms */
   notBefore = 0;
+  /** why it opened last (the last failure's message): for the operator's view and the 503 a client gets */
+  lastError: string | undefined = undefined;
+  /** the active health check's last verdict: undefined before the first probe (or with no check) */
+  checkOk: boolean | undefined = undefined;
+  readonly outcomes: OutcomeWindow;
   readonly requests?: MinuteWindow;
   readonly tokens?: MinuteWindow;
 
@@ -64,7 +152,9 @@ export class DeploymentHealth {
     readonly id: string,
     readonly rpm: number | undefined,
     readonly tpm: number | undefined,
+    windowMs = DEFAULT_BREAKER.windowMs,
   ) {
+    this.outcomes = new OutcomeWindow(windowMs);
     if (rpm) this.requests = new MinuteWindow();
     if (tpm) this.tokens = new MinuteWindow();
   }
@@ -74,7 +164,7 @@ export class DeploymentHealth {
     return now < this.openUntil ? 'open' : 'half-open';
   }
 
-  /** May a request go there now? (`ignoreLimits`: the breaker only, for a last resort) */
+  /** May a request go there now? */
   usable(now: number): boolean {
     if (this.openUntil !== 0) {
       if (now < this.openUntil || this.probing) return false;
@@ -85,9 +175,24 @@ export class DeploymentHealth {
     return true;
   }
 
+  /** Out because of its breaker (as opposed to a limit or a retry-after). */
+  broken(now: number): boolean {
+    return this.openUntil !== 0 && (now < this.openUntil || this.probing);
+  }
+
+  /** When it can take a request again, as far as is known now (epoch ms; `now` when it can). */
+  usableAt(now: number): number {
+    let at = now;
+    if (this.openUntil !== 0) at = Math.max(at, this.openUntil);
+    if (this.notBefore > at) at = this.notBefore;
+    if (this.requests) at = Math.max(at, this.requests.freeAt(this.rpm!, now));
+    if (this.tokens) at = Math.max(at, this.tokens.freeAt(this.tpm!, now));
+    return at;
+  }
+
   /** Why it is not usable, for the error a client gets when no deployment is. */
   reason(now: number): string {
-    if (this.openUntil !== 0 && (now < this.openUntil || this.probing)) return 'circuit open';
+    if (this.broken(now)) return 'circuit open';
     if (this.notBefore > now) return 'rate limited upstream';
     if (this.requests && this.requests.sum(now) >= this.rpm!) return 'at its rpm limit';
     if (this.tokens && this.tokens.sum(now) >= this.tpm!) return 'at its tpm limit';
@@ -103,10 +208,14 @@ export interface HealthShare {
 
 export const HEALTH_CHANNEL = 'route_health';
 
+/** What a breaker change is told to, in this instance (the log, the metrics). */
+export type BreakerListener = (deployment: string, state: 'open' | 'closed', why: string | undefined) => void;
+
 /** Every deployment's health, by deployment id, with the breaker rules and the sharing across instances. */
 export class HealthBoard {
   private readonly byId = new Map<string, DeploymentHealth>();
   private readonly instance = Math.random().toString(36).slice(2);
+  private readonly listeners: BreakerListener[] = [];
 
   constructor(
     private readonly share?: HealthShare,
@@ -115,24 +224,30 @@ export class HealthBoard {
     share?.subscribe(HEALTH_CHANNEL, (m) => this.apply(m as unknown as BreakerMessage));
   }
 
+  /** Told of every opening and closing seen by this instance or heard from another. */
+  onChange(l: BreakerListener): void {
+    this.listeners.push(l);
+  }
+
   /** The health of a deployment if it was routed to already (read only). */
   peek(id: string): DeploymentHealth | undefined {
     return this.byId.get(id);
   }
 
-  /** The health of a deployment (made on first use; the limits are the deployment's). */
-  of(id: string, rpm?: number, tpm?: number): DeploymentHealth {
+  /** The health of a deployment (made on first use; the limits and the window are the deployment's). */
+  of(id: string, rpm?: number, tpm?: number, windowMs = DEFAULT_BREAKER.windowMs): DeploymentHealth {
     let h = this.byId.get(id);
     if (!h || h.rpm !== rpm || h.tpm !== tpm) {
-      const fresh = new DeploymentHealth(id, rpm, tpm);
+      const fresh = new DeploymentHealth(id, rpm, tpm, windowMs);
       if (h) {
-        fresh.failures = h.failures;
         fresh.openUntil = h.openUntil;
         fresh.notBefore = h.notBefore;
+        fresh.lastError = h.lastError;
+        fresh.checkOk = h.checkOk;
       }
       h = fresh;
       this.byId.set(id, h);
-    }
+    } else h.outcomes.resize(windowMs);
     return h;
   }
 
@@ -140,50 +255,87 @@ export class HealthBoard {
     return this.byId.get(id);
   }
 
-  /** A try is starting: a half-open breaker lets this one through and no other until it ends. */
-  begin(h: DeploymentHealth, now: number): void {
+  /** A try is starting: a half-open breaker lets this one through and no other until it ends. Gives: it is the probe. */
+  begin(h: DeploymentHealth, now: number): boolean {
     h.inflight++;
-    if (h.openUntil !== 0 && now >= h.openUntil) h.probing = true;
     h.requests?.add(1, now);
+    if (h.openUntil !== 0 && now >= h.openUntil && !h.probing) {
+      h.probing = true;
+      return true;
+    }
+    return false;
   }
 
-  /** The try gave its first output: a breaker that was open (or probing) closes, everywhere. */
-  success(h: DeploymentHealth): void {
-    h.failures = 0;
+  /** The try gave its first output: a breaker that was open (its probe) closes, everywhere. */
+  answered(h: DeploymentHealth): void {
     if (h.openUntil !== 0) {
       h.openUntil = 0;
       h.probing = false;
+      h.outcomes.clear();
       this.tell({ from: this.instance, deployment: h.id, state: 'closed' });
+      this.changed(h.id, 'closed', undefined);
     }
+  }
+
+  /** The request's answer from this deployment ended whole. */
+  succeeded(h: DeploymentHealth, now: number): void {
+    h.outcomes.add(false, now);
   }
 
   /**
-   * The try failed in a way that is the deployment's (`counts`: a retryable failure; a refusal of the request's
-   * content is not the deployment's fault). A probe that fails, or the `failures`-th failure in a row, opens it.
+   * The deployment failed the request (once per request: the caller keeps count). A failed probe opens it again at
+   * once; otherwise it opens when the window's failures reach the policy's count and rate (`only`: the model's
+   * only deployment, which must fail nearly everything).
    */
-  failure(h: DeploymentHealth, counts: boolean, policy: BreakerPolicy, now: number, retryAfterMs?: number): void {
-    if (retryAfterMs !== undefined && retryAfterMs > 0) h.notBefore = Math.max(h.notBefore, now + retryAfterMs);
-    if (!counts) {
-      if (h.probing) h.probing = false;
-      return;
-    }
-    h.failures++;
-    if (h.probing || h.failures >= policy.failures) {
-      h.probing = false;
-      h.openUntil = now + policy.cooldownMs;
-      this.tell({ from: this.instance, deployment: h.id, state: 'open', until: h.openUntil });
-    }
+  failed(h: DeploymentHealth, policy: BreakerPolicy, now: number, why: string | undefined, probe: boolean, only: boolean): void {
+    h.outcomes.add(true, now);
+    h.lastError = why;
+    if (h.openUntil !== 0 && now < h.openUntil) return; // open already (another instance, or a try that began before)
+    const [f, n] = h.outcomes.counts(now);
+    const rate = only ? Math.max(policy.failureRate, ONLY_DEPLOYMENT_RATE) : policy.failureRate;
+    const least = only ? Math.max(policy.failures, 10) : policy.failures;
+    if (probe || (f >= least && f >= rate * n)) this.open(h, now + policy.cooldownMs, why);
+  }
+
+  /** The upstream asked to be left alone until `now + ms` (a 429's retry-after): not a failure. */
+  backOff(h: DeploymentHealth, now: number, ms: number): void {
+    if (ms > 0) h.notBefore = Math.max(h.notBefore, now + ms);
+  }
+
+  /** Opens the breaker until `until` (a failed probe, the failure rate, or an active health check). */
+  open(h: DeploymentHealth, until: number, why: string | undefined): void {
+    if (why !== undefined) h.lastError = why;
+    h.probing = false;
+    h.openUntil = until;
+    h.outcomes.clear();
+    this.tell({ from: this.instance, deployment: h.id, state: 'open', until });
+    this.changed(h.id, 'open', why);
   }
 
   /** The try ended (after its verdict, or without one when the client left). */
-  release(h: DeploymentHealth): void {
+  release(h: DeploymentHealth, probe: boolean): void {
     h.inflight--;
-    h.probing = false;
+    if (probe) h.probing = false;
   }
 
   /** Tokens the deployment served, for its `tpm`. */
   tokensUsed(h: DeploymentHealth, n: number, now: number): void {
     h.tokens?.add(n, now);
+  }
+
+  /** Forgets a deployment (it was removed or changed by a reload of the model file). */
+  forget(id: string): void {
+    this.byId.delete(id);
+  }
+
+  private changed(id: string, state: 'open' | 'closed', why: string | undefined) {
+    for (const l of this.listeners) {
+      try {
+        l(id, state, why);
+      } catch {
+        // a listener's failure is not the breaker's
+      }
+    }
   }
 
   private tell(m: BreakerMessage) {
@@ -197,10 +349,13 @@ export class HealthBoard {
     if (m.state === 'open' && typeof m.until === 'number' && m.until > h.openUntil) {
       h.openUntil = m.until;
       h.probing = false;
-    } else if (m.state === 'closed') {
+      h.outcomes.clear();
+      this.changed(h.id, 'open', 'opened by another instance');
+    } else if (m.state === 'closed' && h.openUntil !== 0) {
       h.openUntil = 0;
-      h.failures = 0;
       h.probing = false;
+      h.outcomes.clear();
+      this.changed(h.id, 'closed', undefined);
     }
   }
 }

@@ -12,6 +12,13 @@
  * its own deployments and retries. A context-window refusal goes to `context_window_fallbacks`. Once an event
  * or a result has come out, nothing is tried again: a client never gets two answers, and usage is charged once.
  *
+ * A try is bounded by its deployment's timeouts and nothing else: when `first_byte_ms` (or the client's abort)
+ * ends it, the router moves on at once and leaves the abandoned call to settle on its own (an HTTP client may
+ * take seconds to give up a connect); what it would still give is thrown away.
+ *
+ * The breaker (./health.ts) gets one verdict per client request and deployment: a failure before or after the
+ * first output, or a success when the answer ended whole.
+ *
  * The hot path with one healthy deployment is a few field reads, two timers and one AbortSignal: no Redis
  * (breaker changes are shared off the request path, ./health.ts).
  */
@@ -38,7 +45,10 @@ export const ROUTE_DEFAULTS = {
   retries: 2,
   retryBackoffMs: 100,
   maxRetryWaitMs: 10_000,
-  /** first byte and total: applied by the router, for every engine (connect_ms has no default: the transport's timeout_ms covers it) */
+  /**
+   * first byte and total: applied by the router, for every engine. connect_ms has no default of its own: the
+   * transport bounds a connect by the smaller of timeout_ms, first_byte_ms and 10 s (src/engines/openai-compatible)
+   */
   timeouts: { first_byte_ms: 120_000, total_ms: 900_000 } satisfies Omit<Required<Timeouts>, 'connect_ms'>,
 } as const;
 
@@ -54,7 +64,12 @@ interface Route {
   targets: Target[];
   weights: number;
   policy: BreakerPolicy;
+  /** the model's only deployment, with no fallback to turn to: its breaker opens only when it fails nearly everything */
+  only: boolean;
 }
+
+/** One client request's verdicts: each deployment it tried gets at most one failure. */
+type Verdicts = Set<DeploymentHealth>;
 
 /** A try that produced its first output: the rest is the caller's, and `end` gives the verdict. */
 interface Lease<T> {
@@ -72,11 +87,12 @@ export interface RouterOptions {
   models: ModelRegistry;
   /** breaker changes to and from other instances (the change feed); none: this instance only */
   share?: HealthShare;
-  log?: { warn(o: object, msg?: string): void; debug(o: object, msg?: string): void };
+  log?: { warn(o: object, msg?: string): void; info?(o: object, msg?: string): void; debug(o: object, msg?: string): void };
   /** told of each try after the first and each fallback (the per-model metrics series) */
   observe?: {
+    /** a try of `model` on `deployment` failed and another try follows */
     retry(model: string, deployment: string): void;
-    /** `model` fell back to another model after `deployment` (its last try) failed */
+    /** the request for `model` fell back to another model after `deployment` failed (or was out): once per request */
     fallback(model: string, deployment: string): void;
   };
   /** tests: the clock and the dice */
@@ -104,7 +120,20 @@ function isContextWindowError(e: unknown): boolean {
   return e instanceof EngineError && (e.code === 'context_length_exceeded' || (e.status === 400 && /context (length|window)|maximum context|too many tokens/i.test(e.message)));
 }
 
+/** A failure that is the deployment's before its first output: a 429 is load, a refusal of the request is the request's. */
+function isDeploymentFault(e: unknown): boolean {
+  if (!(e instanceof EngineError)) return true;
+  if (e instanceof NotForwarding) return false;
+  return e.retryable && e.status !== 429 && e.code !== 'rate_limit_exceeded';
+}
+
 class TimeoutOfTry extends EngineError {}
+
+const makeText = (engines: EngineRegistry, d: DeploymentSpec) => engines.text(d);
+const makeEmbeddings = (engines: EngineRegistry, d: DeploymentSpec) => engines.embeddings(d);
+
+/** An engine that could not be made for a deployment: another deployment may serve (the reason is in the log). */
+class EngineNotMade extends EngineError {}
 
 export class Router {
   readonly health: HealthBoard;
@@ -130,10 +159,9 @@ export class Router {
   async text(spec: ModelSpec): Promise<TextEngine> {
     let e = this.texts.get(spec);
     if (!e) {
-      const route = this.route(spec);
-      // the first deployment's engine is made now: a model whose engine cannot be made fails here (503), and
-      // its context window and token counting serve the request's preparation
-      const primary = await this.o.engines.text(route.targets[0]!.dep);
+      // the first deployment whose engine can be made lends its context window and token counting to the
+      // request's preparation; none at all: the model fails here (503)
+      const primary = await this.firstMade(spec, (d) => this.o.engines.text(d));
       e = new RoutedTextEngine(this, spec, primary);
       this.texts.set(spec, e);
     }
@@ -143,12 +171,37 @@ export class Router {
   async embeddings(spec: ModelSpec): Promise<EmbeddingsEngine> {
     let e = this.embedders.get(spec);
     if (!e) {
-      const route = this.route(spec);
-      const primary = await this.o.engines.embeddings(route.targets[0]!.dep);
+      const primary = await this.firstMade(spec, (d) => this.o.engines.embeddings(d));
       e = new RoutedEmbeddingsEngine(this, spec, primary);
       this.embedders.set(spec, e);
     }
     return e;
+  }
+
+  private async firstMade<E>(spec: ModelSpec, make: (d: DeploymentSpec) => Promise<E>): Promise<E> {
+    const route = this.route(spec);
+    let first: unknown;
+    for (const t of route.targets) {
+      try {
+        return await make(t.dep);
+      } catch (e) {
+        first ??= e;
+        if (route.targets.length > 1)
+          this.o.log?.warn({ model: spec.name, deployment: t.dep.id, err: (e as Error)?.message }, `deployment '${t.dep.id}' could not be started; trying the next`);
+      }
+    }
+    throw first;
+  }
+
+  /** A deployment's engine for one try: one that cannot be made is a failure of that deployment, and the next is tried. */
+  async engine<E>(dep: DeploymentSpec, make: (engines: EngineRegistry, d: DeploymentSpec) => Promise<E>): Promise<E> {
+    try {
+      return await make(this.o.engines, dep);
+    } catch (e) {
+      if (e instanceof EngineError) throw e.retryable ? e : new EngineNotMade(e.message, e.code, e.status, { retryable: true });
+      this.o.log?.warn({ deployment: dep.id, err: (e as Error)?.message }, `deployment '${dep.id}' could not be started`);
+      throw new EngineNotMade(`the deployment ${dep.id} could not be started (see the server log)`, 'engine_unavailable', 503, { retryable: true });
+    }
   }
 
   /** The speech and transcription engines are not routed (one deployment each): the registry's own. */
@@ -164,17 +217,36 @@ export class Router {
     let r = this.routes.get(spec);
     if (!r) {
       const deps: DeploymentSpec[] = spec.deployments ?? [{ ...spec, id: deploymentName(spec), weight: 1, upstream_model: upstreamName(spec) } as DeploymentSpec];
-      const targets = deps.map((dep) => ({ dep, health: this.health.of(dep.id, dep.rpm, dep.tpm) }));
+      const b = spec.breaker;
+      const policy: BreakerPolicy = {
+        failures: b?.failures ?? DEFAULT_BREAKER.failures,
+        failureRate: b?.failure_rate ?? DEFAULT_BREAKER.failureRate,
+        windowMs: b?.window_ms ?? DEFAULT_BREAKER.windowMs,
+        cooldownMs: b?.cooldown_ms ?? DEFAULT_BREAKER.cooldownMs,
+      };
+      const targets = deps.map((dep) => ({ dep, health: this.health.of(dep.id, dep.rpm, dep.tpm, policy.windowMs) }));
       for (const d of deps) this.modelOf.set(d.id, spec.name);
       r = {
         spec,
         targets,
         weights: targets.reduce((s, t) => s + t.dep.weight, 0),
-        policy: { failures: spec.breaker?.failures ?? DEFAULT_BREAKER.failures, cooldownMs: spec.breaker?.cooldown_ms ?? DEFAULT_BREAKER.cooldownMs },
+        policy,
+        only: targets.length === 1 && !spec.fallbacks?.length,
       };
       this.routes.set(spec, r);
     }
     return r;
+  }
+
+  /**
+   * A reload changed or removed these deployments: their health (breaker, counts, limits) is dropped, so the new
+   * configuration's routes start afresh; routes already taken by requests in flight keep what they hold.
+   */
+  forget(deploymentIds: Iterable<string>): void {
+    for (const id of deploymentIds) {
+      this.health.forget(id);
+      this.modelOf.delete(id);
+    }
   }
 
   /** Chooses among the usable deployments not tried yet (or tried, when every usable one was). */
@@ -203,30 +275,39 @@ export class Router {
   }
 
   /**
-   * Runs `open` on deployments until one gives its first output: the model's own, then its fallbacks. `open`
-   * gets the deployment and a signal that aborts on the client's signal and on the try's timeouts.
+   * Every deployment routed so far with its breaker's state now (0 closed, 1 half-open, 2 open) and its active
+   * health check's last verdict (undefined: no check, or none yet).
    */
-  /** Every deployment routed so far with its breaker's state now (0 closed, 1 half-open, 2 open). */
-  circuits(): Array<{ model: string; deployment: string; state: 0 | 1 | 2 }> {
+  circuits(): Array<{ model: string; deployment: string; state: 0 | 1 | 2; checkOk: boolean | undefined }> {
     const now = this.now();
-    const out: Array<{ model: string; deployment: string; state: 0 | 1 | 2 }> = [];
+    const out: Array<{ model: string; deployment: string; state: 0 | 1 | 2; checkOk: boolean | undefined }> = [];
     for (const [deployment, model] of this.modelOf) {
-      const st = this.health.peek(deployment)?.state(now) ?? 'closed';
-      out.push({ model, deployment, state: st === 'closed' ? 0 : st === 'half-open' ? 1 : 2 });
+      const h = this.health.peek(deployment);
+      const st = h?.state(now) ?? 'closed';
+      out.push({ model, deployment, state: st === 'closed' ? 0 : st === 'half-open' ? 1 : 2, checkOk: h?.checkOk });
     }
     return out;
   }
 
+  /**
+   * Runs `open` on deployments until one gives its first output: the model's own, then its fallbacks. `open`
+   * gets the deployment and a signal that aborts on the client's signal and on the try's timeouts; `abandon`
+   * gets what a try gave after it was given up (a late first output), to close it.
+   */
   async first<T>(
     spec: ModelSpec,
     signal: AbortSignal | undefined,
     note: RouteNote | undefined,
     open: (dep: DeploymentSpec, engineSignal: AbortSignal) => Promise<T>,
+    abandon?: (value: T) => void,
   ): Promise<Lease<T>> {
     const models: ModelSpec[] = [spec];
+    const verdicts: Verdicts = new Set();
     let lastErr: unknown;
     let windowFallbacksUsed = false;
-    let lastDep: string | undefined;
+    /** the deployment whose failure (or unavailability) led to the next try */
+    let lastFailed: string | undefined;
+    let fellBack = false;
     for (let m = 0; m < models.length; m++) {
       const model = models[m]!;
       const r = this.route(model);
@@ -239,10 +320,10 @@ export class Router {
         let now = this.now();
         let t = this.pick(r, tried, now);
         if (!t) {
-          // nothing usable now: wait for a retry-after that ends soon enough, else give up on this model
-          const soonest = r.targets.filter((x) => x.health.openUntil <= now && x.health.notBefore > now).sort((a, b) => a.health.notBefore - b.health.notBefore)[0];
-          if (!soonest || soonest.health.notBefore - now > maxWait) break;
-          await this.sleep(soonest.health.notBefore - now, signal);
+          // nothing usable now: wait for a retry-after or a limit that ends soon enough, else give up on this model
+          const soonest = Math.min(...r.targets.filter((x) => !x.health.broken(now)).map((x) => x.health.usableAt(now)));
+          if (!Number.isFinite(soonest) || soonest - now > maxWait) break;
+          await this.sleep(Math.max(1, soonest - now), signal);
           now = this.now();
           t = this.pick(r, tried, now);
           if (!t) break;
@@ -252,21 +333,21 @@ export class Router {
           now = this.now();
         }
         (tried ??= new Set()).add(t);
-        if (lastDep !== undefined) {
-          if (n === 0) this.o.observe?.fallback(spec.name, lastDep);
-          else this.o.observe?.retry(model.name, t.dep.id);
-        }
-        lastDep = t.dep.id;
+        if (model !== spec && !fellBack) {
+          fellBack = true;
+          this.o.observe?.fallback(spec.name, lastFailed ?? this.outOne(this.route(spec), now));
+        } else if (lastFailed !== undefined && n > 0) this.o.observe?.retry(model.name, lastFailed);
         if (note) {
           note.deployment = t.dep.id;
           note.tries = (note.tries ?? 0) + 1;
           if (model !== spec) note.fallback = model.name;
         }
         try {
-          return await this.attempt(t, model, r.policy, signal, open);
+          return await this.attempt(t, r, model, signal, verdicts, open, abandon);
         } catch (e) {
           if (signal?.aborted) throw e;
           lastErr = e;
+          lastFailed = t.dep.id;
           failedHere++;
           if (isContextWindowError(e) && !windowFallbacksUsed && spec.context_window_fallbacks?.length) {
             windowFallbacksUsed = true;
@@ -280,8 +361,14 @@ export class Router {
       // every deployment of this model failed or is out: the fallbacks of the requested model come next
       if (m === 0 && !windowFallbacksUsed && spec.fallbacks?.length) models.push(...this.resolve(spec.fallbacks));
     }
+    // a try failed: its error (an upstream's 429 keeps its message and retry-after); none was made: why not
     if (lastErr) throw lastErr;
     throw this.unavailable(spec);
+  }
+
+  /** a deployment of the route that is out now (for the fallback series when nothing was tried) */
+  private outOne(r: Route, now: number): string {
+    return (r.targets.find((t) => !t.health.usable(now)) ?? r.targets[0]!).dep.id;
   }
 
   private resolve(names: readonly string[]): ModelSpec[] {
@@ -291,74 +378,117 @@ export class Router {
     });
   }
 
-  /** every deployment is out (breakers open, limits reached): a 503 that says why, without upstream details */
+  /**
+   * Every deployment is out: a 503 `engine_unavailable` when a breaker is open (the deployments are failing), a 429
+   * `rate_limit_exceeded` when they are only at their rpm/tpm or waiting out an upstream's retry-after; both say
+   * why per deployment, and when to try again (retry-after, also as the error's retryAfterMs).
+   */
   private unavailable(spec: ModelSpec): EngineError {
     const now = this.now();
     const r = this.route(spec);
     const why = r.targets.map((t) => `${t.dep.id}: ${t.health.reason(now)}`).join('; ');
-    const soonest = Math.min(...r.targets.map((t) => Math.max(t.health.openUntil, t.health.notBefore)).filter((x) => x > now));
-    const after = Number.isFinite(soonest) ? Math.max(1, Math.ceil((soonest - now) / 1000)) : undefined;
-    return new EngineError(`no deployment of the model '${spec.name}' can take the request now (${why})${after ? `; try again in ${after} s` : ''}`, 'engine_unavailable', 503, {
-      retryable: true,
-      retryAfterMs: after ? after * 1000 : undefined,
-    });
+    const soonest = Math.min(...r.targets.map((t) => t.health.usableAt(now)));
+    const waitMs = Number.isFinite(soonest) && soonest > now ? soonest - now : 1000;
+    const after = Math.max(1, Math.ceil(waitMs / 1000));
+    const broken = r.targets.some((t) => t.health.broken(now));
+    return broken
+      ? new EngineError(`no deployment of the model '${spec.name}' can take the request now (${why}); try again in ${after} s`, 'engine_unavailable', 503, {
+          retryable: true,
+          retryAfterMs: waitMs,
+        })
+      : new EngineError(`the model '${spec.name}' is at its rate limit (${why}); try again in ${after} s`, 'rate_limit_exceeded', 429, {
+          retryable: true,
+          retryAfterMs: waitMs,
+        });
   }
 
   /** One try on one deployment, with its timeouts, until its first output. */
   private async attempt<T>(
     t: Target,
+    r: Route,
     model: ModelSpec,
-    policy: BreakerPolicy,
     signal: AbortSignal | undefined,
+    verdicts: Verdicts,
     open: (dep: DeploymentSpec, engineSignal: AbortSignal) => Promise<T>,
+    abandon: ((value: T) => void) | undefined,
   ): Promise<Lease<T>> {
     const timeouts = t.dep.timeouts;
     const firstMs = timeouts?.first_byte_ms ?? ROUTE_DEFAULTS.timeouts.first_byte_ms;
     const totalMs = timeouts?.total_ms ?? ROUTE_DEFAULTS.timeouts.total_ms;
     const ctl = new AbortController();
     let timedOut: TimeoutOfTry | undefined;
+    // the try is given up: the wait for its first output ends now, whatever the engine is still doing
+    let giveUp: ((e: unknown) => void) | undefined;
     const expire = (what: string, ms: number, retryable: boolean) => () => {
       timedOut = new TimeoutOfTry(`the deployment ${t.dep.id} gave ${what} within ${ms} ms`, 'upstream_timeout', 504, { retryable });
       ctl.abort(timedOut);
+      giveUp?.(timedOut);
     };
     // one timer at a time (first output, then the rest of the total), and the client's abort passed on by hand:
     // cheaper per request than two timers and AbortSignal.any
     const t0 = this.now();
     let timer = setTimeout(firstMs < totalMs ? expire('no output', firstMs, true) : expire('no complete answer', totalMs, false), Math.min(firstMs, totalMs));
-    const onAbort = () => ctl.abort(signal!.reason);
+    const onAbort = () => {
+      ctl.abort(signal!.reason);
+      giveUp?.(signal!.reason);
+    };
     if (signal) {
       if (signal.aborted) ctl.abort(signal.reason);
       else signal.addEventListener('abort', onAbort, { once: true });
     }
     const engineSignal = ctl.signal;
-    const now = this.now();
-    this.health.begin(t.health, now);
+    const h = t.health;
+    const probe = this.health.begin(h, this.now());
     let ended = false;
-    // the breaker's verdict: success at the first output, failure when the try fails (before or after it)
+    // the breaker's verdict, once per client request and deployment: a failure (before or after the first
+    // output), or a success when the answer ended whole; none when the client left
     const end = (ok: boolean | undefined, err?: unknown) => {
       if (ended) return;
       ended = true;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      if (ok === false) {
-        const e = err instanceof EngineError ? err : undefined;
-        this.health.failure(t.health, !e || e.retryable, policy, this.now(), e?.retryAfterMs);
-      }
-      this.health.release(t.health);
+      if (ok === true) this.health.succeeded(h, this.now());
+      else if (ok === false) this.judge(t, r, err, probe, verdicts, true);
+      this.health.release(h, probe);
     };
     let value: T;
+    let gaveUp = false;
+    let came: { value: T } | undefined;
     try {
-      value = await open(t.dep, engineSignal);
+      const opened = open(t.dep, engineSignal);
+      // a try given up before its first output may still give one later: it is closed, never used (and a late
+      // failure is nobody's to hear)
+      opened.then((v) => {
+        if (gaveUp) abandon?.(v);
+        else came = { value: v };
+      }, noop);
+      if (engineSignal.aborted) throw timedOut ?? ctl.signal.reason;
+      value = await new Promise<T>((resolve, reject) => {
+        giveUp = reject;
+        opened.then(resolve, reject);
+      });
+      giveUp = undefined;
+      // given up in the same turn as the first output came: the output is not used
+      if (engineSignal.aborted) throw timedOut ?? signal?.reason;
     } catch (e) {
+      giveUp = undefined;
+      gaveUp = true;
+      if (came !== undefined) abandon?.(came.value);
       const err = timedOut ?? e;
       if (signal?.aborted) end(undefined);
-      else end(false, err);
+      else {
+        ended = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.judge(t, r, err, probe, verdicts, false);
+        this.health.release(h, probe);
+      }
       throw err;
     }
     clearTimeout(timer);
     const left = totalMs - (this.now() - t0);
     timer = setTimeout(expire('no complete answer', totalMs, false), Math.max(1, left));
-    this.health.success(t.health);
+    this.health.answered(h);
     return {
       value,
       target: t,
@@ -366,6 +496,26 @@ export class Router {
       signal: engineSignal,
       end: (ok, err) => end(ok, ok === false ? (timedOut ?? err) : err),
     };
+  }
+
+  /** A failed try's verdict: a failure of the deployment (once per request), a back-off for a 429, or nothing. */
+  private judge(t: Target, r: Route, err: unknown, probe: boolean, verdicts: Verdicts, afterOutput: boolean): void {
+    const h = t.health;
+    const now = this.now();
+    if (err instanceof EngineError && err.retryAfterMs !== undefined && (err.status === 429 || err.status === 503)) this.health.backOff(h, now, err.retryAfterMs);
+    // after output every failure is the deployment's (a stream that breaks, a total_ms that passes); before it,
+    // only the failures isDeploymentFault names
+    if (!afterOutput && !isDeploymentFault(err)) return;
+    if (verdicts.has(h)) {
+      // counted already for this request; a probe that fails still opens the breaker again
+      if (probe) this.health.open(h, now + r.policy.cooldownMs, messageOf(err));
+      return;
+    }
+    verdicts.add(h);
+    const was = h.openUntil;
+    this.health.failed(h, r.policy, now, messageOf(err), probe, r.only);
+    if (was === 0 && h.openUntil !== 0)
+      this.o.log?.warn({ model: r.spec.name, deployment: t.dep.id, until: new Date(h.openUntil).toISOString(), err: messageOf(err) }, `circuit breaker of '${t.dep.id}' opened`);
   }
 
   /** what a lease's failure is, for the caller: the try's own timeout when that is why the engine stopped */
@@ -380,12 +530,11 @@ export class Router {
   }
 }
 
-/** The model name an answer reports: the client's request mapping, unless the upstream named a variant of its own. */
-function reportedModel(reported: string | undefined, lease: Lease<unknown>, requested: ModelSpec, requestModel: string): string | undefined {
-  if (reported === undefined) return undefined;
-  // a fallback answers under the requested name; so does a deployment that only echoes its upstream name
-  if (lease.model !== requested || reported === lease.target.dep.upstream_model) return requestModel;
-  return reported;
+const noop = () => {};
+
+function messageOf(e: unknown): string | undefined {
+  const m = (e as { message?: unknown } | undefined)?.message;
+  return typeof m === 'string' ? m.slice(0, 300) : undefined;
 }
 
 class RoutedTextEngine implements TextEngine {
@@ -398,8 +547,8 @@ class RoutedTextEngine implements TextEngine {
     private readonly primary: TextEngine,
   ) {
     this.kind = primary.kind;
-    // Chat Completions are forwarded when the first deployment forwards them (every deployment is asked to;
-    // one that cannot gets the request generated, see forward below)
+    // Chat Completions are forwarded when the first deployment forwards them; a deployment that cannot is skipped
+    // like one that is out (src/chat/forwarding.ts refuses up front what only forwarding deployments could take)
     if (primary.chatCompletions) this.chatCompletions = (req) => this.forward(req);
   }
 
@@ -422,18 +571,20 @@ class RoutedTextEngine implements TextEngine {
 
   async *generate(req: GenerateRequest): AsyncGenerator<GenerateEvent> {
     const router = this.router;
-    const engines = router.engines;
-    const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) =>
-      startStream((await engines.text(dep)).generate({ ...req, model: dep.upstream_model, signal })),
+    const lease = await router.first(
+      this.spec,
+      req.signal,
+      req.route,
+      async (dep, signal) => startStream((await router.engine(dep, makeText)).generate({ ...req, model: dep.upstream_model, signal })),
+      closeStarted,
     );
+    // (the answer names the model the client asked for whatever `done.model` says: the features see to it)
     yield* relay(
       lease,
       req.signal,
       (e) => {
-        if (e.type !== 'done') return e;
-        router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
-        const model = reportedModel(e.model, lease, this.spec, req.model);
-        return model === e.model ? e : { ...e, model };
+        if (e.type === 'done') router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
+        return e;
       },
       (e) => e.type === 'done',
     );
@@ -442,24 +593,36 @@ class RoutedTextEngine implements TextEngine {
   /** Chat Completions forwarded: the same tries, on deployments that forward them. */
   private async *forward(req: ChatCompletionsRequest): AsyncGenerator<Record<string, unknown>> {
     const router = this.router;
-    const engines = router.engines;
     const requestModel = req.body.model as string;
-    const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) => {
-      const engine = await engines.text(dep);
-      if (!engine.chatCompletions) throw new EngineError(`the deployment ${dep.id} does not forward Chat Completions`, 'engine_unavailable', 503, { retryable: true });
-      return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
-    });
-    yield* relay(lease, req.signal, (o) => {
-      if (typeof o.model === 'string') {
-        const model = reportedModel(o.model, lease, this.spec, requestModel);
-        if (model !== o.model) o = { ...o, model };
-      }
-      const u = o.usage as { total_tokens?: number } | null | undefined;
-      if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
-      return o;
-    });
+    const lease = await router.first(
+      this.spec,
+      req.signal,
+      req.route,
+      async (dep, signal) => {
+        const engine = await router.engine(dep, makeText);
+        if (!engine.chatCompletions) throw new NotForwarding(`the deployment ${dep.id} does not forward Chat Completions`, 'engine_unavailable', 503, { retryable: true });
+        return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
+      },
+      closeStarted,
+    );
+    yield* relay(
+      lease,
+      req.signal,
+      (o) => {
+        // every chunk names the model the client asked for, whatever the upstream calls it
+        if (typeof o.model === 'string' && o.model !== requestModel) o = { ...o, model: requestModel };
+        const u = o.usage as { total_tokens?: number } | null | undefined;
+        if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
+        return o;
+      },
+      // a non-streamed answer is whole when it comes (its reader stops there); a stream, at its end
+      (o) => o.object === 'chat.completion',
+    );
   }
 }
+
+/** Chat Completions asked of a deployment that does not forward them: not a fault of the deployment. */
+class NotForwarding extends EngineError {}
 
 interface Started<T> {
   it: AsyncIterator<T>;
@@ -475,6 +638,11 @@ async function startStream<T>(source: AsyncIterable<T>): Promise<Started<T>> {
     void Promise.resolve(it.return?.()).catch(() => {});
     throw e;
   }
+}
+
+/** A stream whose first item came after its try was given up: closed, never read. */
+function closeStarted(s: Started<unknown>): void {
+  void Promise.resolve(s.it.return?.()).catch(noop);
 }
 
 /**
@@ -529,14 +697,14 @@ class RoutedEmbeddingsEngine implements EmbeddingsEngine {
   }
 
   async embed(req: EmbedRequest): Promise<EmbedResult> {
-    const engines = this.router.engines;
-    const lease = await this.router.first(this.spec, req.signal, req.route, async (dep, signal) =>
-      (await engines.embeddings(dep)).embed({ ...req, model: dep.upstream_model, signal }),
+    const router = this.router;
+    const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) =>
+      (await router.engine(dep, makeEmbeddings)).embed({ ...req, model: dep.upstream_model, signal }),
     );
     lease.end(true);
     const r = lease.value;
-    this.router.tokens(lease.target, r.inputTokens);
-    const model = reportedModel(r.model, lease, this.spec, req.model);
-    return model === r.model ? r : { ...r, model };
+    router.tokens(lease.target, r.inputTokens);
+    // the answer names the model the client asked for (the embeddings feature sees to it)
+    return r;
   }
 }
