@@ -105,6 +105,7 @@ Examples:
   portico credits grant --user alice --amount 100 personal credits (or --org acme for the organization)
   portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF   a small instruct model for the embedded engine
   portico models list | portico models rm NAME
+  portico models reload                           the running server reads PORTICO_CONFIG again (also: SIGHUP)
   portico migrate [--dry-run]
 
 Every command takes --help and --version. Settings come from the environment (see the README).`,
@@ -126,6 +127,8 @@ Every command takes --help and --version. Settings come from the environment (se
       if ((o.admin || o.role) && !o.org) throw new UsageError(`${o.admin ? '--admin' : '--role'} needs --org ORG`);
       const config = loadConfig();
       if (!config.jwt.secret) throw new UsageError('tokens are verified with JWT_JWKS_URL; mint them at your identity provider');
+      const max = config.jwt.maxAgeSeconds;
+      if (max > 0 && o.ttl > max) throw new UsageError(`--ttl is longer than JWT_MAX_AGE_SECONDS (${max} s): the token would be refused before it expires`);
       const orgRoles: Record<string, string> = {};
       if (o.org) orgRoles[o.org] = o.admin ? config.jwt.adminRole : (o.role ?? 'member');
       const jwt = await signToken(config.jwt.secret, {
@@ -226,6 +229,12 @@ Every command takes --help and --version. Settings come from the environment (se
     .alias('remove')
     .argument('<name>', 'a name from portico models list')
     .action((name: string) => runModels(['rm', name]));
+  modelsCmd('reload', 'make the running server read the model file (PORTICO_CONFIG) again: checked whole, then applied; a refused file changes nothing')
+    .addHelpText(
+      'after',
+      '\nReaches the server started with the same DATA_DIR (its control socket DATA_DIR/portico.sock); every worker reloads.\nExit status: 0 reloaded, 1 refused (the reason is printed) or no server running.',
+    )
+    .action(reloadCommand);
 
   sub('migrate', 'apply the database migrations and exit')
     .option('--dry-run', 'list the migrations that would run, change nothing', false)
@@ -247,6 +256,43 @@ Every command takes --help and --version. Settings come from the environment (se
   return program;
 }
 
+type Reloaded = { ok: boolean; error?: string; added?: string[]; removed?: string[]; changed?: string[]; unchanged?: number; worker?: number };
+
+/** What one process did with the model file, in one line. */
+function reloadedLine(r: Reloaded): string {
+  const parts = [
+    r.added?.length ? `added ${r.added.join(', ')}` : '',
+    r.changed?.length ? `changed ${r.changed.join(', ')}` : '',
+    r.removed?.length ? `removed ${r.removed.join(', ')}` : '',
+  ].filter(Boolean);
+  return parts.length ? `model file reloaded: ${parts.join('; ')}; ${r.unchanged ?? 0} unchanged` : `model file reloaded: nothing changed (${r.unchanged ?? 0} models)`;
+}
+
+/** `portico models reload`: asks the server on this DATA_DIR through its control socket, prints what it did. */
+async function reloadCommand(): Promise<void> {
+  const { controlSocketPath, sendControl, ControlUnreachable } = await import('../platform/ops/control.js');
+  const { dataDirOf } = await import('../platform/config.js');
+  let answer: Reloaded & { workers?: Reloaded[] };
+  try {
+    answer = (await sendControl(controlSocketPath(dataDirOf()), 'reload-models', 90_000)) as typeof answer;
+  } catch (e) {
+    if (!(e instanceof ControlUnreachable)) throw e;
+    process.stderr.write(`portico: ${e.message}\n`);
+    commandExitCode = 1;
+    return;
+  }
+  const each = answer.workers ?? [answer];
+  for (const r of each) {
+    const who = r.worker !== undefined ? `worker ${r.worker}: ` : '';
+    if (r.ok) process.stdout.write(`${who}${reloadedLine(r)}\n`);
+    else process.stderr.write(`portico: ${who}the model file was not reloaded: ${r.error ?? 'no reason given'}\n`);
+  }
+  if (!answer.ok || each.length === 0) {
+    if (each.length === 0) process.stderr.write('portico: no worker answered\n');
+    commandExitCode = 1;
+  }
+}
+
 async function serve(o: { workers?: string } = {}): Promise<void> {
   if (o.workers !== undefined) process.env.WORKERS = o.workers;
   const config: Config = loadConfig();
@@ -256,8 +302,19 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
     if (why) throw new UsageError(why);
     const { createLogger } = await import('../platform/log.js');
     const code = await workers.runPrimary(config, createLogger(config.logLevel, undefined, config.logFormat), { exec: process.argv[1]!, args: ['serve'] });
+    await workers.closePrimary();
     process.exit(code);
   }
+  // SIGHUP reads the model file again (docs/models.md, "Changing the model file while serving"); without a
+  // handler it would end the process, cutting every stream. One that comes while the server starts is applied
+  // once it has started (the file it reads may be older than the signal).
+  const hup: { reload?: (reason: string) => Promise<unknown>; whileStarting: boolean } = { whileStarting: false };
+  let stopping = false;
+  process.on('SIGHUP', () => {
+    if (stopping) return;
+    if (hup.reload) void hup.reload('SIGHUP');
+    else hup.whileStarting = true;
+  });
   // PGlite's WebAssembly compiles on its thread while the server's modules load (nothing touches DATA_DIR yet)
   if (!config.databaseUrl && config.pgliteThread) (await import('../platform/db/pglite-client.js')).PGliteWorkerClient.prestart();
   const { startServer } = await import('../compose/serve.js');
@@ -287,11 +344,28 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
       `No JWT_SECRET or JWT_JWKS_URL is set: portal tokens are signed with a secret generated in ${config.dataDir}/jwt-secret. Mint one with: DATA_DIR=${config.dataDir} npx portico token --user alice`,
     );
   }
+  const runtime = server.runtime;
+  hup.reload = (reason) =>
+    runtime.reloadModels(reason).catch((e: unknown) => {
+      log.error({ err: (e as Error)?.message, reason }, 'model file reload failed; the previous configuration keeps serving');
+      return { ok: false, error: (e as Error)?.message ?? String(e) };
+    });
+  if (hup.whileStarting) void hup.reload('SIGHUP');
+  // `portico models reload`: through the control socket in DATA_DIR, or (a worker) through the primary
+  let control: { close(): Promise<void> } | undefined;
+  if (config.workerId) workers.reloadOnRequest(() => runtime.reloadModels('portico models reload'));
+  else {
+    const { controlSocketPath, startControlServer } = await import('../platform/ops/control.js');
+    const c = await startControlServer(controlSocketPath(config.dataDir), async (command) =>
+      command === 'reload-models' ? { ...(await runtime.reloadModels('portico models reload')) } : { ok: false, error: `unknown command ${JSON.stringify(command)}` },
+    );
+    if ('refused' in c) log.warn({ reason: c.refused }, '`portico models reload` cannot reach this server (no control socket); SIGHUP still reloads the model file');
+    else control = c;
+  }
   // Shutdown (docs/operations.md): running requests and streams get SHUTDOWN_GRACE_MS, then streams still running
   // are ended with an error event and their connections cut; closing storage gets 5 s more, then the process
   // exits whatever still hangs (an upstream, the job worker, Redis). A second signal exits at once. A thread of
   // its own kills the process 2 s after that deadline if the main thread is stuck (a blocked log write).
-  let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
       if (signal === 'primary gone') return;
@@ -307,6 +381,7 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
     }, deadline).unref();
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down');
     try {
+      await control?.close();
       await server.close();
     } catch (e) {
       log.error({ err: (e as Error).message }, 'shutdown failed; exiting');

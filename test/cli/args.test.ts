@@ -52,6 +52,7 @@ describe('portico CLI: token and bad arguments', () => {
       [['token', '--user', 'u', '--admin'], /--admin needs --org/],
       [['token', '--user', 'u', '--role', 'x'], /--role needs --org/],
       [['token', '--user', 'u', '--ttl', 'forever'], /invalid TTL/],
+      [['token', '--user', 'u', '--ttl', '8d'], /--ttl is longer than JWT_MAX_AGE_SECONDS \(604800 s\)/],
       [['token', '--user', 'u', '--bogus'], /unknown option '--bogus'/],
       [['token', '--user'], /argument missing/],
       [['token', '--user', ' '], /--user must be 1-256 printable characters/],
@@ -95,7 +96,19 @@ describe('portico CLI: token and bad arguments', () => {
   test('--help and --version on every command do nothing else (no migration, no server, no token)', async () => {
     const dir = tmp();
     const env = { JWT_SECRET: TEST_JWT_SECRET, DATA_DIR: dir, PORT: '0' };
-    const commands = [[], ['serve'], ['token'], ['keys'], ['keys', 'disable'], ['keys', 'enable'], ['keys', 'limit'], ['credits'], ['credits', 'grant'], ['migrate']];
+    const commands = [
+      [],
+      ['serve'],
+      ['token'],
+      ['keys'],
+      ['keys', 'disable'],
+      ['keys', 'enable'],
+      ['keys', 'limit'],
+      ['credits'],
+      ['credits', 'grant'],
+      ['models', 'reload'],
+      ['migrate'],
+    ];
     const version = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version as string;
     const runs = await Promise.all(commands.flatMap((c) => [portico([...c, '--help'], env), portico([...c, '--version'], env)]));
     commands.forEach((c, i) => {
