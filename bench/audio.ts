@@ -367,7 +367,7 @@ async function main() {
     '- Concurrency: the two cores are the limit (2 flite + 2 espeak workers, the ffmpeg encoders and the event loop',
     "  share them), so more concurrent requests raise each request's time while the audio produced per second stays",
     '  about the same; with other work on the machine the rows vary by +-30 % between runs.',
-    '- pocketsphinx transcribes at about 0.35-0.4 x real time on a quiet machine (one process per request, at most 2 at once).',
+    '- pocketsphinx transcribes at about 0.35-0.4 x real time on a quiet machine (one process per piece of up to AUDIO_PIECE_SECONDS, at most 2 at once per instance).',
     '- tts-1-hd sends a sentence only once it is whole and levelled (no clause cut, espeak-ng not streamed within the',
     '  sentence), so its first byte is the whole first sentence; the whole request costs about the same as tts-1.',
     '- The level stage costs well under a millisecond per sentence (figure above) against 40-100 ms of synthesis; the',

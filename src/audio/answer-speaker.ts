@@ -15,8 +15,12 @@ import type { PcmChunk, SpeechEngine } from '../engines/types.js';
 import { encodeSpeech, type SpeechFormat } from '../codec/index.js';
 import { AsyncChannel } from '../platform/async-channel.js';
 import type { AudioEngines } from './engines.js';
-import { speechQualityOf } from './models.js';
+import { isEmbeddedSpeech, speechQualityOf } from './models.js';
+import type { Ticket } from './scheduler.js';
 import { voicesOf } from './service.js';
+
+/** the queue of the speech scheduler every spoken answer takes its turns in */
+const SPOKEN_ANSWERS = '(spoken answers)';
 
 /** The speech model answers are spoken by. */
 export const ANSWER_SPEECH_MODEL = 'tts-1';
@@ -50,7 +54,10 @@ export class AnswerSpeakerService {
   open(opts: { voice: string; format: AnswerFormat; signal: AbortSignal }): AnswerSpeechSession {
     const spec = this.spec();
     const engine = spec ? this.engines.speech(spec) : Promise.reject(new Error(`no speech model ${ANSWER_SPEECH_MODEL}`));
-    return new AnswerSpeechSession(engine, opts.voice, CODEC_FORMAT[opts.format], spec ? speechQualityOf(spec) : 'standard', opts.signal);
+    // on the embedded voices, spoken answers take their turns beside /audio/speech: all of them as one queue (the
+    // responses feature does not say whose answer it is), never refused (the answer is already under way)
+    const turns = spec && isEmbeddedSpeech(spec) ? this.engines.speechQueue.admit(SPOKEN_ANSWERS, 0, { unchecked: true }) : undefined;
+    return new AnswerSpeechSession(engine, opts.voice, CODEC_FORMAT[opts.format], spec ? speechQualityOf(spec) : 'standard', opts.signal, turns);
   }
 }
 
@@ -65,7 +72,7 @@ export class AnswerSpeechSession implements AsyncIterable<Piece> {
   private readonly input = new AsyncChannel<string>();
   private readonly out: AsyncChannel<Piece>;
 
-  constructor(engine: Promise<SpeechEngine>, voice: string, format: SpeechFormat, quality: 'standard' | 'hd', signal: AbortSignal) {
+  constructor(engine: Promise<SpeechEngine>, voice: string, format: SpeechFormat, quality: 'standard' | 'hd', signal: AbortSignal, turns?: Ticket) {
     const stop = new AbortController();
     const sig = AbortSignal.any([signal, stop.signal]);
     const out = new AsyncChannel<Piece>({ signal, onReturn: () => stop.abort() });
@@ -76,7 +83,7 @@ export class AnswerSpeechSession implements AsyncIterable<Piece> {
       const e = await engine;
       for await (const text of input) {
         out.push({ type: 'transcript', text });
-        for await (const c of e.synthesize({ text, voice, speed: 1, quality, signal: sig })) {
+        for await (const c of e.synthesize({ text, voice, speed: 1, quality, turns, signal: sig })) {
           samples += c.samples.length;
           yield c;
         }
@@ -92,11 +99,13 @@ export class AnswerSpeechSession implements AsyncIterable<Piece> {
       }
       if (samples > 0 && held.length) out.push({ type: 'audio', bytes: Buffer.concat(held) });
       out.end();
-    })().catch((e: unknown) => {
-      stop.abort();
-      input.return();
-      out.fail(e);
-    });
+    })()
+      .catch((e: unknown) => {
+        stop.abort();
+        input.return();
+        out.fail(e);
+      })
+      .finally(() => turns?.close());
   }
 
   say(text: string): void {

@@ -16,6 +16,11 @@
  *   model whose binding is not installed answers 503 saying what to install: it never falls back to pocketsphinx,
  *   whose far worse transcripts a client could not tell from whisper's.
  * - every other model: its provider's engine.
+ *
+ * Turns: the embedded engines (the voices, pocketsphinx, whisper) run a few jobs at once for the whole instance;
+ * each request takes its turns on them through the two fair schedulers here (./scheduler.ts: a queue per key,
+ * served in turn, with caps). Forwarded models (openai-compatible) take none: their work runs on the upstream,
+ * which has its own limits and answers 429/503 itself.
  */
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelSpec } from '../models/spec.js';
@@ -23,8 +28,10 @@ import type { ModelRegistry } from '../models/registry.js';
 import type { PcmChunk, SpeechEngine, SpeechRequest, TranscriptionEngine } from '../engines/types.js';
 import type { EmbeddedSpeechEngine } from '../engines/shared/tts.js';
 import { AppError } from '../platform/errors.js';
+import type { AudioLimits } from '../platform/config.js';
+import { FairScheduler } from './scheduler.js';
 import { OPENAI_VOICES, speakEmbedded } from './voices.js';
-import { builtinOf } from './models.js';
+import { builtinOf, isEmbeddedSpeech } from './models.js';
 import { detectPocketsphinx } from '../engines/pocketsphinx/index.js';
 import { detectWhisperBinding, whisperInstallCommand } from '../engines/whisper/index.js';
 
@@ -50,14 +57,53 @@ function embeddedVoices(engines: EngineRegistry): SpeechEngine {
   };
 }
 
+/**
+ * Jobs the embedded engines run at once, for the whole instance: two pocketsphinx (or whisper) decoders, two
+ * synthesis workers (each engine's own default: one a core of a small machine).
+ */
+export const TRANSCRIPTION_SLOTS = 2;
+export const SPEECH_SLOTS = 2;
+/**
+ * Speeds assumed until turns have been measured (work per second of one slot), from this 2-core machine: pocketsphinx
+ * 2.7 s of audio per second of CPU (less when the cores are shared), flite ~450 characters a second (espeak-ng more).
+ */
+const TRANSCRIPTION_SPEED = 2;
+const SPEECH_SPEED = 400;
+
 export class AudioEngines {
   private readonly embedded: SpeechEngine;
+  /** turns on the embedded recognizers: seconds of audio */
+  readonly transcriptionQueue: FairScheduler;
+  /** turns on the embedded voices: characters */
+  readonly speechQueue: FairScheduler;
+  /** transcription pieces, at most this long (seconds) */
+  readonly pieceSeconds: number;
 
   constructor(
     private readonly engines: EngineRegistry,
     private readonly models: ModelRegistry,
+    limits: AudioLimits,
   ) {
     this.embedded = embeddedVoices(engines);
+    this.pieceSeconds = limits.pieceSeconds;
+    this.transcriptionQueue = new FairScheduler({
+      what: 'transcription',
+      unit: 'seconds of audio',
+      slots: TRANSCRIPTION_SLOTS,
+      maxQueuedPerKey: limits.maxQueuedSecondsPerKey,
+      maxQueuedSetting: 'AUDIO_MAX_QUEUED_SECONDS_PER_KEY',
+      maxWaitMs: limits.maxWaitMs,
+      initialSpeed: TRANSCRIPTION_SPEED,
+    });
+    this.speechQueue = new FairScheduler({
+      what: 'speech',
+      unit: 'characters',
+      slots: SPEECH_SLOTS,
+      maxQueuedPerKey: limits.maxQueuedCharactersPerKey,
+      maxQueuedSetting: 'AUDIO_MAX_QUEUED_CHARACTERS_PER_KEY',
+      maxWaitMs: limits.maxWaitMs,
+      initialSpeed: SPEECH_SPEED,
+    });
   }
 
   /** Loads the embedded speech engines now (start-up, tests) rather than at the first request. */
@@ -82,7 +128,7 @@ export class AudioEngines {
   }
 
   async speech(spec: ModelSpec): Promise<SpeechEngine> {
-    if (builtinOf(spec) === 'embedded-tts' || spec.provider === 'flite' || spec.provider === 'espeak') return this.embedded;
+    if (isEmbeddedSpeech(spec)) return this.embedded;
     return this.engines.speech(spec);
   }
 

@@ -5,6 +5,7 @@
  * authentication, the `audio` route scope and the OpenAI error shape come from the /v1 scope (src/app.ts).
  */
 import { Readable } from 'node:stream';
+import { once } from 'node:events';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
 import { Type } from 'typebox';
@@ -192,7 +193,11 @@ async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {
         }
         reply.header('content-type', svc.contentType(p));
         reply.header('cache-control', 'no-store');
-        return reply.send(Readable.from(body(), { objectMode: false, highWaterMark: 64 * 1024 }));
+        const stream = Readable.from(body(), { objectMode: false, highWaterMark: 64 * 1024 });
+        // the body's generator charges a client that left in its end (src/audio/service.ts); the stream closes
+        // after it, and a request whose client left is written then (its facts wait for it)
+        req.facts.keep(once(stream, 'close'));
+        return reply.send(stream);
       },
     );
 

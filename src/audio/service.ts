@@ -10,14 +10,25 @@
  * Transcription / translation: `prepareTranscription` validates the fields, `transcribe` decodes the upload
  * to 16 kHz (engines that need PCM), runs the engine and formats the answer; one usage record (audio seconds).
  */
+import { setMaxListeners } from 'node:events';
 import type { FastifyBaseLogger } from 'fastify';
-import { EngineError, type AudioUpload, type SpeechEngine, type SpeechQuality, type Transcript, type TranscriptionEngine, type Voice } from '../engines/types.js';
+import {
+  EngineError,
+  type AudioUpload,
+  type SpeechEngine,
+  type SpeechQuality,
+  type TranscribeRequest,
+  type Transcript,
+  type TranscriptionEngine,
+  type Voice,
+} from '../engines/types.js';
 import type { AudioEngines } from './engines.js';
 import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import { costMicros } from '../models/pricing.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { AppError, type ErrorCode } from '../platform/errors.js';
+import { codePoints } from '../platform/code-points.js';
 import type { UsageService } from '../portal/usage/service.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
@@ -26,9 +37,13 @@ import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSp
 import { OPENAI_VOICES, planSpeech } from './voices.js';
 import { LANGUAGE_NAMES } from '../engines/shared/languages.js';
 import { ALL_RESPONSE_FORMATS, formatsFor, isEmbeddedSpeech, speechQualityOf, translates } from './models.js';
+import type { Ticket } from './scheduler.js';
+import { joinTranscripts, pieces, PIECE_RATE } from './pieces.js';
 import { formatTranscript, type FormattedBody, type Granularity, type ResponseFormat } from './transcript-format.js';
 
 export const MAX_SPEECH_INPUT = 4096;
+/** a transcription's or translation's prompt: at most this many characters */
+export const MAX_PROMPT = 4096;
 export const MIN_SPEED = 0.25;
 export const MAX_SPEED = 4;
 /** 25 MiB, as OpenAI */
@@ -115,7 +130,7 @@ export class AudioService {
     assertModelScope(key, spec.name);
     if (b.input === undefined || b.input === null) throw bad("Missing required parameter: 'input'.", 'input');
     if (typeof b.input !== 'string') throw bad("'input' must be a string.", 'input');
-    const characters = [...b.input].length;
+    const characters = codePoints(b.input);
     if (characters === 0 || b.input.trim() === '') throw bad("'input' must not be empty.", 'input');
     if (characters > MAX_SPEECH_INPUT) throw bad(`'input' is too long: ${characters} characters; the maximum is ${MAX_SPEECH_INPUT}.`, 'input');
     const voices = voicesOf(spec);
@@ -139,7 +154,9 @@ export class AudioService {
     if (b.instructions !== undefined && b.instructions !== null) {
       // accepted (gpt-4o-mini-tts takes them); the embedded engines cannot act them out
       if (typeof b.instructions !== 'string') throw bad("'instructions' must be a string.", 'instructions');
-      if (b.instructions.length > MAX_SPEECH_INPUT) throw bad(`'instructions' is too long; the maximum is ${MAX_SPEECH_INPUT} characters.`, 'instructions');
+      // characters as every limit counts them (code points: an emoji is one), and the count reported is that one
+      const n = codePoints(b.instructions);
+      if (n > MAX_SPEECH_INPUT) throw bad(`'instructions' is too long: ${n} characters; the maximum is ${MAX_SPEECH_INPUT}.`, 'instructions');
     }
     if (b.stream_format !== undefined && b.stream_format !== null && b.stream_format !== 'audio') {
       if (b.stream_format === 'sse')
@@ -169,6 +186,17 @@ export class AudioService {
       facts.model = p.spec.name;
       facts.deployment = deploymentName(p.spec);
     }
+    // the embedded voices are shared by every key: the request waits for its turns (a sentence each) in its key's
+    // queue, and is refused now (429, 503), before any byte, when its key has too much waiting or the wait is too long
+    const turns = isEmbeddedSpeech(p.spec) ? this.d.engines.speechQueue.admit(key.keyId, p.characters) : undefined;
+    try {
+      yield* this.speak(p, key, requestId, signal, turns, facts);
+    } finally {
+      turns?.close();
+    }
+  }
+
+  private async *speak(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal, turns: Ticket | undefined, facts?: RequestFacts): AsyncGenerator<Buffer> {
     let engine: SpeechEngine;
     try {
       engine = await this.d.engines.speech(p.spec);
@@ -177,7 +205,7 @@ export class AudioService {
       throw toClientError(e);
     }
     facts?.engineStarted();
-    const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, quality: p.quality, signal });
+    const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, quality: p.quality, turns, signal });
     let started = false;
     let recorded = false;
     const record = async () => {
@@ -279,7 +307,8 @@ export class AudioService {
       language = code;
     }
     const prompt = one(fields, 'prompt');
-    if (prompt !== undefined && prompt.length > 4096) throw bad("'prompt' is too long; the maximum is 4096 characters.", 'prompt');
+    const promptLength = prompt === undefined ? 0 : codePoints(prompt);
+    if (promptLength > MAX_PROMPT) throw bad(`'prompt' is too long: ${promptLength} characters; the maximum is ${MAX_PROMPT}.`, 'prompt');
     const stream = one(fields, 'stream');
     if (stream !== undefined && stream !== 'false') throw bad('Streaming transcriptions are not supported by this server.', 'stream', 'unsupported_parameter');
     // the SDK sends arrays as repeated `key[]`; plain repeated `key` and comma-separated values are accepted too
@@ -331,7 +360,11 @@ export class AudioService {
     }
     let duration: number | undefined;
     let pcm16k: Float32Array | undefined;
+    // an embedded recognizer runs here, shared by every key: the request takes its turns (pieces of its audio) in
+    // its key's queue; refused before its upload is even decoded when that queue is full or the wait too long
+    const queue = engine.needsPcm ? this.d.engines.transcriptionQueue : undefined;
     if (engine.needsPcm) {
+      queue?.check(key.keyId);
       try {
         const d = await decodeAudio(p.file.bytes, { signal, maxSeconds: MAX_AUDIO_SECONDS });
         pcm16k = d.pcm;
@@ -345,21 +378,23 @@ export class AudioService {
         throw new AppError('audio_too_short', `Audio file is too short. Minimum audio length is ${MIN_AUDIO_SECONDS} seconds.`, 'file');
       }
     }
+    const request: TranscribeRequest = {
+      model: upstreamName(p.spec),
+      file: p.file,
+      pcm16k,
+      task: p.task,
+      // pocketsphinx and whisper take the language; a translation's source language is detected
+      language: p.task === 'translate' && engine.canTranslate ? undefined : p.language,
+      prompt: p.prompt,
+      temperature: p.temperature,
+      wordTimestamps: p.task === 'transcribe' && p.format === 'verbose_json' && p.granularities.includes('word'),
+      signal,
+    };
+    const turns = queue && pcm16k && duration !== undefined ? queue.admit(key.keyId, duration) : undefined;
     let t: Transcript;
     facts?.engineStarted();
     try {
-      t = await engine.transcribe({
-        model: upstreamName(p.spec),
-        file: p.file,
-        pcm16k,
-        task: p.task,
-        // pocketsphinx and whisper take the language; a translation's source language is detected
-        language: p.task === 'translate' && engine.canTranslate ? undefined : p.language,
-        prompt: p.prompt,
-        temperature: p.temperature,
-        wordTimestamps: p.task === 'transcribe' && p.format === 'verbose_json' && p.granularities.includes('word'),
-        signal,
-      });
+      t = turns && pcm16k ? await this.recognizeInTurns(engine, request, pcm16k, turns) : await engine.transcribe(request);
       if (facts) {
         facts.firstOutput();
         facts.engineEnded();
@@ -367,6 +402,8 @@ export class AudioService {
     } catch (e) {
       if (!signal.aborted) facts?.failed(e);
       throw toClientError(e);
+    } finally {
+      turns?.close();
     }
     if (duration === undefined) {
       duration = t.duration;
@@ -396,5 +433,35 @@ export class AudioService {
       temperature: p.temperature,
       language: p.task === 'translate' ? (p.language ?? t.language) : (t.language ?? p.language),
     });
+  }
+
+  /**
+   * The audio in pieces (./pieces.ts), each a turn of its own: the pieces of one request run side by side when
+   * slots are free, and otherwise wait their turn with every other key's. One piece failing stops the others.
+   */
+  private async recognizeInTurns(engine: TranscriptionEngine, request: TranscribeRequest, pcm: Float32Array, turns: Ticket): Promise<Transcript> {
+    const stop = new AbortController();
+    const signal = request.signal ? AbortSignal.any([request.signal, stop.signal]) : stop.signal;
+    // a piece shorter than the engine's window would cost as much as a whole window
+    const cuts = pieces(pcm, Math.max(this.d.engines.pieceSeconds, engine.window ?? 0));
+    // every piece waits on this signal (an hour in 30-s pieces: 120 listeners, none of them a leak)
+    setMaxListeners(cuts.length + 10, signal);
+    const parts = cuts.map(async (c) => {
+      try {
+        const turn = await turns.step((c.end - c.start) / PIECE_RATE, signal);
+        let completed = false;
+        try {
+          const transcript = await engine.transcribe({ ...request, pcm16k: pcm.subarray(c.start, c.end), signal });
+          completed = true;
+          return { offset: c.start / PIECE_RATE, transcript };
+        } finally {
+          turn.done(completed);
+        }
+      } catch (e) {
+        stop.abort(e);
+        throw e;
+      }
+    });
+    return joinTranscripts(await Promise.all(parts), pcm.length / PIECE_RATE);
   }
 }

@@ -10,7 +10,9 @@
  * sentence by the espeak-ng voice of that language, with the voice's `otherLanguages` variant
  * (src/engines/shared/scripts.ts); scripts no engine here can read are refused before any audio is made.
  */
-import { EngineError, type PcmChunk, type SpeechQuality, type SpeechRequest, type Voice } from '../engines/types.js';
+import { EngineError, type PcmChunk, type SpeechQuality, type SpeechRequest, type Voice, type WorkTurns } from '../engines/types.js';
+import { AsyncChannel } from '../platform/async-channel.js';
+import { codePoints } from '../platform/code-points.js';
 import type { EmbeddedSpeechEngine } from '../engines/shared/tts.js';
 import { sentencesOf } from '../engines/shared/tts.js';
 import { sentenceLanguage } from '../engines/shared/scripts.js';
@@ -114,14 +116,62 @@ export function unspeakableMessage(reason: string): string {
 
 /**
  * Speaks `req` (an OpenAI voice) on the embedded engines: each run of sentences on its engine voice, in order,
- * streamed as it is synthesized. `engine` gives the shared engine of a kind.
+ * streamed as it is synthesized. `engine` gives the shared engine of a kind. With `req.turns`, each sentence
+ * takes a turn of its own (./scheduler.ts, its characters the cost) and gives it back when the engine has
+ * synthesized it, whether or not the consumer has read it yet: a slow reader never holds a slot.
  */
 export async function* speakEmbedded(req: SpeechRequest, engine: (kind: EmbeddedTtsKind) => Promise<EmbeddedSpeechEngine>): AsyncGenerator<PcmChunk> {
   if (!isOpenAiVoice(req.voice)) {
     throw new EngineError(`Unknown voice '${req.voice}'. Supported voices: ${OPENAI_VOICES.join(', ')}`, 'invalid_voice', 400);
   }
-  for (const run of planSpeech(req.text, req.voice, req.quality)) {
-    const e = await engine(run.engine);
-    yield* e.synthesizeSentences(run.sentences, { ...req, voice: run.voice, pitch: run.pitch, gainDb: run.gainDb });
+  const runs = planSpeech(req.text, req.voice, req.quality);
+  if (!req.turns) {
+    for (const run of runs) {
+      const e = await engine(run.engine);
+      yield* e.synthesizeSentences(run.sentences, { ...req, voice: run.voice, pitch: run.pitch, gainDb: run.gainDb });
+    }
+    return;
+  }
+  yield* speakInTurns(runs, req, req.turns, engine);
+}
+
+/** The sentences one after another, each in a turn; the audio runs ahead of the reader as it does without turns. */
+async function* speakInTurns(
+  runs: readonly VoiceRun[],
+  req: SpeechRequest,
+  turns: WorkTurns,
+  engine: (kind: EmbeddedTtsKind) => Promise<EmbeddedSpeechEngine>,
+): AsyncGenerator<PcmChunk> {
+  const stop = new AbortController();
+  const signal = req.signal ? AbortSignal.any([req.signal, stop.signal]) : stop.signal;
+  const channel = new AsyncChannel<PcmChunk>({ signal: req.signal });
+  const producer = (async () => {
+    try {
+      for (const run of runs) {
+        const e = await engine(run.engine);
+        const params: SpeechRequest = { ...req, turns: undefined, voice: run.voice, pitch: run.pitch, gainDb: run.gainDb, signal };
+        for (const sentence of run.sentences) {
+          const turn = await turns.step(codePoints(sentence), signal);
+          let completed = false;
+          try {
+            for await (const c of e.synthesizeSentences([sentence], params)) channel.push(c);
+            completed = true;
+          } finally {
+            turn.done(completed);
+          }
+        }
+      }
+      channel.end();
+    } catch (e) {
+      channel.fail(e);
+    }
+  })();
+  let finished = false;
+  try {
+    for await (const c of channel) yield c;
+    finished = true;
+  } finally {
+    if (!finished) stop.abort();
+    await producer;
   }
 }

@@ -46,4 +46,33 @@ describe('audio uploads: one validation policy for form fields', () => {
       assert.equal(body.error.param, param);
     }
   });
+
+  test('prompt and instructions count characters (code points: an emoji is one) and say the count they checked', async () => {
+    const emoji = (n: number) => '😀'.repeat(n);
+    // 4096 emoji (8192 UTF-16 units) are within the limit: the request goes on (to the recognizer, or the file,
+    // which is not audio) and is answered for something else than the prompt
+    const within = (await (await post('transcriptions', { model: 'whisper-1', prompt: emoji(4096) })).json()).error;
+    assert.notEqual(within.param, 'prompt', within.message);
+    assert.doesNotMatch(within.message, /too long/);
+    const over = await post('transcriptions', { model: 'whisper-1', prompt: emoji(4097) });
+    assert.equal(over.status, 400);
+    const e = (await over.json()).error;
+    assert.equal(e.message, "'prompt' is too long: 4097 characters; the maximum is 4096.");
+    assert.equal(e.param, 'prompt');
+    const speech = (instructions: string) =>
+      fetch(`${t.url}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o-mini-tts', voice: 'alloy', input: 'Hi.', response_format: 'pcm', instructions }),
+      });
+    const refused = await speech(emoji(4097));
+    assert.equal(refused.status, 400);
+    assert.equal(
+      (await refused.json()).error.message,
+      "Invalid 'instructions': string too long. Expected a string with maximum length 4096, but got a string with length 4097 instead.",
+    );
+    const spoken = await speech(emoji(4096));
+    assert.equal(spoken.status, 200, await spoken.clone().text());
+    assert.ok((await spoken.arrayBuffer()).byteLength > 0);
+  });
 });
