@@ -1,4 +1,4 @@
-import { AppError } from '../platform/errors.js';
+import { AppError, msg } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import { ROUTE_SCOPES } from '../portal/keys/scopes.js';
 
@@ -14,7 +14,7 @@ export function assertRouteScope(key: KeyPrincipal, scope: string | undefined) {
   if (!scope || key.scopes.length === 0) return;
   const routeScopes = key.scopes.filter((s) => (ROUTE_SCOPES as readonly string[]).includes(s) || s === '*');
   if (routeScopes.length === 0 || routeScopes.includes('*') || routeScopes.includes(scope)) return;
-  throw new AppError('insufficient_scope', `permission denied: this API key lacks the "${scope}" scope`);
+  throw new AppError('insufficient_scope', msg('scope_endpoint_missing', { scope }));
 }
 
 export function modelAllowed(key: KeyPrincipal, model: string): boolean {
@@ -25,6 +25,6 @@ export function modelAllowed(key: KeyPrincipal, model: string): boolean {
 
 export function assertModelScope(key: KeyPrincipal, model: string) {
   if (!modelAllowed(key, model)) {
-    throw new AppError('insufficient_scope', `permission denied: this API key may not use the model '${model}'`, 'model');
+    throw new AppError('insufficient_scope', msg('scope_model_forbidden', { model }), 'model');
   }
 }

@@ -18,6 +18,7 @@ import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js'
 import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { checkMessages, checkToolTurns, toChatMessages } from './messages.js';
+import { generatingDeployment, unknownFields } from './forwarding.js';
 import type { ChatCompletionRequest } from './schemas.js';
 
 export interface PreparedChat {
@@ -99,6 +100,7 @@ export class ChatPreparer {
     if (rf && rf.type !== 'json_schema' && rf.json_schema)
       throw bad(`Invalid parameter: 'response_format.json_schema' goes with type 'json_schema' only.`, 'response_format.json_schema', 'validation_error', 'unknown_parameter');
 
+    this.checkUnknownFields(req, spec);
     let engine: TextEngine;
     try {
       engine = await this.d.engines.text(spec);
@@ -106,6 +108,7 @@ export class ChatPreparer {
       facts?.failed(e);
       throw fromEngineError(e);
     }
+    this.checkUnknownFields(req, spec, engine);
     const model = upstreamName(spec);
     const route: RouteNote = {};
     if (facts) facts.route = route;
@@ -135,6 +138,32 @@ export class ChatPreparer {
       gen: { ...this.generateRequest(req, model, fnTools), route },
       count,
     };
+  }
+
+  /**
+   * Top-level fields that are not OpenAI parameters go to the upstream as sent, when every deployment that may
+   * serve the request forwards (./forwarding.ts); otherwise the first of them is refused, naming it. Told from the
+   * model file before any engine is made (an embedded model is not loaded to refuse a request); with the engine,
+   * `engine` is checked too (one made by code, without a model file entry, has the last word).
+   */
+  private checkUnknownFields(req: ChatCompletionRequest, spec: ModelSpec, engine?: TextEngine) {
+    const [field] = unknownFields(req);
+    if (field === undefined) return;
+    const why = `'${field}' is not a parameter of OpenAI's Chat Completions API; such fields are forwarded as sent only to upstreams that speak Chat Completions`;
+    const generates = () => bad(`Unsupported parameter: ${why}, and this model's engine generates the answer itself.`, field, 'unsupported_parameter');
+    if (engine) {
+      if (!engine.chatCompletions) throw generates();
+      return;
+    }
+    const gen = generatingDeployment(spec, this.d.models);
+    if (!gen) return;
+    if (gen.model === spec.name && (spec.deployments?.length ?? 1) <= 1) throw generates();
+    const which = gen.model === spec.name ? `its deployment '${gen.deployment}'` : `'${gen.deployment}' of its fallback '${gen.model}'`;
+    throw bad(
+      `Unsupported parameter: ${why}, and the model '${spec.name}' may be served by ${which}, where Portico generates the answer itself (every deployment of a model and of its fallbacks must forward).`,
+      field,
+      'unsupported_parameter',
+    );
   }
 
   /** tools: the shape each type needs, unique names; tool_choice names one of them */

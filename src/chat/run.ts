@@ -166,7 +166,8 @@ export class ChatRunner {
   /** The engine's events as OpenAI's chunks: role first (after the engine's first event), deltas, then the finish chunk and the usage chunk. */
   private async *generate(p: PreparedChat, signal: AbortSignal): AsyncGenerator<Obj> {
     const created = Math.floor(Date.now() / 1000);
-    let model = p.spec.name;
+    // every chunk names the model the client sent, whatever the engine calls it (docs/models.md)
+    const model = p.spec.name;
     const chunk = (delta: Obj, finish: string | null = null): Obj => ({
       id: p.id,
       object: 'chat.completion.chunk',
@@ -208,7 +209,6 @@ export class ChatRunner {
           case 'tool_call_end':
             break;
           case 'done': {
-            if (e.model && e.model !== p.gen!.model) model = e.model;
             const u = e.usage;
             const usage = {
               prompt_tokens: u.inputTokens,
@@ -236,14 +236,13 @@ export class ChatRunner {
   // ---------------------------------------------------------------- the client's view
 
   /**
-   * A chunk or completion as the client sees it: the model named by the client's name unless the engine
-   * reports another (a dated variant); the usage only where the client asked for it (a stream without
+   * A chunk or completion as the client sees it: the model named by the client's name, whatever the upstream
+   * calls it; the usage only where the client asked for it (a stream without
    * include_usage has no usage field and no usage chunk).
    */
   private present(p: PreparedChat, o: Obj): Obj | undefined {
     let out = o;
-    const upstream = p.gen?.model ?? (p.forward?.model as string | undefined);
-    if (out.model === upstream && upstream !== p.spec.name) out = { ...out, model: p.spec.name };
+    if (typeof out.model === 'string' && out.model !== p.spec.name) out = { ...out, model: p.spec.name };
     if (p.stream && !p.includeUsage && 'usage' in out) {
       if (Array.isArray(out.choices) && out.choices.length === 0) return undefined;
       const { usage: _drop, ...rest } = out;

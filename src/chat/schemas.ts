@@ -1,7 +1,10 @@
 /**
- * POST /v1/chat/completions: the request as OpenAI's API takes it (every parameter of the official SDK 6.x),
- * strict like every Portico route (an unknown field is refused, a type is not coerced), and the answer's shape
- * for the OpenAPI document. Rules across fields, and what each engine can do, are checked in ./prepare.ts.
+ * POST /v1/chat/completions: the request as OpenAI's API takes it (every parameter of the official SDK 6.x), a
+ * type not coerced, and the answer's shape for the OpenAPI document. Every parameter listed here is checked, and
+ * messages, tools and the other nested objects refuse unknown fields like every Portico route. Unknown top-level
+ * fields pass the schema: they are the upstream's when the request is forwarded, and refused as unsupported when
+ * Portico generates the answer (./forwarding.ts). Rules across fields, and what each engine can do, are checked in
+ * ./prepare.ts.
  */
 import { Type, type Static } from 'typebox';
 import { MAX_INPUT_ITEMS } from '../platform/http/json-shape.js';
@@ -202,7 +205,11 @@ export const ChatCompletionBody = Type.Object(
     ),
     service_tier: nullable(Type.Union([Type.Literal('auto'), Type.Literal('default'), Type.Literal('flex'), Type.Literal('scale'), Type.Literal('priority')])),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: true,
+    description:
+      "Other top-level fields (an upstream's own parameters, e.g. vLLM's top_k, min_p, repetition_penalty, chat_template_kwargs) are forwarded as sent when every deployment of the model forwards Chat Completions to an upstream; otherwise they are refused with 400 unsupported_parameter.",
+  },
 );
 
 export type ChatCompletionRequest = Static<typeof ChatCompletionBody>;

@@ -112,7 +112,8 @@ export class EmbeddingsService {
       object: 'list',
       data: result.vectors.map((v, index) => ({ object: 'embedding' as const, index, embedding: base64 ? toBase64(v) : v })),
       // the engine's name for it when that is not just the upstream name the request was mapped to (a dated variant)
-      model: result.model && result.model !== model ? result.model : spec.name,
+      // the model name the client sent, whatever the upstream calls it (docs/models.md)
+      model: spec.name,
       usage: { prompt_tokens: inputTokens, total_tokens: inputTokens },
     };
   }

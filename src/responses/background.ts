@@ -1,5 +1,5 @@
 /**
- * Background responses: stored as queued with their request (so any instance can run them), handed to a queue
+ * Background responses: stored (status in_progress, job state queued) with their request (so any instance can run them), handed to a queue
  * (in process, or BullMQ on Redis), run by whichever instance takes the job, followed live or replayed from the
  * stored events, cancelled wherever they run (the change feed carries the cancel), and ended as failed by a
  * sweep when the instance running them stops.
@@ -86,12 +86,22 @@ export class Background {
    * them (failed, never in_progress forever). `staleMs` is how long a silent job is given.
    */
   startMaintenance(staleMs = 30_000, everyMs = Math.min(5_000, Math.max(100, Math.floor(staleMs / 3)))): Promise<void> {
+    let requeuedAt = 0;
     const tick = async () => {
       try {
         const ids = this.runs.ids();
         if (ids.length) await this.d.store.heartbeat(ids, this.instanceId);
         const n = await this.d.store.failStale(Date.now() - staleMs, 'the instance running this response stopped before it finished');
         if (n) this.d.log.warn({ count: n }, 'background responses of a stopped instance marked failed');
+        // BullMQ: a response queued longer than staleMs and never claimed may have lost its job (Redis lost it, or
+        // an older version queued it under another prefix): queued again, once per staleMs. A job still waiting
+        // has that id already, and nothing is added; two runs of one response cannot happen (the claim)
+        if (this.queue.kind === 'bullmq' && Date.now() - requeuedAt >= staleMs) {
+          requeuedAt = Date.now();
+          const waiting = await this.d.store.unclaimed(Math.floor((Date.now() - staleMs) / 1000));
+          for (const id of waiting) await this.queue.enqueue(id);
+          if (waiting.length) this.d.log.debug({ count: waiting.length }, 'background responses queued and unclaimed: queued again');
+        }
       } catch (e) {
         this.d.log.warn({ err: (e as Error).message }, 'background maintenance failed; tried again at the next tick');
       }
@@ -101,7 +111,11 @@ export class Background {
     return tick();
   }
 
-  /** background true: stored as queued at once (with the request, so any instance can run it); then queued. */
+  /**
+   * background true: stored at once (with the request, so any instance can run it), then queued. The client
+   * gets it `in_progress` with usage null and empty output (specification 3.2); the row's job state says `queued`
+   * until a worker claims it.
+   */
   async create(p: Prepared): Promise<ResponseObject> {
     const events: StreamEvent[] = [];
     const builder = new ResponseBuilder(p.response, (e) => events.push(e), { maxToolCalls: p.req.max_tool_calls });
@@ -110,7 +124,10 @@ export class Background {
     const request: StoredRequest = { req: p.req, key: p.key, requestId: p.requestId };
     // the in-process queue dies with this instance, so its queued jobs carry our heartbeat; BullMQ's do not
     const runner = this.queue.kind === 'local' ? this.instanceId : undefined;
-    await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: queued, inputItems: p.inputItems, request, runner }, events);
+    await this.d.store.insert(
+      { id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: queued, inputItems: p.inputItems, request, runner, job: 'queued' },
+      events,
+    );
     try {
       await this.queue.enqueue(p.id);
     } catch (e) {
@@ -135,7 +152,7 @@ export class Background {
   private async run(id: string, run: Run): Promise<void> {
     const stored = await this.d.store.getAny(id);
     if (!stored) return; // deleted while queued
-    if (stored.object.status !== 'queued') {
+    if (stored.job !== 'queued') {
       // cancelled while queued: whoever follows it here gets its events, the final one included (one running
       // on another instance is followed from the store instead)
       if (stored.object.status !== 'in_progress') for (const e of await this.d.store.events(id, -1)) run.push(e);
@@ -202,7 +219,7 @@ export class Background {
     // still waiting in a queue (here or anywhere): cancelled in the store at once, with the final event a stream
     // of it ends with (the same as a cancelled running one: response.incomplete with the cancelled object); the
     // job skips it
-    if (r.object.status === 'queued') {
+    if (r.job === 'queued') {
       const cancelled: ResponseObject = { ...r.object, status: 'cancelled' };
       const seq = (await this.d.store.events(id, -1)).length;
       if (await this.d.store.update(cancelled, [{ type: 'response.incomplete', sequence_number: seq, response: cancelled }], ['queued'])) {
@@ -215,7 +232,7 @@ export class Background {
     if (run && !run.done) {
       this.stopHere(id);
       await this.waitEnded(id, key, run);
-    } else if (r.object.status === 'in_progress' || r.object.status === 'queued') {
+    } else if (r.object.status === 'in_progress') {
       // running elsewhere: ask that instance
       await this.d.feed?.publish('responses', { cancel: id });
       await this.waitEnded(id, key);
@@ -228,7 +245,7 @@ export class Background {
     while (Date.now() < deadline) {
       if (run ? run.done : false) return;
       const now = await this.d.store.get(id, key.userId);
-      if (!now || (now.object.status !== 'queued' && now.object.status !== 'in_progress')) return;
+      if (!now || now.object.status !== 'in_progress') return;
       await new Promise((res) => setTimeout(res, 25));
     }
   }
@@ -251,7 +268,7 @@ export class Background {
         yield e;
       }
       const now = await this.d.store.get(id, key.userId);
-      if (!now || (now.object.status !== 'queued' && now.object.status !== 'in_progress')) {
+      if (!now || now.object.status !== 'in_progress') {
         for (const e of await this.d.store.events(id, last)) yield e;
         return;
       }

@@ -73,14 +73,17 @@ export class ResponseBuilder {
     return { ...this.response, output: copy(this.response.output) };
   }
 
-  start(queued = false) {
-    if (queued) {
-      this.response.status = 'queued';
+  /**
+   * Opens the response: `in_progress` (the specification's status list has no `queued`), with response.created.
+   * A foreground response is running already and says so at once (response.in_progress); a background one is
+   * only stored and handed to a queue here, and says response.in_progress when a worker starts it (running()).
+   */
+  start(background = false) {
+    this.response.status = 'in_progress';
+    if (background) {
       this.send('response.created', () => ({ response: this.snapshot() }));
-      this.send('response.queued', () => ({ response: this.snapshot() }));
       return;
     }
-    this.response.status = 'in_progress';
     if (this.quiet) {
       this.seq += 2;
       return;
@@ -89,7 +92,7 @@ export class ResponseBuilder {
     this.send('response.in_progress', () => ({ response: this.snapshot() }));
   }
 
-  /** background: from queued to running */
+  /** background: a worker starts the stored response */
   running() {
     this.response.status = 'in_progress';
     this.send('response.in_progress', () => ({ response: this.snapshot() }));

@@ -5,7 +5,7 @@
  * encrypted content it cannot verify.
  */
 import { AppError } from '../platform/errors.js';
-import type { StoredItem } from './input.js';
+import { rawIndexOf, type StoredItem } from './input.js';
 import type { Sealer } from './seal.js';
 
 /** how an opened summary starts, so the model knows what it is reading */
@@ -38,20 +38,11 @@ export async function openCompactions(items: StoredItem[], owner: string, sealer
   return out;
 }
 
-/**
- * Where an input item came from, for error messages: the k-th compaction item of the normalized input is the k-th
- * `compaction` element of the request's `input` (normalizing maps elements one to one; reasoning items it adds
- * before assistant messages are not compaction items).
- */
+/** Where a compaction item of the normalized input came from, for error messages (`input[3].encrypted_content`). */
 export function compactionParams(input: string | unknown[], items: StoredItem[]): (i: number) => string | null {
-  if (typeof input === 'string') return () => 'input';
-  const rawIdx: number[] = [];
-  input.forEach((x, i) => {
-    if (x && typeof x === 'object' && (x as { type?: unknown }).type === 'compaction') rawIdx.push(i);
-  });
+  const at = rawIndexOf(input, items, 'compaction');
   return (i) => {
-    const k = items.slice(0, i).filter((x) => x.type === 'compaction').length;
-    const at = rawIdx[k];
-    return at === undefined ? 'input' : `input[${at}].encrypted_content`;
+    const k = at(i);
+    return k === undefined ? 'input' : `input[${k}].encrypted_content`;
   };
 }

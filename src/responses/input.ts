@@ -172,6 +172,49 @@ function normalizeItem(raw: unknown, i: number): StoredItem {
   }
 }
 
+/**
+ * Where a normalized input item of one type came from in the request's `input`: the k-th item of that type is the
+ * k-th element of `input` with that `type` (normalizing maps elements one to one, and the reasoning items
+ * expandReasoningContent adds before assistant messages are of no other type). The index, or undefined.
+ */
+export function rawIndexOf(input: string | unknown[], items: StoredItem[], type: 'compaction' | 'function_call_output'): (i: number) => number | undefined {
+  if (typeof input === 'string') return () => undefined;
+  // only an error asks, so the request's elements are read then
+  return (i) => {
+    const k = items.slice(0, i).filter((x) => x.type === type).length;
+    let seen = 0;
+    for (const [at, x] of input.entries()) if (x && typeof x === 'object' && (x as { type?: unknown }).type === type && seen++ === k) return at;
+    return undefined;
+  };
+}
+
+/**
+ * Every function_call_output of the new input answers a function call of the conversation (the history of
+ * previous_response_id, stored or in a WebSocket connection's memory, and the input itself, in any order), as
+ * OpenAI requires: otherwise a 400 naming the item's call_id. Only the new input is checked, against the whole
+ * conversation as given, before any truncation drops old turns. A compaction item stands for calls it replaced,
+ * which can no longer be seen (the sealed summary keeps no call ids): an output after one (in the history or
+ * earlier in the input) is not checked.
+ */
+export function checkCallOutputs(history: StoredItem[], items: StoredItem[], paramOf: (i: number) => string): void {
+  if (!items.some((it) => it.type === 'function_call_output')) return;
+  const calls = new Set<string>();
+  for (const it of history) if (it.type === 'function_call') calls.add(it.call_id);
+  for (const it of items) if (it.type === 'function_call') calls.add(it.call_id);
+  let compacted = history.some((it) => it.type === 'compaction');
+  items.forEach((it, i) => {
+    if (it.type === 'compaction') compacted = true;
+    if (it.type !== 'function_call_output' || compacted || calls.has(it.call_id)) return;
+    const param = paramOf(i);
+    throw new AppError(
+      'validation_error',
+      `No tool call found for function call output with call_id '${it.call_id}'. A function_call_output answers a function_call of the conversation: one in 'input', or in the response named by 'previous_response_id' and its chain.`,
+      param,
+      { detail: 'invalid_value' },
+    );
+  });
+}
+
 /** A reasoning_content field on an assistant input message becomes a reasoning item before it. */
 export function expandReasoningContent(input: string | unknown[], items: StoredItem[]): StoredItem[] {
   if (typeof input === 'string') return items;

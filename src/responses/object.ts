@@ -1,7 +1,11 @@
 import type { CreateResponseRequest } from './schemas.js';
 import type { StoredItem } from './input.js';
 
-export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
+/**
+ * The statuses of the specification (section 3.2). A background response waiting for a worker is `in_progress`
+ * too: whether a worker has taken it is the row's job state (ResponseStore, `StoredResponse.job`), not a status.
+ */
+export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
 export type OutputTextPart = { type: 'output_text'; text: string; annotations: unknown[]; logprobs: unknown[] };
 /** the spoken answer (modalities audio): base64 audio of the message's text, and that text (SDK ResponseOutputAudio) */

@@ -11,7 +11,7 @@ import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js'
 import type { RequestFacts } from '../platform/ops/facts.js';
 import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
-import { expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, toChatMessages, type StoredItem } from './input.js';
+import { checkCallOutputs, expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, rawIndexOf, toChatMessages, type StoredItem } from './input.js';
 import { initialResponse, normalizedTools, outputAsItems, type ResponseObject } from './object.js';
 import type { ResponseStore } from './store.js';
 import type { CreateResponseRequest } from './schemas.js';
@@ -112,6 +112,11 @@ export class Preparer {
 
     const inputItems = existing?.inputItems ?? expandReasoningContent(req.input, largeInput(req.input) ? await normalizeInputInTurns(req.input) : normalizeInput(req.input));
     const history = ctx.history ?? (req.previous_response_id ? await this.history(req.previous_response_id, key) : []);
+    const outputAt = rawIndexOf(req.input, inputItems, 'function_call_output');
+    checkCallOutputs(history, inputItems, (i) => {
+      const k = outputAt(i);
+      return k === undefined ? 'input' : `input[${k}].call_id`;
+    });
     const seen = [
       ...(await openCompactions(history, key.userId, this.d.sealer, () => 'previous_response_id')),
       ...(await openCompactions(inputItems, key.userId, this.d.sealer, compactionParams(req.input, inputItems))),
@@ -155,7 +160,7 @@ export class Preparer {
     };
     if (facts) facts.route = gen.route;
     const createdAt = Math.floor(Date.now() / 1000);
-    const response = existing?.response ?? initialResponse(req, id, createdAt, req.background ? 'queued' : 'in_progress');
+    const response = existing?.response ?? initialResponse(req, id, createdAt, 'in_progress');
     return { id, req, key, requestId, spec, engine, inputItems, history, gen, response, store: req.store ?? true, ...(audio ? { audio } : {}), ...(facts ? { facts } : {}) };
   }
 
@@ -164,8 +169,8 @@ export class Preparer {
     const chain = await this.d.store.chain(previousResponseId, key.userId);
     const last = chain[chain.length - 1];
     if (!last) throw new AppError('previous_response_not_found', `Previous response with id '${previousResponseId}' not found.`, 'previous_response_id');
-    if (last.object.status === 'queued' || last.object.status === 'in_progress') {
-      throw bad(`Previous response '${previousResponseId}' is still ${last.object.status}; wait until it finishes`, 'previous_response_id', 'invalid_state');
+    if (last.object.status === 'in_progress') {
+      throw bad(`Previous response '${previousResponseId}' is still in_progress; wait until it finishes`, 'previous_response_id', 'invalid_state');
     }
     const history: StoredItem[] = [];
     for (const c of chain) history.push(...c.inputItems, ...outputAsItems(c.object.output));

@@ -9,6 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
  */
 export interface BackgroundQueue {
   readonly kind: 'local' | 'bullmq';
+  /** queues the job of response `id`; on BullMQ the job id is the response id, so queuing one already queued adds nothing */
   enqueue(id: string): Promise<void>;
   /** begins taking jobs; `run` resolves when the job is finished */
   start(run: (id: string) => Promise<void>): void;
@@ -34,17 +35,26 @@ const bullmq = () => createRequire(import.meta.url)('bullmq') as typeof import('
 /** how long an enqueue may wait for Redis before the request fails (503) */
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
+/**
+ * BullMQ on Redis. Its keys are the installation's (`<REDIS_PREFIX>:bull:portico-responses:...`): installations
+ * sharing a Redis, whatever their database numbers, never take each other's jobs. (Before REDIS_PREFIX the queue
+ * was BullMQ's default `bull:portico-responses`; jobs an older version left there are taken up again by the
+ * background sweep, which queues anew every response still queued and unclaimed: src/responses/background.ts.)
+ */
 export class BullQueue implements BackgroundQueue {
   readonly kind = 'bullmq' as const;
   private queue?: Queue;
   private worker?: Worker;
   private readonly connection: ConnectionOptions;
+  private readonly prefix: string;
 
   constructor(
     redisUrl: string,
+    redisPrefix: string,
     private readonly concurrency: number,
     private readonly log: FastifyBaseLogger,
   ) {
+    this.prefix = `${redisPrefix}:bull`;
     const u = new URL(redisUrl);
     this.connection = {
       host: u.hostname,
@@ -68,7 +78,7 @@ export class BullQueue implements BackgroundQueue {
    */
   private producer(): Queue {
     if (!this.queue) {
-      this.queue = new (bullmq().Queue)(QUEUE, { connection: { ...this.connection, maxRetriesPerRequest: 1 } as ConnectionOptions });
+      this.queue = new (bullmq().Queue)(QUEUE, { prefix: this.prefix, connection: { ...this.connection, maxRetriesPerRequest: 1 } as ConnectionOptions });
       this.queue.on('error', (e) => this.log.debug({ err: e.message }, 'background queue error'));
     }
     return this.queue;
@@ -88,6 +98,7 @@ export class BullQueue implements BackgroundQueue {
 
   start(run: (id: string) => Promise<void>) {
     this.worker = new (bullmq().Worker)(QUEUE, async (job) => run(String(job.data.id)), {
+      prefix: this.prefix,
       connection: this.connection,
       concurrency: this.concurrency,
       // a job whose instance died is handed to another instance, which finds it stale and ends it

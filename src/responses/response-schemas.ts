@@ -39,7 +39,7 @@ export const ResponseObjectSchema = Type.Object(
     id: Type.String({ description: 'resp_...' }),
     object: Type.Literal('response'),
     created_at: Type.Integer(),
-    status: Type.String({ description: 'queued, in_progress, completed, failed, incomplete or cancelled' }),
+    status: Type.String({ description: 'in_progress (a background response waiting or running), completed, failed, incomplete or cancelled' }),
     background: Type.Boolean(),
     completed_at: Nullable(Type.Integer()),
     error: Nullable(Type.Object({ code: Type.String(), message: Type.String() }, open)),

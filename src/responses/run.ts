@@ -61,7 +61,15 @@ export class Runner {
    * `response.completed` can rely on both; if storing fails, the stream ends as failed instead.
    */
   stream(p: Prepared, signal: AbortSignal): AsyncIterable<StreamEvent> {
-    const out = new AsyncChannel<StreamEvent>({ signal });
+    // the reader is woken at once when its client leaves; a server that stops the stream (an AppError as the
+    // reason: shutdown past its grace) still gets the stream's end written (below)
+    const left = new AbortController();
+    const onAbort = () => {
+      if (!(signal.reason instanceof AppError)) left.abort(signal.reason);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    const out = new AsyncChannel<StreamEvent>({ signal: left.signal });
     let started = false;
     const early: StreamEvent[] = [];
     const held: StreamEvent[] = [];
@@ -76,15 +84,25 @@ export class Runner {
       started = true;
       for (const e of early.splice(0)) emit(e);
     };
-    void (async () => {
+    // runs on after a client that left stopped reading: the request is written once it has charged (facts.keep)
+    const running = (async () => {
       let final: ResponseObject;
       try {
         ({ final } = await this.execute(p, builder, signal, onStart));
       } catch (e) {
-        // the client left mid-stream: what it was sent is charged
-        if (signal.aborted) await this.chargeLeft(p, builder.response);
-        out.fail(e);
-        return;
+        const stopped = started && signal.aborted && signal.reason instanceof AppError ? signal.reason : undefined;
+        if (stopped === undefined) {
+          // the client left mid-stream: what it was sent is charged
+          if (signal.aborted) await this.chargeLeft(p, builder.response);
+          out.fail(e);
+          return;
+        }
+        // the server stopped the stream (shutdown past its grace) after output: it ends as any failure after
+        // output does (error, then response.failed), stored and charged, so GET /v1/responses/{id} finds it
+        if (p.facts) p.facts.errorCode ??= stopped.code;
+        final = builder.fail(stopped.code, stopped.message);
+      } finally {
+        signal.removeEventListener('abort', onAbort);
       }
       try {
         await this.finishRecord(p, final);
@@ -101,6 +119,7 @@ export class Runner {
       for (const e of held.splice(0)) out.push(e);
       out.end();
     })();
+    p.facts?.keep(running);
     return out;
   }
 
@@ -130,7 +149,7 @@ export class Runner {
     facts?.firstOutput();
     onStart();
     try {
-      return await this.consume(it, first, builder, signal, p.gen.model, voice, stop, facts);
+      return await this.consume(it, first, builder, signal, voice, stop, facts);
     } finally {
       voice?.close();
       // let the engine release what it holds (its generator is suspended at the done event)
@@ -148,7 +167,6 @@ export class Runner {
     ev: IteratorResult<GenerateEvent>,
     builder: ResponseBuilder,
     signal: AbortSignal,
-    upstreamModel: string,
     voice?: SpokenAnswer,
     stop?: AbortController,
     facts?: RequestFacts,
@@ -160,11 +178,9 @@ export class Runner {
         const e = ev.value;
         if (voice && e.type !== 'text_delta') await voice.finish();
         if (e.type === 'done') {
-          // the model the engine reports (e.g. a dated variant) names the response, unless it is just the
-          // upstream name the request was mapped to (then the client's own name stays)
-          const model = e.model && e.model !== upstreamModel ? e.model : undefined;
+          // the response keeps the model name the client sent, whatever the engine calls it (docs/models.md)
           facts?.engineEnded();
-          return { final: builder.finish(e.finishReason, e.usage, model), usage: e.usage };
+          return { final: builder.finish(e.finishReason, e.usage), usage: e.usage };
         }
         builder.handle(e);
         if (voice && e.type === 'text_delta') voice.text(e.delta);

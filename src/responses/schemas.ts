@@ -1,6 +1,41 @@
 import { Type, type Static } from 'typebox';
 import { ANSWER_AUDIO_FORMATS } from './speech.js';
+import { AppError } from '../platform/errors.js';
 import { MAX_INPUT_CHARS, MAX_INPUT_ITEMS } from '../platform/http/json-shape.js';
+
+/** The values `include` may name: OpenAI's ResponseIncludable (accepted, without effect here; any other is a 400). */
+export const INCLUDABLE = [
+  'file_search_call.results',
+  'web_search_call.results',
+  'web_search_call.action.sources',
+  'message.input_image.image_url',
+  'computer_call_output.output.image_url',
+  'code_interpreter_call.outputs',
+  'reasoning.encrypted_content',
+  'message.output_text.logprobs',
+] as const;
+
+/**
+ * Parameters of OpenAI's create body that this server does not implement, each with what to do instead. They are
+ * refused as `unsupported_parameter` (a limit of this server, not a typo: docs/api.md, "Validation"), whatever
+ * their value, before the schema (which would call them unknown) on every transport: HTTP create, input_tokens and
+ * the WebSocket mode.
+ */
+const NOT_IMPLEMENTED: Record<string, string> = {
+  messages: "The 'messages' parameter is not used by /v1/responses: send the conversation as 'input'.",
+  conversation: "Conversations ('conversation') are not supported by this server: continue a conversation with 'previous_response_id', or send it whole as 'input'.",
+  prompt: "Prompt templates ('prompt') are not supported by this server: send the prompt as 'instructions' and 'input'.",
+  context_management:
+    "Server-side compaction ('context_management') is not supported by this server: compact with POST /v1/responses/compact and start the next response from its window.",
+  moderation: "Moderation ('moderation') is not supported by this server.",
+  prompt_cache_options: "'prompt_cache_options' is not supported by this server ('prompt_cache_key' and 'prompt_cache_retention' are accepted).",
+};
+
+/** The first parameter of a create body that this server does not implement, as its 400; none: undefined. */
+export function notImplementedParameter(body: object): AppError | undefined {
+  for (const [field, message] of Object.entries(NOT_IMPLEMENTED)) if (Object.hasOwn(body, field)) return new AppError('unsupported_parameter', message, field);
+  return undefined;
+}
 
 const FunctionToolSchema = Type.Object(
   {
@@ -130,7 +165,11 @@ export const CreateResponseBody = Type.Object(
     prompt_cache_retention: Type.Optional(Type.Union([Type.Literal('in_memory'), Type.Literal('in-memory'), Type.Literal('24h'), Type.Null()])),
     service_tier: Type.Optional(Type.Union([Type.Literal('auto'), Type.Literal('default'), Type.Literal('flex'), Type.Literal('priority'), Type.Null()])),
     top_logprobs: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 20 }), Type.Null()])),
-    include: Type.Optional(Type.Union([Type.Array(Type.String()), Type.Null()])),
+    include: Type.Optional(
+      Type.Union([Type.Array(Type.Union(INCLUDABLE.map((v) => Type.Literal(v)))), Type.Null()], {
+        description: "accepted without effect: values of OpenAI's ResponseIncludable",
+      }),
+    ),
     presence_penalty: Type.Optional(Type.Union([Type.Number({ minimum: -2, maximum: 2 }), Type.Null()])),
     frequency_penalty: Type.Optional(Type.Union([Type.Number({ minimum: -2, maximum: 2 }), Type.Null()])),
   },

@@ -15,7 +15,16 @@ export interface StoredResponse {
   request: unknown;
   /** the instance holding a queued job (in-process queue) */
   runner?: string;
+  /**
+   * The row's job state: `queued` while a background response waits for a worker (its object says
+   * `in_progress`, the only status the specification has for it), else the object's status. Written as `queued`
+   * by insert() when given so, moved to `in_progress` by claim().
+   */
+  job?: JobState;
 }
+
+/** A stored response's job state: the object's status, or `queued` (a background job no worker has taken yet). */
+export type JobState = 'queued' | ResponseObject['status'];
 
 /**
  * jsonb refuses NUL and unpaired surrogates, which a client's input or a model's output may contain: strings are
@@ -95,7 +104,7 @@ export class ResponseStore {
         org_id: r.orgId,
         key_id: r.keyId,
         model: r.object.model,
-        status: r.object.status,
+        status: r.job ?? r.object.status,
         background: r.object.background,
         previous_response_id: r.object.previous_response_id,
         object: v.object,
@@ -154,8 +163,8 @@ export class ResponseStore {
 
   /** one stored response, its items a row each (see ItemRow) */
   private async read(where: RawBuilder<unknown>): Promise<StoredResponse | undefined> {
-    const r = await sql<ItemRow & { user_id: string; org_id: string; key_id: string; request: unknown }>`
-      select r.id, r.user_id, r.org_id, r.key_id,
+    const r = await sql<ItemRow & { user_id: string; org_id: string; key_id: string; request: unknown; status: JobState }>`
+      select r.id, r.user_id, r.org_id, r.key_id, r.status,
              case when e.n is null or e.n = 1 then r.object end as object,
              case when e.n is null or e.n = 1 then r.request end as request,
              e.item
@@ -165,14 +174,14 @@ export class ResponseStore {
     const got = byResponse(r.rows)[0];
     if (!got) return undefined;
     const row = got.first;
-    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object!, inputItems: got.inputItems, request: row.request };
+    return { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object!, inputItems: got.inputItems, request: row.request, job: row.status };
   }
 
   /** Takes a queued job for this instance: queued -> in_progress with a heartbeat. False if someone else has it. */
   async claim(id: string, runner: string): Promise<boolean> {
+    // the object already says in_progress (what a client sees of a waiting job); only the job state moves
     const r = await sql`
-      update responses set status = 'in_progress', runner_id = ${runner}, heartbeat_at = ${Date.now()},
-             object = jsonb_set(object, '{status}', '"in_progress"'), updated_at = ${Math.floor(Date.now() / 1000)}
+      update responses set status = 'in_progress', runner_id = ${runner}, heartbeat_at = ${Date.now()}, updated_at = ${Math.floor(Date.now() / 1000)}
        where id = ${id} and status = 'queued' and deleted_at is null`.execute(this.db);
     return Number(r.numAffectedRows ?? 0) > 0;
   }
@@ -183,6 +192,25 @@ export class ResponseStore {
   }
 
   /** Ends running jobs whose instance has not said it runs them since `before` (ms). Returns how many. */
+  /**
+   * Background responses still queued, never claimed and without a heartbeat (their job is on BullMQ), created
+   * before `beforeSeconds`: their job may be gone (Redis lost it, or an older version queued it under another
+   * prefix). At most `limit`, oldest first.
+   */
+  async unclaimed(beforeSeconds: number, limit = 100): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('responses')
+      .select('id')
+      .where('status', '=', 'queued')
+      .where('heartbeat_at', 'is', null)
+      .where('deleted_at', 'is', null)
+      .where('created_at', '<', beforeSeconds)
+      .orderBy('created_at')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.id);
+  }
+
   async failStale(before: number, message: string, includeUnclaimed = false): Promise<number> {
     const error = JSON.stringify({ code: 'server_error', type: 'server_error', message });
     const r = await sql<{ id: string; object: ResponseObject }>`

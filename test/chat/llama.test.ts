@@ -162,6 +162,11 @@ describe('chat completions on the llama engine', () => {
     const post = (extra: Record<string, unknown>) => e.call('POST', '/v1/chat/completions', { model: 'tiny', messages: user, ...extra });
     await expectError(await post({ logprobs: true }), 400, 'unsupported_parameter', 'logprobs');
     await expectError(await post({ n: 3 }), 400, 'unsupported_parameter', 'n');
+    // an upstream's own sampling parameters: nothing here would read them, so they are refused, not dropped
+    for (const extra of [{ top_k: 20 }, { chat_template_kwargs: { enable_thinking: false } }]) {
+      const err = await expectError(await post(extra), 400, 'unsupported_parameter', Object.keys(extra)[0]);
+      assert.match(err.message, /generates the answer itself/);
+    }
     const img = await expectError(
       await post({
         messages: [

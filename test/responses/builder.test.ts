@@ -12,7 +12,7 @@ import type { GenerateEvent, Usage } from '../../src/engines/types.js';
 const USAGE: Usage = { inputTokens: 11, outputTokens: 7, cachedTokens: 3, reasoningTokens: 2 };
 
 function fresh(): ResponseObject {
-  return initialResponse({ model: 'm1', input: 'hi' } as never, 'resp_test', 1_700_000_000, 'queued');
+  return initialResponse({ model: 'm1', input: 'hi' } as never, 'resp_test', 1_700_000_000, 'in_progress');
 }
 
 function run(events: GenerateEvent[], limits: { maxToolCalls?: number | null } = {}) {
@@ -357,22 +357,29 @@ describe('ResponseBuilder', () => {
     assert.deepEqual(strip(r), strip(loud.b.response));
   });
 
-  test('queued start then running (background): created, queued, in_progress; startSeq continues a stream', () => {
+  test('background start then running: created (in_progress, never queued), then in_progress; startSeq continues a stream', () => {
     const emitted: StreamEvent[] = [];
     const b = new ResponseBuilder(fresh(), (e) => emitted.push(e), { startSeq: 5 });
     b.start(true);
-    assert.equal(b.response.status, 'queued');
+    // the specification's statuses only: a background response waiting for a worker is in_progress
+    assert.equal(b.response.status, 'in_progress');
+    assert.equal(b.response.usage, null);
+    assert.deepEqual(b.response.output, []);
+    assert.deepEqual(
+      emitted.map((e) => [e.type, (e.response as ResponseObject).status]),
+      [['response.created', 'in_progress']],
+    );
     b.running();
     b.handle({ type: 'text_delta', delta: 'x' });
     b.finish('stop', USAGE);
     assert.deepEqual(
-      emitted.slice(0, 3).map((e) => [e.type, (e.response as ResponseObject).status]),
+      emitted.slice(0, 2).map((e) => [e.type, (e.response as ResponseObject).status]),
       [
-        ['response.created', 'queued'],
-        ['response.queued', 'queued'],
+        ['response.created', 'in_progress'],
         ['response.in_progress', 'in_progress'],
       ],
     );
+    assert.ok(!emitted.some((e) => e.type === 'response.queued' || (e.response as ResponseObject | undefined)?.status === ('queued' as string)));
     assertSequence(emitted, 5);
   });
 

@@ -215,14 +215,41 @@ describe('cancelling a background response that a client is streaming', () => {
     assert.equal(seen.at(-1), 'response.incomplete');
   });
 
+  test('a background response waiting for a worker is in_progress (usage null, no output) until it runs', async () => {
+    e.up.script({ text: Array.from({ length: 60 }, (_, i) => `a${i} `), delayMs: 30 }, { text: ['B ', 'ran'] });
+    const n = e.up.requests.length;
+    const a = await e.client.responses.create({ model: MODEL, input: 'slow A', background: true });
+    await e.up.waitForRequests(n + 1);
+    // one job at a time (BACKGROUND_CONCURRENCY 1): B waits behind A
+    const b = await e.client.responses.create({ model: MODEL, input: 'waiting B', background: true });
+    for (const seen of [b, await e.client.responses.retrieve(b.id), (await (await e.call('GET', `/v1/responses/${b.id}`)).json()) as any]) {
+      assert.equal(seen.status, 'in_progress');
+      assert.equal(seen.usage, null);
+      assert.deepEqual(seen.output, []);
+    }
+    assert.equal(e.up.requests.length, n + 1, 'B has not started');
+    await e.client.responses.cancel(a.id);
+    const done = await eventually(async () => {
+      const r = await e.client.responses.retrieve(b.id);
+      return r.status === 'completed' ? r : undefined;
+    });
+    assert.equal(done.output_text, 'B ran');
+    // its stream says the same: created and in_progress (no queued event, no queued status), then the output
+    const events = checkFraming(await readSse(await e.call('GET', `/v1/responses/${b.id}?stream=true`)));
+    assert.deepEqual(types(events).slice(0, 2), ['response.created', 'response.in_progress']);
+    for (const ev of events.filter((x) => x.response)) assert.ok(['in_progress', 'completed'].includes(ev.response.status), `${ev.type}: ${ev.response.status}`);
+    assert.equal(events.at(-1).type, 'response.completed');
+  });
+
   test('cancelled while still queued: a stream of it ends with the final event too', async () => {
     e.up.script({ text: Array.from({ length: 60 }, (_, i) => `a${i} `), delayMs: 30 }, { text: 'B ran' });
     const a = await e.client.responses.create({ model: MODEL, input: 'slow A', background: true });
     const b = await e.client.responses.create({ model: MODEL, input: 'waiting B', background: true });
     assert.equal((await e.client.responses.cancel(b.id)).status, 'cancelled');
     const events = checkFraming(await readSse(await e.call('GET', `/v1/responses/${b.id}?stream=true`)));
-    assert.deepEqual(types(events), ['response.created', 'response.queued', 'response.incomplete']);
-    assert.equal(events[2].response.status, 'cancelled');
+    assert.deepEqual(types(events), ['response.created', 'response.incomplete']);
+    assert.equal(events[0].response.status, 'in_progress');
+    assert.equal(events[1].response.status, 'cancelled');
     const viaSdk: any = await e.client.responses.stream({ response_id: b.id }).finalResponse();
     assert.equal(viaSdk.status, 'cancelled');
     await e.client.responses.cancel(a.id);

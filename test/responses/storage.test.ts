@@ -224,11 +224,11 @@ for (const db of testDatabases()) {
     });
 
     describe('background', () => {
-      test('queued at once, then completed; replay from 0 and resume after N (raw and SDK)', async () => {
+      test('in_progress at once (usage null, no output), then completed; replay from 0 and resume after N (raw and SDK)', async () => {
         e.up.script({ text: ['a', 'b', 'c'], delayMs: 20 });
         const q = await e.client.responses.create({ model: MODEL, input: 'x', background: true });
         assertFullObject(q);
-        assert.equal(q.status, 'queued');
+        assert.equal(q.status, 'in_progress');
         assert.equal(q.background, true);
         assert.equal(q.usage, null);
         assert.deepEqual(q.output, []);
@@ -241,7 +241,6 @@ for (const db of testDatabases()) {
         const events = checkFraming(await readSse(await e.call('GET', `/v1/responses/${q.id}?stream=true`)));
         assert.deepEqual(types(events), [
           'response.created',
-          'response.queued',
           'response.in_progress',
           'response.output_item.added',
           'response.content_part.added',
@@ -253,7 +252,7 @@ for (const db of testDatabases()) {
           'response.output_item.done',
           'response.completed',
         ]);
-        assert.equal(events[0].response.status, 'queued');
+        assert.equal(events[0].response.status, 'in_progress');
         assert.equal(events[events.length - 1].response.output[0].content[0].text, 'abc');
         const resumed = checkFraming(await readSse(await e.call('GET', `/v1/responses/${q.id}?stream=true&starting_after=4`)), { from: 5 });
         assert.deepEqual(resumed, events.slice(5));
@@ -285,11 +284,12 @@ for (const db of testDatabases()) {
         );
       });
 
-      test('background + stream: the events of the queued response, live', async () => {
+      test('background + stream: the events of the response, live, every status one of the specification', async () => {
         e.up.script({ text: ['p', 'q'] });
         const res = await e.call('POST', '/v1/responses', { model: MODEL, input: 'x', background: true, stream: true });
         const events = checkFraming(await readSse(res));
-        assert.deepEqual(types(events).slice(0, 3), ['response.created', 'response.queued', 'response.in_progress']);
+        assert.deepEqual(types(events).slice(0, 3), ['response.created', 'response.in_progress', 'response.output_item.added']);
+        for (const ev of events.filter((x) => x.response)) assert.ok(['in_progress', 'completed'].includes(ev.response.status), `${ev.type}: ${ev.response.status}`);
         assert.equal(events[events.length - 1].type, 'response.completed');
       });
 

@@ -10,6 +10,7 @@ import { syncBuiltinESMExports } from 'node:module';
 import threads from 'node:worker_threads';
 import { sql } from 'kysely';
 import { openDb, type OpenedDb } from '../../src/platform/db/index.js';
+import { migrations } from '../../src/platform/db/migrations.js';
 import { ResponseStore, type StoredResponse } from '../../src/responses/store.js';
 import type { StoredItem } from '../../src/responses/input.js';
 import type { ResponseObject } from '../../src/responses/object.js';
@@ -90,10 +91,59 @@ for (const db of testDatabases()) {
       assert.deepEqual(await store.chain('resp_c', 'someone else'), []);
     });
 
+    test('a background job waits as queued in the row while its object says in_progress; claim takes it once', async () => {
+      const waiting = { ...stored('resp_bg', null, []), object: { ...object('resp_bg', null), status: 'in_progress', background: true } as ResponseObject, job: 'queued' as const };
+      await store.insert(waiting);
+      const got = await store.getAny('resp_bg');
+      assert.equal(got?.job, 'queued');
+      assert.equal(got?.object.status, 'in_progress');
+      assert.equal(await store.claim('resp_bg', 'runner-1'), true);
+      assert.equal(await store.claim('resp_bg', 'runner-2'), false, 'taken once');
+      const claimed = await store.getAny('resp_bg');
+      assert.equal(claimed?.job, 'in_progress');
+      assert.equal(claimed?.object.status, 'in_progress');
+    });
+
+    test("migration 0008: objects and events stored as 'queued' before say in_progress; response.queued becomes response.in_progress", async () => {
+      const old = { ...object('resp_old', null), status: 'queued', background: true } as unknown as ResponseObject;
+      await store.insert({ ...stored('resp_old', null, []), object: old, job: 'queued' }, [
+        { type: 'response.created', sequence_number: 0, response: old },
+        { type: 'response.queued', sequence_number: 1, response: old },
+      ]);
+      const done = { ...object('resp_done', null), background: true } as ResponseObject;
+      await store.insert({ ...stored('resp_done', null, []), object: done }, [
+        { type: 'response.created', sequence_number: 0, response: { ...done, status: 'queued' } },
+        { type: 'response.queued', sequence_number: 1, response: { ...done, status: 'queued' } },
+        { type: 'response.in_progress', sequence_number: 2, response: { ...done, status: 'in_progress' } },
+        { type: 'response.completed', sequence_number: 3, response: done },
+      ]);
+      await opened.db.transaction().execute((tx) => migrations['0008_background_in_progress']!.up(tx));
+      const r = await store.getAny('resp_old');
+      assert.equal(r?.object.status, 'in_progress');
+      assert.equal(r?.job, 'queued', 'the job still waits for a worker');
+      assert.deepEqual(
+        (await store.events('resp_old', -1)).map((e) => [e.sequence_number, e.type, (e.response as ResponseObject).status]),
+        [
+          [0, 'response.created', 'in_progress'],
+          [1, 'response.in_progress', 'in_progress'],
+        ],
+      );
+      assert.deepEqual(
+        (await store.events('resp_done', -1)).map((e) => [e.sequence_number, e.type, (e.response as ResponseObject).status]),
+        [
+          [0, 'response.created', 'in_progress'],
+          [1, 'response.in_progress', 'in_progress'],
+          [2, 'response.in_progress', 'in_progress'],
+          [3, 'response.completed', 'completed'],
+        ],
+      );
+      assert.equal((await store.getAny('resp_done'))?.object.status, 'completed');
+    });
+
     test('get and getAny: the response, its items and its request; nothing for another user or a deleted one', async () => {
       const c = await store.get('resp_c', 'u1');
-      assert.deepEqual(c, { ...stored('resp_c', 'resp_b', items(3000, 'c')) });
-      assert.deepEqual(await store.getAny('resp_a'), { ...stored('resp_a', null, []), request: null });
+      assert.deepEqual(c, { ...stored('resp_c', 'resp_b', items(3000, 'c')), job: 'completed' });
+      assert.deepEqual(await store.getAny('resp_a'), { ...stored('resp_a', null, []), request: null, job: 'completed' });
       assert.equal(await store.get('resp_c', 'u2'), undefined);
       assert.equal(await store.get('resp_nope', 'u1'), undefined);
       assert.equal(await store.softDelete('resp_b', 'u1'), true);

@@ -65,6 +65,55 @@ describe('responses validation', () => {
     assert.equal(e.up.requests.length, before, 'no refused request reached the upstream');
   });
 
+  test('OpenAI parameters this server does not implement are unsupported_parameter (not unknown), whatever their value, on create and input_tokens', async () => {
+    const notImplemented: Record<string, unknown> = {
+      conversation: 'conv_123',
+      prompt: { id: 'pmpt_123', variables: { city: 'Paris' } },
+      context_management: [{ type: 'compaction', compact_threshold: 1000 }],
+      moderation: { model: 'omni-moderation-latest' },
+      prompt_cache_options: { mode: 'explicit' },
+    };
+    const before = e.up.requests.length;
+    for (const [field, value] of Object.entries(notImplemented)) {
+      for (const path of ['/v1/responses', '/v1/responses/input_tokens']) {
+        for (const v of [value, null]) {
+          const err = await expectError(await e.call('POST', path, { model: MODEL, input: 'x', [field]: v }), 400, 'unsupported_parameter', field);
+          assert.match(err.message, /not supported by this server/, `${path} ${field}`);
+        }
+      }
+    }
+    // refused before the schema: the parameter is named even when the rest of the body is wrong too
+    await expectError(await post({ model: MODEL, input: 'x', temperature: 'hot', conversation: 'conv_1' }), 400, 'unsupported_parameter', 'conversation');
+    // the SDK's own parameter types: a BadRequestError with the code and param
+    await assert.rejects(e.client.responses.create({ model: MODEL, input: 'x', conversation: 'conv_1' }), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.BadRequestError);
+      assert.equal(err.code, 'unsupported_parameter');
+      assert.equal(err.param, 'conversation');
+      return true;
+    });
+    // a typo is still a typo
+    await expectError(await post({ model: MODEL, input: 'x', conversations: 'conv_1' }), 400, 'unknown_parameter', 'conversations');
+    assert.equal(e.up.requests.length, before, 'nothing reached the upstream');
+  });
+
+  test("include: OpenAI's values are accepted (without effect); any other is a 400 invalid_value naming it and listing them", async () => {
+    const before = e.up.requests.length;
+    const err = await expectError(await post({ model: MODEL, input: 'x', include: ['bogus'] }), 400, 'invalid_value', 'include[0]');
+    assert.match(err.message, /'bogus'.*'reasoning\.encrypted_content'.*'message\.output_text\.logprobs'/);
+    await expectError(await post({ model: MODEL, input: 'x', include: ['reasoning.encrypted_content', 'file_search_call.result'] }), 400, 'invalid_value', 'include[1]');
+    await expectError(await post({ model: MODEL, input: 'x', include: 'reasoning.encrypted_content' }), 400, 'invalid_type', 'include');
+    await expectError(await e.call('POST', '/v1/responses/input_tokens', { model: MODEL, input: 'x', include: ['bogus'] }), 400, 'invalid_value', 'include[0]');
+    assert.equal(e.up.requests.length, before, 'nothing reached the upstream');
+    e.up.script({ text: 'ok' }, { text: 'ok' });
+    const r = await e.client.responses.create({
+      model: MODEL,
+      input: 'x',
+      include: ['reasoning.encrypted_content', 'message.output_text.logprobs', 'web_search_call.action.sources'],
+    });
+    assert.equal(r.output_text, 'ok');
+    assert.equal((await post({ model: MODEL, input: 'x', include: null })).status, 200);
+  });
+
   test('the SDK surfaces a refusal as BadRequestError with param', async () => {
     await assert.rejects(e.client.responses.create({ model: MODEL, input: 'x', temperature: 3 }), (err: unknown) => {
       assert.ok(err instanceof OpenAI.BadRequestError);

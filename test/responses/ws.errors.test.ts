@@ -51,6 +51,21 @@ describe('WebSocket mode: errors', () => {
     ['background (HTTP only)', { type: 'response.create', model: MODEL, input: 'x', background: true }, 400, 'unsupported_parameter', 'background'],
     ['stream_id (lanes of the 7.x SDK)', { type: 'response.create', model: MODEL, input: 'x', stream_id: 'lane-1' }, 400, 'unsupported_parameter', 'stream_id'],
     ['messages instead of input', { type: 'response.create', model: MODEL, messages: [{ role: 'user', content: 'x' }] }, 400, 'unsupported_parameter', 'messages'],
+    [
+      'conversation (an OpenAI parameter this server does not implement)',
+      { type: 'response.create', model: MODEL, input: 'x', conversation: 'conv_1' },
+      400,
+      'unsupported_parameter',
+      'conversation',
+    ],
+    [
+      'prompt_cache_options (not implemented)',
+      { type: 'response.create', model: MODEL, input: 'x', prompt_cache_options: { mode: 'explicit' } },
+      400,
+      'unsupported_parameter',
+      'prompt_cache_options',
+    ],
+    ['an include value OpenAI does not have', { type: 'response.create', model: MODEL, input: 'x', include: ['bogus'] }, 400, 'invalid_value', 'include[0]'],
     ['no input', { type: 'response.create', model: MODEL }, 400, 'missing_required_parameter', 'input'],
     ['input null', { type: 'response.create', model: MODEL, input: null }, 400, 'validation_error', 'input'],
     ['no model', { type: 'response.create', input: 'x' }, 400, 'missing_required_parameter', 'model'],
@@ -116,6 +131,36 @@ describe('WebSocket mode: errors', () => {
     const r1 = finalOf(await c.turn({ model: MODEL, store: false, input: 'remember me' }));
     errorOf(await c.turn({ model: MODEL, store: false, previous_response_id: r1.id, input: 'x', tool_choice: 'required' }), 400, 'validation_error');
     errorOf(await c.turn({ model: MODEL, store: false, previous_response_id: r1.id, input: 'again' }), 404, 'previous_response_not_found', 'previous_response_id');
+  });
+
+  test('store:false: a function_call_output answering no call of the conversation is refused naming its call_id, and the response it continued is evicted', async () => {
+    const weather = { type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } };
+    e.up.script({ toolCalls: [{ id: 'call_ws1', name: 'get_weather', arguments: '{"city":"Paris"}' }] });
+    const r1 = finalOf(await c.turn({ model: MODEL, store: false, input: 'Weather in Paris?', tools: [weather] }));
+    assert.equal(r1.output[0].type, 'function_call');
+    const before = e.up.requests.length;
+    const err = errorOf(
+      await c.turn({
+        model: MODEL,
+        store: false,
+        previous_response_id: r1.id,
+        tools: [weather],
+        input: [{ type: 'function_call_output', call_id: 'call_other', output: 'sunny' }],
+      }),
+      400,
+      'invalid_value',
+      'input[0].call_id',
+    );
+    assert.match(err.message, /call_other/);
+    assert.equal(e.up.requests.length, before, 'nothing ran');
+    // the failed continuation dropped r1 from the connection's memory: even the right answer cannot continue it
+    errorOf(
+      await c.turn({ model: MODEL, store: false, previous_response_id: r1.id, tools: [weather], input: [{ type: 'function_call_output', call_id: 'call_ws1', output: 'sunny' }] }),
+      404,
+      'previous_response_not_found',
+      'previous_response_id',
+    );
+    await stillUsable();
   });
 
   test('a malformed continuation (schema error) evicts too', async () => {

@@ -325,7 +325,7 @@ describe('WebSocket mode: keep-alive pings', () => {
 });
 
 describe('WebSocket mode: shutdown', () => {
-  test('closing the application closes the sockets with 1001; a turn in flight is stopped with an error frame (tests close at once)', async () => {
+  test('closing the application closes the sockets with 1001; a turn in flight is stopped as a failed response (tests close at once)', async () => {
     const e = await setup('pglite');
     try {
       const idle = await openWs(e.url, e.key);
@@ -337,11 +337,17 @@ describe('WebSocket mode: shutdown', () => {
       assert.equal((await idle.closed).code, 1001);
       assert.equal((await busy.closed).code, 1001);
       const frames = busy.frames;
-      const err = frames.at(-1);
+      // it ends as any failure after output does: the error frame, then response.failed
+      const failed = frames.at(-1);
+      const err = frames.at(-2);
       assert.equal(err.type, 'error');
       assert.equal(err.status, 503);
       assert.equal(err.error.code, 'service_unavailable');
-      assert.equal(err.sequence_number, frames.at(-2).sequence_number + 1, 'the error continues the numbering');
+      assert.equal(failed.type, 'response.failed');
+      assert.equal(failed.response.status, 'failed');
+      assert.equal(failed.response.error.code, 'service_unavailable');
+      assert.equal(err.sequence_number, frames.at(-3).sequence_number + 1, 'the error continues the numbering');
+      assert.equal(failed.sequence_number, err.sequence_number + 1);
       const rec = e.up.requests.at(-1)!;
       await rec.closed;
       assert.equal(rec.aborted, true, 'the generation was stopped upstream');

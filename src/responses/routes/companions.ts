@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { SseWriter } from '../../platform/http/sse.js';
 import { toAppError } from '../../platform/http/errors.js';
-import { CreateResponseBody, ResponseIdParams } from '../schemas.js';
+import { CreateResponseBody, notImplementedParameter, ResponseIdParams } from '../schemas.js';
 import type { ResponsesService } from '../service.js';
 import { DeletedResponseSchema, documentedOnly, InputItemListSchema, InputTokensSchema, ResponseObjectSchema } from '../response-schemas.js';
 
@@ -93,6 +93,12 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
       bodyLimit: 16 * 1024 * 1024,
       serializerCompiler: documentedOnly,
       schema: { tags: ['Responses'], summary: 'Count the input tokens a request would use', body: CreateResponseBody, response: { 200: InputTokensSchema } },
+      // what create refuses as not implemented, this refuses the same way (before the schema calls it unknown)
+      preValidation: async (req) => {
+        const b = req.body;
+        const unsupported = b && typeof b === 'object' ? notImplementedParameter(b) : undefined;
+        if (unsupported) throw unsupported;
+      },
     },
     async (req) => svc.inputTokens(req.body, req.apiKey!),
   );

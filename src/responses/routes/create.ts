@@ -5,7 +5,7 @@ import { AppError } from '../../platform/errors.js';
 import { SseWriter } from '../../platform/http/sse.js';
 import { toAppError } from '../../platform/http/errors.js';
 import { clientGone } from '../../platform/http/client-gone.js';
-import { CreateResponseBody } from '../schemas.js';
+import { CreateResponseBody, notImplementedParameter } from '../schemas.js';
 import type { ResponsesService } from '../service.js';
 
 export default function (app: FastifyInstance, svc: ResponsesService) {
@@ -28,9 +28,8 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
       },
       preValidation: async (req) => {
         const b = req.body as Record<string, unknown> | undefined;
-        if (b && typeof b === 'object' && 'messages' in b) {
-          throw new AppError('unsupported_parameter', "The 'messages' parameter is not used by /v1/responses: send the conversation as 'input'.", 'messages');
-        }
+        const unsupported = b && typeof b === 'object' ? notImplementedParameter(b) : undefined;
+        if (unsupported) throw unsupported;
         if (b && typeof b === 'object' && b.input === undefined) throw new AppError('validation_error', "Missing required parameter: 'input'.", 'input');
         if (b && typeof b === 'object' && b.input === null) throw new AppError('validation_error', "'input' must be a string or an array, not null.", 'input');
       },

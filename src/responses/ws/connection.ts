@@ -35,6 +35,8 @@ export interface WsDeps {
 interface Pending extends ClientMessage {
   n: number;
   bytes: number;
+  /** when it came (performance.now()) */
+  at: number;
 }
 
 /** the last response of the connection, and the conversation up to and including it */
@@ -119,7 +121,7 @@ export class WsConnection {
       return;
     }
     const bytes = frameBytes(data);
-    this.queue.push({ n, bytes, ...readClientFrame(data, isBinary, this.d.limits.maxFrameBytes) });
+    this.queue.push({ n, bytes, at: performance.now(), ...readClientFrame(data, isBinary, this.d.limits.maxFrameBytes) });
     void this.pump();
   }
 
@@ -297,6 +299,9 @@ export class WsConnection {
     clearInterval(this.pingTimer);
     // the client left (or the connection ended): the turn in flight stops, as on an HTTP disconnect
     this.current?.abort(new Error('client disconnected'));
+    // the turns still waiting were abandoned too: each has its line and count, as an HTTP request the client
+    // closed (499, client_closed); malformed messages waiting for their error frame are not turns
+    for (const t of this.queue) if (!t.error) this.logTurn(`${this.req.id}:${++this.turnsRun}`, t.at, 'client_closed', 499);
     this.queue.length = 0;
     this.memory = undefined;
     this.req.log.info(

@@ -7,7 +7,7 @@ import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../../platfo
 import { describeValidationError, lazyValidatorCompiler } from '../../platform/http/validation.js';
 import { checkJsonShape } from '../../platform/http/json-shape.js';
 import { shapeError } from '../../platform/http/json-body.js';
-import { CreateResponseBody, type CreateResponseRequest } from '../schemas.js';
+import { CreateResponseBody, notImplementedParameter, type CreateResponseRequest } from '../schemas.js';
 
 /**
  * What `ws` hands a message listener (its RawData), named here so src/ needs no type package of `ws` (@types/ws is
@@ -125,9 +125,8 @@ export function readClientFrame(data: RawData, isBinary: boolean, maxBytes: numb
   }
   const { type: _type, ...body } = o;
   void _type;
-  if ('messages' in body) {
-    return fail(new AppError('unsupported_parameter', "The 'messages' parameter is not used by /v1/responses: send the conversation as 'input'.", 'messages'));
-  }
+  const unsupported = notImplementedParameter(body);
+  if (unsupported) return fail(unsupported);
   if (body.input === undefined) return fail(invalid("Missing required parameter: 'input'.", 'input', 'missing_required_parameter'));
   if (body.input === null) return fail(new AppError('validation_error', "'input' must be a string or an array, not null.", 'input'));
   if (!validate(body)) {
