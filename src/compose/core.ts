@@ -14,6 +14,7 @@ import { secureDataDir } from '../platform/data-dir.js';
 import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
 import { OrgRoles } from '../portal/keys/roles.js';
 import { assertSamePepper } from '../platform/db/fingerprints.js';
+import { installationId } from '../platform/db/installation.js';
 import { KeyStore } from '../portal/keys/store.js';
 import { KeyService } from '../portal/keys/service.js';
 import { UsageStore } from '../portal/usage/store.js';
@@ -38,6 +39,11 @@ export interface Core {
   readonly models: ModelRegistry;
   /** messages every instance hears (key changes, cancels); a process that only publishes opens no listener */
   readonly feed: ChangeFeed;
+  /**
+   * with REDIS_URL: what every Redis key and channel of this installation starts with (`<prefix>:...`): REDIS_PREFIX,
+   * or `portico:<installation id>` (docs/deployment.md, "What is shared, and how")
+   */
+  readonly redisPrefix: string | undefined;
   close(): Promise<void>;
 }
 
@@ -55,7 +61,9 @@ export interface CoreOptions {
 export async function createCore(config: Config, opts: CoreOptions): Promise<Core> {
   const base = createLogger(config.logLevel, opts.logDestination, config.logFormat);
   const log = config.workerId ? base.child({ worker: config.workerId }) : base;
-  const models = new ModelRegistry(opts.models ?? loadModelConfig(config.modelConfigPath).models);
+  // serving checks what the model file names in the environment too (an api_key_env that is unset): operator
+  // commands call no upstream and need none of it
+  const models = new ModelRegistry(opts.models ?? loadModelConfig(config.modelConfigPath, opts.role === 'serve' ? { env: process.env } : {}).models);
   if (!config.inMemoryDb) {
     const { fixed, dirWasOpen } = secureDataDir(config.dataDir);
     if (fixed) log.warn({ dataDir: config.dataDir, fixed, dirWasOpen }, `DATA_DIR held ${fixed} files or folders that other users could read or write: made private (0700/0600)`);
@@ -80,7 +88,11 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     const keyStore = new KeyStore(db.db);
     const management = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
     const inference = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);
-    const feed = createFeed({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, log });
+    // what this installation shares through Redis or LISTEN/NOTIFY is named after it, so installations on one Redis
+    // (whatever their database numbers: pub/sub ignores them) or one PostgreSQL database never hear each other
+    const installation = (config.redisUrl && !config.redisPrefix) || (!config.redisUrl && config.databaseUrl) ? await installationId(db.db) : undefined;
+    const redisPrefix = config.redisUrl ? (config.redisPrefix ?? `portico:${installation}`) : undefined;
+    const feed = createFeed({ redisUrl: config.redisUrl, redisPrefix, databaseUrl: config.databaseUrl, installation, log });
     // a key change reaches every other instance at once (this one's verifier is told directly by the runtime);
     // closing waits for the messages still on their way (an operator command exits right after its change)
     const sending = new Set<Promise<void>>();
@@ -103,13 +115,13 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     const journal = opts.role === 'serve' && !config.inMemoryDb ? new UsageJournal(journalDir) : undefined;
     if (journal && (config.workerId ?? 1) === 1) adoptOrphanJournals(journal, config, log);
     const usage = new UsageService(new UsageStore(db.db), journal, { log, refused: new RefusedRecords(journalDir) });
-    const budget = new BudgetGuard(usage, opts.role === 'serve' && config.billingEnabled, { redisUrl: config.redisUrl, feed, log });
+    const budget = new BudgetGuard(usage, opts.role === 'serve' && config.billingEnabled, { redisUrl: config.redisUrl, redisPrefix: config.redisPrefix, feed, log });
     closers.push(() => budget.close());
     closers.push(() => usage.close());
     if (journal) await usage.recover().catch((e) => log.warn({ err: (e as Error).message }, 'usage journal not shipped yet; it will be retried'));
     // who administers which organization now, as the tokens say: org keys follow it (docs/api.md, "Organization keys")
     const roles = new OrgRoles(keyStore, config.jwt.adminRole, (row) => (row.kind === 'management' ? management : inference).changed(row));
-    return { config, log, db, keys: { store: keyStore, management, inference, roles }, usage, budget, models, feed, close };
+    return { config, log, db, keys: { store: keyStore, management, inference, roles }, usage, budget, models, feed, redisPrefix, close };
   } catch (e) {
     await close();
     throw e;

@@ -3,6 +3,7 @@
  * the OpenAPI document, and the authentication gate of each group. Feature modules bring their routes; this
  * file mounts them in the group they name (src/platform/module.ts).
  */
+import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
@@ -10,7 +11,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import websocket from '@fastify/websocket';
 import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
-import { AppError } from '../platform/errors.js';
+import { AppError, msg } from '../platform/errors.js';
 import { lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
 import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
@@ -46,6 +47,8 @@ export interface HttpOptions {
   websocket?: { maxPayload: number; preClose?: () => Promise<void> };
   /** OpenTelemetry traces (src/platform/ops/tracing-otel.ts); unset: off, and no hook of it runs */
   tracing?: Tracing;
+  /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS) */
+  clientClosedWaitMs?: number;
 }
 
 /**
@@ -67,21 +70,71 @@ function limitedServer(l: HttpLimits) {
 }
 
 /**
+ * After a refusal from the headers (below), the rest of the request's body is read and dropped for at most this
+ * many bytes and this long, and no longer than this without a byte (nginx's "lingering close").
+ */
+export const LINGER = { maxBytes: 8 * 1024 * 1024, maxMs: 10_000, idleMs: 2_000 } as const;
+
+/**
  * Runs a credential check in onRequest, before any of the body is read. When it refuses a request that has a
- * body, the answer closes the connection: the body is never read, so the connection cannot carry another
- * request, and a client without credentials cannot keep it busy sending megabytes nobody reads.
+ * body, the answer says `connection: close` and goes at once; the connection then lingers (lingerAfterAnswer):
+ * what the client still sends of its body is read and dropped, within LINGER, before the socket closes. Most
+ * clients read the answer only once they have sent their body; cut at once, they got EPIPE instead of the 401
+ * that says why (11 of 30 clients sending 5 MB with a bad key). A client without credentials still cannot keep
+ * the connection busy: it is closed past those bounds, and it never carries another request.
  */
 async function beforeBody<T>(req: FastifyRequest, reply: FastifyReply, check: () => Promise<T>): Promise<T> {
   try {
     return await check();
   } catch (e) {
     const h = req.headers;
-    if ((h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined) reply.header('connection', 'close');
+    if ((h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined) {
+      reply.header('connection', 'close');
+      lingerAfterAnswer(req.raw);
+    }
     throw e;
   }
 }
 
+/**
+ * Node closes a `connection: close` socket as soon as the answer is written (socket.destroySoon), which resets a
+ * client still sending its body. Here the answer is followed by a half-close (FIN) and the socket stays open for
+ * reading until the body has come (the request's parser drops it) or LINGER is used up; then it is destroyed.
+ */
+function lingerAfterAnswer(req: FastifyRequest['raw']): void {
+  const socket = req.socket as (Socket & { destroySoon?: () => void }) | null;
+  if (!socket || socket.destroyed) return;
+  socket.destroySoon = function (this: Socket) {
+    if (this.writable) this.end();
+    const start = this.bytesRead;
+    let last = start;
+    const t0 = Date.now();
+    let moved = t0;
+    const timer = setInterval(() => {
+      const now = Date.now();
+      const read = this.bytesRead;
+      if (read !== last) {
+        last = read;
+        moved = now;
+      }
+      if (req.complete || this.destroyed || read - start > LINGER.maxBytes || now - t0 > LINGER.maxMs || now - moved > LINGER.idleMs) {
+        clearInterval(timer);
+        this.destroy();
+      }
+    }, 50);
+    timer.unref();
+    this.once('close', () => clearInterval(timer));
+  };
+}
+
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** the path of a request's URL, without its query */
+const pathOf = (req: FastifyRequest) => req.url.split('?')[0] ?? req.url;
+/** the outcome of a request whose client closed the connection before its answer was finished (status 499) */
+export const CLIENT_CLOSED = 'client_closed';
+/** how long, at most, a request whose client left waits for its work to stop before it is written */
+export const CLIENT_CLOSED_WAIT_MS = 10_000;
 
 export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   const { metrics, gate } = opts;
@@ -99,8 +152,8 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     frameworkErrors: (err, req, reply) => {
       const e =
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? new AppError('uri_too_long', 'a path parameter is longer than 200 characters')
-          : new AppError('validation_error', `malformed URL: ${err.message}`);
+          ? new AppError('uri_too_long', msg('path_param_too_long', { max: 200 }))
+          : new AppError('validation_error', msg('malformed_url', { reason: err.message }));
       reply.header('x-request-id', req.id);
       return (req.url.startsWith('/v1/portal') ? sendPortalError : sendOpenAIError)(e, req, reply);
     },
@@ -113,11 +166,12 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   // a wrong method on a known path is 405 with Allow, not 404 (each group answers it in its own error shape)
   const allowedMethods = new AllowedMethods();
   app.addHook('onRoute', (r) => allowedMethods.add(r));
-  const notFound = (send: typeof sendPortalError, message: (req: FastifyRequest) => string) => (req: FastifyRequest, reply: FastifyReply) => {
+  // the portal says `no route`, {base_url} what OpenAI says (`Invalid URL`)
+  const notFound = (send: typeof sendPortalError, message: 'no_route' | 'invalid_url') => (req: FastifyRequest, reply: FastifyReply) => {
     const allow = allowedMethods.allowed(req.url);
-    if (allow.length === 0) return send(new AppError('not_found', message(req)), req, reply);
+    if (allow.length === 0) return send(new AppError('not_found', msg(message, { method: req.method, path: pathOf(req) })), req, reply);
     reply.header('allow', allow.join(', '));
-    return send(new AppError('method_not_allowed', `method ${req.method} is not allowed on ${req.url.split('?')[0]}; allowed: ${allow.join(', ')}`), req, reply);
+    return send(new AppError('method_not_allowed', msg('method_not_allowed_on', { method: req.method, path: pathOf(req), allowed: allow.join(', ') })), req, reply);
   };
 
   // bodies are JSON (multipart only where audio uploads are taken): a text/plain body is 415, not a string
@@ -158,14 +212,76 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   });
 
   app.decorateRequest('facts', null as unknown as RequestFacts);
+  const tracing = opts.tracing;
+  const waitMs = opts.clientClosedWaitMs ?? CLIENT_CLOSED_WAIT_MS;
+
+  /**
+   * Writes what a request did, once: its line, its HTTP and per-model counts, its span. An answer that finished
+   * is written from onResponse; a request whose client closed the connection first (Fastify never calls
+   * onResponse for it) from the response's `close`, as status 499 (docs/operations.md, "Logs").
+   */
+  const finish = (req: FastifyRequest, status: number, ms: number) => {
+    const f = req.facts;
+    if (f) {
+      if (f.ended) return;
+      f.ended = true;
+    }
+    const route = req.routeOptions.url ?? 'unknown';
+    metrics.httpRequest(req.method, route, status, ms / 1000);
+    f?.routed(f.route);
+    logRequest(req, route, status, ms);
+    if (f?.model !== undefined) modelMetrics(metrics, f, ms);
+    if (tracing && f?.span) {
+      const attributes = spanAttributes(req, f);
+      if (f.clientClosed) attributes['portico.outcome'] = CLIENT_CLOSED;
+      tracing.end(f.span, { route, status, attributes, error: f.errorCode });
+    }
+  };
+
+  /**
+   * The response closed. After an answer that finished this is nothing (onResponse wrote the request). Before,
+   * the client went away: the request is written as 499 once its work has stopped (the handler, and what its
+   * service kept going after it: src/platform/ops/facts.ts), so that the line has what was charged; at most
+   * CLIENT_CLOSED_WAIT_MS after the close, whatever still runs. Its `ms` is the time the client waited.
+   */
+  const onClosed = (req: FastifyRequest, reply: FastifyReply) => {
+    const f = req.facts;
+    if (reply.raw.writableFinished || f.ended) return;
+    // an upgraded WebSocket: its connection writes a line per turn and one when it closes (src/responses/ws/)
+    if (req.ws && reply.sent) return;
+    f.clientClosed = true;
+    const ms = reply.elapsedTime;
+    const work = f.settled();
+    if (work === undefined) return finish(req, 499, ms);
+    let timer: NodeJS.Timeout | undefined;
+    const capped = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs).unref()));
+    void Promise.race([work, capped]).then(() => {
+      clearTimeout(timer);
+      finish(req, 499, ms);
+    });
+  };
+
+  // every handler's promise goes into its request's facts (what a request whose client left waits for), and a
+  // handler whose client is already gone is not run: nothing is generated, or charged, for nobody
+  app.addHook('onRoute', (r) => {
+    const handler = r.handler;
+    r.handler = function (this: FastifyInstance, req: FastifyRequest, reply: FastifyReply) {
+      const f = req.facts;
+      if (f?.clientClosed) throw new Error('client disconnected');
+      const out = handler.call(this, req, reply) as unknown;
+      if (f && out !== null && typeof out === 'object' && typeof (out as PromiseLike<unknown>).then === 'function') f.handling = out as PromiseLike<unknown>;
+      return out;
+    } as typeof handler;
+  });
+
   // callback hooks where nothing is awaited: an async hook costs a promise and a turn of the microtask queue
   app.addHook('onRequest', (req, reply, done) => {
     req.facts = new RequestFacts();
+    reply.raw.on('close', () => onClosed(req, reply));
     reply.header('x-request-id', req.id);
-    if (req.url.includes('%00')) done(new AppError('validation_error', 'the URL must not contain NUL characters (%00)'));
+    if (req.url.includes('%00')) done(new AppError('validation_error', msg('url_nul')));
     else done();
   });
-  const tracing = opts.tracing;
   if (tracing) {
     // one server span per request (continuing an incoming traceparent), made active from the handler on so the
     // upstream calls made for the request are its children (src/platform/ops/tracing.ts)
@@ -180,15 +296,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     });
   }
   app.addHook('onResponse', (req, reply, done) => {
-    const route = req.routeOptions.url ?? 'unknown';
-    const status = reply.statusCode;
-    const ms = reply.elapsedTime;
-    metrics.httpRequest(req.method, route, status, ms / 1000);
-    const f = req.facts;
-    f?.routed(f.route);
-    logRequest(req, route, status, ms);
-    if (f?.model !== undefined) modelMetrics(metrics, f, ms);
-    if (tracing && f?.span) tracing.end(f.span, { route, status, attributes: spanAttributes(req, f), error: f.errorCode });
+    finish(req, reply.statusCode, reply.elapsedTime);
     done();
   });
 
@@ -208,7 +316,23 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       },
     },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  // the API reference shares the page's origin (and its session cookie): it gets the page's protections, a CSP of
+  // its own files only (Swagger UI needs no inline script; its page has one inline style element), no framing, no
+  // type sniffing
+  await app.register(async (scope) => {
+    scope.addHook('onSend', (_req, reply, payload, done) => {
+      reply.header('x-frame-options', 'DENY');
+      reply.header('x-content-type-options', 'nosniff');
+      reply.header('referrer-policy', 'no-referrer');
+      done(null, payload);
+    });
+    await scope.register(swaggerUi, {
+      routePrefix: '/docs',
+      staticCSP:
+        "default-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; " +
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'; object-src 'none'",
+    });
+  });
   // WebSocket upgrades go through the router and the hooks of their route like any request, so the {base_url} gate
   // (onRequest) refuses a bad key with a plain HTTP 401 before any upgrade. Registered at the root: an upgrade
   // request that does not end in an upgrade (refused, or a route without a WebSocket handler) has its socket closed
@@ -225,7 +349,10 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       if (socket.readyState === socket.OPEN) socket.terminate();
     },
   });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/openapi.json', { schema: { hide: true } }, async (_req, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+    return app.swagger();
+  });
 
   const mount = async (scope: FastifyInstance, group: RouteGroup) => {
     for (const m of opts.modules) await m.routes[group]?.(scope);
@@ -238,7 +365,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   await app.register(
     async (portal) => {
       portal.setErrorHandler((err, req, reply) => sendPortalError(err, req, reply));
-      portal.setNotFoundHandler(notFound(sendPortalError, (req) => `no route ${req.method} ${req.url.split('?')[0]}`));
+      portal.setNotFoundHandler(notFound(sendPortalError, 'no_route'));
       portal.addHook('onRoute', (r) => {
         if ((r.config?.auth ?? 'user') === 'user') r.schema = { ...(r.schema ?? {}), security: [{ portalJwt: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('portal'), ...((r.schema?.response as object) ?? {}) } };
@@ -256,13 +383,20 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       api.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
-      api.setNotFoundHandler(notFound(sendOpenAIError, (req) => `Invalid URL (${req.method} ${req.url.split('?')[0]})`));
+      api.setNotFoundHandler(notFound(sendOpenAIError, 'invalid_url'));
       api.addHook('onRoute', (r) => {
         if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: [{ apiKey: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('openai'), ...((r.schema?.response as object) ?? {}) } };
       });
       // a large JSON body is read in blocks as it comes, not joined in one copy at its end (platform/http/json-body.ts)
       api.addHook('preParsing', (req, _reply, payload, done) => done(null, readLargeJson(req, payload)));
+      // which deployment served, and whether retries or a fallback happened (a stream's are written with its
+      // head: platform/http/sse.ts)
+      api.addHook('onSend', (req, reply, payload, done) => {
+        const h = req.facts?.routeHeaders();
+        if (h !== undefined) reply.headers(h);
+        done(null, payload);
+      });
       await mount(api, 'api');
       // added after the modules so it runs after their onRequest hooks (CORS: a refused request still carries the
       // allow-origin header, so a browser app can read the error); Fastify builds a route's hooks when the scope
@@ -276,7 +410,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     { prefix: '/v1' },
   );
 
-  app.setNotFoundHandler(notFound(sendOpenAIError, (req) => `Invalid URL (${req.method} ${req.url.split('?')[0]})`));
+  app.setNotFoundHandler(notFound(sendOpenAIError, 'invalid_url'));
   app.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
   return app;
 }
@@ -304,6 +438,7 @@ export function logRequest(req: FastifyRequest, route: string, status: number, m
     org_id: key?.orgId,
   };
   let level: 'info' | 'warn' | 'error' = status >= 500 ? 'error' : 'info';
+  if (f?.clientClosed) line.outcome = CLIENT_CLOSED;
   if (f) {
     if (f.model !== undefined) {
       line.model = f.model;
@@ -342,6 +477,7 @@ export function modelMetrics(metrics: Metrics, f: RequestFacts, ms: number): voi
   if (f.upstreamMs !== undefined) s.upstream.observe(f.upstreamMs / 1000);
   if (f.inputTokens) s.tokensIn.inc(f.inputTokens);
   if (f.outputTokens) s.tokensOut.inc(f.outputTokens);
+  if (f.clientClosed) s.clientClosed.inc();
   const type = f.errorCode ?? (f.upstreamError !== undefined ? 'engine_error' : undefined);
   if (type !== undefined) metrics.modelErrors.inc({ model: f.model!, deployment, type });
 }
@@ -353,6 +489,9 @@ function spanAttributes(req: FastifyRequest, f: RequestFacts): Record<string, st
     'portico.request_id': req.id,
     'portico.model': f.model,
     'portico.deployment': f.deployment,
+    // what the answer's x-portico-retries and x-portico-fallback say (docs/models.md, "What the client is told")
+    'portico.retries': f.route?.deployment !== undefined ? f.retries : undefined,
+    'portico.fallback': f.fallback,
     'portico.key_id': key?.keyId,
     'portico.user_id': key?.userId ?? req.user?.userId,
     'portico.org_id': key?.orgId,

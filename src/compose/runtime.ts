@@ -22,6 +22,8 @@ import { EngineRegistry } from '../engines/registry.js';
 import { PROVIDERS } from '../engines/providers.js';
 import { ModelRegistry } from '../models/registry.js';
 import { Router } from '../models/router/index.js';
+import { HealthChecks } from '../models/router/checks.js';
+import type { ReloadResult } from '../models/reload.js';
 import { KeyVerifier } from '../portal/keys/verifier.js';
 import { createKeysModule } from '../portal/keys/module.js';
 import { createQueryModule } from '../portal/query/routes.js';
@@ -47,6 +49,8 @@ export interface Runtime {
   readonly engines: EngineRegistry;
   /** the text and embeddings engines as features get them: each model's deployments, retries and fallbacks */
   readonly router: Router;
+  /** the active health checks of the deployments that have one */
+  readonly checks: HealthChecks;
   readonly audioEngines: AudioEngines;
   readonly jwt: JwtVerifier;
   readonly verifier: KeyVerifier;
@@ -58,6 +62,12 @@ export interface Runtime {
   /** the Prometheus text of this process (gauges refreshed) */
   scrape(): Promise<string>;
   readonly responses: ResponsesModule;
+  /**
+   * Reads the model file (PORTICO_CONFIG) again: checked whole, then applied at once to new requests while
+   * requests in flight finish on what they started with; a file the check refuses changes nothing (one error
+   * line). SIGHUP, `portico models reload` and the file watch (PORTICO_CONFIG_WATCH) call it.
+   */
+  reloadModels(reason: string): Promise<ReloadResult>;
   /**
    * Stops the modules' work (running background jobs get `graceMs`), the engines and shared connections. The
    * HTTP application is closed by its owner (startServer or the test helper) first; the core after.
@@ -78,6 +88,8 @@ export interface RuntimeOptions {
   pulledModels?: boolean;
   /** false: load embedded models on their first request instead of in the background at start (default true) */
   warmUp?: boolean;
+  /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS; tests) */
+  clientClosedWaitMs?: number;
 }
 
 export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Promise<Runtime> {
@@ -152,11 +164,38 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         fallback: (model, deployment) => metrics.modelFallbacks.inc({ model, deployment }),
       },
     });
-    const audioEngines = new AudioEngines(engines, models);
-    const kept = keepModels({ models, engines, log, modelsDir: opts.pulledModels === false ? undefined : config.modelsDir, warmUp: opts.warmUp ?? true });
+    // every breaker change is a log line and a count (openings by this instance's verdicts are logged with their
+    // reason by the router itself)
+    router.health.onChange((deployment, state, why) => {
+      metrics.breakerChanges.inc({ deployment, state });
+      if (state === 'closed') log.info({ deployment }, `circuit breaker of '${deployment}' closed`);
+      else if (why === 'opened by another instance') log.info({ deployment }, `circuit breaker of '${deployment}' opened by another instance`);
+    });
+    // active health checks of the deployments that have one (off the request path)
+    const checks = new HealthChecks(router, log);
+    checks.sync(models.list());
+    closing(async () => checks.close());
+    const audioEngines = new AudioEngines(engines, models, config.audio);
+    const kept = keepModels({
+      models,
+      engines,
+      router,
+      log,
+      modelsDir: opts.pulledModels === false ? undefined : config.modelsDir,
+      warmUp: opts.warmUp ?? true,
+      file: config.modelConfigPath,
+      env: process.env,
+      onReload: (specs) => {
+        core.models.setLayer('configured', specs);
+        // the health checks follow the deployments the file now has
+        checks.sync(models.list());
+      },
+      watchFile: config.modelConfigWatch,
+    });
     closing(async () => kept.close());
 
-    const windows = createWindowStore(config.redisUrl);
+    if (core.redisPrefix) log.info({ redis_prefix: core.redisPrefix }, "redis: this installation's keys and channels start with its prefix");
+    const windows = createWindowStore(config.redisUrl ? { url: config.redisUrl, prefix: core.redisPrefix! } : undefined);
     closing(() => windows.close());
     const limiter = new RateLimiter(windows, config.rateLimits);
     const budget = core.budget;
@@ -183,7 +222,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       feed: core.feed,
       backgroundConcurrency: config.backgroundConcurrency,
       // BullMQ only when there is Redis to run it on (loading it costs ~0.15 s of start-up)
-      queue: config.redisUrl ? new (await import('../responses/queue.js')).BullQueue(config.redisUrl, config.backgroundConcurrency, log) : undefined,
+      queue: config.redisUrl ? new (await import('../responses/queue.js')).BullQueue(config.redisUrl, core.redisPrefix!, config.backgroundConcurrency, log) : undefined,
       orphansAreOurs: core.db.driver === 'pglite',
       backgroundStaleMs: config.backgroundStaleMs,
       // compaction items are sealed under KEY_PEPPER, which every instance shares (docs/api.md, "Compaction")
@@ -214,7 +253,10 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       metrics.keyCacheMisses.set(misses);
       metrics.keyCacheHitRatio.set(hits + misses > 0 ? hits / (hits + misses) : 0);
       metrics.queueDepth.set(responses.service.background.runs.size);
-      for (const c of router.circuits()) metrics.circuitState.set({ model: c.model, deployment: c.deployment }, c.state);
+      for (const c of router.circuits()) {
+        metrics.circuitState.set({ model: c.model, deployment: c.deployment }, c.state);
+        if (c.checkOk !== undefined) metrics.healthCheck.set({ model: c.model, deployment: c.deployment }, c.checkOk ? 1 : 0);
+      }
     };
 
     const modules: FeatureModule[] = [
@@ -273,13 +315,32 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       // a frame a little over the limit gets an error frame; far over it (it must be read whole), a 1009 close
       websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
       tracing,
+      clientClosedWaitMs: opts.clientClosedWaitMs,
     });
     const scrape = async () => {
       refreshGauges();
       return metrics.registry.metrics();
     };
     await preloading;
-    return { core, app, models, engines, router, audioEngines, jwt, verifier, limiter, budget, metrics, tracing, scrape, responses, close };
+    return {
+      core,
+      app,
+      models,
+      engines,
+      router,
+      checks,
+      audioEngines,
+      jwt,
+      verifier,
+      limiter,
+      budget,
+      metrics,
+      tracing,
+      scrape,
+      responses,
+      reloadModels: (reason) => kept.reload(reason),
+      close,
+    };
   } catch (e) {
     await close();
     throw e;

@@ -1,6 +1,9 @@
 import cluster, { type Worker } from 'node:cluster';
+import { randomUUID } from 'node:crypto';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/log.js';
+import type { ReloadResult } from '../models/reload.js';
+import { controlSocketPath, startControlServer } from '../platform/ops/control.js';
 
 /**
  * `portico serve --workers N` (or WORKERS=N, `auto` = one per core): this process becomes a primary that forks
@@ -14,6 +17,10 @@ import type { Logger } from '../platform/log.js';
  * by its successor), after a pause that grows while workers keep dying young. SIGTERM or SIGINT to the primary
  * is passed to every worker, which shuts down gracefully; the primary exits once they have, or kills what is
  * left at the grace deadline. A worker whose primary vanishes shuts itself down (see watchPrimary).
+ *
+ * The model file is each worker's to read: SIGHUP to the primary is passed to every worker, and the primary owns
+ * the control socket (DATA_DIR/portico.sock), where `portico models reload` asks every worker over the cluster's
+ * IPC channel and gets back what each one did (see reloadOnRequest).
  */
 
 /** Why `workers` cannot run on this configuration, or undefined when it can. */
@@ -33,6 +40,19 @@ export interface PrimaryOptions {
   exec: string;
   args: string[];
 }
+
+/** A message between the primary and a worker about a model file reload (the cluster's IPC channel). */
+interface ReloadMessage {
+  portico: 'reload-models' | 'reload-models-result';
+  nonce: string;
+  result?: ReloadResult;
+}
+
+const isReloadMessage = (m: unknown): m is ReloadMessage =>
+  typeof m === 'object' && m !== null && typeof (m as ReloadMessage).nonce === 'string' && ['reload-models', 'reload-models-result'].includes((m as ReloadMessage).portico);
+
+/** the longest a worker may take to answer a reload (a file check and a switch: milliseconds in practice) */
+const WORKER_RELOAD_MS = 60_000;
 
 /** Runs the primary until it is told to stop; resolves with the exit code. */
 export function runPrimary(config: Config, log: Logger, opts: PrimaryOptions): Promise<number> {
@@ -92,7 +112,65 @@ export function runPrimary(config: Config, log: Logger, opts: PrimaryOptions): P
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    // each worker reads the model file again (it holds its own models, engines and breakers)
+    process.on('SIGHUP', () => {
+      if (stopping) return;
+      log.info({ workers: byId.size }, 'SIGHUP: every worker reloads the model file');
+      for (const w of byId.values()) w.process.kill('SIGHUP');
+    });
     for (let id = 1; id <= n; id++) fork(id);
+    void startControlServer(controlSocketPath(config.dataDir), async (command) => {
+      if (command !== 'reload-models') return { ok: false, error: `unknown command ${JSON.stringify(command)}` };
+      const results = await Promise.all([...byId.entries()].map(([id, w]) => askReload(w, id)));
+      return { ok: results.length > 0 && results.every((r) => r.ok), workers: results };
+    }).then((c) => {
+      if ('refused' in c) log.warn({ reason: c.refused }, '`portico models reload` cannot reach this server (no control socket); SIGHUP still reloads the model file');
+      else controls.push(c);
+    });
+  });
+}
+
+/** the primary's control socket, closed when it exits */
+const controls: Array<{ close(): Promise<void> }> = [];
+
+/** Closes what the primary listens on besides the workers' port (its control socket). */
+export async function closePrimary(): Promise<void> {
+  await Promise.all(controls.splice(0).map((c) => c.close()));
+}
+
+/** Asks one worker to reload the model file; what it did, with its id (a worker that exits first says so). */
+function askReload(w: Worker, id: number): Promise<ReloadResult & { worker: number }> {
+  return new Promise((resolve) => {
+    const nonce = randomUUID();
+    const done = (r: ReloadResult) => {
+      clearTimeout(timer);
+      w.off('message', onMessage);
+      w.off('exit', onExit);
+      resolve({ ...r, worker: id });
+    };
+    const onMessage = (m: unknown) => {
+      if (isReloadMessage(m) && m.portico === 'reload-models-result' && m.nonce === nonce && m.result) done(m.result);
+    };
+    const onExit = () => done({ ok: false, error: `worker ${id} exited before it answered (the one started in its place reads the model file as it starts)` });
+    const timer = setTimeout(() => done({ ok: false, error: `worker ${id} did not answer within ${WORKER_RELOAD_MS / 1000} s` }), WORKER_RELOAD_MS);
+    w.on('message', onMessage);
+    w.once('exit', onExit);
+    try {
+      w.send({ portico: 'reload-models', nonce } satisfies ReloadMessage);
+    } catch {
+      onExit();
+    }
+  });
+}
+
+/** In a worker: reload the model file when the primary asks (`portico models reload`), and tell it what happened. */
+export function reloadOnRequest(reload: () => Promise<ReloadResult>): void {
+  if (!cluster.isWorker) return;
+  process.on('message', (m: unknown) => {
+    if (!isReloadMessage(m) || m.portico !== 'reload-models') return;
+    void reload()
+      .catch((e: unknown): ReloadResult => ({ ok: false, error: (e as Error)?.message ?? String(e) }))
+      .then((result) => process.send?.({ portico: 'reload-models-result', nonce: m.nonce, result } satisfies ReloadMessage));
   });
 }
 

@@ -20,7 +20,14 @@ export interface Config {
   /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers */
   pgliteSharedBuffersMb: number;
   redisUrl?: string;
+  /**
+   * REDIS_PREFIX: what every Redis key and pub/sub channel of this installation starts with (`<prefix>:...`); unset,
+   * `portico:<installation id>` (the id kept in the database: src/platform/db/installation.ts)
+   */
+  redisPrefix?: string;
   modelConfigPath?: string;
+  /** PORTICO_CONFIG_WATCH: reload the model file when it changes on disk (default off; SIGHUP and `portico models reload` always work) */
+  modelConfigWatch: boolean;
   /** where pulled models and their catalogue live (MODELS_DIR, default DATA_DIR/models) */
   modelsDir: string;
   /** the embedded llama engine: 'auto' uses a GPU when node-llama-cpp finds one (CUDA, Vulkan, Metal), 'cpu' never */
@@ -39,7 +46,7 @@ export interface Config {
     audience?: string;
     orgRolesClaim: string;
     adminRole: string;
-    /** JWT_MAX_AGE_SECONDS: when set, tokens also need iat and are refused once older than this (0 = no cap) */
+    /** JWT_MAX_AGE_SECONDS: tokens need iat and are refused once older than this (default 7 days; 0 = no cap) */
     maxAgeSeconds: number;
   };
   /** HMAC pepper for API key digests */
@@ -76,6 +83,8 @@ export interface Config {
   http: HttpLimits;
   /** the WebSocket mode of /v1/responses (docs/api.md, "WebSocket mode") */
   ws: WsLimits;
+  /** how the embedded speech and transcription engines are shared between keys (docs/security.md, "Limits and timeouts") */
+  audio: AudioLimits;
   /** /metrics: a port of its own (METRICS_PORT, on METRICS_HOST) and/or a bearer token (METRICS_TOKEN); neither: loopback only */
   metrics: { port?: number; host: string; token?: string };
   /** the web page (src/web): its public address, sessions, OpenID Connect sign-in, CORS of {base_url} */
@@ -111,6 +120,22 @@ export interface WsLimits {
   maxQueuedTurns: number;
   /** a ping every this often; a peer that has not answered the previous one is cut (WS_PING_INTERVAL_MS, 0 = off) */
   pingIntervalMs: number;
+}
+
+/**
+ * The fair sharing of the embedded audio engines (src/audio/scheduler.ts): each key waits in a queue of its own,
+ * the queues are served in turn, and what one key may have waiting, and how long a request may expect to wait, are
+ * bounded.
+ */
+export interface AudioLimits {
+  /** a request whose first turn is estimated to come later than this is refused with 503 and retry-after (AUDIO_MAX_WAIT_MS) */
+  maxWaitMs: number;
+  /** seconds of audio one key may have waiting for transcription or translation (AUDIO_MAX_QUEUED_SECONDS_PER_KEY) */
+  maxQueuedSecondsPerKey: number;
+  /** characters one key may have waiting for speech (AUDIO_MAX_QUEUED_CHARACTERS_PER_KEY) */
+  maxQueuedCharactersPerKey: number;
+  /** longer audio is transcribed in pieces of at most this many seconds, each a turn of its own (AUDIO_PIECE_SECONDS) */
+  pieceSeconds: number;
 }
 
 export interface WebConfig {
@@ -195,8 +220,13 @@ export function persistentSecret(dataDir: string, file: string, bytes = 32): Buf
   return secret;
 }
 
+/** DATA_DIR as an absolute path (what `portico models reload` needs, without loadConfig's secrets being made there). */
+export function dataDirOf(env: Env = process.env): string {
+  return resolve(env.DATA_DIR || './data');
+}
+
 export function loadConfig(env: Env = process.env): Config {
-  const dataDir = resolve(env.DATA_DIR || './data');
+  const dataDir = dataDirOf(env);
   const inMemoryDb = env.PORTICO_DB === 'memory';
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
   const jwksUrl = url(env, 'JWT_JWKS_URL', ['http:', 'https:']);
@@ -231,7 +261,9 @@ export function loadConfig(env: Env = process.env): Config {
     pgliteThread: env.PORTICO_PGLITE_THREAD !== 'off',
     pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', DEFAULT_PGLITE_SHARED_BUFFERS_MB, 1, 4096),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisPrefix: redisPrefixSetting(env),
     modelConfigPath: env.PORTICO_CONFIG || undefined,
+    modelConfigWatch: bool(env, 'PORTICO_CONFIG_WATCH'),
     modelsDir: env.MODELS_DIR?.trim() ? resolve(env.MODELS_DIR.trim()) : join(dataDir, 'models'),
     llamaGpu: choice(env, 'LLAMA_GPU', ['auto', 'cpu'] as const, 'auto'),
     logLevel,
@@ -245,7 +277,8 @@ export function loadConfig(env: Env = process.env): Config {
       audience: env.JWT_AUDIENCE || undefined,
       orgRolesClaim: env.JWT_ORG_ROLES_CLAIM || 'org_roles',
       adminRole: env.JWT_ADMIN_ROLE || 'admin',
-      maxAgeSeconds: int(env, 'JWT_MAX_AGE_SECONDS', 0, 0, 10 * 365 * 86400),
+      // a token is refused 7 days after it was issued, whatever its exp (an exp in the year 9999 was accepted)
+      maxAgeSeconds: int(env, 'JWT_MAX_AGE_SECONDS', 7 * 86400, 0, 10 * 365 * 86400),
     },
     keyPepper,
     keyPepperFromEnv: Boolean(env.KEY_PEPPER),
@@ -268,10 +301,22 @@ export function loadConfig(env: Env = process.env): Config {
       maxQueuedTurns: int(env, 'WS_MAX_QUEUED_TURNS', 8, 0, 1000),
       pingIntervalMs: int(env, 'WS_PING_INTERVAL_MS', 30_000, 0, 3_600_000),
     },
+    audio: audioLimits(env),
     workerId: env.PORTICO_WORKER_ID ? int(env, 'PORTICO_WORKER_ID', 1, 1, 1024) : undefined,
     backgroundStaleMs: int(env, 'BACKGROUND_STALE_MS', 30_000, 1_000, 3_600_000),
     web: webConfig(env, host, port),
   };
+}
+
+/** REDIS_PREFIX: letters, digits and `:._-`, at most 100 characters; a trailing `:` is dropped (one is put after it). */
+function redisPrefixSetting(env: Env): string | undefined {
+  const raw = env.REDIS_PREFIX?.trim();
+  if (!raw) return undefined;
+  const p = raw.replace(/:+$/, '');
+  if (!/^[A-Za-z0-9][A-Za-z0-9:._-]{0,99}$/.test(p)) {
+    throw new ConfigError(`REDIS_PREFIX must be 1 to 100 letters, digits or ":._-", starting with a letter or digit; got "${raw}"`);
+  }
+  return p;
 }
 
 function httpLimits(env: Env): HttpLimits {
@@ -283,6 +328,15 @@ function httpLimits(env: Env): HttpLimits {
     headersTimeoutMs,
     keepAliveTimeoutMs: int(env, 'KEEPALIVE_TIMEOUT_MS', 72_000, 1_000, 3_600_000),
     maxConnections: int(env, 'MAX_CONNECTIONS', defaultMaxConnections(), 16, 1_000_000),
+  };
+}
+
+function audioLimits(env: Env): AudioLimits {
+  return {
+    maxWaitMs: int(env, 'AUDIO_MAX_WAIT_MS', 30_000, 1_000, 3_600_000),
+    maxQueuedSecondsPerKey: int(env, 'AUDIO_MAX_QUEUED_SECONDS_PER_KEY', 600, 1, 86_400),
+    maxQueuedCharactersPerKey: int(env, 'AUDIO_MAX_QUEUED_CHARACTERS_PER_KEY', 16_384, 1, 10_000_000),
+    pieceSeconds: int(env, 'AUDIO_PIECE_SECONDS', 15, 5, 600),
   };
 }
 

@@ -1,89 +1,306 @@
 /**
  * The one table of error codes. Every error Portico answers is an AppError with one of these codes;
  * the portal renders it in its envelope (meta.code = `portal`), the {base_url} routes in the OpenAI shape
- * (error.type = `type`, error.code = the code name).
+ * (error.type = `type`, error.code = the code name). Each code's default message is in English (`message`) and
+ * Simplified Chinese (`zh`); the specific messages are in MESSAGES below, in both languages too. The caller's
+ * `Accept-Language` picks one (pickLanguage).
  */
 export const ERRORS = {
   // 400
-  validation_error: { status: 400, portal: 40000, type: 'invalid_request_error', message: 'invalid request' },
-  api_key_id_required: { status: 400, portal: 40001, type: 'invalid_request_error', message: 'api_key_id is required' },
-  invalid_expires_at: { status: 400, portal: 40002, type: 'invalid_request_error', message: 'expires_at must be 0 (never) or a Unix timestamp later than now' },
-  unsupported_parameter: { status: 400, portal: 40003, type: 'invalid_request_error', message: 'unsupported parameter' },
-  context_length_exceeded: { status: 400, portal: 40004, type: 'invalid_request_error', message: 'input exceeds the context window of the model' },
-  invalid_json: { status: 400, portal: 40005, type: 'invalid_request_error', message: 'request body is not valid JSON' },
-  invalid_file_format: { status: 400, portal: 40006, type: 'invalid_request_error', message: 'invalid file format' },
-  audio_too_short: { status: 400, portal: 40007, type: 'invalid_request_error', message: 'audio file is too short' },
-  unsupported_language: { status: 400, portal: 40008, type: 'invalid_request_error', message: 'language not supported by this model' },
-  invalid_encrypted_content: { status: 400, portal: 40009, type: 'invalid_request_error', message: 'the encrypted content could not be verified' },
+  validation_error: { status: 400, portal: 40000, type: 'invalid_request_error', message: 'invalid request', zh: '请求无效' },
+  api_key_id_required: { status: 400, portal: 40001, type: 'invalid_request_error', message: 'api_key_id is required', zh: '必须提供 api_key_id' },
+  invalid_expires_at: {
+    status: 400,
+    portal: 40002,
+    type: 'invalid_request_error',
+    message: 'expires_at must be 0 (never) or a Unix timestamp later than now',
+    zh: 'expires_at 必须为 0（永不过期）或晚于当前时间的 Unix 时间戳',
+  },
+  unsupported_parameter: { status: 400, portal: 40003, type: 'invalid_request_error', message: 'unsupported parameter', zh: '不支持的参数' },
+  context_length_exceeded: {
+    status: 400,
+    portal: 40004,
+    type: 'invalid_request_error',
+    message: 'input exceeds the context window of the model',
+    zh: '输入超出了模型的上下文窗口',
+  },
+  invalid_json: { status: 400, portal: 40005, type: 'invalid_request_error', message: 'request body is not valid JSON', zh: '请求体不是有效的 JSON' },
+  invalid_file_format: { status: 400, portal: 40006, type: 'invalid_request_error', message: 'invalid file format', zh: '文件格式无效' },
+  audio_too_short: { status: 400, portal: 40007, type: 'invalid_request_error', message: 'audio file is too short', zh: '音频文件太短' },
+  unsupported_language: { status: 400, portal: 40008, type: 'invalid_request_error', message: 'language not supported by this model', zh: '此模型不支持该语言' },
+  invalid_encrypted_content: { status: 400, portal: 40009, type: 'invalid_request_error', message: 'the encrypted content could not be verified', zh: '无法验证加密内容' },
   websocket_connection_limit_reached: {
     status: 400,
     portal: 40010,
     type: 'invalid_request_error',
     message: 'Responses websocket connection limit reached: create a new websocket connection to continue',
+    zh: 'Responses WebSocket 连接已达到使用上限：请新建一个 WebSocket 连接后继续',
   },
   // 401
-  unauthorized: { status: 401, portal: 40100, type: 'authentication_error', message: 'unauthorized' },
-  invalid_authorization_format: { status: 401, portal: 40101, type: 'authentication_error', message: 'unauthorized: invalid authorization format' },
-  invalid_token: { status: 401, portal: 40102, type: 'authentication_error', message: 'unauthorized: invalid token' },
-  invalid_format: { status: 401, portal: 40103, type: 'authentication_error', message: 'invalid API key format' },
-  invalid_api_key: { status: 401, portal: 40104, type: 'authentication_error', message: 'unauthorized: invalid API key' },
-  api_key_revoked: { status: 401, portal: 40105, type: 'authentication_error', message: 'unauthorized: API key has been revoked' },
-  api_key_expired: { status: 401, portal: 40106, type: 'authentication_error', message: 'unauthorized: API key has expired' },
-  api_key_disabled: { status: 401, portal: 40107, type: 'authentication_error', message: 'unauthorized: API key is disabled' },
-  session_expired: { status: 401, portal: 40108, type: 'authentication_error', message: 'unauthorized: the session has expired or was signed out; sign in again' },
-  sign_in_link_invalid: { status: 401, portal: 40109, type: 'authentication_error', message: 'unauthorized: this sign-in link is invalid or has expired; ask for a new one' },
-  sign_in_link_used: { status: 401, portal: 40110, type: 'authentication_error', message: 'unauthorized: this sign-in link has already been used; ask for a new one' },
+  unauthorized: { status: 401, portal: 40100, type: 'authentication_error', message: 'unauthorized', zh: '未授权' },
+  invalid_authorization_format: {
+    status: 401,
+    portal: 40101,
+    type: 'authentication_error',
+    message: 'unauthorized: invalid authorization format',
+    zh: '未授权：Authorization 格式无效',
+  },
+  invalid_token: { status: 401, portal: 40102, type: 'authentication_error', message: 'unauthorized: invalid token', zh: '未授权：令牌无效' },
+  invalid_format: { status: 401, portal: 40103, type: 'authentication_error', message: 'invalid API key format', zh: 'API 密钥格式无效' },
+  invalid_api_key: { status: 401, portal: 40104, type: 'authentication_error', message: 'unauthorized: invalid API key', zh: '未授权：API 密钥无效' },
+  api_key_revoked: { status: 401, portal: 40105, type: 'authentication_error', message: 'unauthorized: API key has been revoked', zh: '未授权：API 密钥已被吊销' },
+  api_key_expired: { status: 401, portal: 40106, type: 'authentication_error', message: 'unauthorized: API key has expired', zh: '未授权：API 密钥已过期' },
+  api_key_disabled: { status: 401, portal: 40107, type: 'authentication_error', message: 'unauthorized: API key is disabled', zh: '未授权：API 密钥已停用' },
+  session_expired: {
+    status: 401,
+    portal: 40108,
+    type: 'authentication_error',
+    message: 'unauthorized: the session has expired or was signed out; sign in again',
+    zh: '未授权：会话已过期或已退出，请重新登录',
+  },
+  sign_in_link_invalid: {
+    status: 401,
+    portal: 40109,
+    type: 'authentication_error',
+    message: 'unauthorized: this sign-in link is invalid or has expired; ask for a new one',
+    zh: '未授权：登录链接无效或已过期，请索取新链接',
+  },
+  sign_in_link_used: {
+    status: 401,
+    portal: 40110,
+    type: 'authentication_error',
+    message: 'unauthorized: this sign-in link has already been used; ask for a new one',
+    zh: '未授权：登录链接已被使用，请索取新链接',
+  },
   // 403
-  permission_denied: { status: 403, portal: 40300, type: 'permission_error', message: 'permission denied' },
-  insufficient_scope: { status: 403, portal: 40301, type: 'permission_error', message: 'permission denied: the API key lacks the scope this operation needs' },
+  permission_denied: { status: 403, portal: 40300, type: 'permission_error', message: 'permission denied', zh: '权限不足' },
+  insufficient_scope: {
+    status: 403,
+    portal: 40301,
+    type: 'permission_error',
+    message: 'permission denied: the API key lacks the scope this operation needs',
+    zh: '权限不足：该 API 密钥缺少此操作所需的作用域',
+  },
   csrf_failed: {
     status: 403,
     portal: 40302,
     type: 'permission_error',
     message: 'permission denied: missing or wrong CSRF token (x-csrf-token) for a request authenticated by the session cookie',
+    zh: '权限不足：通过会话 Cookie 认证的请求缺少 CSRF 令牌（x-csrf-token），或令牌不正确',
   },
   // 404
-  not_found: { status: 404, portal: 40400, type: 'invalid_request_error', message: 'not found' },
-  api_key_not_found: { status: 404, portal: 40401, type: 'invalid_request_error', message: 'API key not found' },
-  model_not_found: { status: 404, portal: 40402, type: 'invalid_request_error', message: 'model not found' },
-  previous_response_not_found: { status: 404, portal: 40403, type: 'invalid_request_error', message: 'previous response not found' },
-  response_not_found: { status: 404, portal: 40404, type: 'invalid_request_error', message: 'response not found' },
+  not_found: { status: 404, portal: 40400, type: 'invalid_request_error', message: 'not found', zh: '未找到' },
+  api_key_not_found: { status: 404, portal: 40401, type: 'invalid_request_error', message: 'API key not found', zh: '未找到 API 密钥' },
+  model_not_found: { status: 404, portal: 40402, type: 'invalid_request_error', message: 'model not found', zh: '未找到模型' },
+  previous_response_not_found: { status: 404, portal: 40403, type: 'invalid_request_error', message: 'previous response not found', zh: '未找到上一个响应' },
+  response_not_found: { status: 404, portal: 40404, type: 'invalid_request_error', message: 'response not found', zh: '未找到响应' },
   // 405 / 409 / 413 / 415
-  method_not_allowed: { status: 405, portal: 40500, type: 'invalid_request_error', message: 'method not allowed' },
-  active_key_limit: { status: 409, portal: 40900, type: 'invalid_request_error', message: 'active API key limit reached' },
-  invalid_state: { status: 409, portal: 40901, type: 'invalid_request_error', message: 'operation not allowed in the current state' },
-  uri_too_long: { status: 414, portal: 41400, type: 'invalid_request_error', message: 'a path parameter is too long' },
-  payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large' },
-  unsupported_media_type: { status: 415, portal: 41500, type: 'invalid_request_error', message: 'unsupported content type' },
-  upgrade_required: { status: 426, portal: 42600, type: 'invalid_request_error', message: 'this resource needs a WebSocket upgrade' },
+  method_not_allowed: { status: 405, portal: 40500, type: 'invalid_request_error', message: 'method not allowed', zh: '不允许使用此方法' },
+  active_key_limit: { status: 409, portal: 40900, type: 'invalid_request_error', message: 'active API key limit reached', zh: '有效密钥数量已达上限' },
+  invalid_state: { status: 409, portal: 40901, type: 'invalid_request_error', message: 'operation not allowed in the current state', zh: '当前状态下不允许此操作' },
+  uri_too_long: { status: 414, portal: 41400, type: 'invalid_request_error', message: 'a path parameter is too long', zh: '路径参数过长' },
+  payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large', zh: '请求体过大' },
+  unsupported_media_type: { status: 415, portal: 41500, type: 'invalid_request_error', message: 'unsupported content type', zh: '不支持的内容类型' },
+  upgrade_required: { status: 426, portal: 42600, type: 'invalid_request_error', message: 'this resource needs a WebSocket upgrade', zh: '此资源需要升级为 WebSocket 连接' },
   // 429
-  rate_limit_exceeded: { status: 429, portal: 42900, type: 'requests', message: 'rate limit exceeded' },
-  insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent' },
+  rate_limit_exceeded: { status: 429, portal: 42900, type: 'requests', message: 'rate limit exceeded', zh: '超出速率限制' },
+  insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent', zh: '额度不足：余额已用完' },
   // 5xx
-  internal_error: { status: 500, portal: 50000, type: 'server_error', message: 'internal server error' },
-  engine_error: { status: 502, portal: 50200, type: 'server_error', message: 'the model engine failed' },
-  upstream_unavailable: { status: 502, portal: 50201, type: 'server_error', message: 'the upstream model server is unavailable' },
-  engine_unavailable: { status: 503, portal: 50300, type: 'server_error', message: 'no engine is available for this model' },
-  service_unavailable: { status: 503, portal: 50301, type: 'server_error', message: 'service temporarily unavailable' },
-  upstream_timeout: { status: 504, portal: 50400, type: 'server_error', message: 'the upstream model server timed out' },
-} as const satisfies Record<string, { status: number; portal: number; type: string; message: string }>;
+  internal_error: { status: 500, portal: 50000, type: 'server_error', message: 'internal server error', zh: '服务器内部错误' },
+  engine_error: { status: 502, portal: 50200, type: 'server_error', message: 'the model engine failed', zh: '模型引擎出错' },
+  upstream_unavailable: { status: 502, portal: 50201, type: 'server_error', message: 'the upstream model server is unavailable', zh: '上游模型服务器不可用' },
+  engine_unavailable: { status: 503, portal: 50300, type: 'server_error', message: 'no engine is available for this model', zh: '此模型没有可用的引擎' },
+  service_unavailable: { status: 503, portal: 50301, type: 'server_error', message: 'service temporarily unavailable', zh: '服务暂时不可用' },
+  engine_overloaded: {
+    status: 503,
+    portal: 50302,
+    type: 'server_error',
+    message: 'the engine is busy with other requests; try again later',
+    zh: '引擎正忙于处理其他请求，请稍后重试',
+  },
+  upstream_timeout: { status: 504, portal: 50400, type: 'server_error', message: 'the upstream model server timed out', zh: '上游模型服务器超时' },
+} as const satisfies Record<string, { status: number; portal: number; type: string; message: string; zh: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;
 
-/** Messages in other languages, chosen by Accept-Language (the spec's "internationalized" errors). */
-const I18N: Partial<Record<ErrorCode, Record<string, string>>> = {
-  invalid_format: {
-    en: 'invalid API key format',
-    zh: 'API 密钥格式无效',
+/** A message in each of our languages: English (the default) and Simplified Chinese (`Accept-Language: zh`). */
+export interface Texts {
+  readonly en: string;
+  readonly zh: string;
+}
+
+/**
+ * The specific messages, beyond each code's default (ERRORS): every message the portal, the query APIs, the web
+ * page's back end, the {base_url} gate and the HTTP layer under them can answer, in both languages. `{name}` is a parameter, filled by
+ * msg(). test/platform/language.test.ts walks this table and ERRORS, and fails on a message given as a bare
+ * string where these layers raise an AppError.
+ */
+export const MESSAGES = {
+  // the HTTP layer (platform/http, compose/http.ts): both route groups
+  client_gone: { en: 'the client closed the connection', zh: '客户端已关闭连接' },
+  storage_unavailable: { en: 'service temporarily unavailable: storage cannot be reached; try again shortly', zh: '服务暂时不可用：无法连接存储，请稍后重试' },
+  content_type_unsupported: { en: 'unsupported content type: {type}; send application/json', zh: '不支持的内容类型：{type}；请发送 application/json' },
+  content_type_missing: { en: 'unsupported content type: (none); send application/json', zh: '缺少内容类型（Content-Type）；请发送 application/json' },
+  body_empty: { en: 'request body is empty', zh: '请求体为空' },
+  content_length_mismatch: { en: 'content-length does not match the body', zh: 'content-length 与请求体的长度不符' },
+  /** a refusal by the framework or a plugin, in its own words (which have no translation) */
+  request_refused: { en: '{reason}', zh: '请求被拒绝：{reason}' },
+  body_nul: { en: 'request body must not contain NUL characters (\\u0000)', zh: '请求体不能包含 NUL 字符（\\u0000）' },
+  json_too_many_values: {
+    en: "The request holds more than {limit} JSON values (objects, arrays, strings, numbers); the part that went over is under '{param}'. Send fewer items or smaller structures.",
+    zh: "请求包含的 JSON 值（对象、数组、字符串、数字）超过 {limit} 个；超出的部分位于 '{param}' 之下。请减少条目或缩小结构。",
   },
-  invalid_api_key: { en: 'unauthorized: invalid API key', zh: '未授权：API 密钥无效' },
-  api_key_revoked: { en: 'unauthorized: API key has been revoked', zh: '未授权：API 密钥已被吊销' },
-  api_key_expired: { en: 'unauthorized: API key has expired', zh: '未授权：API 密钥已过期' },
-  api_key_disabled: { en: 'unauthorized: API key is disabled', zh: '未授权：API 密钥已停用' },
-  session_expired: { en: ERRORS.session_expired.message, zh: '未授权：会话已过期或已退出，请重新登录' },
-  sign_in_link_invalid: { en: ERRORS.sign_in_link_invalid.message, zh: '未授权：登录链接无效或已过期，请索取新链接' },
-  sign_in_link_used: { en: ERRORS.sign_in_link_used.message, zh: '未授权：登录链接已被使用，请索取新链接' },
-};
+  json_too_deep: {
+    en: "'{param}' is nested too deeply: objects and arrays may nest at most {limit} levels.",
+    zh: "'{param}' 嵌套过深：对象和数组最多只能嵌套 {limit} 层。",
+  },
+  url_nul: { en: 'the URL must not contain NUL characters (%00)', zh: 'URL 不能包含 NUL 字符（%00）' },
+  path_param_too_long: { en: 'a path parameter is longer than {max} characters', zh: '路径参数超过 {max} 个字符' },
+  malformed_url: { en: 'malformed URL: {reason}', zh: 'URL 格式错误：{reason}' },
+  no_route: { en: 'no route {method} {path}', zh: '没有此路由：{method} {path}' },
+  invalid_url: { en: 'Invalid URL ({method} {path})', zh: '无效的 URL（{method} {path}）' },
+  method_not_allowed_on: { en: 'method {method} is not allowed on {path}; allowed: {allowed}', zh: '{path} 不允许使用 {method} 方法；允许的方法：{allowed}' },
+  // tokens (platform/auth/jwt.ts)
+  jwks_unavailable: {
+    en: "service temporarily unavailable: the identity provider's keys (JWT_JWKS_URL) cannot be fetched; try again shortly",
+    zh: '服务暂时不可用：无法获取身份提供方的密钥（JWT_JWKS_URL），请稍后重试',
+  },
+  token_too_old: {
+    en: 'unauthorized: the token has no issue time (iat) or is older than JWT_MAX_AGE_SECONDS ({max} s)',
+    zh: '未授权：令牌没有签发时间（iat），或签发已超过 JWT_MAX_AGE_SECONDS（{max} 秒）',
+  },
+  token_expired: { en: 'unauthorized: token has expired', zh: '未授权：令牌已过期' },
+  token_no_expiry: { en: 'unauthorized: the token has no expiry (exp)', zh: '未授权：令牌没有过期时间（exp）' },
+  token_bad_subject: { en: 'unauthorized: {problem}', zh: '未授权：{problem}' },
+  subject_missing: { en: 'the token has no subject (sub)', zh: '令牌没有主体（sub）' },
+  subject_too_long: { en: 'the subject (sub) is longer than {max} characters', zh: '主体（sub）超过 {max} 个字符' },
+  subject_control_character: { en: 'the subject (sub) contains a control character', zh: '主体（sub）包含控制字符' },
+  subject_lone_surrogate: { en: 'the subject (sub) contains an unpaired UTF-16 surrogate', zh: '主体（sub）包含未配对的 UTF-16 代理项' },
+  // operations (platform/ops, platform/cluster)
+  metrics_token_needed: { en: 'unauthorized: /metrics needs Authorization: Bearer <METRICS_TOKEN>', zh: '未授权：/metrics 需要 Authorization: Bearer <METRICS_TOKEN>' },
+  metrics_local_only: {
+    en: 'permission denied: /metrics answers only requests from this machine; set METRICS_TOKEN or METRICS_PORT to scrape it from elsewhere',
+    zh: '权限不足：/metrics 只响应来自本机的请求；如需从其他机器抓取，请设置 METRICS_TOKEN 或 METRICS_PORT',
+  },
+  rpm_reached: { en: 'Rate limit reached: {rpm} requests per minute for this API key.', zh: '已达到速率限制：此 API 密钥每分钟最多 {rpm} 个请求。' },
+  tpm_reached: {
+    en: 'Rate limit reached: {tpm} tokens per minute for this API key (used {used}).',
+    zh: '已达到速率限制：此 API 密钥每分钟最多 {tpm} 个 Token（已使用 {used} 个）。',
+  },
+  // budgets (portal/usage/budget.ts)
+  quota_spent_personal: {
+    en: 'You exceeded your current quota: the balance of your account is {balance} credits.',
+    zh: '您已超出当前额度：您账户的余额为 {balance} 额度。',
+  },
+  quota_spent_org: {
+    en: 'You exceeded your current quota: the balance of organization {org} is {balance} credits.',
+    zh: '您已超出当前额度：组织 {org} 的余额为 {balance} 额度。',
+  },
+  balance_unavailable: { en: 'service temporarily unavailable: the balance cannot be checked; try again shortly', zh: '服务暂时不可用：无法查询余额，请稍后重试' },
+  grant_spend_unreachable: {
+    en: 'credits not granted: the running spend (Redis) cannot be reached ({reason}); try again when it answers',
+    zh: '未发放额度：无法连接记录实时消费的 Redis（{reason}）；请在它恢复响应后重试',
+  },
+  grant_not_told: {
+    en: 'credits granted and stored, but running budgets were not told ({reason}): do not grant again; {fix} so that they read it',
+    zh: '额度已发放并保存，但运行中的预算未收到通知（{reason}）：请不要重复发放；{fix}，以便它们重新读取',
+  },
+  grant_fix_redis: { en: 'delete the Redis key {key} once Redis answers', zh: '请在 Redis 恢复响应后删除 Redis 键 {key}' },
+  grant_fix_restart: { en: 'restart the running instance', zh: '请重启正在运行的实例' },
+  // the query APIs (portal/query)
+  query_scope_missing: { en: 'permission denied: this key lacks the {scope} scope', zh: '权限不足：此密钥缺少 {scope} 作用域' },
+  query_other_org: { en: 'permission denied: this key belongs to another organization', zh: '权限不足：此密钥属于其他组织' },
+  query_org_admin_only: { en: 'permission denied: only an administrator of the organization can query it', zh: '权限不足：只有该组织的管理员才能查询' },
+  query_time_order: { en: 'start_time must be before end_time', zh: 'start_time 必须早于 end_time' },
+  // keys (portal/keys)
+  scope_unknown: {
+    en: "Invalid value for 'scopes[{index}]': '{value}' is not a scope of {kind}. Allowed values: {allowed}.",
+    zh: "'scopes[{index}]' 的值无效：'{value}' 不是{kind}的作用域。允许的值：{allowed}。",
+  },
+  scope_repeated: {
+    en: "Invalid value for 'scopes[{index}]': '{value}' is listed twice. Allowed values: {allowed}.",
+    zh: "'scopes[{index}]' 的值无效：'{value}' 重复出现。允许的值：{allowed}。",
+  },
+  kind_management: { en: 'Management API Keys', zh: '管理 API 密钥' },
+  kind_inference: { en: 'inference keys', zh: '推理密钥' },
+  key_org_admin_required: {
+    en: 'permission denied: creating an organization-level key requires an administrator of that organization',
+    zh: '权限不足：只有该组织的管理员才能创建组织级密钥',
+  },
+  key_limit_create: {
+    en: 'active API key limit reached: at most {limit} active keys per user in one organization; revoke or delete one first',
+    zh: '有效密钥数量已达上限：同一组织内每个用户最多 {limit} 个有效密钥；请先吊销或删除一个密钥',
+  },
+  key_limit_restore: {
+    en: 'active API key limit reached: at most {limit} active keys per user in one organization',
+    zh: '有效密钥数量已达上限：同一组织内每个用户最多 {limit} 个有效密钥',
+  },
+  key_limit_enable: { en: 'the owner already has {limit} active keys in this organization', zh: '该密钥的所有者在此组织中已有 {limit} 个有效密钥' },
+  key_list_admins_only: {
+    en: "permission denied: the keys of organization '{org}' are listed to its current administrators only",
+    zh: "权限不足：组织 '{org}' 的密钥只向其现任管理员列出",
+  },
+  key_managed_by_admins: {
+    en: "permission denied: keys of organization '{org}' are managed by its current administrators, and this token does not make you one",
+    zh: "权限不足：组织 '{org}' 的密钥由其现任管理员管理，而此令牌并未表明您是其中之一",
+  },
+  key_maker_not_admin: {
+    en: "permission denied: this key belongs to organization '{org}' and the user who made it is no longer one of its administrators; an administrator of the organization can make a new key",
+    zh: "权限不足：此密钥属于组织 '{org}'，而创建它的用户已不再是该组织的管理员；该组织的管理员可以创建新密钥",
+  },
+  key_disabled_by_operator: {
+    en: 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)',
+    zh: '此密钥已被运维人员停用，不能吊销或恢复（可以删除它）',
+  },
+  key_restore_only_revoked: { en: 'only revoked keys can be restored', zh: '只能恢复已吊销的密钥' },
+  key_enable_only_disabled: { en: 'only a disabled key can be enabled', zh: '只能启用已停用的密钥' },
+  key_failed_checks: {
+    en: 'Too many failed API key checks from this address: try again in {wait} s.',
+    zh: '来自此地址的 API 密钥校验失败次数过多：请在 {wait} 秒后重试。',
+  },
+  key_management_not_inference: {
+    en: 'unauthorized: a Management API Key cannot call this endpoint; use an inference key (sk-...)',
+    zh: '未授权：管理 API 密钥不能调用此端点，请使用推理密钥（sk-...）',
+  },
+  key_inference_not_management: {
+    en: 'unauthorized: an inference key cannot call the query APIs; use a Management API Key (mk-...)',
+    zh: '未授权：推理密钥不能调用查询 API，请使用管理 API 密钥（mk-...）',
+  },
+  key_update_fields: { en: 'only name and description can be changed (got: {fields})', zh: '只能修改 name 和 description（收到：{fields}）' },
+  key_update_nothing: { en: 'give name and/or description to change', zh: '请提供要修改的 name 和/或 description' },
+  // the {base_url} gate's scopes (api/scopes.ts)
+  scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },
+  scope_model_forbidden: { en: "permission denied: this API key may not use the model '{model}'", zh: "权限不足：此 API 密钥不能使用模型 '{model}'" },
+  // the web page's session (web/)
+  csrf_other_site: { en: 'permission denied: this request comes from another site', zh: '权限不足：此请求来自其他网站' },
+} as const satisfies Record<string, Texts>;
+
+export type MessageKey = keyof typeof MESSAGES;
+
+/** A value put in a message: the same in both languages, or a text of its own in each (a Texts). */
+export type MessageValue = string | number | Texts;
+
+/** the `{name}` parameters of a message */
+type Placeholders<S extends string> = S extends `${string}{${infer P}}${infer Rest}` ? P | Placeholders<Rest> : never;
+type ParamsOf<K extends MessageKey> = Placeholders<(typeof MESSAGES)[K]['en']>;
+
+/** `{name}` filled from `params` (one pass: a value holding braces is not filled again) */
+function fill(template: string, lang: keyof Texts, params: Record<string, MessageValue> | undefined): string {
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) => {
+    const v = params?.[name];
+    return v === undefined ? whole : typeof v === 'object' ? v[lang] : String(v);
+  });
+}
+
+/**
+ * A message of the table in both languages with its parameters filled (the compiler checks that every
+ * parameter the message names is given). `new AppError(code, msg(...))` answers it in the caller's language.
+ */
+export function msg<K extends MessageKey>(key: K, ...params: [ParamsOf<K>] extends [never] ? [] : [Record<ParamsOf<K>, MessageValue>]): Texts {
+  const m: Texts = MESSAGES[key];
+  const p = params[0] as Record<string, MessageValue> | undefined;
+  return { en: fill(m.en, 'en', p), zh: fill(m.zh, 'zh', p) };
+}
 
 /**
  * What a validation_error is, in OpenAI's own codes: the `code` the OpenAI error shape reports (the portal
@@ -119,17 +336,21 @@ export class AppError extends Error {
   headers?: Record<string, string>;
   readonly localized?: Partial<Record<'zh', string>>;
   readonly detail?: ValidationDetail;
+  /**
+   * `message`: a message of the table in both languages (msg()); none for the code's default. A bare string is
+   * English only: the {base_url} features' own messages, not yet in the table.
+   */
   constructor(
     readonly code: ErrorCode,
-    message?: string,
+    message?: string | Texts,
     readonly param: string | null = null,
     extra: AppErrorExtra = {},
   ) {
-    super(message ?? ERRORS[code].message);
+    super(message === undefined ? ERRORS[code].message : typeof message === 'string' ? message : message.en);
     this.name = 'AppError';
     this.status = ERRORS[code].status;
     this.headers = extra.headers;
-    this.localized = extra.localized;
+    this.localized = extra.localized ?? (typeof message === 'object' ? { zh: message.zh } : undefined);
     this.detail = extra.detail;
   }
 
@@ -144,9 +365,9 @@ export class AppError extends Error {
 }
 
 /** Picks the best language of ours from an Accept-Language header (en default). */
-export function pickLanguage(acceptLanguage: string | undefined): string {
+export function pickLanguage(acceptLanguage: string | undefined): keyof Texts {
   if (!acceptLanguage) return 'en';
-  let best = 'en';
+  let best: keyof Texts = 'en';
   let bestQ = -1;
   for (const part of acceptLanguage.split(',')) {
     const [tag = '', ...params] = part.trim().split(';');
@@ -165,12 +386,9 @@ export function pickLanguage(acceptLanguage: string | undefined): string {
   return best;
 }
 
+/** The error's message in the caller's language: its own Chinese text, else the code's when the message is the default. */
 export function localizedMessage(err: AppError, acceptLanguage: string | undefined): string {
-  if (err.localized) {
-    const lang = pickLanguage(acceptLanguage);
-    return lang === 'zh' ? (err.localized.zh ?? err.message) : err.message;
-  }
-  const table = I18N[err.code];
-  if (!table || !err.isDefaultMessage) return err.message;
-  return table[pickLanguage(acceptLanguage)] ?? err.message;
+  if (pickLanguage(acceptLanguage) !== 'zh') return err.message;
+  if (err.localized?.zh !== undefined) return err.localized.zh;
+  return err.isDefaultMessage ? ERRORS[err.code].zh : err.message;
 }

@@ -8,7 +8,7 @@ import type { WebConfig } from '../platform/config.js';
 import type { Db } from '../platform/db/index.js';
 import type { JwtVerifier, UserPrincipal } from '../platform/auth/jwt.js';
 import { bearerToken } from '../platform/http/auth.js';
-import { AppError } from '../platform/errors.js';
+import { AppError, msg } from '../platform/errors.js';
 import { ok } from '../platform/http/errors.js';
 import { packageRoot } from '../platform/paths.js';
 import type { ModelRegistry } from '../models/registry.js';
@@ -92,7 +92,7 @@ export function createWebModule(deps: WebDeps): WebModule {
     const origin = req.headers.origin;
     if (origin === undefined) return;
     const own = [new URL(web.publicUrl).origin, `${req.protocol}://${req.headers.host}`];
-    if (!own.includes(origin)) throw new AppError('csrf_failed', 'permission denied: this request comes from another site');
+    if (!own.includes(origin)) throw new AppError('csrf_failed', msg('csrf_other_site'));
   };
 
   async function currentSession(req: FastifyRequest): Promise<Session> {
@@ -307,7 +307,17 @@ export function createWebModule(deps: WebDeps): WebModule {
           methods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
           // API keys travel in the Authorization header; cookies are never used on {base_url}
           credentials: false,
-          exposedHeaders: ['x-request-id', 'retry-after', 'retry-after-ms', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'],
+          exposedHeaders: [
+            'x-request-id',
+            'x-portico-deployment',
+            'x-portico-retries',
+            'x-portico-fallback',
+            'retry-after',
+            'retry-after-ms',
+            'x-ratelimit-limit',
+            'x-ratelimit-remaining',
+            'x-ratelimit-reset',
+          ],
           maxAge: 600,
           strictPreflight: true,
         };

@@ -1,7 +1,8 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
 import { AppError } from '../platform/errors.js';
-import { orgRolesFromClaims, subjectProblem } from '../platform/auth/jwt.js';
+import { MAX_SUBJECT, orgRolesFromClaims, subjectProblem } from '../platform/auth/jwt.js';
+import { codePoints } from '../platform/code-points.js';
 
 /**
  * Sign-in links: what `portico login --user alice` prints, for the embedded default with no identity provider.
@@ -32,7 +33,8 @@ export interface SignInLink {
 export async function mintSignInLink(opts: { pepper: Buffer; publicUrl: string; userId: string; orgRoles?: Record<string, string>; ttlSeconds?: number }): Promise<SignInLink> {
   const ttl = opts.ttlSeconds ?? DEFAULT_LINK_TTL_SECONDS;
   if (!Number.isInteger(ttl) || ttl <= 0 || ttl > MAX_LINK_TTL_SECONDS) throw new Error(`a sign-in link lives at most ${MAX_LINK_TTL_SECONDS / 60} minutes`);
-  if (opts.userId.length === 0 || opts.userId.length > 255) throw new Error('the user id must be 1 to 255 characters');
+  // characters as every limit counts them (code points), as the subject is checked when the link is used
+  if (opts.userId.length === 0 || codePoints(opts.userId) > MAX_SUBJECT) throw new Error(`the user id must be 1 to ${MAX_SUBJECT} characters`);
   const jti = randomUUID();
   const expiresAt = Math.floor(Date.now() / 1000) + ttl;
   const token = await new SignJWT({ [CLAIM]: opts.orgRoles ?? {} })

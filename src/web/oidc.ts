@@ -112,7 +112,7 @@ export class OidcSignIn {
       const claims = tokens.claims();
       const sub = claims?.sub;
       const problem = subjectProblem(sub);
-      if (problem) throw new OidcError(`the ID token is refused: ${problem}`);
+      if (problem) throw new OidcError(`the ID token is refused: ${problem.en}`);
       return { userId: sub as string, orgRoles: orgRolesFromClaims(claims as Record<string, unknown>, this.orgRolesClaim) };
     } catch (e) {
       if (e instanceof OidcError) throw e;

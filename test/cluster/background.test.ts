@@ -47,7 +47,7 @@ describe('background responses across two instances (BullMQ on Redis)', () => {
     up.script({ text: Array.from({ length: chunks }, (_, i) => `w${i} `), delayMs });
     const r = await createResponse(a.url, key, { model: 'm1', input: 'a long story', background: true });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    assert.equal(r.body.status, 'queued');
+    assert.equal(r.body.status, 'in_progress');
     const [upstream] = await up.waitForRequests(1);
     const runner = instanceOwningPort([a, b], upstream.remotePort);
     assert.ok(runner, 'could not tell which instance runs the job');
@@ -110,7 +110,7 @@ describe('background responses across two instances (BullMQ on Redis)', () => {
     while (Date.now() - t0 < 20_000) {
       body = (await getResponse(other, key, id)).body;
       status = body.status;
-      if (status !== 'in_progress' && status !== 'queued') break;
+      if (status !== 'in_progress') break;
       await sleep(200);
     }
     const ms = Date.now() - t0;

@@ -120,13 +120,21 @@ test('SIGTERM past the grace period: a final error event, the usage charged, exi
     assert.ok(took >= graceMs - 100, `the stream had its grace period (${took} ms)`);
     assert.equal(exit.code, 0, s.out().slice(-2000));
     assert.match(state.text, /event: error\ndata: \{[^\n]*"code":"service_unavailable"[^\n]*shutting down/, state.text.slice(-600));
+    // it ends as any failure after output does: response.failed after the error event (then the stream's end)
+    assert.match(state.text, /event: error\n[^\n]*\n\nevent: response\.failed\ndata: \{[^\n]*"status":"failed"/, state.text.slice(-1200));
     assert.ok(state.ended, `the stream ended cleanly after its error event: ${String(state.error)}`);
+    const id = /"type":"response\.created"[^\n]*?"id":"(resp_[^"]+)"/.exec(state.text)?.[1];
+    assert.ok(id, 'the response id of response.created');
     // what was generated is charged: the usage row (shipped from the journal if the database was closing)
     const core = await createCore(loadConfig({ DATA_DIR: s.dataDir, JWT_SECRET: SECRET, LOG_LEVEL: 'silent', DATABASE_URL: '', PORTICO_DB: '' }), { role: 'serve', models: [] });
     try {
       const rows = await core.db.db.selectFrom('usage_records').selectAll().where('model', '=', 'hang').execute();
       assert.equal(rows.length, 1, JSON.stringify(rows));
       assert.ok(rows[0]!.output_tokens >= 1 && rows[0]!.input_tokens >= 1, JSON.stringify(rows[0]));
+      // and stored, as failed: GET /v1/responses/{id} of the id response.created gave finds it
+      const stored = await core.db.db.selectFrom('responses').selectAll().where('id', '=', id!).execute();
+      assert.equal(stored.length, 1, `the stopped response is stored (${id})`);
+      assert.match(JSON.stringify(stored[0]), /"failed"/);
     } finally {
       await core.close();
     }

@@ -10,6 +10,7 @@ import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/comp
 import { loadConfig, type Config } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../../src/models/config.js';
+import { dropInstallationKeys } from './redis-keys.js';
 
 export type TestDb = 'pglite' | 'postgres';
 
@@ -121,6 +122,8 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
       await app.close();
       await runtime.close();
       await core.close();
+      // an installation of its own (its own database, the default prefix): its Redis keys go with it
+      if (config.redisUrl && core.redisPrefix && !config.redisPrefix && !opts.dbSchema) await dropInstallationKeys(config.redisUrl, core.redisPrefix);
       if (schema && !opts.dbSchema) {
         const c = new pg.Client({ connectionString: TEST_PG_URL });
         await c.connect();

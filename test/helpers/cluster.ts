@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { dropInstallationKeys } from './redis-keys.js';
 
 export const MAIN_JS = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 export const CLUSTER_PG_URL = process.env.PORTICO_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
@@ -122,7 +123,7 @@ function modelsYaml(upstreamUrl: string, models: ModelEntry[]): string {
 }
 
 /** Waits until GET url/readyz answers 200 (or the process dies, or the time is up). */
-async function waitReady(inst: Instance, timeoutMs: number): Promise<void> {
+export async function waitReady(inst: Instance, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!inst.running) throw new Error(`${inst.name} exited before it was ready:\n${inst.output()}`);
@@ -138,7 +139,7 @@ async function waitReady(inst: Instance, timeoutMs: number): Promise<void> {
   throw new Error(`${inst.name} not ready within ${timeoutMs} ms:\n${inst.output()}`);
 }
 
-function spawnPortico(name: string, args: string[], env: Record<string, string>): Instance & { port: number } {
+export function spawnPortico(name: string, args: string[], env: Record<string, string>): Instance & { port: number } {
   let out = '';
   const proc = spawn(process.execPath, [MAIN_JS, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const take = (b: Buffer) => {
@@ -269,6 +270,11 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       await pgProxy?.close();
       await redisProxy?.close();
       try {
+        // the installation's Redis keys (under its default prefix, named after the id in its database) go with it
+        const id = await admin.query(`select value from ${schema}.settings where key = 'installation_id'`).catch(() => ({ rows: [] }));
+        const installation = (id.rows[0] as { value?: string } | undefined)?.value;
+        if (redisUrl && installation && !opts.env?.REDIS_PREFIX)
+          await dropInstallationKeys(`redis://${CLUSTER_REDIS.host}:${CLUSTER_REDIS.port}/${opts.redisDb}`, `portico:${installation}`);
         await admin.query(`drop schema if exists ${schema} cascade`);
       } finally {
         await admin.end();

@@ -62,6 +62,18 @@ describe('configuration from the environment', () => {
     assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, DATABASE_URL: 'postgresql://u@h/db' }).databaseUrl, 'postgresql://u@h/db');
   });
 
+  test('REDIS_PREFIX: unset by default (made from the database), checked, a trailing colon dropped', () => {
+    const load = (v?: string) => loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, ...(v === undefined ? {} : { REDIS_PREFIX: v }) }).redisPrefix;
+    assert.equal(load(), undefined);
+    assert.equal(load(''), undefined);
+    assert.equal(load('staging'), 'staging');
+    assert.equal(load('team-a:prod::'), 'team-a:prod');
+    bad({ REDIS_PREFIX: 'has space' }, /^REDIS_PREFIX must be 1 to 100 letters, digits or ":._-"/);
+    bad({ REDIS_PREFIX: ':leading' }, /^REDIS_PREFIX must be/);
+    bad({ REDIS_PREFIX: 'x'.repeat(101) }, /^REDIS_PREFIX must be/);
+    bad({ REDIS_PREFIX: 'a*b' }, /^REDIS_PREFIX must be/);
+  });
+
   test('other values are checked too', () => {
     bad({ LOG_LEVEL: 'verbose' }, /^LOG_LEVEL must be one of/);
     bad({ KEY_PEPPER: 'short' }, /^KEY_PEPPER must be at least 32 characters/);

@@ -4,7 +4,9 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import http from 'node:http';
 import { setup, type Env } from '../responses/util.js';
+import { LINGER } from '../../src/compose/http.js';
 
 /** A raw connection: what the server sent, and when it closed. */
 function rawClient(url: string) {
@@ -70,9 +72,47 @@ describe('slow and unauthenticated clients', () => {
       assert.ok(ms < 1000, `${path}: 401 after ${ms} ms`);
       await c.waitFor(/\r\n\r\n[\s\S]*\}/, 1000);
       assert.match(c.data, /\r\nconnection: close\r\n/i, path);
-      await Promise.race([c.closed, new Promise((r) => setTimeout(r, 1000))]);
+      // it lingers for the rest of the body (LINGER), then closes: a body that never comes holds it idleMs
+      await Promise.race([c.closed, new Promise((r) => setTimeout(r, LINGER.idleMs + 3000))]);
       assert.ok(c.closedAfter >= 0, `${path}: the connection stayed open`);
     }
+  });
+
+  test('a forged key with a 5 MB body: each client that sends its whole body before reading the answer gets the 401, not EPIPE', async () => {
+    const body = Buffer.alloc(5 * 1024 * 1024, 0x61);
+    const { hostname, port } = new URL(env.url);
+    const one = () =>
+      new Promise<string>((resolve) => {
+        const r = http.request(
+          {
+            host: hostname,
+            port: Number(port),
+            method: 'POST',
+            path: '/v1/responses',
+            agent: false,
+            headers: { authorization: 'Bearer sk-forged0000000000000000000000000000000000000000', 'content-type': 'application/json', 'content-length': body.length },
+          },
+          (res) => {
+            let text = '';
+            res.on('data', (d) => (text += d));
+            res.on('end', () => resolve(`${res.statusCode} ${text}`));
+            res.on('error', (e) => resolve(`response error ${(e as NodeJS.ErrnoException).code}`));
+          },
+        );
+        r.on('error', (e) => resolve(`request error ${(e as NodeJS.ErrnoException).code}`));
+        // the whole body, 64 KiB every few ms (a client on a real network), before anything is read (as most
+        // clients do): the answer comes while most of it is still to be sent
+        let i = 0;
+        const next = () => {
+          if (r.destroyed) return;
+          if (i >= body.length) return void r.end();
+          r.write(body.subarray(i, (i += 65536)));
+          setTimeout(next, 3);
+        };
+        next();
+      });
+    const answers = await Promise.all(Array.from({ length: 10 }, one));
+    for (const a of answers) assert.match(a, /^401 \{"error":\{"message":/, a);
   });
 
   test('no key, chunked upload: 401 at once, nothing of it read', async () => {

@@ -93,13 +93,15 @@ describe('RateLimiter (memory windows)', () => {
 
 describe('RateLimiter on Redis (shared by instances)', () => {
   const url = `redis://127.0.0.1:${REDIS_PORT}/9`;
-  const stores = [createWindowStore(url), createWindowStore(url)];
+  // one installation's prefix (REDIS_PREFIX), its own: keys no other test or installation uses
+  const redis = { url, prefix: `t_${randomBytes(6).toString('hex')}` };
+  const stores = [createWindowStore(redis), createWindowStore(redis)];
   after(async () => {
     for (const s of stores) await s.close();
   });
 
   test('a request right after start waits for the first connection instead of failing', async () => {
-    const fresh = createWindowStore(url);
+    const fresh = createWindowStore(redis);
     try {
       await new RateLimiter(fresh, { rpm: 5, tpm: 0 }).check(key());
     } finally {
@@ -121,7 +123,7 @@ describe('RateLimiter on Redis (shared by instances)', () => {
     await refusal(b!.check(k));
     const r = new Redis(url);
     try {
-      const ttl = await r.pttl(`portico:rl:rpm:${k.keyId}:${window}`);
+      const ttl = await r.pttl(`${redis.prefix}:rl:rpm:${k.keyId}:${window}`);
       assert.ok(ttl > 60_000 && ttl <= 120_000, `window keys expire after two minutes (pttl ${ttl})`);
     } finally {
       r.disconnect();
@@ -137,7 +139,7 @@ describe('RateLimiter on Redis (shared by instances)', () => {
   });
 
   test('Redis unreachable: the first requests wait at most 2 s for a first connection, then checks fail at once (no offline queue), so requests are answered 503', async () => {
-    const dead = createWindowStore('redis://127.0.0.1:1/0');
+    const dead = createWindowStore({ url: 'redis://127.0.0.1:1/0', prefix: 'unused' });
     try {
       const rl = new RateLimiter(dead, { rpm: 5, tpm: 0 });
       let t0 = Date.now();

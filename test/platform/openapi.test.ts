@@ -89,6 +89,18 @@ for (const db of testDatabases()) {
       assert.equal(res.statusCode, 200);
       assert.match(String(res.headers['content-type']), /text\/html/);
       assert.match(res.body, /swagger/i);
+      // the reference shares the page's origin (and its session cookie): no framing, no sniffing, scripts of its own only
+      for (const url of ['page', '/docs/static/swagger-ui-bundle.js', '/docs/json']) {
+        const r = url === 'page' ? res : await t.app.inject({ method: 'GET', url });
+        assert.equal(r.statusCode, 200, url);
+        assert.equal(r.headers['x-frame-options'], 'DENY', url);
+        assert.equal(r.headers['x-content-type-options'], 'nosniff', url);
+        const csp = String(r.headers['content-security-policy']);
+        assert.match(csp, /script-src 'self';/, url);
+        assert.match(csp, /frame-ancestors 'none'/, url);
+        assert.doesNotMatch(csp, /script-src[^;]*unsafe-inline/, url);
+      }
+      assert.equal((await t.app.inject({ method: 'GET', url: '/openapi.json' })).headers['x-content-type-options'], 'nosniff');
     });
   });
 }

@@ -61,7 +61,7 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
   let collector: Awaited<ReturnType<typeof startCollector>>;
   let up: ScriptedUpstream;
   let audio: ScriptedAudioUpstream;
-  let t: TestApp;
+  let t: TestApp & { url?: string };
   let key: string;
 
   before(async () => {
@@ -70,9 +70,10 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
     audio = await startScriptedAudioUpstream();
     const models = [
       { name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 0 },
+      { name: 'm2', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 1, retry_backoff_ms: 1 },
       { name: 'tts', provider: 'openai-compatible', base_url: audio.baseUrl, type: 'speech' },
     ] as ModelSpec[];
-    t = await buildTestApp({ models, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'portico-test' } });
+    t = await buildTestApp({ models, listen: true, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'portico-test' } });
     key = await t.inferenceKey('alice');
   });
   after(async () => {
@@ -106,6 +107,8 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
     assert.equal(attr(server, 'http.response.status_code'), 200);
     assert.equal(attr(server, 'portico.model'), 'm1');
     assert.equal(attr(server, 'portico.deployment'), 'm1');
+    assert.equal(attr(server, 'portico.retries'), 0);
+    assert.equal(attr(server, 'portico.fallback'), undefined);
     assert.equal(attr(server, 'gen_ai.usage.input_tokens'), 3);
     assert.equal(typeof attr(server, 'portico.key_id'), 'string');
     for (const a of server.attributes) assert.ok(!JSON.stringify(a).includes(key), 'no key in a span');
@@ -120,6 +123,69 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
     // the upstream got the client span's context
     const got = up.requests.at(-1)!.headers.traceparent;
     assert.equal(got, `00-${traceId}-${client.spanId}-01`);
+  });
+
+  test('a retry: the server span says how many, and each try is a client span of its own', async () => {
+    up.script({ status: 500, errorMessage: 'boom' }, { text: 'second try' });
+    const r = await t.app.inject({
+      method: 'POST',
+      url: '/v1/responses',
+      headers: { authorization: `Bearer ${key}`, 'x-request-id': 'traced-retry' },
+      payload: { model: 'm2', input: 'hi', store: false },
+    });
+    assert.equal(r.statusCode, 200, r.body);
+    assert.equal(r.headers['x-portico-retries'], '1');
+    await t.runtime.tracing!.flush();
+    const server = collector.spans.find((s) => s.kind === SERVER && attr(s, 'portico.request_id') === 'traced-retry');
+    assert.ok(server);
+    assert.equal(attr(server, 'portico.retries'), 1);
+    assert.equal(collector.spans.filter((s) => s.kind === CLIENT && s.parentSpanId === server.spanId).length, 2);
+  });
+
+  test("an upstream that echoes Portico's credentials: the client span's status carries none of them (text and speech)", async () => {
+    // an upstream behind basic auth in base_url that quotes the request's Authorization header in its errors
+    const echo = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(502, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `bad gateway for ${req.headers.authorization} (${req.url})` } }));
+      });
+    });
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    const port = (echo.address() as AddressInfo).port;
+    const base = `http://upstream-user:s3cret-pass-42@127.0.0.1:${port}/v1`;
+    const echoed = await buildTestApp({
+      models: [
+        { name: 'echo-text', provider: 'openai-compatible', base_url: base, type: 'text', retries: 0 },
+        { name: 'echo-tts', provider: 'openai-compatible', base_url: base, type: 'speech' },
+      ] as ModelSpec[],
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'portico-test' },
+    });
+    try {
+      const k = await echoed.inferenceKey('alice');
+      const headers = { authorization: `Bearer ${k}`, 'x-request-id': 'traced-echo' };
+      const r = await echoed.app.inject({ method: 'POST', url: '/v1/responses', headers, payload: { model: 'echo-text', input: 'hi', store: false } });
+      assert.equal(r.statusCode, 502);
+      const s = await echoed.app.inject({
+        method: 'POST',
+        url: '/v1/audio/speech',
+        headers: { ...headers, 'x-request-id': 'traced-echo-tts' },
+        payload: { model: 'echo-tts', voice: 'alloy', input: 'hi' },
+      });
+      assert.ok(s.statusCode >= 500, String(s.statusCode));
+      await echoed.runtime.tracing!.flush();
+      const basic = Buffer.from('upstream-user:s3cret-pass-42').toString('base64');
+      const clients = collector.spans.filter((x) => x.kind === CLIENT && x.status?.message?.includes('bad gateway for'));
+      assert.ok(clients.length >= 2, `the failed calls are spans with the upstream's message (${clients.length})`);
+      for (const c of clients) {
+        const text = JSON.stringify(c);
+        assert.ok(!text.includes(basic) && !text.includes('s3cret-pass-42'), `no credential in a span: ${c.status?.message}`);
+        assert.match(c.status!.message!, /\*\*\*/, 'the credential is replaced');
+      }
+    } finally {
+      await echoed.close();
+      await new Promise((r) => echo.close(r));
+    }
   });
 
   test('a request without traceparent starts a trace; a failed upstream call is an error span', async () => {
@@ -183,6 +249,53 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
     const ns = (s: OtlpSpan, k: 'startTimeUnixNano' | 'endTimeUnixNano') => BigInt((s as unknown as Record<string, string>)[k]!);
     assert.ok(ns(client, 'endTimeUnixNano') - ns(client, 'startTimeUnixNano') >= 15_000_000n, 'the client span lasts as long as the stream');
     assert.ok(ns(client, 'endTimeUnixNano') <= ns(server, 'endTimeUnixNano'));
+  });
+});
+
+describe('OpenTelemetry traces: a client that leaves', () => {
+  test('a stream the client abandons ends its span once, status 499, outcome client_closed, not an error', async () => {
+    const collector = await startCollector();
+    const up = await startScriptedUpstream();
+    const models = [{ name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 0 }] as ModelSpec[];
+    const t = await buildTestApp({ models, listen: true, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url } });
+    try {
+      const key = await t.inferenceKey('carol');
+      up.script({ text: Array.from({ length: 40 }, (_, i) => `piece${i} `), delayMs: 40 });
+      const ac = new AbortController();
+      const res = await fetch(`${t.url}/v1/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'traced-left' },
+        body: JSON.stringify({ model: 'm1', input: 'hi', stream: true, store: false }),
+        signal: ac.signal,
+      });
+      const reader = res.body!.getReader();
+      let text = '';
+      while (!text.includes('piece1')) text += Buffer.from((await reader.read()).value!).toString('utf8');
+      ac.abort();
+      const deadline = Date.now() + 10_000;
+      const mine = () => collector.spans.filter((s) => s.kind === SERVER && attr(s, 'portico.request_id') === 'traced-left');
+      while (mine().length === 0) {
+        assert.ok(Date.now() < deadline, 'the span of the abandoned request reached the collector');
+        await t.runtime.tracing!.flush();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await t.runtime.tracing!.flush();
+      const spans = mine();
+      assert.equal(spans.length, 1, 'one span');
+      const server = spans[0]!;
+      assert.equal(attr(server, 'http.response.status_code'), 499);
+      assert.equal(attr(server, 'portico.outcome'), 'client_closed');
+      assert.equal(attr(server, 'portico.model'), 'm1');
+      assert.notEqual(server.status?.code, 2, 'a client that leaves is not a server error');
+      assert.ok(
+        collector.spans.some((s) => s.kind === CLIENT && s.parentSpanId === server.spanId),
+        'its upstream call is under it',
+      );
+    } finally {
+      await t.close();
+      await up.close();
+      await collector.close();
+    }
   });
 });
 

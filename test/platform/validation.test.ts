@@ -99,6 +99,20 @@ describe("validation messages: what is allowed, in OpenAI's codes and notation, 
     assert.equal(problem(Body, { model: 'm', tools: [{ type: 'function', name: 'x'.repeat(65) }] }).param, 'tools[0].name');
   });
 
+  test('a length is reported in the unit its rule counts: characters (code points, an emoji is one), in English and Chinese', () => {
+    const long = problem(Body, { model: 'm', name: '😀'.repeat(6) });
+    assert.equal(long.message, "Invalid 'name': string too long. Expected a string with maximum length 5, but got a string with length 6 instead.");
+    assert.equal(long.zh, "'name' 无效：字符串过长。最多 5 个字符，实际为 6 个字符。");
+    const short = problem(Type.Object({ code: Type.String({ minLength: 3 }) }), { code: '😀😀' });
+    assert.equal(short.detail, 'string_below_min_length');
+    assert.equal(short.message, "Invalid 'code': string too short. Expected a string with minimum length 3, but got a string with length 2 instead.");
+    assert.equal(short.zh, "'code' 无效：字符串过短。至少 3 个字符，实际为 2 个字符。");
+    // a value quoted in a message is cut between characters, never inside an emoji's surrogate pair
+    const quoted = problem(Type.Object({ v: Type.String({ pattern: '^a+$' }) }), { v: 'b' + '😀'.repeat(40) });
+    assert.match(quoted.message, /^Invalid value for 'v': 'b(😀){29}\.\.\.' is not in the expected format\.$/);
+    assert.doesNotMatch(quoted.message + quoted.zh, /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/);
+  });
+
   test("maxLength and minLength: Ajv's own rule (code points) and error, decided from the length without counting when it can be", () => {
     // the body validator of the routes, against Ajv's own keyword with the same options
     const stock = new Ajv({ allErrors: false, coerceTypes: false, useDefaults: true, strict: false, verbose: true });

@@ -15,6 +15,7 @@ import { eventually } from './util.js';
 import { RedisSpendStore } from '../../src/portal/usage/spend.js';
 import { BudgetGuard } from '../../src/portal/usage/budget.js';
 import type { UsageScope } from '../../src/portal/usage/store.js';
+import { dropInstallationKeys } from '../helpers/redis-keys.js';
 
 const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
 const REDIS_URL = `redis://127.0.0.1:${REDIS_PORT}/10`;
@@ -74,8 +75,10 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     keyB = await b.inferenceKey(user);
   });
   after(async () => {
+    const prefix = a?.core.redisPrefix;
     await a?.close();
     await b?.close();
+    if (prefix) await dropInstallationKeys(REDIS_URL, prefix);
     await up?.close();
     const c = new pg.Client({ connectionString: TEST_PG_URL });
     await c.connect();

@@ -76,6 +76,27 @@ describe('the identity provider keys (JWT_JWKS_URL) cannot be fetched', () => {
 });
 
 describe('JWT_MAX_AGE_SECONDS caps the age of tokens', () => {
+  test('by default (7 days): an exp in the year 9999 is refused a week after iat; no iat, or an iat in the future, is refused', async () => {
+    const secret = new TextEncoder().encode(TEST_JWT_SECRET);
+    const now = Math.floor(Date.now() / 1000);
+    const sign = (iat: number | undefined) => {
+      const j = new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('forever').setExpirationTime(253402300799); // 9999-12-31
+      if (iat !== undefined) j.setIssuedAt(iat);
+      return j.sign(secret);
+    };
+    const t = await buildTestApp();
+    try {
+      assert.equal(t.config.jwt.maxAgeSeconds, 7 * 86400);
+      const call = caller(t);
+      assertOk(await call('GET', MGMT, await sign(now - 6 * 86400)));
+      assertPortalError(await call('GET', MGMT, await sign(now - 8 * 86400)), 401, /JWT_MAX_AGE_SECONDS \(604800 s\)/, 40102);
+      assertPortalError(await call('GET', MGMT, await sign(undefined)), 401, /no issue time \(iat\)/, 40102);
+      assertPortalError(await call('GET', MGMT, await sign(now + 3600)), 401, /^unauthorized/, 40102);
+    } finally {
+      await t.close();
+    }
+  });
+
   test('with the cap: a token older than it, or without iat -> 401; a fresh one works; without the cap an old one with exp works', async () => {
     const secret = new TextEncoder().encode(TEST_JWT_SECRET);
     const now = Math.floor(Date.now() / 1000);
@@ -88,7 +109,7 @@ describe('JWT_MAX_AGE_SECONDS caps the age of tokens', () => {
       return j.sign(secret);
     };
     const capped = await buildTestApp({ env: { JWT_MAX_AGE_SECONDS: '600' } });
-    const open = await buildTestApp();
+    const open = await buildTestApp({ env: { JWT_MAX_AGE_SECONDS: '0' } });
     try {
       const call = caller(capped);
       assertOk(await call('GET', MGMT, await sign(now - 60)));

@@ -259,6 +259,13 @@ for (const db of testDatabases()) {
         (await t.services.db.db.selectFrom('api_keys').select('user_id').orderBy('user_id').execute()).map((r) => r.user_id),
         ['a\ufffdb', 'u\ud83d\ude00'],
       );
+      // a subject of at most 255 characters: counted in code points (255 emoji are 510 UTF-16 units), and the message
+      // of one longer says the limit in both languages
+      const sign = (sub: string) => new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt().setExpirationTime(exp).sign(secret);
+      assertOk(await call('GET', MGMT, await sign('😀'.repeat(255))));
+      const long = await sign('😀'.repeat(256));
+      assertPortalError(await call('GET', MGMT, long), 401, 'unauthorized: the subject (sub) is longer than 255 characters', 40102);
+      assertPortalError(await call('GET', MGMT, long, undefined, { 'accept-language': 'zh-CN' }), 401, '未授权：主体（sub）超过 255 个字符', 40102);
       // an org id in the roles claim with a control character grants nothing (and breaks nothing)
       const badOrg = await new SignJWT({ org_roles: { 'ac\u0000me': 'admin', acme: 'admin' } })
         .setProtectedHeader({ alg: 'HS256' })

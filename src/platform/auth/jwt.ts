@@ -1,5 +1,6 @@
 import { SignJWT, createRemoteJWKSet, jwtVerify, errors, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import { AppError } from '../errors.js';
+import { AppError, msg, type Texts } from '../errors.js';
+import { codePoints } from '../code-points.js';
 import type { Config } from '../config.js';
 
 /** Where the verifier reports an identity provider it cannot reach (pino's logger fits). */
@@ -30,13 +31,17 @@ const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256
  * cannot be stored by PostgreSQL, the others hide in logs) and no lone UTF-16 surrogate (it would be stored as
  * U+FFFD, merging two identities into one).
  */
-export function subjectProblem(sub: unknown): string | null {
-  if (typeof sub !== 'string' || sub.length === 0) return 'the token has no subject (sub)';
-  if (sub.length > 255) return 'the subject (sub) is longer than 255 characters';
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(sub)) return 'the subject (sub) contains a control character';
-  if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(sub)) return 'the subject (sub) contains an unpaired UTF-16 surrogate';
+export function subjectProblem(sub: unknown): Texts | null {
+  if (typeof sub !== 'string' || sub.length === 0) return msg('subject_missing');
+  // characters as every limit counts them (code points: an emoji is one)
+  if (sub.length > MAX_SUBJECT && codePoints(sub) > MAX_SUBJECT) return msg('subject_too_long', { max: MAX_SUBJECT });
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(sub)) return msg('subject_control_character');
+  if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(sub)) return msg('subject_lone_surrogate');
   return null;
 }
+
+/** the longest subject (user id), and organization id of the roles claim, in characters */
+export const MAX_SUBJECT = 255;
 
 /** The identity provider's key set could not be fetched (network error, timeout, non-200, not a JWKS). */
 class JwksUnavailable extends Error {}
@@ -86,19 +91,17 @@ export function createJwtVerifier(jwt: Config['jwt'], log?: JwtLog): JwtVerifier
         }));
       } catch (e) {
         if (e instanceof JwksUnavailable) {
-          throw new AppError('service_unavailable', "service temporarily unavailable: the identity provider's keys (JWT_JWKS_URL) cannot be fetched; try again shortly", null, {
-            headers: { 'retry-after': '5' },
-          });
+          throw new AppError('service_unavailable', msg('jwks_unavailable'), null, { headers: { 'retry-after': '5' } });
         }
         if ((e instanceof errors.JWTClaimValidationFailed || e instanceof errors.JWTExpired) && e.claim === 'iat') {
-          throw new AppError('invalid_token', `unauthorized: the token has no issue time (iat) or is older than JWT_MAX_AGE_SECONDS (${jwt.maxAgeSeconds} s)`);
+          throw new AppError('invalid_token', msg('token_too_old', { max: jwt.maxAgeSeconds }));
         }
-        if (e instanceof errors.JWTExpired) throw new AppError('invalid_token', 'unauthorized: token has expired');
-        if (e instanceof errors.JWTClaimValidationFailed && e.claim === 'exp') throw new AppError('invalid_token', 'unauthorized: the token has no expiry (exp)');
-        throw new AppError('invalid_token', 'unauthorized: invalid token');
+        if (e instanceof errors.JWTExpired) throw new AppError('invalid_token', msg('token_expired'));
+        if (e instanceof errors.JWTClaimValidationFailed && e.claim === 'exp') throw new AppError('invalid_token', msg('token_no_expiry'));
+        throw new AppError('invalid_token');
       }
       const problem = subjectProblem(payload.sub);
-      if (problem) throw new AppError('invalid_token', `unauthorized: ${problem}`);
+      if (problem) throw new AppError('invalid_token', msg('token_bad_subject', { problem }));
       return { userId: payload.sub!, orgRoles: orgRolesFromClaims(payload, jwt.orgRolesClaim), issuedAt: typeof payload.iat === 'number' ? payload.iat : undefined };
     },
   };

@@ -6,9 +6,14 @@ import type { FastifyBaseLogger } from 'fastify';
 export type FeedHandler = (message: Record<string, unknown>) => void;
 
 /**
- * Messages every instance must hear (key invalidations, cancels). Redis pub/sub when REDIS_URL is set,
- * PostgreSQL LISTEN/NOTIFY when only DATABASE_URL is, otherwise in this process only. Delivery is best effort:
- * the key cache's freshness window bounds what a lost message can cost.
+ * Messages every instance must hear (key invalidations, cancels, breaker changes). Redis pub/sub when REDIS_URL
+ * is set, PostgreSQL LISTEN/NOTIFY when only DATABASE_URL is, otherwise in this process only. Delivery is best
+ * effort: the key cache's freshness window bounds what a lost message can cost.
+ *
+ * Channels belong to one installation: Redis pub/sub ignores the database number of REDIS_URL and NOTIFY ignores
+ * the schema, so without a name of its own every installation on one Redis (or one PostgreSQL database) would hear
+ * the others (a breaker opened by staging took a production deployment out). A Redis channel is
+ * `<REDIS_PREFIX>:<channel>`, a PostgreSQL one `portico_<installation id>_<channel>`.
  */
 export interface ChangeFeed {
   readonly kind: 'local' | 'redis' | 'postgres';
@@ -21,8 +26,6 @@ export interface ChangeFeed {
   onResync(handler: () => void): void;
   close(): Promise<void>;
 }
-
-const PREFIX = 'portico:';
 
 class LocalFeed implements ChangeFeed {
   readonly kind = 'local' as const;
@@ -47,10 +50,16 @@ class RedisFeed implements ChangeFeed {
   private readonly handlers = new Map<string, FeedHandler[]>();
   private readonly opts = { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(n * 100, 1000) };
 
+  /** `<prefix>:`: what this installation's channels start with */
+  private readonly prefix: string;
+
   constructor(
     private readonly url: string,
+    prefix: string,
     private readonly log: FastifyBaseLogger,
-  ) {}
+  ) {
+    this.prefix = prefix + ':';
+  }
 
   private get pub(): Redis {
     if (!this.pubConn) {
@@ -78,7 +87,8 @@ class RedisFeed implements ChangeFeed {
       } catch {
         return;
       }
-      for (const h of this.handlers.get(ch.slice(PREFIX.length)) ?? []) h(msg);
+      if (!ch.startsWith(this.prefix)) return;
+      for (const h of this.handlers.get(ch.slice(this.prefix.length)) ?? []) h(msg);
     });
     this.sub = sub;
     return sub;
@@ -91,7 +101,7 @@ class RedisFeed implements ChangeFeed {
   async publish(channel: string, message: Record<string, unknown>) {
     // a fresh connection (an operator command publishes right after it starts) is waited for, briefly
     if (this.pub.status === 'connecting' || this.pub.status === 'wait') await this.ready(2_000);
-    await this.pub.publish(PREFIX + channel, JSON.stringify(message));
+    await this.pub.publish(this.prefix + channel, JSON.stringify(message));
   }
   private ready(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -108,7 +118,7 @@ class RedisFeed implements ChangeFeed {
     if (!this.handlers.has(channel)) {
       this.handlers.set(channel, []);
       this.subscriber()
-        .subscribe(PREFIX + channel)
+        .subscribe(this.prefix + channel)
         .catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
     }
     this.handlers.get(channel)!.push(handler);
@@ -126,11 +136,16 @@ class PostgresFeed implements ChangeFeed {
   private readonly handlers = new Map<string, FeedHandler[]>();
   private closed = false;
   private readonly pool: pg.Pool;
+  /** `portico_<installation id>_`: what this installation's channels start with */
+  private readonly prefix: string;
 
   constructor(
     private readonly url: string,
+    installation: string,
     private readonly log: FastifyBaseLogger,
   ) {
+    if (!/^[a-z0-9]+$/.test(installation)) throw new Error(`bad installation id ${installation}`);
+    this.prefix = `portico_${installation}_`;
     this.pool = new pg.Pool({ connectionString: url, max: 2 });
     this.pool.on('error', () => {});
   }
@@ -144,14 +159,14 @@ class PostgresFeed implements ChangeFeed {
       if (!this.closed) setTimeout(() => (this.connecting = this.connect()), 500).unref();
     });
     c.on('notification', (n) => {
-      if (!n.channel.startsWith('portico_') || !n.payload) return;
+      if (!n.channel.startsWith(this.prefix) || !n.payload) return;
       let msg: Record<string, unknown>;
       try {
         msg = JSON.parse(n.payload);
       } catch {
         return;
       }
-      for (const h of this.handlers.get(n.channel.slice('portico_'.length)) ?? []) h(msg);
+      for (const h of this.handlers.get(n.channel.slice(this.prefix.length)) ?? []) h(msg);
     });
     try {
       await c.connect();
@@ -159,7 +174,7 @@ class PostgresFeed implements ChangeFeed {
         await c.end();
         return;
       }
-      for (const ch of this.handlers.keys()) await c.query(`listen portico_${ch}`);
+      for (const ch of this.handlers.keys()) await c.query(`listen ${this.prefix}${ch}`);
       this.client = c;
       if (this.connectedBefore) for (const h of this.resync) h();
       this.connectedBefore = true;
@@ -170,7 +185,7 @@ class PostgresFeed implements ChangeFeed {
   }
 
   async publish(channel: string, message: Record<string, unknown>) {
-    await this.pool.query('select pg_notify($1, $2)', [`portico_${channel}`, JSON.stringify(message)]);
+    await this.pool.query('select pg_notify($1, $2)', [this.prefix + channel, JSON.stringify(message)]);
   }
 
   subscribe(channel: string, handler: FeedHandler) {
@@ -179,7 +194,7 @@ class PostgresFeed implements ChangeFeed {
       this.handlers.set(channel, []);
       // the listening connection is opened at the first subscribe (a process that only publishes never holds one)
       if (!this.connecting) this.connecting = this.connect();
-      else this.client?.query(`listen portico_${channel}`).catch(() => {});
+      else this.client?.query(`listen ${this.prefix}${channel}`).catch(() => {});
     }
     this.handlers.get(channel)!.push(handler);
   }
@@ -200,8 +215,24 @@ class PostgresFeed implements ChangeFeed {
   }
 }
 
-export function createFeed(opts: { redisUrl?: string; databaseUrl?: string; log: FastifyBaseLogger }): ChangeFeed {
-  if (opts.redisUrl) return new RedisFeed(opts.redisUrl, opts.log);
-  if (opts.databaseUrl) return new PostgresFeed(opts.databaseUrl, opts.log);
+export interface FeedOptions {
+  redisUrl?: string;
+  /** with redisUrl: the installation's REDIS_PREFIX (channels `<prefix>:<channel>`) */
+  redisPrefix?: string;
+  databaseUrl?: string;
+  /** with databaseUrl and no redisUrl: the installation id (channels `portico_<id>_<channel>`) */
+  installation?: string;
+  log: FastifyBaseLogger;
+}
+
+export function createFeed(opts: FeedOptions): ChangeFeed {
+  if (opts.redisUrl) {
+    if (!opts.redisPrefix) throw new Error('a Redis change feed needs the installation prefix');
+    return new RedisFeed(opts.redisUrl, opts.redisPrefix, opts.log);
+  }
+  if (opts.databaseUrl) {
+    if (!opts.installation) throw new Error('a PostgreSQL change feed needs the installation id');
+    return new PostgresFeed(opts.databaseUrl, opts.installation, opts.log);
+  }
   return new LocalFeed();
 }

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { redisClass } from './redis-client.js';
-import { AppError } from '../errors.js';
+import { AppError, msg, type Texts } from '../errors.js';
 
 /** Fixed one-minute windows of counts, shared by instances when backed by Redis. */
 export interface WindowStore {
@@ -46,7 +46,11 @@ class RedisWindows implements WindowStore {
   private readonly r: Redis;
   /** until the first connection is made: requests wait for it (bounded) instead of failing */
   private firstConnect: Promise<void> | undefined;
-  constructor(url: string) {
+  /** `prefix`: the installation's REDIS_PREFIX (windows `<prefix>:rl:<rpm|tpm>:<key id>:<minute>`) */
+  constructor(
+    url: string,
+    private readonly prefix: string,
+  ) {
     // fail fast when Redis is away: the request gets a 503 instead of waiting in an offline queue
     this.r = new (redisClass())(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
     this.r.on('error', () => {});
@@ -62,7 +66,7 @@ class RedisWindows implements WindowStore {
     });
   }
   private k(key: string, w: number) {
-    return `portico:rl:${key}:${w}`;
+    return `${this.prefix}:rl:${key}:${w}`;
   }
   async add(key: string, amount: number) {
     if (this.firstConnect) await this.firstConnect;
@@ -89,8 +93,9 @@ class RedisWindows implements WindowStore {
   }
 }
 
-export function createWindowStore(redisUrl?: string): WindowStore {
-  return redisUrl ? new RedisWindows(redisUrl) : new MemoryWindows();
+/** Windows in Redis (`redis`: its URL and the installation's REDIS_PREFIX), shared by the instances; else in memory. */
+export function createWindowStore(redis?: { url: string; prefix: string }): WindowStore {
+  return redis ? new RedisWindows(redis.url, redis.prefix) : new MemoryWindows();
 }
 
 export interface LimitedKey {
@@ -115,11 +120,11 @@ export class RateLimiter {
     const tpm = key.tpmLimit ?? this.defaults.tpm;
     if (rpm > 0) {
       const { total, resetMs } = await this.store.add(`rpm:${key.keyId}`, 1);
-      if (total > rpm) throw limited(`Rate limit reached: ${rpm} requests per minute for this API key.`, resetMs, rpm, 0);
+      if (total > rpm) throw limited(msg('rpm_reached', { rpm }), resetMs, rpm, 0);
     }
     if (tpm > 0) {
       const { total, resetMs } = await this.store.get(`tpm:${key.keyId}`);
-      if (total >= tpm) throw limited(`Rate limit reached: ${tpm} tokens per minute for this API key (used ${total}).`, resetMs, tpm, 0);
+      if (total >= tpm) throw limited(msg('tpm_reached', { tpm, used: total }), resetMs, tpm, 0);
     }
   }
 
@@ -134,7 +139,7 @@ export class RateLimiter {
   }
 }
 
-function limited(message: string, resetMs: number, limit: number, remaining: number): AppError {
+function limited(message: Texts, resetMs: number, limit: number, remaining: number): AppError {
   const secs = Math.max(1, Math.ceil(resetMs / 1000));
   return new AppError('rate_limit_exceeded', message, null, {
     headers: {

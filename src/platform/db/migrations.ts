@@ -166,4 +166,15 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('usage_records').addColumn('deployment', 'text').execute();
     },
   },
+  '0008_background_in_progress': {
+    async up(db: Kysely<any>) {
+      // a background response waiting for a worker is in_progress to clients (the specification's status list has
+      // no queued); the row's status column keeps `queued` as its job state. Stored objects and events written
+      // before say queued: they are rewritten, and the response.queued event becomes response.in_progress (its
+      // sequence number stays, so a replay has no gap)
+      await sql`update responses set object = jsonb_set(object, '{status}', '"in_progress"') where object->>'status' = 'queued'`.execute(db);
+      await sql`update response_events set event = jsonb_set(event, '{response,status}', '"in_progress"') where event->'response'->>'status' = 'queued'`.execute(db);
+      await sql`update response_events set event = jsonb_set(event, '{type}', '"response.in_progress"') where event->>'type' = 'response.queued'`.execute(db);
+    },
+  },
 };

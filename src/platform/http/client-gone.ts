@@ -12,6 +12,8 @@ export function clientGone(reply: FastifyReply): { signal: AbortSignal; release:
   const onClose = () => {
     if (!raw.writableFinished) ac.abort(new Error('client disconnected'));
   };
-  raw.on('close', onClose);
+  // gone already (it left while the request was being prepared): the work is stopped before it starts
+  if (raw.destroyed) onClose();
+  else raw.on('close', onClose);
   return { signal: ac.signal, release: () => raw.off('close', onClose) };
 }

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, ERRORS, localizedMessage, type ErrorCode } from '../errors.js';
+import { AppError, ERRORS, localizedMessage, msg, type ErrorCode } from '../errors.js';
 import type { ErrorObject } from 'ajv';
 import { describeValidationError } from './validation.js';
 
@@ -29,6 +29,13 @@ function clientWentAway(err: unknown, req: FastifyRequest): boolean {
  * request ends with is noted in its facts (the request log line's `error`, the per-model error series).
  */
 export function toAppError(err: unknown, req: FastifyRequest): AppError {
+  // the client went away (its socket closed, the work behind its request aborted): nobody reads the answer, and
+  // nothing is wrong with the server; a debug line, not a warning about storage or an error, and no error code in
+  // the request's facts (its line says status 499, outcome client_closed: src/compose/http.ts)
+  if (req.facts?.clientClosed || (!(err instanceof AppError) && clientWentAway(err, req))) {
+    req.log.debug({ err: (err as Error)?.message }, 'client went away');
+    return err instanceof AppError ? err : new AppError('service_unavailable', msg('client_gone'));
+  }
   const e = appErrorOf(err, req);
   if (req.facts && req.facts.errorCode === undefined) req.facts.errorCode = e.code;
   return e;
@@ -36,15 +43,9 @@ export function toAppError(err: unknown, req: FastifyRequest): AppError {
 
 function appErrorOf(err: unknown, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
-  // the client went away (its socket closed, the work behind its request aborted): nobody reads the answer, and
-  // nothing is wrong with the server; a debug line, not a warning about storage or an error
-  if (clientWentAway(err, req)) {
-    req.log.debug({ err: (err as Error)?.message }, 'client went away');
-    return new AppError('service_unavailable', 'the client closed the connection');
-  }
   if (isUnavailable(err)) {
     req.log.warn({ err: (err as Error).message }, 'storage unavailable');
-    return new AppError('service_unavailable', 'service temporarily unavailable: storage cannot be reached; try again shortly', null, { headers: { 'retry-after': '1' } });
+    return new AppError('service_unavailable', msg('storage_unavailable'), null, { headers: { 'retry-after': '1' } });
   }
   const fe = err as FastifyError & { validationContext?: string };
   if (fe && Array.isArray(fe.validation)) {
@@ -55,21 +56,24 @@ function appErrorOf(err: unknown, req: FastifyRequest): AppError {
   }
   switch (fe?.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError('unsupported_media_type', `unsupported content type: ${req.headers['content-type'] ?? '(none)'}; send application/json`);
+      return new AppError(
+        'unsupported_media_type',
+        req.headers['content-type'] === undefined ? msg('content_type_missing') : msg('content_type_unsupported', { type: req.headers['content-type'] }),
+      );
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new AppError('payload_too_large');
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new AppError('validation_error', 'request body is empty');
+      return new AppError('validation_error', msg('body_empty'));
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new AppError('validation_error', 'content-length does not match the body');
+      return new AppError('validation_error', msg('content_length_mismatch'));
   }
   if (fe instanceof SyntaxError || fe?.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return new AppError('invalid_json', 'request body is not valid JSON');
+    return new AppError('invalid_json');
   }
   const status = fe?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     const code: ErrorCode = status === 413 ? 'payload_too_large' : status === 415 ? 'unsupported_media_type' : status === 404 ? 'not_found' : 'validation_error';
-    return new AppError(code, fe.message);
+    return new AppError(code, msg('request_refused', { reason: fe.message }));
   }
   req.log.error({ err }, 'unhandled error');
   return new AppError('internal_error');

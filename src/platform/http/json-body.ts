@@ -9,7 +9,7 @@
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
-import { AppError } from '../errors.js';
+import { AppError, msg } from '../errors.js';
 import { checkJsonShape, type ShapeProblem } from './json-shape.js';
 import type { JsonWorkerAnswer, SplitArray } from './json-worker.js';
 import { BatchReader } from '../batches.js';
@@ -20,9 +20,20 @@ export const OFF_THREAD_BYTES = 256 * 1024;
 /** a JSON \\u0000 escape that is not itself escaped (an odd number of backslashes before u0000) */
 const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 
-export const nulError = () => new AppError('validation_error', 'request body must not contain NUL characters (\\u0000)');
-export const invalidJson = () => new AppError('invalid_json', 'request body is not valid JSON');
-export const shapeError = (p: ShapeProblem) => (p.poisoned ? invalidJson() : new AppError('validation_error', p.message, p.param, { detail: p.detail }));
+export const nulError = () => new AppError('validation_error', msg('body_nul'));
+export const invalidJson = () => new AppError('invalid_json');
+export function shapeError(p: ShapeProblem): AppError {
+  if (p.poisoned) return invalidJson();
+  const where = `${p.param ?? ''}${p.cut ? '...' : ''}`;
+  return new AppError(
+    'validation_error',
+    p.rule === 'values' ? msg('json_too_many_values', { limit: p.limit, param: where }) : msg('json_too_deep', { limit: p.limit, param: where }),
+    p.param,
+    {
+      detail: p.detail,
+    },
+  );
+}
 
 let worker: Worker | undefined;
 let seq = 0;
@@ -50,7 +61,7 @@ function jsonWorker(): Worker {
     if (a.ok && a.split) assemble(a.id, a.value as Record<string, unknown>, a.split, batches).then(p.resolve, p.reject);
     else if (a.ok) p.resolve(a.empty ? undefined : a.value);
     else if (a.kind === 'nul') p.reject(nulError());
-    else if (a.kind === 'shape') p.reject(shapeError({ message: a.message!, param: a.param ?? null, detail: a.detail as ShapeProblem['detail'] }));
+    else if (a.kind === 'shape' && a.problem) p.reject(shapeError(a.problem));
     else p.reject(invalidJson());
   });
   const fail = (e: unknown) => {

@@ -15,10 +15,15 @@ export const MAX_JSON_DEPTH = 64;
 /** values (objects, arrays, strings, numbers, booleans, nulls) in one body: at most this many */
 export const MAX_JSON_VALUES = 100_000;
 
+/** A limit a body breaks; the message is made from it where it is answered (./json-body.ts, shapeError). */
 export interface ShapeProblem {
-  message: string;
-  /** where: the parameter (OpenAI notation, e.g. `tools[0].parameters`) */
+  /** which limit: more than `limit` values, deeper than `limit` levels */
+  rule: 'values' | 'depth';
+  limit: number;
+  /** where: the parameter (OpenAI notation, e.g. `tools[0].parameters`), its first 200 characters */
   param: string | null;
+  /** the path was longer than `param` */
+  cut?: boolean;
   detail: 'invalid_value' | 'array_above_max_length';
   /** a `__proto__` key, or a `constructor` with a `prototype` (refused as Fastify's own parser does) */
   poisoned?: boolean;
@@ -61,23 +66,17 @@ export function checkJsonShape(root: unknown, maxDepth = MAX_JSON_DEPTH, maxValu
     const v = k ? (c as Record<string, unknown>)[key as string] : (c as unknown[])[i];
     if (++values > maxValues) {
       const at = [...under, key].slice(0, 1);
-      return {
-        message: `The request holds more than ${maxValues} JSON values (objects, arrays, strings, numbers); the part that went over is under '${pathOf(at)}'. Send fewer items or smaller structures.`,
-        param: pathOf(at),
-        detail: 'array_above_max_length',
-      };
+      return { rule: 'values', limit: maxValues, param: pathOf(at), detail: 'array_above_max_length' };
     }
     if (k && (key === '__proto__' || (key === 'constructor' && v !== null && typeof v === 'object' && 'prototype' in v))) {
-      return { message: 'request body is not valid JSON', param: null, detail: 'invalid_value', poisoned: true };
+      return { rule: 'values', limit: maxValues, param: null, detail: 'invalid_value', poisoned: true };
     }
     if (v !== null && typeof v === 'object') {
       if (containers.length >= maxDepth) {
         const at = pathOf([...under, key]);
-        return {
-          message: `'${at.length > 200 ? at.slice(0, 200) + '...' : at}' is nested too deeply: objects and arrays may nest at most ${maxDepth} levels.`,
-          param: at.length > 200 ? at.slice(0, 200) : at,
-          detail: 'invalid_value',
-        };
+        return at.length > 200
+          ? { rule: 'depth', limit: maxDepth, param: at.slice(0, 200), cut: true, detail: 'invalid_value' }
+          : { rule: 'depth', limit: maxDepth, param: at, detail: 'invalid_value' };
       }
       under.push(key);
       containers.push(v);

@@ -4,7 +4,7 @@
  * a large body go back in batches (../batches.ts).
  */
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { checkJsonShape } from './json-shape.js';
+import { checkJsonShape, type ShapeProblem } from './json-shape.js';
 import { sendInBatches } from '../batches.js';
 
 /** a JSON \\u0000 escape that is not itself escaped (an odd number of backslashes before u0000) */
@@ -12,7 +12,7 @@ const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 
 export type JsonWorkerAnswer =
   | { id: number; ok: true; empty?: boolean; value?: unknown; split?: SplitArray[] }
-  | { id: number; ok: false; kind: 'json' | 'nul' | 'shape'; message?: string; param?: string | null; detail?: string };
+  | { id: number; ok: false; kind: 'json' | 'nul' | 'shape'; message?: string; problem?: ShapeProblem };
 
 /** a top-level array sent apart, in `batches` messages on the batch port (`[]` stands in its place in the value) */
 export interface SplitArray {
@@ -60,7 +60,7 @@ function answer(id: number, body: Uint8Array | Uint8Array[]): JsonWorkerAnswer {
     return { id, ok: true, value };
   }
   if (p.poisoned) return { id, ok: false, kind: 'json' };
-  return { id, ok: false, kind: 'shape', message: p.message, param: p.param, detail: p.detail };
+  return { id, ok: false, kind: 'shape', problem: p };
 }
 
 /** where split arrays go (./json-body.ts reads it a message at a time) */

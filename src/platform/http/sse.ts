@@ -45,8 +45,8 @@ export class SseWriter {
     let set = active.get(req.server.server);
     if (!set) active.set(req.server.server, (set = new Set()));
     set.add(this);
-    this.done = new Promise((resolve) =>
-      reply.raw.once('close', () => {
+    this.done = new Promise((resolve) => {
+      const onClose = () => {
         // closed before the answer was finished: the client went away (src/platform/http/client-gone.ts)
         if (!reply.raw.writableFinished) {
           this.left = true;
@@ -55,8 +55,11 @@ export class SseWriter {
         if (this.started) req.server.metrics?.activeStreams.dec();
         active.get(req.server.server)?.delete(this);
         resolve();
-      }),
-    );
+      };
+      // gone already (it left while the request was being prepared): nothing is generated for nobody
+      if (reply.raw.destroyed) onClose();
+      else reply.raw.once('close', onClose);
+    });
   }
 
   /** the client went away (as opposed to the server stopping the stream) */
@@ -86,7 +89,8 @@ export class SseWriter {
   start() {
     if (this.started) return;
     this.started = true;
-    this.req.server.metrics?.activeStreams.inc();
+    // (a stream started after its client left was never counted, and is not uncounted at its close)
+    if (!this.left) this.req.server.metrics?.activeStreams.inc();
     this.reply.hijack();
     // a client that asked to close (Connection: close) has the connection closed after the stream
     const close = /(^|,)\s*close\s*(,|$)/i.test(String(this.req.headers.connection ?? ''));
@@ -96,6 +100,8 @@ export class SseWriter {
       connection: close ? 'close' : 'keep-alive',
       'x-accel-buffering': 'no',
       'x-request-id': this.req.id,
+      // the routing so far (the first output has come: the deployment that serves is known)
+      ...this.req.facts?.routeHeaders(),
     });
   }
 

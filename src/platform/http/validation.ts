@@ -2,21 +2,12 @@ import { Ajv, _, str, type CodeKeywordDefinition, type ErrorObject, type Keyword
 import addFormatsImport from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { ValidationDetail } from '../errors.js';
+import { codePoints } from '../code-points.js';
 
 const addFormats = ((addFormatsImport as unknown as { default?: typeof addFormatsImport }).default ?? addFormatsImport) as unknown as (ajv: Ajv) => void;
 
 /** characters (code points: a surrogate pair is one, as JSON Schema counts) of a string, the way Ajv counts them */
-export function codePoints(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length - 1; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
-      n--;
-      i++;
-    }
-  }
-  return n;
-}
+export { codePoints };
 
 /**
  * maxLength and minLength as Ajv defines them (code points, the same error), decided from the string's length
@@ -177,7 +168,9 @@ function valueAt(data: unknown, instancePath: string): unknown {
   return v;
 }
 
-const show = (v: unknown) => (typeof v === 'string' ? `'${v.length > 60 ? `${v.slice(0, 60)}...` : v}'` : (JSON.stringify(v)?.slice(0, 60) ?? String(v)));
+/** the first 60 UTF-16 units of a text, never half of a surrogate pair */
+const head60 = (v: string) => (/[\ud800-\udbff]/.test(v.charAt(59)) ? v.slice(0, 59) : v.slice(0, 60));
+const show = (v: unknown) => (typeof v === 'string' ? `'${v.length > 60 ? `${head60(v)}...` : v}'` : (JSON.stringify(v)?.slice(0, 60) ?? String(v)));
 const listOr = (xs: string[]) => (xs.length <= 1 ? (xs[0] ?? '') : `${xs.slice(0, -1).join(', ')} or ${xs[xs.length - 1]}`);
 const depth = (e: ErrorObject) => e.instancePath.split('/').length + (e.keyword === 'required' || e.keyword === 'additionalProperties' ? 1 : 0);
 
@@ -252,28 +245,38 @@ export function describeValidationError(errors: ErrorObject[] | undefined, part:
   }
   const limit = params.limit as number;
   switch (e.keyword) {
-    case 'maxLength':
+    // the length reported is the one the rule counts: characters (code points), so 101 emoji are 101, not 202
+    case 'maxLength': {
+      const got = typeof value === 'string' ? codePoints(value) : '?';
       return {
         detail: 'string_above_max_length',
         param,
-        message: `Invalid '${name}': string too long. Expected a string with maximum length ${limit}, but got a string with length ${typeof value === 'string' ? value.length : '?'} instead.`,
-        zh: `'${name}' 无效：字符串过长，最多 ${limit} 个字符。`,
+        message: `Invalid '${name}': string too long. Expected a string with maximum length ${limit}, but got a string with length ${got} instead.`,
+        zh: `'${name}' 无效：字符串过长。最多 ${limit} 个字符，实际为 ${got} 个字符。`,
       };
-    case 'minLength':
-      return limit === 1
-        ? { detail: 'string_below_min_length', param, message: `Invalid '${name}': empty string. Expected a string with minimum length 1.`, zh: `'${name}' 无效：不能为空字符串。` }
-        : {
-            detail: 'string_below_min_length',
-            param,
-            message: `Invalid '${name}': string too short. Expected a string with minimum length ${limit}.`,
-            zh: `'${name}' 无效：字符串过短，至少 ${limit} 个字符。`,
-          };
+    }
+    case 'minLength': {
+      if (limit === 1)
+        return {
+          detail: 'string_below_min_length',
+          param,
+          message: `Invalid '${name}': empty string. Expected a string with minimum length 1.`,
+          zh: `'${name}' 无效：不能为空字符串。`,
+        };
+      const got = typeof value === 'string' ? codePoints(value) : '?';
+      return {
+        detail: 'string_below_min_length',
+        param,
+        message: `Invalid '${name}': string too short. Expected a string with minimum length ${limit}, but got a string with length ${got} instead.`,
+        zh: `'${name}' 无效：字符串过短。至少 ${limit} 个字符，实际为 ${got} 个字符。`,
+      };
+    }
     case 'maxItems':
       return {
         detail: 'array_above_max_length',
         param,
         message: `Invalid '${name}': array too long. Expected an array with maximum length ${limit}, but got an array with length ${Array.isArray(value) ? value.length : '?'} instead.`,
-        zh: `'${name}' 无效：数组过长，最多 ${limit} 项。`,
+        zh: `'${name}' 无效：数组过长。最多 ${limit} 项，实际为 ${Array.isArray(value) ? value.length : '?'} 项。`,
       };
     case 'minItems':
       return {

@@ -9,6 +9,11 @@ import type { ServerSpan } from './tracing.js';
  * Who sets what: the service that resolves the model sets `model` and `deployment` (routing sets the deployment
  * that served the request by assigning it); the runner calls `engineStarted`, `firstOutput`, `engineEnded` and
  * `failed` around the engine, and `used` with what the usage record charges; toAppError sets `errorCode`.
+ *
+ * A client that leaves before its answer is finished (src/compose/http.ts, the response's `close`): the request is
+ * written as status 499 once its work has stopped, so that its line says what it was charged. That work is the
+ * route's handler (`handling`, set by the HTTP layer) and whatever the service hands to `keep` because it goes on
+ * after the handler returned (a stream's producer, a streamed body).
  */
 export class RequestFacts {
   /** the model the client named, as configured (set once it is resolved: unknown names are not labels) */
@@ -33,6 +38,13 @@ export class RequestFacts {
   fallback: string | undefined = undefined;
   /** the request's server span when tracing is on (./tracing.ts) */
   span: ServerSpan | undefined = undefined;
+  /** the client closed the connection before its answer was finished (the request is logged with status 499) */
+  clientClosed = false;
+  /** the request's line, metrics and span are written (once: src/compose/http.ts) */
+  ended = false;
+  /** the route handler's promise, while it runs (src/compose/http.ts) */
+  handling: PromiseLike<unknown> | undefined = undefined;
+  private kept: PromiseLike<unknown>[] | undefined = undefined;
   private engineAt = 0;
 
   /** the router's note of the request (src/models/router fills it as it tries deployments): read at the end */
@@ -44,6 +56,19 @@ export class RequestFacts {
     if (route.deployment !== undefined) this.deployment = route.deployment;
     if (route.fallback !== undefined) this.fallback = route.fallback;
     if (route.tries !== undefined && route.tries > 1) this.retries = route.tries - 1;
+  }
+
+  /**
+   * What the answer's headers say of the routing (docs/models.md, "What the client is told"): the deployment that
+   * served (`x-portico-deployment`), the tries after the first (`x-portico-retries`) and the model fallen back to
+   * (`x-portico-fallback`); undefined when the request was not routed (yet).
+   */
+  routeHeaders(): Record<string, string> | undefined {
+    const r = this.route;
+    if (r?.deployment === undefined) return undefined;
+    const h: Record<string, string> = { 'x-portico-deployment': headerValue(r.deployment), 'x-portico-retries': String(Math.max(0, (r.tries ?? 1) - 1)) };
+    if (r.fallback !== undefined) h['x-portico-fallback'] = headerValue(r.fallback);
+    return h;
   }
 
   /** the engine (or upstream) call starts now */
@@ -77,6 +102,22 @@ export class RequestFacts {
     this.upstreamError = message.length > 500 ? message.slice(0, 500) + '…' : message;
   }
 
+  /**
+   * Work for this request that goes on after its handler returned (a stream's producer that charges what a client
+   * that left was sent): a request whose client closed is written once it has settled.
+   */
+  keep(work: PromiseLike<unknown>): void {
+    (this.kept ??= []).push(work);
+  }
+
+  /** settles when the handler and the work kept for the request have (undefined: nothing is running) */
+  settled(): Promise<unknown> | undefined {
+    const all = this.kept ? [...this.kept] : [];
+    if (this.handling) all.push(this.handling);
+    if (all.length === 0) return undefined;
+    return Promise.allSettled(all);
+  }
+
   /** what the request is charged for (added: a spoken answer is charged tokens and characters) */
   used(u: { inputTokens?: number; outputTokens?: number; characters?: number; audioSeconds?: number }): void {
     if (u.inputTokens) this.inputTokens += u.inputTokens;
@@ -84,4 +125,9 @@ export class RequestFacts {
     if (u.characters) this.characters += u.characters;
     if (u.audioSeconds) this.audioSeconds += u.audioSeconds;
   }
+}
+
+/** A name as a header value: printable ASCII as it is, anything else percent-encoded (a header carries no other). */
+function headerValue(name: string): string {
+  return /^[\x21-\x7e]+$/.test(name) ? name : encodeURIComponent(name);
 }

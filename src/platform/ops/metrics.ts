@@ -94,6 +94,7 @@ export interface ModelSeries {
   upstream: BoundHistogram;
   tokensIn: BoundCounter;
   tokensOut: BoundCounter;
+  clientClosed: BoundCounter;
 }
 
 /** Prometheus metrics of one Portico process (served at /metrics). */
@@ -137,6 +138,16 @@ export class Metrics {
   // it (src/models/spec.ts deploymentName; routing names the deployment it chose). Filled from each request's facts
   // (src/platform/ops/facts.ts) when it ends, in src/compose/http.ts.
   readonly modelRequests = this.bound('portico_model_requests_total', 'Requests that reached a model, by model and deployment', 'counter', ['model', 'deployment']);
+  /**
+   * Requests to a model whose client closed the connection before the answer was finished (status 499): counted
+   * in portico_model_requests_total too, and not an error (the client left; nothing failed)
+   */
+  readonly modelClientClosed = this.bound(
+    'portico_model_client_closed_total',
+    'Requests to a model whose client closed the connection before the answer was finished (status 499), by model and deployment',
+    'counter',
+    ['model', 'deployment'],
+  );
   readonly modelErrors = new Counter({
     name: 'portico_model_errors_total',
     help: 'Requests to a model that failed, by model, deployment and error type (the error code the client got)',
@@ -173,7 +184,7 @@ export class Metrics {
   /** incremented by routing at each try after the first */
   readonly modelRetries = new Counter({
     name: 'portico_model_retries_total',
-    help: 'Upstream tries after the first, by model and the deployment retried',
+    help: 'Upstream tries after the first, by model and the deployment whose failure was retried',
     labelNames: ['model', 'deployment'],
     registers: [this.registry],
   });
@@ -189,6 +200,20 @@ export class Metrics {
     name: 'portico_model_circuit_state',
     help: 'Circuit breaker of a deployment: 0 closed (serving), 1 half-open (on trial), 2 open (taken out)',
     labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+
+  readonly healthCheck = new Gauge({
+    name: 'portico_deployment_health_check_up',
+    help: 'The last active health check of a deployment: 1 passed, 0 failed (only deployments with a health_check)',
+    labelNames: ['model', 'deployment'],
+    registers: [this.registry],
+  });
+
+  readonly breakerChanges = new Counter({
+    name: 'portico_circuit_breaker_changes_total',
+    help: 'Circuit breakers opened and closed, seen by this instance (its own verdicts and those heard from others)',
+    labelNames: ['deployment', 'state'],
     registers: [this.registry],
   });
 
@@ -237,6 +262,7 @@ export class Metrics {
         upstream: this.modelUpstream.child(model, deployment) as BoundHistogram,
         tokensIn: this.modelTokens.child(model, deployment, 'input') as BoundCounter,
         tokensOut: this.modelTokens.child(model, deployment, 'output') as BoundCounter,
+        clientClosed: this.modelClientClosed.child(model, deployment) as BoundCounter,
       };
       this.series.set(k, s);
     }

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { AppError } from '../errors.js';
+import { AppError, msg } from '../errors.js';
 import { sql } from 'kysely';
 import type { Db } from '../db/index.js';
 import { migrations } from '../db/migrations.js';
@@ -37,11 +37,11 @@ export function checkMetricsAccess(access: MetricsAccess, remoteAddress: string 
   if (access.mode === 'token') {
     const given = Buffer.from(/^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? '');
     const want = Buffer.from(access.token);
-    if (given.length !== want.length || !timingSafeEqual(given, want)) throw new AppError('unauthorized', 'unauthorized: /metrics needs Authorization: Bearer <METRICS_TOKEN>');
+    if (given.length !== want.length || !timingSafeEqual(given, want)) throw new AppError('unauthorized', msg('metrics_token_needed'));
     return;
   }
   if (!LOOPBACK.test(remoteAddress ?? '')) {
-    throw new AppError('permission_denied', 'permission denied: /metrics answers only requests from this machine; set METRICS_TOKEN or METRICS_PORT to scrape it from elsewhere');
+    throw new AppError('permission_denied', msg('metrics_local_only'));
   }
 }
 
@@ -54,41 +54,59 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
   }
 }
 
-/** /healthz (the process is up), /readyz (it can serve: database, Redis, migrations), /metrics (Prometheus). */
+/**
+ * /healthz (the process is up), /readyz (this instance can serve: see readiness below), /metrics (Prometheus).
+ */
 export function createOpsModule(deps: OpsDeps): FeatureModule {
   return { name: 'ops', routes: { root: (app) => registerOpsRoutes(app, deps) } };
 }
 
+/**
+ * Readiness answers one question: can this instance serve requests now? A load balancer takes an instance that
+ * says no out of its pool, so only what stops *this* instance from serving may make it say no:
+ * - the database unreachable (key checks, usage records and stored responses need it: requests get 503) or a
+ *   migration missing: 503 `not ready`;
+ * - Redis unreachable: still 200, `degraded`. Requests go on in the documented degraded mode (docs/deployment.md,
+ *   "When PostgreSQL or Redis goes away": only rate-limited keys, budget checks and background creates get 503),
+ *   and Redis is shared by every instance, so a 503 here would take all of them out at once;
+ * - a configured model that cannot be served (its file is missing): 200, `degraded`; the other models serve.
+ */
 function registerOpsRoutes(app: FastifyInstance, s: OpsDeps) {
   app.get('/healthz', { schema: { tags: ['Operations'], summary: 'The process is up' } }, async () => ({ status: 'ok' }));
 
-  app.get('/readyz', { schema: { tags: ['Operations'], summary: 'Database (and Redis) reachable, migrations applied' } }, async (req, reply) => {
-    const checks: Record<string, string> = {};
-    let ok = true;
-    try {
-      const r = await withTimeout(sql<{ n: number }>`select count(*)::int as n from portico_migrations`.execute(s.db), 2000, 'the database');
-      const applied = Number(r.rows[0]?.n ?? 0);
-      const known = Object.keys(migrations).length;
-      checks.database = 'ok';
-      checks.migrations = applied >= known ? 'ok' : `${applied} of ${known} applied`;
-      if (applied < known) ok = false;
-    } catch (e) {
-      ok = false;
-      checks.database = (e as Error).message;
-    }
-    if (s.pingRedis) {
+  app.get(
+    '/readyz',
+    { schema: { tags: ['Operations'], summary: 'This instance can serve: database reachable, migrations applied (Redis away or a model missing: degraded, still ready)' } },
+    async (req, reply) => {
+      const checks: Record<string, string> = {};
+      let ready = true;
+      let degraded = false;
       try {
-        await withTimeout(s.pingRedis(), 2000, 'Redis');
-        checks.redis = 'ok';
+        const r = await withTimeout(sql<{ n: number }>`select count(*)::int as n from portico_migrations`.execute(s.db), 2000, 'the database');
+        const applied = Number(r.rows[0]?.n ?? 0);
+        const known = Object.keys(migrations).length;
+        checks.database = 'ok';
+        checks.migrations = applied >= known ? 'ok' : `${applied} of ${known} applied`;
+        if (applied < known) ready = false;
       } catch (e) {
-        ok = false;
-        checks.redis = (e as Error).message;
+        ready = false;
+        checks.database = (e as Error).message;
       }
-    }
-    const down = s.unavailableModels?.() ?? [];
-    checks.models = down.length ? `${down.length} unavailable: ${down.map((m) => `${m.name} (${m.reason})`).join('; ')}` : 'ok';
-    return reply.code(ok ? 200 : 503).send({ status: ok ? (down.length ? 'degraded' : 'ready') : 'not ready', checks });
-  });
+      if (s.pingRedis) {
+        try {
+          await withTimeout(s.pingRedis(), 2000, 'Redis');
+          checks.redis = 'ok';
+        } catch (e) {
+          degraded = true;
+          checks.redis = `degraded: ${(e as Error).message}; requests are served, except those of rate-limited keys, budget checks and background creates (503 until Redis answers)`;
+        }
+      }
+      const down = s.unavailableModels?.() ?? [];
+      if (down.length) degraded = true;
+      checks.models = down.length ? `${down.length} unavailable: ${down.map((m) => `${m.name} (${m.reason})`).join('; ')}` : 'ok';
+      return reply.code(ready ? 200 : 503).send({ status: ready ? (degraded ? 'degraded' : 'ready') : 'not ready', checks });
+    },
+  );
 
   app.get('/metrics', { schema: { hide: true } }, async (req, reply) => {
     checkMetricsAccess(s.metricsAccess, req.socket.remoteAddress, req.headers.authorization);

@@ -63,19 +63,43 @@ export function tracedCall(
   name: string,
   attributes: Record<string, string | number>,
   headers: Readonly<Record<string, string>>,
+  redact?: (text: string) => string,
 ): { span: UpstreamSpan; headers: Record<string, string> } | undefined {
   if (active === undefined) return undefined;
   const server = active.getStore();
   if (server === undefined) return undefined;
   const withContext = { ...headers };
-  return { span: server.child(name, attributes, withContext), headers: withContext };
+  return { span: redacting(server.child(name, attributes, withContext), redact), headers: withContext };
+}
+
+/**
+ * A span whose failure messages pass through `redact` (the upstream's credentials cut out: a span's status is a
+ * sink like a log line or an error body, and gets the same redaction).
+ */
+function redacting(span: UpstreamSpan, redact: ((text: string) => string) | undefined): UpstreamSpan {
+  if (redact === undefined) return span;
+  return {
+    status: (code) => span.status(code),
+    fail(err) {
+      const e = err as { message?: unknown; code?: unknown; upstreamStatus?: unknown } | undefined;
+      const message = redact(typeof e?.message === 'string' ? e.message : String(err));
+      span.fail({ message, code: e?.code, upstreamStatus: e?.upstreamStatus });
+    },
+    end: () => span.end(),
+  };
 }
 
 /**
  * A client span for an upstream call made while a traced request is active, with its trace context written
  * into `headers`; undefined (at the cost of one check) when tracing is off or no traced request is active.
  */
-export function upstreamSpan(name: string, attributes: Record<string, string | number>, headers: Record<string, string>): UpstreamSpan | undefined {
+export function upstreamSpan(
+  name: string,
+  attributes: Record<string, string | number>,
+  headers: Record<string, string>,
+  redact?: (text: string) => string,
+): UpstreamSpan | undefined {
   if (active === undefined) return undefined;
-  return active.getStore()?.child(name, attributes, headers);
+  const span = active.getStore()?.child(name, attributes, headers);
+  return span === undefined ? undefined : redacting(span, redact);
 }

@@ -1,4 +1,4 @@
-import { AppError } from '../../platform/errors.js';
+import { AppError, msg, type Texts } from '../../platform/errors.js';
 import type { KeyKind } from '../../platform/auth/api-key-format.js';
 
 /**
@@ -19,24 +19,17 @@ export function allowedScopes(kind: KeyKind): string[] {
 
 /** Refuses unknown and repeated scopes with a 400 that lists the allowed values (in English and Chinese). */
 export function assertScopes(kind: KeyKind, scopes: string[]) {
-  const allowed = allowedScopes(kind);
-  const list = allowed.map((s) => `'${s}'`).join(', ');
-  const listZh = allowed.map((s) => `'${s}'`).join('、');
+  const quoted = allowedScopes(kind).map((s) => `'${s}'`);
+  const allowed: Texts = { en: quoted.join(', '), zh: quoted.join('、') };
   const seen = new Set<string>();
   for (const [i, s] of scopes.entries()) {
-    const known = kind === 'management' ? allowed.includes(s) : (ROUTE_SCOPES as readonly string[]).includes(s) || s === '*' || MODEL_SCOPE.test(s);
+    const known = kind === 'management' ? allowedScopes(kind).includes(s) : (ROUTE_SCOPES as readonly string[]).includes(s) || s === '*' || MODEL_SCOPE.test(s);
     if (!known) {
-      const kindName = kind === 'management' ? 'Management API Keys' : 'inference keys';
-      throw new AppError('validation_error', `Invalid value for 'scopes[${i}]': '${s}' is not a scope of ${kindName}. Allowed values: ${list}.`, `scopes[${i}]`, {
-        detail: 'invalid_value',
-        localized: { zh: `'scopes[${i}]' 的值无效：'${s}' 不是${kind === 'management' ? '管理 API 密钥' : '推理密钥'}的作用域。允许的值：${listZh}。` },
-      });
+      const kindName = msg(kind === 'management' ? 'kind_management' : 'kind_inference');
+      throw new AppError('validation_error', msg('scope_unknown', { index: i, value: s, kind: kindName, allowed }), `scopes[${i}]`, { detail: 'invalid_value' });
     }
     if (seen.has(s)) {
-      throw new AppError('validation_error', `Invalid value for 'scopes[${i}]': '${s}' is listed twice. Allowed values: ${list}.`, `scopes[${i}]`, {
-        detail: 'invalid_value',
-        localized: { zh: `'scopes[${i}]' 的值无效：'${s}' 重复出现。允许的值：${listZh}。` },
-      });
+      throw new AppError('validation_error', msg('scope_repeated', { index: i, value: s, allowed }), `scopes[${i}]`, { detail: 'invalid_value' });
     }
     seen.add(s);
   }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { AppError } from '../../platform/errors.js';
+import { AppError, msg } from '../../platform/errors.js';
 import { DEFAULT_ORG, isOrgAdmin, type UserPrincipal } from '../../platform/auth/jwt.js';
 import { displayOf, displayParts, generateApiKey, keyDigest, type KeyKind } from '../../platform/auth/api-key-format.js';
 import type { KeyRow, KeyStore } from './store.js';
@@ -83,7 +83,7 @@ export class KeyService {
     assertScopes(this.kind, input.scopes ?? []);
     const orgId = input.org_id === undefined || input.org_id === '' ? DEFAULT_ORG : input.org_id;
     if (orgId !== DEFAULT_ORG && !isOrgAdmin(user, orgId, this.adminRole)) {
-      throw new AppError('permission_denied', 'permission denied: creating an organization-level key requires an administrator of that organization', 'org_id');
+      throw new AppError('permission_denied', msg('key_org_admin_required'), 'org_id');
     }
     const t = now();
     const expiresAt = input.expires_at ?? 0;
@@ -112,7 +112,7 @@ export class KeyService {
     };
     const ok = await this.store.insertWithinLimit(row, this.activeLimit, t, Math.min(user.issuedAt ?? t, t));
     if (!ok) {
-      throw new AppError('active_key_limit', `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization; revoke or delete one first`);
+      throw new AppError('active_key_limit', msg('key_limit_create', { limit: this.activeLimit }));
     }
     this.emit(row, 'created');
     return { ...toRecord(row), api_key: key };
@@ -123,7 +123,7 @@ export class KeyService {
     q: { status?: KeyRow['status']; page: number; per_page: number; org_id?: string; search?: string },
   ): Promise<{ list: KeyRecord[]; total: number; page: number; per_page: number }> {
     if (q.org_id !== undefined && q.org_id !== DEFAULT_ORG && !isOrgAdmin(user, q.org_id, this.adminRole)) {
-      throw new AppError('permission_denied', `permission denied: the keys of organization '${q.org_id}' are listed to its current administrators only`, 'org_id');
+      throw new AppError('permission_denied', msg('key_list_admins_only', { org: q.org_id }), 'org_id');
     }
     const { rows, total } = await this.store.list({
       kind: this.kind,
@@ -156,11 +156,7 @@ export class KeyService {
     }
     if (isOrgAdmin(user, row.org_id, this.adminRole)) return row;
     if (row.user_id === user.userId) {
-      throw new AppError(
-        'permission_denied',
-        `permission denied: keys of organization '${row.org_id}' are managed by its current administrators, and this token does not make you one`,
-        'api_key_id',
-      );
+      throw new AppError('permission_denied', msg('key_managed_by_admins', { org: row.org_id }), 'api_key_id');
     }
     throw notFound();
   }
@@ -206,8 +202,7 @@ export class KeyService {
     const row = await this.store.updateOwned(this.kind, owner, id, { status: 'revoked', updated_at: now() }, ['active', 'revoked']);
     if (!row) {
       const existing = await this.store.getOwned(this.kind, owner, id);
-      if (existing?.status === 'disabled')
-        throw new AppError('invalid_state', 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)', 'api_key_id');
+      if (existing?.status === 'disabled') throw new AppError('invalid_state', msg('key_disabled_by_operator'), 'api_key_id');
       throw notFound();
     }
     this.emit(row, 'changed');
@@ -218,10 +213,8 @@ export class KeyService {
     const owner = (await this.manageable(user, id)).user_id;
     const r = await this.store.restoreWithinLimit(this.kind, owner, id, this.activeLimit, now());
     if (r === 'not_found') throw notFound();
-    if (r === 'not_revoked') throw new AppError('invalid_state', 'only revoked keys can be restored', 'api_key_id');
-    if (r === 'limit') {
-      throw new AppError('active_key_limit', `active API key limit reached: at most ${this.activeLimit} active keys per user in one organization`);
-    }
+    if (r === 'not_revoked') throw new AppError('invalid_state', msg('key_restore_only_revoked'), 'api_key_id');
+    if (r === 'limit') throw new AppError('active_key_limit', msg('key_limit_restore', { limit: this.activeLimit }));
     this.emit(r, 'changed');
     return toRecord(r);
   }
@@ -245,13 +238,13 @@ export class KeyService {
     // enable lifts a disable only: it does not revive a revoked key, nor go past the active limit
     const r = await this.store.enableWithinLimit(this.kind, id, this.activeLimit, now());
     if (r === 'not_found') throw notFound();
-    if (r === 'not_disabled') throw new AppError('invalid_state', 'only a disabled key can be enabled', 'api_key_id');
-    if (r === 'limit') throw new AppError('active_key_limit', `the owner already has ${this.activeLimit} active keys in this organization`);
+    if (r === 'not_disabled') throw new AppError('invalid_state', msg('key_enable_only_disabled'), 'api_key_id');
+    if (r === 'limit') throw new AppError('active_key_limit', msg('key_limit_enable', { limit: this.activeLimit }));
     this.emit(r, 'changed');
     return toRecord(r);
   }
 }
 
 function notFound() {
-  return new AppError('api_key_not_found', 'API key not found', 'api_key_id');
+  return new AppError('api_key_not_found', undefined, 'api_key_id');
 }

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { AppError } from '../../platform/errors.js';
+import { AppError, msg } from '../../platform/errors.js';
 import { keyDigest, parseApiKey, type KeyKind } from '../../platform/auth/api-key-format.js';
 import { DEFAULT_ORG } from '../../platform/auth/jwt.js';
 import type { KeyStore, VerifiedKeyRow } from './store.js';
@@ -107,7 +107,7 @@ export class KeyVerifier {
     const f = source === undefined ? undefined : this.failures.get(source);
     if (!f || f.count < FAILED_LIMIT || t - f.since > FAILED_WINDOW_MS) return;
     const wait = Math.max(1, Math.ceil((f.since + FAILED_WINDOW_MS - t) / 1000));
-    throw new AppError('rate_limit_exceeded', `Too many failed API key checks from this address: try again in ${wait} s.`, null, { headers: { 'retry-after': String(wait) } });
+    throw new AppError('rate_limit_exceeded', msg('key_failed_checks', { wait }), null, { headers: { 'retry-after': String(wait) } });
   }
 
   /** `source`: who is asking (the client's address), for the throttle of failed checks */
@@ -115,12 +115,7 @@ export class KeyVerifier {
     const kind = parseApiKey(token);
     if (kind === null) throw new AppError('invalid_format');
     if (kind !== expected) {
-      throw new AppError(
-        'invalid_api_key',
-        expected === 'inference'
-          ? 'unauthorized: a Management API Key cannot call this endpoint; use an inference key (sk-...)'
-          : 'unauthorized: an inference key cannot call the query APIs; use a Management API Key (mk-...)',
-      );
+      throw new AppError('invalid_api_key', msg(expected === 'inference' ? 'key_management_not_inference' : 'key_inference_not_management'));
     }
     const digest = this.digestOf(token);
     const t = Date.now();
@@ -172,10 +167,7 @@ export class KeyVerifier {
     if (row.expires_at !== 0 && row.expires_at <= nowS) throw new AppError('api_key_expired');
     // an org key speaks for the organization only while its maker administers it (docs/api.md, "Organization keys")
     if (row.org_id !== DEFAULT_ORG && row.owner_is_admin !== true) {
-      throw new AppError(
-        'permission_denied',
-        `permission denied: this key belongs to organization '${row.org_id}' and the user who made it is no longer one of its administrators; an administrator of the organization can make a new key`,
-      );
+      throw new AppError('permission_denied', msg('key_maker_not_admin', { org: row.org_id }));
     }
     return entry.principal;
   }

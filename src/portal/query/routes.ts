@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { AppError } from '../../platform/errors.js';
+import { AppError, msg } from '../../platform/errors.js';
 import { ok } from '../../platform/http/errors.js';
 import { bearerToken } from '../../platform/http/auth.js';
 import { looksLikeApiKey } from '../../platform/auth/api-key-format.js';
@@ -38,16 +38,16 @@ async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string,
   if (token !== undefined && looksLikeApiKey(token)) {
     const key = await deps.verifier.verify(token, 'management');
     if (key.scopes.length > 0 && !key.scopes.includes(scope)) {
-      throw new AppError('insufficient_scope', `permission denied: this key lacks the ${scope} scope`);
+      throw new AppError('insufficient_scope', msg('query_scope_missing', { scope }));
     }
-    if (orgParam !== undefined && orgParam !== key.orgId) throw new AppError('permission_denied', 'permission denied: this key belongs to another organization', 'org_id');
+    if (orgParam !== undefined && orgParam !== key.orgId) throw new AppError('permission_denied', msg('query_other_org'), 'org_id');
     deps.verifier.markUsed(key);
     return key.orgId === DEFAULT_ORG ? { orgId: DEFAULT_ORG, userId: key.userId } : { orgId: key.orgId };
   }
   const user = deps.authenticate ? await deps.authenticate(req) : await deps.jwt.verify(token!);
   const org = orgParam ?? DEFAULT_ORG;
   if (org === DEFAULT_ORG) return { orgId: DEFAULT_ORG, userId: user.userId };
-  if (!isOrgAdmin(user, org, deps.adminRole)) throw new AppError('permission_denied', 'permission denied: only an administrator of the organization can query it', 'org_id');
+  if (!isOrgAdmin(user, org, deps.adminRole)) throw new AppError('permission_denied', msg('query_org_admin_only'), 'org_id');
   return { orgId: org };
 }
 
@@ -85,7 +85,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
       const now = Math.floor(Date.now() / 1000);
       const to = req.query.end_time ?? now + 1;
       const from = req.query.start_time ?? to - 30 * 86400;
-      if (from >= to) throw new AppError('validation_error', 'start_time must be before end_time', 'start_time');
+      if (from >= to) throw new AppError('validation_error', msg('query_time_order'), 'start_time');
       const groupBy = [...new Set((req.query.group_by ?? 'day,model').split(','))] as GroupBy[];
       return ok(req, await deps.usage.usage({ ...scope, keyId: req.query.key_id }, from, to, groupBy));
     },

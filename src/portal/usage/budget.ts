@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError } from '../../platform/errors.js';
+import { AppError, msg } from '../../platform/errors.js';
 import { DEFAULT_ORG } from '../../platform/auth/jwt.js';
 import type { ChangeFeed } from '../../platform/cluster/feed.js';
 import { MICROS, type UsageBudget, type UsageService } from './service.js';
@@ -10,6 +10,8 @@ import { MemorySpendStore, RedisSpendStore, createSpendStore, type SpendEntry, t
 export interface BudgetOptions {
   /** Redis shares the running spend between instances; without it this instance keeps it in memory */
   redisUrl?: string;
+  /** REDIS_PREFIX when it is set (the entries' keys then start with it: ./spend.ts) */
+  redisPrefix?: string;
   /** a store of its own (tests) instead of the one redisUrl chooses */
   store?: SpendStore;
   /** without Redis: how a grant made by another process (`portico credits grant`) reaches this one */
@@ -81,7 +83,7 @@ export class BudgetGuard implements UsageBudget {
     readonly enabled: boolean,
     opts: BudgetOptions,
   ) {
-    this.store = opts.store ?? createSpendStore(opts.redisUrl, () => usage.ledgerId());
+    this.store = opts.store ?? createSpendStore(opts.redisUrl, () => usage.ledgerId(), opts.redisPrefix);
     this.log = opts.log;
     this.feed = this.store.kind === 'memory' ? opts.feed : undefined;
     usage.attachBudget(this);
@@ -112,9 +114,10 @@ export class BudgetGuard implements UsageBudget {
     const scope = BudgetGuard.scopeOf(k);
     const balance = await this.balance(scope);
     if (balance <= 0) {
+      const credits = balance / MICROS;
       throw new AppError(
         'insufficient_quota',
-        `You exceeded your current quota: the balance of ${scope.userId === undefined ? `organization ${scope.orgId}` : 'your account'} is ${balance / MICROS} credits.`,
+        scope.userId === undefined ? msg('quota_spent_org', { org: scope.orgId, balance: credits }) : msg('quota_spent_personal', { balance: credits }),
       );
     }
   }
@@ -128,7 +131,7 @@ export class BudgetGuard implements UsageBudget {
     } catch (e) {
       // the client learns that it may retry; the cause (which may name hosts) goes to the log only
       this.log.warn({ err: (e as Error)?.message ?? String(e) }, 'running spend unavailable: budgeted requests answered 503');
-      throw new AppError('service_unavailable', 'service temporarily unavailable: the balance cannot be checked; try again shortly', null, { headers: { 'retry-after': '1' } });
+      throw new AppError('service_unavailable', msg('balance_unavailable'), null, { headers: { 'retry-after': '1' } });
     }
     this.epochs.set(payer, entry.epoch);
     const part = await this.ledgerPart(payer, scope, entry);
@@ -202,7 +205,7 @@ export class BudgetGuard implements UsageBudget {
     try {
       await this.store.reachable();
     } catch (e) {
-      throw new AppError('service_unavailable', `credits not granted: the running spend (Redis) cannot be reached (${(e as Error).message}); try again when it answers`);
+      throw new AppError('service_unavailable', msg('grant_spend_unreachable', { reason: (e as Error).message }));
     }
   }
 
@@ -212,11 +215,8 @@ export class BudgetGuard implements UsageBudget {
       await this.store.bump(payer);
       if (this.feed) await this.feed.publish('credits', { payer, origin: this.origin });
     } catch (e) {
-      const fix = this.store instanceof RedisSpendStore ? `delete the Redis key ${this.store.keyName(payer)} once Redis answers` : 'restart the running instance';
-      throw new AppError(
-        'service_unavailable',
-        `credits granted and stored, but running budgets were not told (${(e as Error).message}): do not grant again; ${fix} so that they read it`,
-      );
+      const fix = this.store instanceof RedisSpendStore ? msg('grant_fix_redis', { key: this.store.keyName(payer) }) : msg('grant_fix_restart');
+      throw new AppError('service_unavailable', msg('grant_not_told', { reason: (e as Error).message, fix }));
     }
   }
 

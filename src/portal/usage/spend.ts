@@ -83,7 +83,12 @@ export class MemorySpendStore implements SpendStore {
   async close() {}
 }
 
-const PREFIX = 'portico:spend:';
+/**
+ * Where the entries are kept without REDIS_PREFIX: `portico:spend:<ledger id>:<payer>`, as before REDIS_PREFIX existed
+ * (the ledger id already tells installations apart), so an upgrade's old and new instances keep one running
+ * spend. With REDIS_PREFIX: `<prefix>:spend:<ledger id>:<payer>`.
+ */
+export const DEFAULT_SPEND_PREFIX = 'portico:spend:';
 /** an entry nobody charges for this long is dropped by Redis (and rebuilt from the ledger when needed); checks
  * only read, so they write nothing to Redis */
 const TTL_SECONDS = 7 * 86400;
@@ -135,7 +140,7 @@ type Scripted = Redis & {
 };
 
 /**
- * The entries in Redis, one hash per payer (`portico:spend:<ledger id>:<payer>`: e, u, v), each operation one Lua script,
+ * The entries in Redis, one hash per payer (`portico:spend:<ledger id>:<payer>`, or under REDIS_PREFIX: e, u, v), each operation one Lua script,
  * so it is atomic across instances. Commands fail fast while Redis is away (no offline queue, nothing resent
  * after a reconnect, 1 s at most per command): the budget then answers 503, and a charge whose outcome is
  * unknown makes the payer's entry be reset once Redis answers again.
@@ -154,6 +159,8 @@ export class RedisSpendStore implements SpendStore {
   constructor(
     private readonly url: string,
     private readonly namespace: () => Promise<string> = async () => '',
+    /** what every entry's key starts with (DEFAULT_SPEND_PREFIX, or `<REDIS_PREFIX>:spend:`) */
+    private readonly prefix = DEFAULT_SPEND_PREFIX,
   ) {}
 
   /** The connection is opened on first use (a process that never checks nor grants never opens it). */
@@ -224,7 +231,7 @@ export class RedisSpendStore implements SpendStore {
 
   /** the Redis key of a payer's entry (for messages to an operator) */
   keyName(payer: string): string {
-    return `${PREFIX}${this.ns ?? '<ledger id>'}${this.ns === '' ? '' : ':'}${payer}`;
+    return `${this.prefix}${this.ns ?? '<ledger id>'}${this.ns === '' ? '' : ':'}${payer}`;
   }
 
   async read(payer: string, newEpoch: string): Promise<SpendEntry> {
@@ -270,6 +277,6 @@ export class RedisSpendStore implements SpendStore {
   }
 }
 
-export function createSpendStore(redisUrl: string | undefined, namespace: () => Promise<string>): SpendStore {
-  return redisUrl ? new RedisSpendStore(redisUrl, namespace) : new MemorySpendStore();
+export function createSpendStore(redisUrl: string | undefined, namespace: () => Promise<string>, redisPrefix?: string): SpendStore {
+  return redisUrl ? new RedisSpendStore(redisUrl, namespace, redisPrefix ? `${redisPrefix}:spend:` : DEFAULT_SPEND_PREFIX) : new MemorySpendStore();
 }

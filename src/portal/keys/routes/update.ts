@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { AppError } from '../../../platform/errors.js';
+import { AppError, msg } from '../../../platform/errors.js';
 import { ok } from '../../../platform/http/errors.js';
 import { KeyIdParams, KeyRecordSchema, UpdateKeyBody, envelope } from '../schemas.js';
 import type { KeyRoutesDeps } from './deps.js';
@@ -20,8 +20,8 @@ export default function (app: FastifyInstance, { service, base, tag }: KeyRoutes
         const body = req.body as Record<string, unknown> | undefined;
         if (body && typeof body === 'object' && !Array.isArray(body)) {
           const other = Object.keys(body).filter((k) => k !== 'name' && k !== 'description');
-          if (other.length > 0) throw new AppError('validation_error', `only name and description can be changed (got: ${other.join(', ')})`, other[0]);
-          if (!('name' in body) && !('description' in body)) throw new AppError('validation_error', 'give name and/or description to change');
+          if (other.length > 0) throw new AppError('validation_error', msg('key_update_fields', { fields: other.join(', ') }), other[0]);
+          if (!('name' in body) && !('description' in body)) throw new AppError('validation_error', msg('key_update_nothing'));
         }
       },
     },
