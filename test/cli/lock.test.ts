@@ -17,13 +17,15 @@ const env = (dataDir: string) => ({
   REDIS_URL: '',
 });
 
-test('an operator command on the embedded database of a running server is refused, and works once it stops', async () => {
+test('an operator command on the embedded database of a running server is refused, and works once it stops', { timeout: 175_000 }, async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'portico-lock-'));
+  const server = spawn(process.execPath, [CLI, 'serve'], { env: env(dataDir), stdio: ['ignore', 'pipe', 'pipe'] });
   try {
-    const server = spawn(process.execPath, [CLI, 'serve'], { env: env(dataDir), stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
+    // waits for the server's own line; the bound is only a net under the file's timeout (a first start on a new
+    // DATA_DIR creates the embedded database, which took over 60 s on a machine loaded 13 deep)
     await new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
+      const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 150_000);
       server.stdout.on('data', (d) => {
         out += d;
         if (out.includes('Portico listening')) {
@@ -43,6 +45,11 @@ test('an operator command on the embedded database of a running server is refuse
     assert.equal(ran.status, 1, ran.stderr);
     assert.match(ran.stderr, /^portico: API key not found\n$/);
   } finally {
+    // a server still running (a failed start) would write into the folder while it is removed
+    if (server.exitCode === null && server.signalCode === null) {
+      server.kill('SIGKILL');
+      await new Promise((r) => server.once('exit', r));
+    }
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
