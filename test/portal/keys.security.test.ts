@@ -201,16 +201,17 @@ for (const db of testDatabases()) {
       assertPortalError(await call('GET', MGMT, tampered), 401, /^unauthorized/, 40102);
       const noSub = await new SignJWT({ org_roles: {} }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(exp).sign(secret);
       assertPortalError(await call('GET', MGMT, noSub), 401, /^unauthorized/, 40102);
-      const emptySub = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('').setExpirationTime(exp).sign(secret);
+      const emptySub = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('').setIssuedAt().setExpirationTime(exp).sign(secret);
       assertPortalError(await call('GET', MGMT, emptySub), 401, /^unauthorized/, 40102);
       const nbf = await new SignJWT({})
         .setProtectedHeader({ alg: 'HS256' })
         .setSubject('x')
+        .setIssuedAt()
         .setNotBefore(exp - 1800)
         .setExpirationTime(exp)
         .sign(secret);
       assertPortalError(await call('GET', MGMT, nbf), 401, /^unauthorized/, 40102);
-      const hs512 = await new SignJWT({}).setProtectedHeader({ alg: 'HS512' }).setSubject('x').setExpirationTime(exp).sign(new Uint8Array(64).fill(7));
+      const hs512 = await new SignJWT({}).setProtectedHeader({ alg: 'HS512' }).setSubject('x').setIssuedAt().setExpirationTime(exp).sign(new Uint8Array(64).fill(7));
       assertPortalError(await call('GET', MGMT, hs512), 401, /^unauthorized/, 40102);
       for (const g of ['x', 'a.b.c', 'eyJ.eyJ.', `${b64({ alg: 'HS256' })}.notjson.x`]) {
         assertPortalError(await call('GET', MGMT, g), 401, /^unauthorized/);
@@ -289,9 +290,9 @@ for (const db of testDatabases()) {
       const admin = await t.token('root', { acme: 'admin' });
       assert.equal(assertOk(await call('POST', MGMT, admin, { name: 'o', org_id: 'acme' })).org_id, 'acme');
       // org roles as an array or a non-object claim grant nothing
-      const arr = await new SignJWT({ org_roles: ['acme'] }).setProtectedHeader({ alg: 'HS256' }).setSubject('y').setExpirationTime('1h').sign(secret);
+      const arr = await new SignJWT({ org_roles: ['acme'] }).setProtectedHeader({ alg: 'HS256' }).setSubject('y').setIssuedAt().setExpirationTime('1h').sign(secret);
       assertPortalError(await call('POST', MGMT, arr, { name: 'o', org_id: 'acme' }), 403, /^permission denied/);
-      const str = await new SignJWT({ org_roles: 'admin' }).setProtectedHeader({ alg: 'HS256' }).setSubject('y').setExpirationTime('1h').sign(secret);
+      const str = await new SignJWT({ org_roles: 'admin' }).setProtectedHeader({ alg: 'HS256' }).setSubject('y').setIssuedAt().setExpirationTime('1h').sign(secret);
       assertPortalError(await call('POST', MGMT, str, { name: 'o', org_id: 'acme' }), 403, /^permission denied/);
     });
   });
