@@ -132,7 +132,11 @@ export interface ResponsesLimits {
    * memory); past it a continuation is a 400, or with truncation auto its oldest turns are dropped
    */
   maxChainBytes: number;
-  /** conversations one key may have loading at once on this instance (RESPONSES_MAX_CHAIN_LOADS_PER_KEY, default 4) */
+  /**
+   * conversations one key may have loading at once on this instance (RESPONSES_MAX_CHAIN_LOADS_PER_KEY, default 4
+   * on PostgreSQL, 1 on the embedded database: its one connection runs one statement at a time, so a key's second
+   * load runs no sooner, it only puts one more large read ahead of every other key's statements)
+   */
   maxChainLoadsPerKey: number;
   /** continuations of one key that may wait for a load; more get 429 with retry-after (RESPONSES_MAX_QUEUED_CHAIN_LOADS_PER_KEY, default 16) */
   maxQueuedChainLoadsPerKey: number;
@@ -320,7 +324,7 @@ export function loadConfig(env: Env = process.env): Config {
     audio: audioLimits(env),
     responses: {
       maxChainBytes: int(env, 'RESPONSES_MAX_CHAIN_BYTES', 64 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
-      maxChainLoadsPerKey: int(env, 'RESPONSES_MAX_CHAIN_LOADS_PER_KEY', 4, 1, 1000),
+      maxChainLoadsPerKey: int(env, 'RESPONSES_MAX_CHAIN_LOADS_PER_KEY', databaseUrl ? 4 : 1, 1, 1000),
       maxQueuedChainLoadsPerKey: int(env, 'RESPONSES_MAX_QUEUED_CHAIN_LOADS_PER_KEY', 16, 0, 100_000),
     },
     workerId: env.PORTICO_WORKER_ID ? int(env, 'PORTICO_WORKER_ID', 1, 1, 1024) : undefined,
