@@ -225,6 +225,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       queue: config.redisUrl ? new (await import('../responses/queue.js')).BullQueue(config.redisUrl, core.redisPrefix!, config.backgroundConcurrency, log) : undefined,
       orphansAreOurs: core.db.driver === 'pglite',
       backgroundStaleMs: config.backgroundStaleMs,
+      // what a continuation may read of its stored conversation, and how many one key may read at once
+      limits: config.responses,
       // compaction items are sealed under KEY_PEPPER, which every instance shares (docs/api.md, "Compaction")
       sealSecret: config.keyPepper,
       // each WebSocket turn is admitted as a request is: the gate below, run again on the upgrade's request

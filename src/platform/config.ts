@@ -83,6 +83,8 @@ export interface Config {
   http: HttpLimits;
   /** the WebSocket mode of /v1/responses (docs/api.md, "WebSocket mode") */
   ws: WsLimits;
+  /** how much of a stored conversation a continuation (previous_response_id) may read (docs/security.md, "Limits and timeouts") */
+  responses: ResponsesLimits;
   /** how the embedded speech and transcription engines are shared between keys (docs/security.md, "Limits and timeouts") */
   audio: AudioLimits;
   /** /metrics: a port of its own (METRICS_PORT, on METRICS_HOST) and/or a bearer token (METRICS_TOKEN); neither: loopback only */
@@ -120,6 +122,24 @@ export interface WsLimits {
   maxQueuedTurns: number;
   /** a ping every this often; a peer that has not answered the previous one is cut (WS_PING_INTERVAL_MS, 0 = off) */
   pingIntervalMs: number;
+}
+
+/** What a continuation (`previous_response_id`) may make the instance read of a stored conversation. */
+export interface ResponsesLimits {
+  /**
+   * the bytes a conversation may hold: the stored input items and response objects of every earlier turn, plus the
+   * new input (RESPONSES_MAX_CHAIN_BYTES, default 64 MiB: four request bodies, what a WebSocket connection keeps in
+   * memory); past it a continuation is a 400, or with truncation auto its oldest turns are dropped
+   */
+  maxChainBytes: number;
+  /**
+   * conversations one key may have loading at once on this instance (RESPONSES_MAX_CHAIN_LOADS_PER_KEY, default 4
+   * on PostgreSQL, 1 on the embedded database: its one connection runs one statement at a time, so a key's second
+   * load runs no sooner, it only puts one more large read ahead of every other key's statements)
+   */
+  maxChainLoadsPerKey: number;
+  /** continuations of one key that may wait for a load; more get 429 with retry-after (RESPONSES_MAX_QUEUED_CHAIN_LOADS_PER_KEY, default 16) */
+  maxQueuedChainLoadsPerKey: number;
 }
 
 /**
@@ -302,6 +322,11 @@ export function loadConfig(env: Env = process.env): Config {
       pingIntervalMs: int(env, 'WS_PING_INTERVAL_MS', 30_000, 0, 3_600_000),
     },
     audio: audioLimits(env),
+    responses: {
+      maxChainBytes: int(env, 'RESPONSES_MAX_CHAIN_BYTES', 64 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      maxChainLoadsPerKey: int(env, 'RESPONSES_MAX_CHAIN_LOADS_PER_KEY', databaseUrl ? 4 : 1, 1, 1000),
+      maxQueuedChainLoadsPerKey: int(env, 'RESPONSES_MAX_QUEUED_CHAIN_LOADS_PER_KEY', 16, 0, 100_000),
+    },
     workerId: env.PORTICO_WORKER_ID ? int(env, 'PORTICO_WORKER_ID', 1, 1, 1024) : undefined,
     backgroundStaleMs: int(env, 'BACKGROUND_STALE_MS', 30_000, 1_000, 3_600_000),
     web: webConfig(env, host, port),

@@ -36,6 +36,13 @@ export const ERRORS = {
     message: 'Responses websocket connection limit reached: create a new websocket connection to continue',
     zh: 'Responses WebSocket 连接已达到使用上限：请新建一个 WebSocket 连接后继续',
   },
+  conversation_too_large: {
+    status: 400,
+    portal: 40011,
+    type: 'invalid_request_error',
+    message: 'the conversation of previous_response_id is larger than a conversation may be',
+    zh: 'previous_response_id 所指的对话超出了对话允许的大小',
+  },
   // 401
   unauthorized: { status: 401, portal: 40100, type: 'authentication_error', message: 'unauthorized', zh: '未授权' },
   invalid_authorization_format: {
@@ -271,6 +278,19 @@ export const MESSAGES = {
   // the {base_url} gate's scopes (api/scopes.ts)
   scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },
   scope_model_forbidden: { en: "permission denied: this API key may not use the model '{model}'", zh: "权限不足：此 API 密钥不能使用模型 '{model}'" },
+  // the Responses API's stored conversations (responses/prepare.ts, responses/chain-loads.ts)
+  chain_too_large: {
+    en: 'The conversation of previous_response_id \'{id}\' with this input comes to at least {bytes} bytes, more than the {max} bytes a conversation may hold (RESPONSES_MAX_CHAIN_BYTES). Set truncation to "auto" to drop its oldest turns, compact it (POST /v1/responses/compact), or start a new conversation.',
+    zh: 'previous_response_id \'{id}\' 所指的对话加上本次输入至少有 {bytes} 字节，超过了一个对话允许的 {max} 字节（RESPONSES_MAX_CHAIN_BYTES）。请将 truncation 设为 "auto" 以丢弃最早的轮次，或压缩该对话（POST /v1/responses/compact），或开始新的对话。',
+  },
+  chain_loads_busy: {
+    en: 'Too many continuations of this API key are reading their conversation: at most {max} at once, {queued} waiting. Try again in {wait} s.',
+    zh: '此 API 密钥正在读取对话的续写请求过多：同时最多 {max} 个，排队最多 {queued} 个。请在 {wait} 秒后重试。',
+  },
+  context_exceeded_at_least: {
+    en: 'Your input is more than {tokens} tokens (the newest turns of the conversation alone), which exceeds the context window of {window} tokens of the model \'{model}\'. Shorten the input or set truncation to "auto".',
+    zh: '您的输入超过 {tokens} 个 Token（仅对话中最新的几轮就已超过），超出了模型 \'{model}\' 的 {window} 个 Token 的上下文窗口。请缩短输入，或将 truncation 设为 "auto"。',
+  },
   // the web page's session (web/)
   csrf_other_site: { en: 'permission denied: this request comes from another site', zh: '权限不足：此请求来自其他网站' },
 } as const satisfies Record<string, Texts>;

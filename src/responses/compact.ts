@@ -98,7 +98,8 @@ export class Compactor {
     const sealer = this.d.sealer;
     if (!sealer) throw new AppError('service_unavailable', 'compaction is not available: no sealing secret is configured');
 
-    const history = req.previous_response_id ? await this.d.preparer.history(req.previous_response_id, key) : [];
+    // a conversation past RESPONSES_MAX_CHAIN_BYTES is compacted from its newest turns that fit (what compaction is for)
+    const history = req.previous_response_id ? await this.d.preparer.history(req.previous_response_id, key, { truncation: 'auto' }) : [];
     const inputItems = input === undefined ? [] : expandReasoningContent(input, normalizeInput(input));
     const seen = [
       ...(await openCompactions(history, key.userId, sealer, () => 'previous_response_id')),

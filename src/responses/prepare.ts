@@ -2,7 +2,7 @@
  * Everything decided before any output: the model and its engine, tools and formats, the conversation rebuilt
  * from the stored chain, and the context window. A request that gets through `prepare` is valid.
  */
-import { AppError, type ErrorCode } from '../platform/errors.js';
+import { AppError, msg, type ErrorCode } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { ChatMessage, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
 import type { TextEngineSource } from '../engines/registry.js';
@@ -13,7 +13,8 @@ import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { checkCallOutputs, expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, rawIndexOf, toChatMessages, type StoredItem } from './input.js';
 import { initialResponse, normalizedTools, outputAsItems, type ResponseObject } from './object.js';
-import type { ResponseStore } from './store.js';
+import type { ChainLink, ResponseStore } from './store.js';
+import type { ChainLoads } from './chain-loads.js';
 import type { CreateResponseRequest } from './schemas.js';
 import { newId } from './ids.js';
 import type { Sealer } from './seal.js';
@@ -47,6 +48,41 @@ export interface PrepareDeps {
   /** opens compaction items (./seal.ts); without it they are refused */
   sealer?: Sealer;
   speaker?: AnswerSpeaker;
+  /** what a continuation may read of its stored conversation (RESPONSES_MAX_CHAIN_BYTES), and the per-key bound on reading it */
+  chain?: { maxBytes: number; loads?: ChainLoads };
+}
+
+/** RESPONSES_MAX_CHAIN_BYTES's default (platform/config.ts) */
+export const DEFAULT_MAX_CHAIN_BYTES = 64 * 1024 * 1024;
+/** earlier responses a chain is followed back through (the recursive CTE's depth cap) */
+const MAX_CHAIN_DEPTH = 1000;
+/**
+ * With a known context window, a chain is read newest first in parts: the first of about this many bytes per token
+ * of the window (at least 1 MiB), each next one twice the last, until the turns read pass the window. Text takes
+ * 3-5 bytes of stored JSON per estimated token, so a conversation that fits is read in one part, as before.
+ */
+const FIRST_PART_BYTES_PER_TOKEN = 8;
+const MIN_FIRST_PART_BYTES = 1024 * 1024;
+
+/** How the stored conversation of a continuation is read (Preparer.readHistory). */
+export interface HistoryOptions {
+  /** the bytes of the new input, counted with the chain against RESPONSES_MAX_CHAIN_BYTES */
+  inputBytes?: number;
+  /** disabled: a chain over the byte cap is a 400; auto: its oldest turns are dropped */
+  truncation?: 'auto' | 'disabled';
+  /** whether these newest turns (with the new input) already pass the model's context window: older ones are then not read */
+  pastWindow?: (history: StoredItem[]) => Promise<boolean>;
+  /** the model's context window (tokens), with pastWindow: what the first part read is sized by */
+  window?: number;
+  /** a background job waits for a load slot of its key; a request waits in a bounded queue (429 past it) */
+  queue?: 'bounded' | 'unbounded';
+}
+
+/** A continuation's stored conversation, as far as it was read. */
+export interface History {
+  items: StoredItem[];
+  /** older turns were left out: dropped (the byte cap, truncation auto) or not read (past the context window) */
+  partial: boolean;
 }
 
 /** What a transport knows that storage may not: the WebSocket mode's connection-local memory (./ws). */
@@ -111,17 +147,7 @@ export class Preparer {
     const audio = audioOutputOf(req.modalities, req.audio, this.d.speaker);
 
     const inputItems = existing?.inputItems ?? expandReasoningContent(req.input, largeInput(req.input) ? await normalizeInputInTurns(req.input) : normalizeInput(req.input));
-    const history = ctx.history ?? (req.previous_response_id ? await this.history(req.previous_response_id, key) : []);
-    const outputAt = rawIndexOf(req.input, inputItems, 'function_call_output');
-    checkCallOutputs(history, inputItems, (i) => {
-      const k = outputAt(i);
-      return k === undefined ? 'input' : `input[${k}].call_id`;
-    });
-    const seen = [
-      ...(await openCompactions(history, key.userId, this.d.sealer, () => 'previous_response_id')),
-      ...(await openCompactions(inputItems, key.userId, this.d.sealer, compactionParams(req.input, inputItems))),
-    ];
-    let messages = toChatMessages(req.instructions, seen);
+    const seenInput = await openCompactions(inputItems, key.userId, this.d.sealer, compactionParams(req.input, inputItems));
     let engine: TextEngine;
     try {
       engine = await this.d.engines.text(spec);
@@ -136,7 +162,32 @@ export class Preparer {
       parameters: (t.parameters as Record<string, unknown> | null) ?? undefined,
       strict: (t.strict as boolean | null) ?? undefined,
     }));
-    if (window) messages = await this.fit(engine, spec, messages, engineTools, window, req.truncation ?? 'disabled');
+    const truncation = req.truncation ?? 'disabled';
+    const count = (m: ChatMessage[]) => engine.countTokens({ model: upstreamName(spec), messages: m, tools: engineTools.length ? engineTools : undefined });
+    const openHistory = (h: StoredItem[]) => openCompactions(h, key.userId, this.d.sealer, () => 'previous_response_id');
+    let chain: History = { items: ctx.history ?? [], partial: false };
+    if (!ctx.history && req.previous_response_id) {
+      chain = await this.readHistory(req.previous_response_id, key, {
+        inputBytes: jsonBytes(inputItems),
+        truncation,
+        queue: existing ? 'unbounded' : 'bounded',
+        window,
+        // only what the model can read is read: once the newest turns pass the window, older ones would be dropped
+        // (auto) or the request refused (disabled) whatever they hold
+        pastWindow: window ? async (h) => (await count(toChatMessages(req.instructions, [...(await openHistory(h)), ...seenInput]))) > window : undefined,
+      });
+    }
+    const history = chain.items;
+    const outputAt = rawIndexOf(req.input, inputItems, 'function_call_output');
+    // a call answered here may be in the turns left out
+    if (!chain.partial) {
+      checkCallOutputs(history, inputItems, (i) => {
+        const k = outputAt(i);
+        return k === undefined ? 'input' : `input[${k}].call_id`;
+      });
+    }
+    let messages = toChatMessages(req.instructions, [...(await openHistory(history)), ...seenInput]);
+    if (window) messages = await this.fit(count, spec, messages, window, truncation, chain.partial);
 
     const id = existing?.id ?? newId('resp');
     const gen: GenerateRequest = {
@@ -165,16 +216,81 @@ export class Preparer {
   }
 
   /** The stored conversation of a previous response (its chain's input items and outputs), the owner's only. */
-  async history(previousResponseId: string, key: KeyPrincipal): Promise<StoredItem[]> {
-    const chain = await this.d.store.chain(previousResponseId, key.userId);
-    const last = chain[chain.length - 1];
-    if (!last) throw new AppError('previous_response_not_found', `Previous response with id '${previousResponseId}' not found.`, 'previous_response_id');
-    if (last.object.status === 'in_progress') {
+  async history(previousResponseId: string, key: KeyPrincipal, opts: HistoryOptions = {}): Promise<StoredItem[]> {
+    return (await this.readHistory(previousResponseId, key, opts)).items;
+  }
+
+  /**
+   * The stored conversation of a previous response, read within its bounds (issue 22 §3): the chain is measured
+   * first, in SQL (chainSizes: the sizes written with each row, nothing else leaves the database); a chain that
+   * with the new input passes RESPONSES_MAX_CHAIN_BYTES is refused before any of it is read (truncation
+   * disabled) or loses its oldest turns (auto); then the turns are read newest first, in parts, only until they
+   * pass the model's context window. Every read runs in one of the key's chain-load slots (./chain-loads.ts).
+   */
+  async readHistory(previousResponseId: string, key: KeyPrincipal, opts: HistoryOptions = {}): Promise<History> {
+    const read = () => this.readChain(previousResponseId, key, opts);
+    const loads = this.d.chain?.loads;
+    return loads ? loads.run(key.keyId, read, opts.queue) : read();
+  }
+
+  private async readChain(previousResponseId: string, key: KeyPrincipal, opts: HistoryOptions): Promise<History> {
+    const store = this.d.store;
+    const maxBytes = this.d.chain?.maxBytes ?? DEFAULT_MAX_CHAIN_BYTES;
+    const inputBytes = opts.inputBytes ?? 0;
+    const notFound = () => new AppError('previous_response_not_found', `Previous response with id '${previousResponseId}' not found.`, 'previous_response_id');
+    // newest first; the walk stops at the first response past what the cap leaves for the chain
+    const links = await store.chainSizes(previousResponseId, key.userId, Math.max(0, maxBytes - inputBytes), MAX_CHAIN_DEPTH);
+    const newest = links[0];
+    if (!newest) throw notFound();
+    if (newest.status === 'in_progress' || newest.status === 'queued') {
       throw bad(`Previous response '${previousResponseId}' is still in_progress; wait until it finishes`, 'previous_response_id', 'invalid_state');
     }
-    const history: StoredItem[] = [];
-    for (const c of chain) history.push(...c.inputItems, ...outputAsItems(c.object.output));
-    return history;
+    let total = inputBytes;
+    let fit = 0;
+    while (fit < links.length && total + links[fit]!.bytes <= maxBytes) total += links[fit++]!.bytes;
+    let partial = fit < links.length;
+    if (partial && opts.truncation !== 'auto') {
+      const bytes = links.reduce((n, l) => n + l.bytes, inputBytes);
+      throw new AppError('conversation_too_large', msg('chain_too_large', { id: previousResponseId, bytes, max: maxBytes }), 'previous_response_id');
+    }
+    const kept: ChainLink[] = links.slice(0, fit);
+    // the parts read, newest first
+    const parts: Array<Array<{ object: ResponseObject; inputItems: StoredItem[] }>> = [];
+    const flat = () => {
+      const items: StoredItem[] = [];
+      for (let p = parts.length - 1; p >= 0; p--) for (const c of parts[p]!) items.push(...c.inputItems, ...outputAsItems(c.object.output));
+      return items;
+    };
+    let budget = opts.pastWindow ? Math.max(MIN_FIRST_PART_BYTES, (opts.window ?? 0) * FIRST_PART_BYTES_PER_TOKEN) : Infinity;
+    let i = 0;
+    while (i < kept.length) {
+      let j = i + 1;
+      let bytes = kept[i]!.bytes;
+      while (j < kept.length && bytes + kept[j]!.bytes <= budget) bytes += kept[j++]!.bytes;
+      const ids = kept.slice(i, j).map((l) => l.id);
+      const got = new Map((await store.chainPart([...ids].reverse(), key.userId)).map((c) => [c.id, c]));
+      // a response deleted meanwhile ends the chain there, as the walk would have
+      const part: Array<{ object: ResponseObject; inputItems: StoredItem[] }> = [];
+      let broken = false;
+      for (const id of ids) {
+        const c = got.get(id);
+        if (!c) {
+          broken = true;
+          break;
+        }
+        part.unshift(c);
+      }
+      if (i === 0 && part.length === 0) throw notFound();
+      parts.push(part);
+      if (broken) break;
+      i = j;
+      if (i < kept.length && opts.pastWindow && (await opts.pastWindow(flat()))) {
+        partial = true;
+        break;
+      }
+      budget *= 2;
+    }
+    return { items: flat(), partial };
   }
 
   /** POST /responses/input_tokens: the tokens the input would take (truncation auto: what would be sent). */
@@ -184,19 +300,22 @@ export class Preparer {
     return { object: 'response.input_tokens', input_tokens: n };
   }
 
-  /** truncation disabled: 400 when the input does not fit; auto: drop the oldest turns (never the instructions). */
+  /**
+   * truncation disabled: 400 when the input does not fit; auto: drop the oldest turns (never the instructions).
+   * `partial`: older turns of the conversation were not read (they would not fit either): the count is a floor.
+   */
   private async fit(
-    engine: TextEngine,
+    count: (m: ChatMessage[]) => Promise<number>,
     spec: ModelSpec,
     messages: ChatMessage[],
-    tools: GenerateRequest['tools'],
     window: number,
     truncation: 'auto' | 'disabled',
+    partial = false,
   ): Promise<ChatMessage[]> {
-    const count = (m: ChatMessage[]) => engine.countTokens({ model: upstreamName(spec), messages: m, tools: tools?.length ? tools : undefined });
     const n = await count(messages);
     if (n <= window) return messages;
     if (truncation !== 'auto') {
+      if (partial) throw new AppError('context_length_exceeded', msg('context_exceeded_at_least', { tokens: n, window, model: spec.name }), 'input');
       throw new AppError(
         'context_length_exceeded',
         `Your input is ${n} tokens, which exceeds the context window of ${window} tokens of the model '${spec.name}'. Shorten the input or set truncation to "auto".`,
@@ -247,4 +366,31 @@ export class Preparer {
     }
     return [...head, ...rest.slice(starts[best])];
   }
+}
+
+/**
+ * About the UTF-8 bytes of `value`'s JSON text, without making it (a 16 MiB input is walked, not serialized): its
+ * strings' and keys' bytes, their quotes and the punctuation between values. Escapes are not counted.
+ */
+export function jsonBytes(value: unknown): number {
+  let n = 0;
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') n += Buffer.byteLength(v) + 3;
+    else if (typeof v === 'number' || typeof v === 'boolean') n += String(v).length + 1;
+    else if (v === null || v === undefined) n += 5;
+    else if (Array.isArray(v)) {
+      n += 2;
+      for (let i = 0; i < v.length; i++) stack.push(v[i]);
+    } else if (typeof v === 'object') {
+      n += 2;
+      for (const k in v) {
+        if (!Object.prototype.hasOwnProperty.call(v, k)) continue;
+        n += Buffer.byteLength(k) + 4;
+        stack.push((v as Record<string, unknown>)[k]);
+      }
+    }
+  }
+  return n;
 }

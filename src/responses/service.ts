@@ -15,11 +15,13 @@ import type { CreateResponseRequest } from './schemas.js';
 import type { ResponseObject } from './object.js';
 import type { StreamEvent } from './builder.js';
 import type { BackgroundQueue } from './queue.js';
-import { Preparer, type Prepared } from './prepare.js';
+import { DEFAULT_MAX_CHAIN_BYTES, Preparer, type Prepared } from './prepare.js';
 import { Runner, withOutputText } from './run.js';
 import { Background, notFound } from './background.js';
 import { Sealer } from './seal.js';
 import type { AnswerSpeaker } from './speech.js';
+import { ChainLoads } from './chain-loads.js';
+import type { ResponsesLimits } from '../platform/config.js';
 
 export type { Prepared } from './prepare.js';
 
@@ -37,6 +39,8 @@ export interface ResponsesDeps {
   sealSecret?: Buffer;
   /** speaks answers asked for with modalities audio (src/audio/answer-speaker.ts, given by the runtime) */
   speaker?: AnswerSpeaker;
+  /** what a continuation may read of its stored conversation, and how many one key may read at once (defaults: platform/config.ts) */
+  limits?: ResponsesLimits;
 }
 
 export class ResponsesService {
@@ -44,10 +48,13 @@ export class ResponsesService {
   readonly runner: Runner;
   readonly background: Background;
   readonly sealer?: Sealer;
+  /** the chain loads running and waiting per key (./chain-loads.ts) */
+  readonly chainLoads: ChainLoads;
 
   constructor(private readonly d: ResponsesDeps) {
     this.sealer = d.sealSecret ? new Sealer(d.sealSecret) : undefined;
-    this.preparer = new Preparer({ ...d, sealer: this.sealer });
+    this.chainLoads = new ChainLoads({ perKey: d.limits?.maxChainLoadsPerKey ?? 4, queuedPerKey: d.limits?.maxQueuedChainLoadsPerKey ?? 16 });
+    this.preparer = new Preparer({ ...d, sealer: this.sealer, chain: { maxBytes: d.limits?.maxChainBytes ?? DEFAULT_MAX_CHAIN_BYTES, loads: this.chainLoads } });
     this.runner = new Runner(d);
     this.background = new Background({
       store: d.store,

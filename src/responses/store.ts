@@ -1,6 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../platform/db/index.js';
-import { jsonb } from '../platform/db/jsonb.js';
+import { jsonb, jsonbSized, type SizedJsonb } from '../platform/db/jsonb.js';
 import type { StoredItem } from './input.js';
 import type { ResponseObject } from './object.js';
 import type { StreamEvent } from './builder.js';
@@ -64,12 +64,27 @@ function byResponse<R extends ItemRow>(rows: readonly R[]): Array<{ first: R; in
   return out;
 }
 
-/** a stored response's jsonb values, made before it is written */
+/** a stored response's jsonb values (with their sizes, written beside them), made before it is written */
 interface JsonbValues {
-  object: RawBuilder<unknown>;
-  inputItems: RawBuilder<unknown>;
+  object: SizedJsonb;
+  inputItems: SizedJsonb;
   request: RawBuilder<unknown> | null;
 }
+
+/** one response of a chain, newest first, as chainSizes() measures it */
+export interface ChainLink {
+  id: string;
+  /** the row's job state (`queued`, `in_progress`, or the object's final status) */
+  status: JobState;
+  /** the UTF-8 bytes of its stored input items and object */
+  bytes: number;
+}
+
+/**
+ * A stored response's size in SQL: the sizes written with it (migration 0009), or for a row stored before, its
+ * values measured where they lie (never sent to this process)
+ */
+const storedBytes = sql`coalesce(r.input_bytes + r.object_bytes, octet_length(r.input_items::text)::bigint + octet_length(r.object::text)::bigint)`;
 
 /** SQL for stored responses and their event logs (background replay). */
 export class ResponseStore {
@@ -82,8 +97,8 @@ export class ResponseStore {
    */
   async insert(r: StoredResponse, events?: StreamEvent[]): Promise<void> {
     // made first (before a transaction, which holds PGlite's one connection): large values in slices (platform/db/jsonb.ts)
-    let object = jsonb(r.object, jsonSafe);
-    let inputItems = jsonb(r.inputItems, jsonSafe);
+    let object = jsonbSized(r.object, jsonSafe);
+    let inputItems = jsonbSized(r.inputItems, jsonSafe);
     let request = r.request === undefined ? null : jsonb(r.request, jsonSafe);
     if (object instanceof Promise || inputItems instanceof Promise || request instanceof Promise) [object, inputItems, request] = await Promise.all([object, inputItems, request]);
     const values: JsonbValues = { object, inputItems, request };
@@ -107,8 +122,10 @@ export class ResponseStore {
         status: r.job ?? r.object.status,
         background: r.object.background,
         previous_response_id: r.object.previous_response_id,
-        object: v.object,
-        input_items: v.inputItems,
+        object: v.object.sql,
+        input_items: v.inputItems.sql,
+        input_bytes: v.inputItems.bytes,
+        object_bytes: v.object.bytes,
         request: v.request,
         runner_id: r.runner ?? null,
         heartbeat_at: r.runner ? Date.now() : null,
@@ -132,12 +149,13 @@ export class ResponseStore {
 
   /** Writes the object's new state; `onlyIf` guards against overwriting a cancel. Returns whether it wrote. */
   async update(obj: ResponseObject, events?: StreamEvent[], onlyIfStatusIn?: string[]): Promise<boolean> {
-    let object = jsonb(obj, jsonSafe);
+    let object = jsonbSized(obj, jsonSafe);
     if (object instanceof Promise) object = await object;
+    const { sql: value, bytes } = object;
     return this.db.transaction().execute(async (tx) => {
       let q = tx
         .updateTable('responses')
-        .set({ status: obj.status, model: obj.model, object: object as any, updated_at: Math.floor(Date.now() / 1000) })
+        .set({ status: obj.status, model: obj.model, object: value as any, object_bytes: bytes, updated_at: Math.floor(Date.now() / 1000) })
         .where('id', '=', obj.id)
         .where('deleted_at', 'is', null);
       if (onlyIfStatusIn) q = q.where('status', 'in', onlyIfStatusIn);
@@ -247,6 +265,43 @@ export class ResponseStore {
       select c.id, case when e.n is null or e.n = 1 then c.object end as object, e.item
         from chain c left join lateral jsonb_array_elements(c.input_items) with ordinality as e(item, n) on true
        order by c.depth desc, e.n`.execute(this.db);
+    return byResponse(r.rows).map((g) => ({ id: g.first.id, object: g.first.object!, inputItems: g.inputItems }));
+  }
+
+  /**
+   * The chain ending at `id`, newest first, each response with its stored size and no more: the sizes written with
+   * the rows are summed in SQL and nothing of the items or objects leaves the database. The walk stops after
+   * `maxDepth` earlier responses, and after the first response that brings the total past `maxBytes` (so a chain
+   * far over a cap is measured only as far as the cap). Empty when `id` itself is not stored (or not the user's).
+   */
+  async chainSizes(id: string, userId: string, maxBytes: number, maxDepth = 1000): Promise<ChainLink[]> {
+    const r = await sql<{ id: string; status: JobState; bytes: number | string }>`
+      with recursive chain as (
+        select r.id, r.previous_response_id, r.status, 0 as depth, s.bytes, s.bytes as total
+          from responses r cross join lateral (select ${storedBytes} as bytes) s
+         where r.id = ${id} and r.user_id = ${userId} and r.deleted_at is null
+        union all
+        select r.id, r.previous_response_id, r.status, c.depth + 1, s.bytes, c.total + s.bytes
+          from chain c join responses r on r.id = c.previous_response_id cross join lateral (select ${storedBytes} as bytes) s
+         where r.user_id = ${userId} and r.deleted_at is null and c.depth < ${maxDepth} and c.total <= ${maxBytes}
+      )
+      select id, status, bytes::float8 as bytes from chain order by depth`.execute(this.db);
+    return r.rows.map((x) => ({ id: x.id, status: x.status, bytes: Number(x.bytes) }));
+  }
+
+  /**
+   * These responses of a chain (ids oldest first, as chain() gives them), with their items; a response that is
+   * no longer stored (deleted meanwhile) is missing from the answer.
+   */
+  async chainPart(ids: readonly string[], userId: string): Promise<Array<{ id: string; object: ResponseObject; inputItems: StoredItem[] }>> {
+    if (!ids.length) return [];
+    const wanted = sql.join(ids.map((id, i) => sql`(${id}::text, ${i}::int)`));
+    const r = await sql<ItemRow>`
+      select r.id, case when e.n is null or e.n = 1 then r.object end as object, e.item
+        from (values ${wanted}) as w(id, pos) join responses r on r.id = w.id
+        left join lateral jsonb_array_elements(r.input_items) with ordinality as e(item, n) on true
+       where r.user_id = ${userId} and r.deleted_at is null
+       order by w.pos, e.n`.execute(this.db);
     return byResponse(r.rows).map((g) => ({ id: g.first.id, object: g.first.object!, inputItems: g.inputItems }));
   }
 

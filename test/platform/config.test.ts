@@ -89,6 +89,22 @@ describe('configuration from the environment', () => {
     bad({ PGLITE_SHARED_BUFFERS_MB: '16MB' }, /^PGLITE_SHARED_BUFFERS_MB must be a whole number/);
   });
 
+  test('stored conversations: RESPONSES_MAX_CHAIN_BYTES 64 MiB, 4 chain loads per key (1 on PGlite) and 16 waiting by default, checked', () => {
+    assert.deepEqual(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET }).responses, { maxChainBytes: 64 * 1024 * 1024, maxChainLoadsPerKey: 1, maxQueuedChainLoadsPerKey: 16 });
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, DATABASE_URL: 'postgres://h/db' }).responses.maxChainLoadsPerKey, 4);
+    const c = loadConfig({
+      DATA_DIR: tmp(),
+      JWT_SECRET: SECRET,
+      RESPONSES_MAX_CHAIN_BYTES: '1048576',
+      RESPONSES_MAX_CHAIN_LOADS_PER_KEY: '3',
+      RESPONSES_MAX_QUEUED_CHAIN_LOADS_PER_KEY: '0',
+    });
+    assert.deepEqual(c.responses, { maxChainBytes: 1048576, maxChainLoadsPerKey: 3, maxQueuedChainLoadsPerKey: 0 });
+    bad({ RESPONSES_MAX_CHAIN_BYTES: '64MiB' }, /^RESPONSES_MAX_CHAIN_BYTES must be a whole number/);
+    bad({ RESPONSES_MAX_CHAIN_BYTES: '10' }, /^RESPONSES_MAX_CHAIN_BYTES must be from 1024/);
+    bad({ RESPONSES_MAX_CHAIN_LOADS_PER_KEY: '0' }, /^RESPONSES_MAX_CHAIN_LOADS_PER_KEY must be from 1/);
+  });
+
   test('without JWT_SECRET or JWT_JWKS_URL a secret is generated once under DATA_DIR (0600) and kept', () => {
     const dir = tmp();
     const a = loadConfig({ DATA_DIR: dir });

@@ -31,10 +31,25 @@ export class JsonbText {
  * connection while it waits.
  */
 export function jsonb(value: unknown, replacer?: JsonReplacer): RawBuilder<unknown> | Promise<RawBuilder<unknown>> {
-  if (!largeJson(value)) return sql`${JSON.stringify(value, replacer)}::jsonb`;
+  const v = jsonbSized(value, replacer);
+  return v instanceof Promise ? v.then((s) => s.sql) : v.sql;
+}
+
+/** a jsonb SQL value and the UTF-8 bytes of its JSON text */
+export interface SizedJsonb {
+  sql: RawBuilder<unknown>;
+  bytes: number;
+}
+
+/** jsonb(), with the size of the text it sends (what was stored: a caller keeps it beside the value) */
+export function jsonbSized(value: unknown, replacer?: JsonReplacer): SizedJsonb | Promise<SizedJsonb> {
+  if (!largeJson(value)) {
+    const text = JSON.stringify(value, replacer);
+    return { sql: sql`${text}::jsonb`, bytes: text === undefined ? 0 : Buffer.byteLength(text) };
+  }
   return jsonUtf8(value, replacer, 1).then((bytes) => {
-    if (!bytes) return sql`${undefined}::jsonb`;
+    if (!bytes) return { sql: sql`${undefined}::jsonb`, bytes: 0 };
     bytes.buffer[0] = JSONB_V1;
-    return sql`${new JsonbText(bytes)}::jsonb`;
+    return { sql: sql`${new JsonbText(bytes)}::jsonb`, bytes: bytes.byteLength };
   });
 }

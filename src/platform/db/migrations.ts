@@ -177,4 +177,12 @@ export const migrations: Record<string, Migration> = {
       await sql`update response_events set event = jsonb_set(event, '{type}', '"response.in_progress"') where event->>'type' = 'response.queued'`.execute(db);
     },
   },
+  '0009_response_sizes': {
+    async up(db: Kysely<any>) {
+      // the bytes of a response's stored input items and object (their JSON text), written with them: a continuation
+      // sums them along its chain to know what it would read before it reads any of it (RESPONSES_MAX_CHAIN_BYTES).
+      // Rows stored before have none: they are measured in SQL when a chain reaches them
+      await db.schema.alterTable('responses').addColumn('input_bytes', 'bigint').addColumn('object_bytes', 'bigint').execute();
+    },
+  },
 };

@@ -76,6 +76,9 @@ export interface ResponseTable {
   object: unknown;
   input_items: unknown;
   request: unknown;
+  /** the UTF-8 bytes of input_items' and object's JSON text as written (null: stored before migration 0009) */
+  input_bytes: number | null;
+  object_bytes: number | null;
   runner_id: string | null;
   heartbeat_at: number | null;
   created_at: number;
