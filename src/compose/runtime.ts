@@ -316,6 +316,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
       tracing,
       clientClosedWaitMs: opts.clientClosedWaitMs,
+      trustProxy: config.trustProxy,
     });
     const scrape = async () => {
       refreshGauges();
