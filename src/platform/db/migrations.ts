@@ -177,4 +177,10 @@ export const migrations: Record<string, Migration> = {
       await sql`update response_events set event = jsonb_set(event, '{type}', '"response.in_progress"') where event->>'type' = 'response.queued'`.execute(db);
     },
   },
+  '0009_api_keys_seq': {
+    async up(db: Kysely<any>) {
+      // the key verifier reads the keys made since the last ones it saw (src/portal/keys/verifier.ts, catchUp)
+      await db.schema.createIndex('api_keys_seq').on('api_keys').column('seq').execute();
+    },
+  },
 };
