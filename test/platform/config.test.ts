@@ -146,7 +146,10 @@ describe('configuration from the environment', () => {
     assert.equal(fastifyTrustProxy(undefined), false);
     assert.deepEqual(fastifyTrustProxy({ cidrs: ['10.0.0.0/8'] }), ['10.0.0.0/8']);
     const hops = fastifyTrustProxy({ hops: 2 }) as (a: string, i: number) => boolean;
-    assert.deepEqual([0, 1, 2].map((i) => hops('198.51.100.1', i)), [true, true, false]);
+    assert.deepEqual(
+      [0, 1, 2].map((i) => hops('198.51.100.1', i)),
+      [true, true, false],
+    );
     const list = { cidrs: ['10.0.0.0/8', '192.0.2.7', 'fd00::/8'] };
     assert.equal(isTrustedProxy(list, '10.200.0.1'), true);
     assert.equal(isTrustedProxy(list, '::ffff:10.200.0.1'), true, 'an IPv4 peer on a dual-stack socket');

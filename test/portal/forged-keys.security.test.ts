@@ -69,7 +69,11 @@ for (const db of testDatabases()) {
       for (let round = 0; forged.length < FORGED; round++) {
         const flood = Array.from({ length: 10 }, () => call(generateApiKey('inference'), '10.1.0.1'));
         const goods = await Promise.all(Array.from({ length: 10 }, () => call(good, '10.1.0.1')));
-        assert.deepEqual(goods.map((r) => r.statusCode), Array(10).fill(200), `the good key during round ${round}`);
+        assert.deepEqual(
+          goods.map((r) => r.statusCode),
+          Array(10).fill(200),
+          `the good key during round ${round}`,
+        );
         for (const r of await Promise.all(flood)) forged.push(r.statusCode);
       }
       assert.deepEqual(forged.slice(0, FAILED_LIMIT), Array(FAILED_LIMIT).fill(401));
