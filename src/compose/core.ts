@@ -102,9 +102,10 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     });
     for (const s of [management, inference]) {
       s.onChange((c) => {
-        if (c.what === 'created') return;
+        // a key made here is announced too: the other instances' verifiers then know it exists, so a flood of forged
+        // keys from its client's address never throttles it (src/portal/keys/verifier.ts)
         const p = feed
-          .publish('keys', { digest: c.digest })
+          .publish('keys', c.what === 'created' ? { digest: c.digest, created: true } : { digest: c.digest })
           .catch((e) => log.warn({ err: (e as Error).message }, 'key change not broadcast; other instances see it within the cache freshness window'))
           .finally(() => sending.delete(p));
         sending.add(p);

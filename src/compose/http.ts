@@ -23,7 +23,8 @@ import type { Tracing } from '../platform/ops/tracing.js';
 import type { FeatureModule, RouteGroup } from '../platform/module.js';
 import type { UserPrincipal } from '../platform/auth/jwt.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
-import type { HttpLimits } from '../platform/config.js';
+import type { HttpLimits, TrustProxy } from '../platform/config.js';
+import { fastifyTrustProxy } from '../platform/http/proxy.js';
 import http from 'node:http';
 
 /** How each kind of caller is recognized; the runtime builds these from the JWT verifier, the key verifier, limits and budgets. */
@@ -49,6 +50,8 @@ export interface HttpOptions {
   tracing?: Tracing;
   /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS) */
   clientClosedWaitMs?: number;
+  /** TRUST_PROXY: whose X-Forwarded-For makes `req.ip` (src/platform/http/proxy.ts); unset: the socket's peer */
+  trustProxy?: TrustProxy;
 }
 
 /**
@@ -159,6 +162,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     },
     // production (startServer) lets running streams finish within the grace period; tests close at once
     forceCloseConnections: opts.gracefulClose ? 'idle' : true,
+    trustProxy: fastifyTrustProxy(opts.trustProxy),
     ...(opts.limits ? { requestTimeout: opts.limits.requestTimeoutMs, keepAliveTimeout: opts.limits.keepAliveTimeoutMs, serverFactory: limitedServer(opts.limits) } : {}),
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(lazyValidatorCompiler);

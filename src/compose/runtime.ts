@@ -136,8 +136,16 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       core.db.driver === 'pglite',
     );
     // a key change drops the cached verification here at once and, through the feed, on every other instance
-    core.feed.subscribe('keys', (m) => typeof m.digest === 'string' && verifier.invalidateDigest(m.digest));
-    for (const s of [core.keys.management, core.keys.inference]) s.onChange((c) => verifier.invalidateDigest(c.digest));
+    core.feed.subscribe('keys', (m) => {
+      if (typeof m.digest !== 'string') return;
+      if (m.created === true) verifier.noteCreated(m.digest);
+      else verifier.invalidateDigest(m.digest);
+    });
+    for (const s of [core.keys.management, core.keys.inference]) s.onChange((c) => (c.what === 'created' ? verifier.noteCreated(c.digest) : verifier.invalidateDigest(c.digest)));
+    // the keys that exist, read once (subscribed first, so a key made meanwhile is not missed): only unknown keys
+    // are ever throttled
+    const known = await verifier.loadKnown();
+    if (!known.complete) log.warn({ keys: known.keys }, 'more keys than the verifier holds in memory: the oldest may be throttled with forged ones');
 
     const engines = new EngineRegistry(PROVIDERS, {
       env: process.env,
@@ -318,6 +326,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
       tracing,
       clientClosedWaitMs: opts.clientClosedWaitMs,
+      trustProxy: config.trustProxy,
     });
     const scrape = async () => {
       refreshGauges();

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync, chmodSync, linkSync
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
+import { isIP } from 'node:net';
 
 /** PGlite's shared buffers in MB unless PGLITE_SHARED_BUFFERS_MB says otherwise (docs/deployment.md) */
 export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 8;
@@ -87,10 +88,24 @@ export interface Config {
   responses: ResponsesLimits;
   /** how the embedded speech and transcription engines are shared between keys (docs/security.md, "Limits and timeouts") */
   audio: AudioLimits;
+  /**
+   * TRUST_PROXY: the proxies in front of Portico whose X-Forwarded-For is believed, so `req.ip` is the client's
+   * address (src/platform/http/proxy.ts); unset: the socket's peer, the header ignored
+   */
+  trustProxy?: TrustProxy;
   /** /metrics: a port of its own (METRICS_PORT, on METRICS_HOST) and/or a bearer token (METRICS_TOKEN); neither: loopback only */
   metrics: { port?: number; host: string; token?: string };
   /** the web page (src/web): its public address, sessions, OpenID Connect sign-in, CORS of {base_url} */
   web: WebConfig;
+}
+
+/**
+ * TRUST_PROXY, parsed: `hops` (a number: that many proxies in front, whatever their addresses) or `cidrs` (the
+ * proxies' addresses and networks, IPv4 and IPv6, `loopback` / `linklocal` / `uniquelocal` expanded).
+ */
+export interface TrustProxy {
+  hops?: number;
+  cidrs?: string[];
 }
 
 export interface TracingConfig {
@@ -313,6 +328,7 @@ export function loadConfig(env: Env = process.env): Config {
     backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
     workers: workersSetting(env),
+    trustProxy: trustProxySetting(env),
     metrics: metricsSetting(env, host),
     http: httpLimits(env),
     ws: {
@@ -403,6 +419,57 @@ function tracingSetting(env: Env): TracingConfig | undefined {
     (headers ??= {})[part.slice(0, i).trim()] = v;
   }
   return { url: target, headers, serviceName: env.OTEL_SERVICE_NAME?.trim() || 'portico' };
+}
+
+/** what proxy-addr's names stand for, written out (so every consumer of the setting reads the same list) */
+const PROXY_NAMES: Record<string, string[]> = {
+  loopback: ['127.0.0.0/8', '::1/128'],
+  linklocal: ['169.254.0.0/16', 'fe80::/10'],
+  uniquelocal: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'],
+};
+
+/**
+ * TRUST_PROXY: unset, empty, `false` or `0`: no proxy is trusted. A whole number from 1 to 32: that many proxies in
+ * front (the client is the address that many hops from the right of X-Forwarded-For). Otherwise a comma-separated
+ * list of the proxies' addresses or networks (`10.0.0.5`, `10.0.0.0/8`, `fd00::/8`, loopback, linklocal,
+ * uniquelocal). `true` is refused: it would believe any client's X-Forwarded-For.
+ */
+function trustProxySetting(env: Env): TrustProxy | undefined {
+  const raw = env.TRUST_PROXY?.trim() ?? '';
+  const lower = raw.toLowerCase();
+  if (lower === '' || lower === 'false' || lower === '0' || lower === 'no') return undefined;
+  if (lower === 'true' || lower === 'yes' || lower === '*') {
+    throw new ConfigError(
+      `TRUST_PROXY=${raw} would believe the X-Forwarded-For of any client, who could then choose its own address; give the number of proxies in front of Portico (e.g. 1) or their addresses (e.g. 127.0.0.1 or 10.0.0.0/8)`,
+    );
+  }
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops > 32) throw new ConfigError(`TRUST_PROXY must be a number of proxies from 1 to 32, or a list of their addresses; got ${raw}`);
+    return { hops };
+  }
+  const cidrs: string[] = [];
+  for (const part of raw.split(',')) {
+    const item = part.trim();
+    const named = PROXY_NAMES[item.toLowerCase()];
+    if (named) {
+      cidrs.push(...named);
+      continue;
+    }
+    const slash = item.indexOf('/');
+    const address = slash < 0 ? item : item.slice(0, slash);
+    const version = isIP(address);
+    const max = version === 6 ? 128 : 32;
+    const prefix = slash < 0 ? undefined : item.slice(slash + 1);
+    const bad = version === 0 || (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > max || Number(prefix) === 0));
+    if (bad) {
+      throw new ConfigError(
+        `TRUST_PROXY must be a number of proxies (1 to 32) or a comma-separated list of their IPv4 or IPv6 addresses or networks (10.0.0.5, 10.0.0.0/8, fd00::/8, loopback, linklocal, uniquelocal); "${item}" is not one${prefix === '0' ? ' (a /0 network would trust every client)' : ''}`,
+      );
+    }
+    cidrs.push(prefix === undefined ? address : `${address}/${Number(prefix)}`);
+  }
+  return { cidrs };
 }
 
 function metricsSetting(env: Env, host: string): Config['metrics'] {

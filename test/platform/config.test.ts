@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../../src/platform/config.js';
+import { fastifyTrustProxy, isTrustedProxy, trustedProxyCheck } from '../../src/platform/http/proxy.js';
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -132,6 +133,54 @@ describe('configuration from the environment', () => {
       () => loadConfig({ DATA_DIR: dir }),
       (e: unknown) => e instanceof ConfigError && /damaged.*delete it/.test((e as Error).message),
     );
+  });
+
+  test('TRUST_PROXY: off by default; a hop count or a list of IPv4/IPv6 addresses and networks; bad values refused at start', () => {
+    const trust = (v: string) => loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, TRUST_PROXY: v }).trustProxy;
+    assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET }).trustProxy, undefined);
+    for (const off of ['', ' ', 'false', 'FALSE', '0', 'no']) assert.equal(trust(off), undefined, off);
+    assert.deepEqual(trust('1'), { hops: 1 });
+    assert.deepEqual(trust(' 2 '), { hops: 2 });
+    assert.deepEqual(trust('10.0.0.5'), { cidrs: ['10.0.0.5'] });
+    assert.deepEqual(trust('10.0.0.0/8, 192.168.1.0/24,::1, fd00::/8,2001:db8::/032'), { cidrs: ['10.0.0.0/8', '192.168.1.0/24', '::1', 'fd00::/8', '2001:db8::/32'] });
+    assert.deepEqual(trust('loopback,10.1.2.3'), { cidrs: ['127.0.0.0/8', '::1/128', '10.1.2.3'] });
+    assert.deepEqual(trust('uniquelocal'), { cidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'] });
+    bad({ TRUST_PROXY: 'true' }, /TRUST_PROXY=true would believe the X-Forwarded-For of any client.*number of proxies/);
+    bad({ TRUST_PROXY: '*' }, /TRUST_PROXY/);
+    bad({ TRUST_PROXY: '33' }, /TRUST_PROXY must be a number of proxies from 1 to 32/);
+    bad({ TRUST_PROXY: '-1' }, /TRUST_PROXY must be .*"-1" is not one/);
+    bad({ TRUST_PROXY: '10.0.0.256' }, /"10\.0\.0\.256" is not one/);
+    bad({ TRUST_PROXY: '10.0.0.0/33' }, /"10\.0\.0\.0\/33" is not one/);
+    bad({ TRUST_PROXY: 'fd00::/129' }, /"fd00::\/129" is not one/);
+    bad({ TRUST_PROXY: '0.0.0.0/0' }, /a \/0 network would trust every client/);
+    bad({ TRUST_PROXY: '10.0.0.1,,10.0.0.2' }, /"" is not one/);
+    bad({ TRUST_PROXY: 'proxy.internal' }, /"proxy\.internal" is not one/);
+    bad({ TRUST_PROXY: '10.0.0.1/8/8' }, /is not one/);
+  });
+
+  test('trusted proxies as Fastify and a per-address limit see them (isTrustedProxy)', () => {
+    assert.equal(fastifyTrustProxy(undefined), false);
+    assert.deepEqual(fastifyTrustProxy({ cidrs: ['10.0.0.0/8'] }), ['10.0.0.0/8']);
+    const hops = fastifyTrustProxy({ hops: 2 }) as (a: string, i: number) => boolean;
+    assert.deepEqual(
+      [0, 1, 2].map((i) => hops('198.51.100.1', i)),
+      [true, true, false],
+    );
+    const list = { cidrs: ['10.0.0.0/8', '192.0.2.7', 'fd00::/8'] };
+    assert.equal(isTrustedProxy(list, '10.200.0.1'), true);
+    assert.equal(isTrustedProxy(list, '::ffff:10.200.0.1'), true, 'an IPv4 peer on a dual-stack socket');
+    assert.equal(isTrustedProxy(list, '192.0.2.7'), true);
+    assert.equal(isTrustedProxy(list, '192.0.2.8'), false);
+    assert.equal(isTrustedProxy(list, 'fd12::1'), true);
+    assert.equal(isTrustedProxy(list, 'fe80::1'), false);
+    assert.equal(isTrustedProxy(list, 'not an address'), false);
+    assert.equal(isTrustedProxy(list, undefined), false);
+    assert.equal(isTrustedProxy(undefined, '10.0.0.1'), false);
+    assert.equal(isTrustedProxy({ hops: 1 }, '203.0.113.1'), true, 'with a hop count the peer is always the nearest proxy');
+    const check = trustedProxyCheck({ cidrs: ['127.0.0.0/8', '::1/128'] });
+    assert.equal(check('127.0.0.1'), true);
+    assert.equal(check('::1'), true);
+    assert.equal(check('8.8.8.8'), false);
   });
 
   test('web page settings: public address, sessions, OpenID Connect, CORS origins', () => {

@@ -185,4 +185,10 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('responses').addColumn('input_bytes', 'bigint').addColumn('object_bytes', 'bigint').execute();
     },
   },
+  '0010_api_keys_seq': {
+    async up(db: Kysely<any>) {
+      // the key verifier reads the keys made since the last ones it saw (src/portal/keys/verifier.ts, catchUp)
+      await db.schema.createIndex('api_keys_seq').on('api_keys').column('seq').execute();
+    },
+  },
 };

@@ -24,8 +24,9 @@ export interface OpsDeps {
  * /metrics is not public on the API port by default: it tells anyone who can read it which models, keys'
  * traffic and errors an instance has. `separate`: it is served on METRICS_PORT only (404 here). `token`: a
  * request needs `Authorization: Bearer <METRICS_TOKEN>`. `loopback` (neither set): only requests from the
- * machine itself (127.0.0.0/8, ::1) are answered. Behind a reverse proxy on the same machine every request
- * looks local, so set METRICS_TOKEN or METRICS_PORT there (docs/operations.md).
+ * machine itself (127.0.0.0/8, ::1) are answered, by `req.ip`: behind a reverse proxy on the same machine every
+ * request looks local unless TRUST_PROXY names it, so set TRUST_PROXY, METRICS_TOKEN or METRICS_PORT there
+ * (docs/operations.md).
  */
 export type MetricsAccess = { mode: 'separate' } | { mode: 'token'; token: string } | { mode: 'loopback' };
 
@@ -109,7 +110,7 @@ function registerOpsRoutes(app: FastifyInstance, s: OpsDeps) {
   );
 
   app.get('/metrics', { schema: { hide: true } }, async (req, reply) => {
-    checkMetricsAccess(s.metricsAccess, req.socket.remoteAddress, req.headers.authorization);
+    checkMetricsAccess(s.metricsAccess, req.ip, req.headers.authorization);
     const m = s.metrics;
     s.beforeScrape?.();
     reply.header('content-type', m.registry.contentType);

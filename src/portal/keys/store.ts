@@ -188,6 +188,33 @@ export class KeyStore {
       .executeTakeFirst();
   }
 
+  /**
+   * The digests of the keys not deleted, newest first, at most `limit` (the key verifier's set of existing keys,
+   * read once at start), with their seq.
+   */
+  async knownDigests(limit: number): Promise<Array<{ digest: string; seq: number }>> {
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .select(['digest', sql<string>`seq`.as('seq')])
+      .where('deleted_at', 'is', null)
+      .orderBy(sql`seq`, 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ digest: r.digest, seq: Number(r.seq) }));
+  }
+
+  /** The digests of the keys whose seq is above `seq` (made since), in seq order, at most `limit` (index api_keys_seq). */
+  async digestsAfter(seq: number, limit: number): Promise<Array<{ digest: string; seq: number }>> {
+    const rows = await this.db
+      .selectFrom('api_keys')
+      .select(['digest', sql<string>`seq`.as('seq')])
+      .where(sql<boolean>`seq > ${seq}`)
+      .orderBy(sql`seq`)
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ digest: r.digest, seq: Number(r.seq) }));
+  }
+
   /** The key with this digest, and whether its maker is an administrator of its organization now (null: no record). */
   findByDigest(digest: string): Promise<VerifiedKeyRow | undefined> {
     return this.db

@@ -36,7 +36,7 @@ export { QUERY_SCOPES };
 async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string, orgParam?: string): Promise<UsageScope> {
   const token = req.headers.authorization === undefined && deps.authenticate ? undefined : bearerToken(req);
   if (token !== undefined && looksLikeApiKey(token)) {
-    const key = await deps.verifier.verify(token, 'management');
+    const key = await deps.verifier.verify(token, 'management', req.ip);
     if (key.scopes.length > 0 && !key.scopes.includes(scope)) {
       throw new AppError('insufficient_scope', msg('query_scope_missing', { scope }));
     }
