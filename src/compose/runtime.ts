@@ -12,7 +12,7 @@ import { buildHttp, type Gate } from './http.js';
 import { createJwtVerifier, type JwtVerifier } from '../platform/auth/jwt.js';
 import { bearerToken } from '../platform/http/auth.js';
 import { createWebModule } from '../web/index.js';
-import { createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
+import { ConcurrencyLimiter, createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
 import { Metrics } from '../platform/ops/metrics.js';
 import { createOpsModule } from '../platform/ops/routes.js';
 import type { Tracing } from '../platform/ops/tracing.js';
@@ -55,6 +55,8 @@ export interface Runtime {
   readonly jwt: JwtVerifier;
   readonly verifier: KeyVerifier;
   readonly limiter: RateLimiter;
+  /** requests and open WebSockets per inference key, in this process (KEY_MAX_CONCURRENCY, a key's max_concurrency) */
+  readonly concurrency: ConcurrencyLimiter;
   readonly budget: BudgetGuard;
   readonly metrics: Metrics;
   /** OpenTelemetry traces, when a collector is configured (OTEL_EXPORTER_OTLP_ENDPOINT) */
@@ -198,6 +200,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const windows = createWindowStore(config.redisUrl ? { url: config.redisUrl, prefix: core.redisPrefix! } : undefined);
     closing(() => windows.close());
     const limiter = new RateLimiter(windows, config.rateLimits);
+    const concurrency = new ConcurrencyLimiter(config.keyMaxConcurrency);
     const budget = core.budget;
     core.usage.onRefused(() => metrics.usageRefused.inc());
     core.usage.onRecord((e) => {
@@ -304,6 +307,14 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         verifier.markUsed(key);
         return key;
       },
+      hold(key) {
+        try {
+          return concurrency.take(key);
+        } catch (e) {
+          metrics.rateLimited.inc({ reason: 'concurrency' });
+          throw e;
+        }
+      },
     };
     const app = await buildHttp({
       log,
@@ -333,6 +344,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       jwt,
       verifier,
       limiter,
+      concurrency,
       budget,
       metrics,
       tracing,

@@ -63,6 +63,11 @@ export interface Config {
   keyCacheFreshMs: number;
   /** default per-key limits (0 = unlimited); a key's own limits win */
   rateLimits: { rpm: number; tpm: number };
+  /**
+   * requests in progress plus open WebSockets one inference key may have on this instance (KEY_MAX_CONCURRENCY,
+   * default 64, 0 = unlimited); a key's own `max_concurrency` wins
+   */
+  keyMaxConcurrency: number;
   /** refuse requests once the balance is spent */
   billingEnabled: boolean;
   /** background responses running at once in this process */
@@ -109,6 +114,8 @@ export interface HttpLimits {
   keepAliveTimeoutMs: number;
   /** open connections this process accepts; more are closed at once */
   maxConnections: number;
+  /** open connections one client address may hold; more are closed at once (MAX_CONNECTIONS_PER_ADDRESS, 0 = off) */
+  maxConnectionsPerAddress: number;
 }
 
 export interface WsLimits {
@@ -289,6 +296,7 @@ export function loadConfig(env: Env = process.env): Config {
     lastUsedWriteIntervalMs: int(env, 'LAST_USED_WRITE_INTERVAL_MS', 60_000, 0, 86_400_000),
     keyCacheFreshMs: int(env, 'KEY_CACHE_FRESH_MS', 1_000, 0, 600_000),
     rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 0, 0, 100_000_000), tpm: int(env, 'RATE_LIMIT_TPM', 0, 0, 1_000_000_000_000) },
+    keyMaxConcurrency: int(env, 'KEY_MAX_CONCURRENCY', 64, 0, 1_000_000),
     billingEnabled: bool(env, 'BILLING_ENABLED'),
     backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
@@ -328,6 +336,7 @@ function httpLimits(env: Env): HttpLimits {
     headersTimeoutMs,
     keepAliveTimeoutMs: int(env, 'KEEPALIVE_TIMEOUT_MS', 72_000, 1_000, 3_600_000),
     maxConnections: int(env, 'MAX_CONNECTIONS', defaultMaxConnections(), 16, 1_000_000),
+    maxConnectionsPerAddress: int(env, 'MAX_CONNECTIONS_PER_ADDRESS', 256, 0, 1_000_000),
   };
 }
 

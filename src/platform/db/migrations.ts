@@ -177,4 +177,10 @@ export const migrations: Record<string, Migration> = {
       await sql`update response_events set event = jsonb_set(event, '{type}', '"response.in_progress"') where event->>'type' = 'response.queued'`.execute(db);
     },
   },
+  '0009_key_max_concurrency': {
+    async up(db: Kysely<any>) {
+      // a key's own limit of requests and open WebSockets at once per instance (null: KEY_MAX_CONCURRENCY)
+      await db.schema.alterTable('api_keys').addColumn('max_concurrency', 'integer').execute();
+    },
+  },
 };

@@ -149,7 +149,7 @@ export class KeyStore {
     kind: KeyKind,
     userId: string,
     id: string,
-    patch: Partial<Pick<KeyRow, 'name' | 'description' | 'status' | 'deleted_at' | 'updated_at'>>,
+    patch: Partial<Pick<KeyRow, 'name' | 'description' | 'status' | 'deleted_at' | 'updated_at' | 'max_concurrency'>>,
     onlyFromStatus?: KeyRow['status'][],
   ): Promise<KeyRow | undefined> {
     let q = this.db.updateTable('api_keys').set(patch).where('id', '=', id).where('kind', '=', kind).where('user_id', '=', userId).where('deleted_at', 'is', null);
