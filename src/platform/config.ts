@@ -127,6 +127,8 @@ export interface WsLimits {
   maxQueuedTurns: number;
   /** a ping every this often; a peer that has not answered the previous one is cut (WS_PING_INTERVAL_MS, 0 = off) */
   pingIntervalMs: number;
+  /** a connection without a client message for this long, and no response in progress, is closed (WS_IDLE_MS, default 5 minutes) */
+  idleMs: number;
 }
 
 /**
@@ -308,6 +310,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxFrameBytes: int(env, 'WS_MAX_FRAME_BYTES', 16 * 1024 * 1024, 1024, 64 * 1024 * 1024),
       maxQueuedTurns: int(env, 'WS_MAX_QUEUED_TURNS', 8, 0, 1000),
       pingIntervalMs: int(env, 'WS_PING_INTERVAL_MS', 30_000, 0, 3_600_000),
+      idleMs: int(env, 'WS_IDLE_MS', 300_000, 100, 86_400_000),
     },
     audio: audioLimits(env),
     workerId: env.PORTICO_WORKER_ID ? int(env, 'PORTICO_WORKER_ID', 1, 1, 1024) : undefined,
