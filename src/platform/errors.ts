@@ -285,7 +285,7 @@ export const MESSAGES = {
   },
   key_update_nothing_inference: { en: 'give name, description and/or max_concurrency to change', zh: '请提供要修改的 name、description 和/或 max_concurrency' },
   key_concurrency_over_default: {
-    en: 'max_concurrency may be at most {max} (this server\'s KEY_MAX_CONCURRENCY); a key\'s owner may lower its limit, not raise it, or give null for the default',
+    en: "max_concurrency may be at most {max} (this server's KEY_MAX_CONCURRENCY); a key's owner may lower its limit, not raise it, or give null for the default",
     zh: 'max_concurrency 最多为 {max}（本服务器的 KEY_MAX_CONCURRENCY）；密钥的所有者只能调低其限制，不能调高；传 null 表示使用默认值',
   },
   // the {base_url} gate's scopes (api/scopes.ts)

@@ -72,7 +72,11 @@ describe('MAX_CONNECTIONS_PER_ADDRESS', () => {
     for (;;) {
       await again.connected;
       // destroyed at the 'connection' event, or served
-      const served = await Promise.race([again.get().then(() => true, () => false), again.closed.then(() => false)]);
+      const answered = again
+        .get()
+        .then(() => true)
+        .catch(() => false);
+      const served = await Promise.race([answered, again.closed.then(() => false)]);
       if (served) break;
       assert.ok(Date.now() < end, 'the closed connection did not give its place back');
       again = raw(port);

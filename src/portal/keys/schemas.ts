@@ -13,8 +13,7 @@ export const KeyRecordSchema = Type.Object({
   scopes: Type.Array(Type.String()),
   max_concurrency: Type.Optional(
     Type.Union([Type.Integer(), Type.Null()], {
-      description:
-        'inference keys: requests in progress plus open WebSockets this key may have at once on each instance; null = the server default (KEY_MAX_CONCURRENCY)',
+      description: 'inference keys: requests in progress plus open WebSockets this key may have at once on each instance; null = the server default (KEY_MAX_CONCURRENCY)',
     }),
   ),
 });

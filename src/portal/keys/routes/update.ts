@@ -23,7 +23,8 @@ export default function (app: FastifyInstance, { service, base, tag }: KeyRoutes
         const body = req.body as Record<string, unknown> | undefined;
         if (body && typeof body === 'object' && !Array.isArray(body)) {
           const other = Object.keys(body).filter((k) => !updatable.includes(k));
-          if (other.length > 0) throw new AppError('validation_error', msg(inference ? 'key_update_fields_inference' : 'key_update_fields', { fields: other.join(', ') }), other[0]);
+          if (other.length > 0)
+            throw new AppError('validation_error', msg(inference ? 'key_update_fields_inference' : 'key_update_fields', { fields: other.join(', ') }), other[0]);
           if (!updatable.some((k) => k in body)) throw new AppError('validation_error', msg(inference ? 'key_update_nothing_inference' : 'key_update_nothing'));
         }
       },
