@@ -54,14 +54,18 @@ describe('MAX_CONNECTIONS_PER_ADDRESS', () => {
   });
   after(() => e.close());
 
-  test(`cap ${CAP}: the connection past it is closed at once, a request on an open one still works, and a closed one gives its place back`, async () => {
+  test(`cap ${CAP}: the connection past it is closed at once, a request on an open one still works, and a closed one gives its place back`, { timeout: 30_000 }, async () => {
     const open = Array.from({ length: CAP }, () => raw(port));
     await Promise.all(open.map((c) => c.connected));
     // every one of them is served: the server counted them (a request answered means its connection was taken)
     for (const c of open) assert.match(await c.get(), /^HTTP\/1\.1 200/);
+    // one more, with a request sent at once: closed without an answer (without the cap it would be served)
     const extra = raw(port);
+    await extra.connected;
+    extra.sock.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n');
     await extra.closed;
     assert.equal(extra.data, '', 'the connection past the cap got an answer');
+    assert.match(await e.t.runtime.scrape(), /portico_rate_limited_total\{reason="connections_per_address"\} 1\b/);
     // the ones already open keep working
     assert.match(await open[0]!.get(), /^HTTP\/1\.1 200/);
     // one goes: its place comes back (waited for, not timed: a new connection is tried until one is kept and served)

@@ -17,7 +17,7 @@ describe('WebSocket mode: idle connections are closed (WS_IDLE_MS)', () => {
   });
   after(() => e.close());
 
-  test('a socket that sends nothing is closed with 1000 websocket_idle_timeout, and its place comes back', async () => {
+  test('a socket that sends nothing is closed with 1000 websocket_idle_timeout, and its place comes back', { timeout: 30_000 }, async () => {
     const r = await fetch(`${e.url}/v1/portal/api-keys`, {
       method: 'POST',
       headers: { authorization: `Bearer ${await e.t.token('idle')}`, 'content-type': 'application/json' },
@@ -37,7 +37,7 @@ describe('WebSocket mode: idle connections are closed (WS_IDLE_MS)', () => {
     }
   });
 
-  test('a socket idle after its answers is closed; a response in progress (longer than WS_IDLE_MS) is not idleness', async () => {
+  test('a socket idle after its answers is closed; a response in progress (longer than WS_IDLE_MS) is not idleness', { timeout: 30_000 }, async () => {
     const c = await openWs(e.url, e.key);
     // six pieces 150 ms apart: the response lasts about twice WS_IDLE_MS, with no client message meanwhile
     e.up.script({ text: ['a ', 'b ', 'c ', 'd ', 'e ', 'f'], delayMs: 150 });
