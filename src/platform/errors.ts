@@ -284,6 +284,10 @@ export const MESSAGES = {
     zh: '只能修改 name、description 和 max_concurrency（收到：{fields}）',
   },
   key_update_nothing_inference: { en: 'give name, description and/or max_concurrency to change', zh: '请提供要修改的 name、description 和/或 max_concurrency' },
+  key_concurrency_inference_only: {
+    en: 'max_concurrency applies to inference keys only: a Management API Key does not call the OpenAI-compatible endpoints',
+    zh: 'max_concurrency 只适用于推理密钥：管理 API 密钥不调用 OpenAI 兼容端点',
+  },
   key_concurrency_over_default: {
     en: "max_concurrency may be at most {max} (this server's KEY_MAX_CONCURRENCY); a key's owner may lower its limit, not raise it, or give null for the default",
     zh: 'max_concurrency 最多为 {max}（本服务器的 KEY_MAX_CONCURRENCY）；密钥的所有者只能调低其限制，不能调高；传 null 表示使用默认值',

@@ -49,7 +49,7 @@ async function expectConcurrency429(r: Response) {
   assert.equal(retry, '1');
 }
 
-describe('per-key concurrency: requests and WebSockets of one key, counted together', () => {
+describe('per-key concurrency: requests and WebSockets of one key, counted together', { timeout: 120_000 }, () => {
   let e: Env;
   const held = (id: string) => e.t.runtime.concurrency.inUse(id);
   before(async () => {
@@ -185,7 +185,7 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
 });
 
 for (const db of testDatabases()) {
-  describe(`per-key concurrency: the key's own max_concurrency from the portal (${db})`, () => {
+  describe(`per-key concurrency: the key's own max_concurrency from the portal (${db})`, { timeout: 60_000 }, () => {
     let e: Env;
     let jwt: string;
     before(async () => {
@@ -245,6 +245,20 @@ for (const db of testDatabases()) {
 
       for (const c of [one, ...more]) await c.close();
       await until(() => e.t.runtime.concurrency.inUse(a.id) === 0, 'every place back');
+    });
+
+    test('the operator (portico keys limit --concurrency) may raise a key above the default; its rpm and tpm stay', async () => {
+      const a = await makeKey(e, 'grace');
+      await e.t.services.inferenceKeys.setLimits(a.id, 1000, null);
+      const row = await e.t.services.inferenceKeys.setConcurrency(a.id, LIMIT + 2);
+      assert.equal(row.max_concurrency, LIMIT + 2);
+      assert.equal(row.rpm_limit, 1000);
+      const open: WsClient[] = [];
+      for (let i = 0; i < LIMIT + 2; i++) open.push(await openWs(e.url, a.key));
+      assert.equal((await refusedUpgrade(e.url, { authorization: `Bearer ${a.key}` })).status, 429);
+      for (const c of open) await c.close();
+      await until(() => e.t.runtime.concurrency.inUse(a.id) === 0, 'every place back');
+      await assert.rejects(e.t.services.managementKeys.setConcurrency('mkey_none', 1), /inference keys only/);
     });
   });
 }

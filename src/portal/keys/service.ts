@@ -188,7 +188,7 @@ export class KeyService {
    */
   async update(user: UserPrincipal, id: string, patch: { name?: string; description?: string; max_concurrency?: number | null }): Promise<KeyRecord> {
     if (patch.max_concurrency !== undefined) {
-      if (this.kind !== 'inference') throw new AppError('validation_error', msg('key_update_fields', { fields: 'max_concurrency' }), 'max_concurrency');
+      if (this.kind !== 'inference') throw new AppError('validation_error', msg('key_concurrency_inference_only'), 'max_concurrency');
       if (patch.max_concurrency !== null && this.maxConcurrency > 0 && patch.max_concurrency > this.maxConcurrency) {
         throw new AppError('validation_error', msg('key_concurrency_over_default', { max: this.maxConcurrency }), 'max_concurrency');
       }
@@ -239,6 +239,18 @@ export class KeyService {
   /** Operator command (CLI): per-key requests and tokens per minute (null = the configured default, 0 = unlimited). */
   async setLimits(id: string, rpm: number | null, tpm: number | null): Promise<KeyRow> {
     const row = await this.store.setLimitsById(id, rpm, tpm, now());
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return row;
+  }
+
+  /**
+   * Operator command (CLI): an inference key's requests and open WebSockets at once per instance, any value (null =
+   * KEY_MAX_CONCURRENCY, 0 = unlimited); unlike its owner, the operator may raise it above the default.
+   */
+  async setConcurrency(id: string, max: number | null): Promise<KeyRow> {
+    if (this.kind !== 'inference') throw new AppError('validation_error', msg('key_concurrency_inference_only'), 'max_concurrency');
+    const row = await this.store.setConcurrencyById(id, max, now());
     if (!row) throw notFound();
     this.emit(row, 'changed');
     return row;

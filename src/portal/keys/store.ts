@@ -188,6 +188,18 @@ export class KeyStore {
       .executeTakeFirst();
   }
 
+  /** Operator change of an inference key's concurrency (null = the configured default, 0 = unlimited). */
+  async setConcurrencyById(id: string, max: number | null, now: number): Promise<KeyRow | undefined> {
+    return this.db
+      .updateTable('api_keys')
+      .set({ max_concurrency: max, updated_at: now })
+      .where('id', '=', id)
+      .where('kind', '=', 'inference')
+      .where('deleted_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
   /** The key with this digest, and whether its maker is an administrator of its organization now (null: no record). */
   findByDigest(digest: string): Promise<VerifiedKeyRow | undefined> {
     return this.db
