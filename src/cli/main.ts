@@ -175,14 +175,23 @@ Every command takes --help and --version. Settings come from the environment (se
         }),
       );
   }
-  keyCmd('limit', "a key's own requests and tokens per minute (default: the configured RATE_LIMIT_RPM / RATE_LIMIT_TPM)")
+  keyCmd('limit', "a key's own requests and tokens per minute (default: the configured RATE_LIMIT_RPM / RATE_LIMIT_TPM) and concurrency")
     .argument('<id>', 'key_... or mkey_...', keyId)
     .option('--rpm <n>', 'requests per minute (0 = unlimited, "default" = the configured one)', wholeNumber('--rpm'))
     .option('--tpm <n>', 'tokens per minute (0 = unlimited, "default" = the configured one)', wholeNumber('--tpm'))
-    .action((id: string, o: { rpm?: number | null; tpm?: number | null }) =>
+    .option(
+      '--concurrency <n>',
+      'inference keys: requests and open WebSockets at once per instance (0 = unlimited, "default" = KEY_MAX_CONCURRENCY); alone, rpm and tpm are left as they are',
+      wholeNumber('--concurrency'),
+    )
+    .action((id: string, o: { rpm?: number | null; tpm?: number | null; concurrency?: number | null }) =>
       withCore(async (core) => {
-        const row = await keyService(core, id).setLimits(id, o.rpm ?? null, o.tpm ?? null);
-        console.log(`${row.id}: rpm ${row.rpm_limit ?? 'default'}, tpm ${row.tpm_limit ?? 'default'}`);
+        const svc = keyService(core, id);
+        // --concurrency alone changes only the concurrency; otherwise rpm and tpm are set as before (omitted: default)
+        const limited = o.concurrency !== undefined ? await svc.setConcurrency(id, o.concurrency) : undefined;
+        const row = o.rpm !== undefined || o.tpm !== undefined || !limited ? await svc.setLimits(id, o.rpm ?? null, o.tpm ?? null) : limited;
+        const concurrency = row.kind === 'inference' ? `, concurrency ${row.max_concurrency ?? 'default'}` : '';
+        console.log(`${row.id}: rpm ${row.rpm_limit ?? 'default'}, tpm ${row.tpm_limit ?? 'default'}${concurrency}`);
       }),
     );
 

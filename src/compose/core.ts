@@ -87,7 +87,7 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     if (opts.role === 'serve') await assertSamePepper(db.db, config.keyPepper, config.keyPepperFromEnv);
     const keyStore = new KeyStore(db.db);
     const management = new KeyService('management', keyStore, config.keyPepper, config.limits.activeManagementKeys, config.jwt.adminRole);
-    const inference = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole);
+    const inference = new KeyService('inference', keyStore, config.keyPepper, config.limits.activeInferenceKeys, config.jwt.adminRole, config.keyMaxConcurrency);
     // what this installation shares through Redis or LISTEN/NOTIFY is named after it, so installations on one Redis
     // (whatever their database numbers: pub/sub ignores them) or one PostgreSQL database never hear each other
     const installation = (config.redisUrl && !config.redisPrefix) || (!config.redisUrl && config.databaseUrl) ? await installationId(db.db) : undefined;

@@ -25,6 +25,8 @@ import type { UserPrincipal } from '../platform/auth/jwt.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { HttpLimits, TrustProxy } from '../platform/config.js';
 import { fastifyTrustProxy } from '../platform/http/proxy.js';
+import { capConnectionsPerAddress } from '../platform/http/address-cap.js';
+import { releaseWhenEnded } from '../platform/http/held.js';
 import http from 'node:http';
 
 /** How each kind of caller is recognized; the runtime builds these from the JWT verifier, the key verifier, limits and budgets. */
@@ -33,6 +35,11 @@ export interface Gate {
   user(req: FastifyRequest): Promise<UserPrincipal>;
   /** an inference key, allowed to call this route now (scope, rate limit, budget) */
   key(req: FastifyRequest): Promise<KeyPrincipal>;
+  /**
+   * takes one of the key's concurrent places for a {base_url} request (a WebSocket: for the socket's life), or throws
+   * 429; gives the release, called once when the request ends (unset: no per-key concurrency)
+   */
+  hold?(key: KeyPrincipal): () => void;
 }
 
 export interface HttpOptions {
@@ -52,6 +59,11 @@ export interface HttpOptions {
   clientClosedWaitMs?: number;
   /** TRUST_PROXY: whose X-Forwarded-For makes `req.ip` (src/platform/http/proxy.ts); unset: the socket's peer */
   trustProxy?: TrustProxy;
+  /**
+   * the cap on connections per client address (limits.maxConnectionsPerAddress): `exempt` names addresses it does
+   * not count (a trusted proxy's, which carries every client's connections); default none
+   */
+  perAddress?: { exempt?: (address: string) => boolean };
 }
 
 /**
@@ -167,6 +179,14 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(lazyValidatorCompiler);
   app.decorate('metrics', metrics);
+  // one address may hold at most MAX_CONNECTIONS_PER_ADDRESS connections: more are destroyed as they come
+  if (opts.limits?.maxConnectionsPerAddress) {
+    capConnectionsPerAddress(app.server, {
+      max: opts.limits.maxConnectionsPerAddress,
+      exempt: opts.perAddress?.exempt,
+      onRefused: () => metrics.rateLimited.inc({ reason: 'connections_per_address' }),
+    });
+  }
   // a wrong method on a known path is 405 with Allow, not 404 (each group answers it in its own error shape)
   const allowedMethods = new AllowedMethods();
   app.addHook('onRoute', (r) => allowedMethods.add(r));
@@ -408,7 +428,13 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       api.addHook('onRequest', async (req, reply) => {
         // a CORS preflight never carries credentials (browsers send none): the CORS plugin answers it
         if (req.method === 'OPTIONS') return;
-        if ((req.routeOptions.config?.auth ?? 'key') === 'key') req.apiKey = await beforeBody(req, reply, () => gate.key(req));
+        if ((req.routeOptions.config?.auth ?? 'key') !== 'key') return;
+        await beforeBody(req, reply, async () => {
+          req.apiKey = await gate.key(req);
+          // one of the key's concurrent places, until the request ends (a WebSocket: until it closes); over the
+          // key's limit, 429 here, so a WebSocket is refused at its upgrade
+          if (gate.hold) releaseWhenEnded(req, reply, gate.hold(req.apiKey));
+        });
       });
     },
     { prefix: '/v1' },

@@ -6,13 +6,14 @@
  * A new feature is a module (src/platform/module.ts) built here from explicit dependencies and added to the
  * list given to buildHttp; a new provider is one line in src/engines/providers.ts.
  */
+import { trustedProxyCheck } from '../platform/http/proxy.js';
 import type { FastifyInstance } from 'fastify';
 import type { Core } from './core.js';
 import { buildHttp, type Gate } from './http.js';
 import { createJwtVerifier, type JwtVerifier } from '../platform/auth/jwt.js';
 import { bearerToken } from '../platform/http/auth.js';
 import { createWebModule } from '../web/index.js';
-import { createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
+import { ConcurrencyLimiter, createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
 import { Metrics } from '../platform/ops/metrics.js';
 import { createOpsModule } from '../platform/ops/routes.js';
 import type { Tracing } from '../platform/ops/tracing.js';
@@ -55,6 +56,8 @@ export interface Runtime {
   readonly jwt: JwtVerifier;
   readonly verifier: KeyVerifier;
   readonly limiter: RateLimiter;
+  /** requests and open WebSockets per inference key, in this process (KEY_MAX_CONCURRENCY, a key's max_concurrency) */
+  readonly concurrency: ConcurrencyLimiter;
   readonly budget: BudgetGuard;
   readonly metrics: Metrics;
   /** OpenTelemetry traces, when a collector is configured (OTEL_EXPORTER_OTLP_ENDPOINT) */
@@ -206,6 +209,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const windows = createWindowStore(config.redisUrl ? { url: config.redisUrl, prefix: core.redisPrefix! } : undefined);
     closing(() => windows.close());
     const limiter = new RateLimiter(windows, config.rateLimits);
+    const concurrency = new ConcurrencyLimiter(config.keyMaxConcurrency);
     const budget = core.budget;
     core.usage.onRefused(() => metrics.usageRefused.inc());
     core.usage.onRecord((e) => {
@@ -314,6 +318,14 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         verifier.markUsed(key);
         return key;
       },
+      hold(key) {
+        try {
+          return concurrency.take(key);
+        } catch (e) {
+          metrics.rateLimited.inc({ reason: 'concurrency' });
+          throw e;
+        }
+      },
     };
     const app = await buildHttp({
       log,
@@ -327,6 +339,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       tracing,
       clientClosedWaitMs: opts.clientClosedWaitMs,
       trustProxy: config.trustProxy,
+      // a trusted proxy carries every client's connections: the per-address cap counts the others only
+      perAddress: config.trustProxy ? { exempt: trustedProxyCheck(config.trustProxy) } : undefined,
     });
     const scrape = async () => {
       refreshGauges();
@@ -344,6 +358,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       jwt,
       verifier,
       limiter,
+      concurrency,
       budget,
       metrics,
       tracing,

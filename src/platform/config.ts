@@ -64,6 +64,11 @@ export interface Config {
   keyCacheFreshMs: number;
   /** default per-key limits (0 = unlimited); a key's own limits win */
   rateLimits: { rpm: number; tpm: number };
+  /**
+   * requests in progress plus open WebSockets one inference key may have on this instance (KEY_MAX_CONCURRENCY,
+   * default 64, 0 = unlimited); a key's own `max_concurrency` wins
+   */
+  keyMaxConcurrency: number;
   /** refuse requests once the balance is spent */
   billingEnabled: boolean;
   /** background responses running at once in this process */
@@ -126,6 +131,8 @@ export interface HttpLimits {
   keepAliveTimeoutMs: number;
   /** open connections this process accepts; more are closed at once */
   maxConnections: number;
+  /** open connections one client address may hold; more are closed at once (MAX_CONNECTIONS_PER_ADDRESS, 0 = off) */
+  maxConnectionsPerAddress: number;
 }
 
 export interface WsLimits {
@@ -137,6 +144,8 @@ export interface WsLimits {
   maxQueuedTurns: number;
   /** a ping every this often; a peer that has not answered the previous one is cut (WS_PING_INTERVAL_MS, 0 = off) */
   pingIntervalMs: number;
+  /** a connection without a client message for this long, and no response in progress, is closed (WS_IDLE_MS, default 5 minutes) */
+  idleMs: number;
 }
 
 /** What a continuation (`previous_response_id`) may make the instance read of a stored conversation. */
@@ -324,6 +333,7 @@ export function loadConfig(env: Env = process.env): Config {
     lastUsedWriteIntervalMs: int(env, 'LAST_USED_WRITE_INTERVAL_MS', 60_000, 0, 86_400_000),
     keyCacheFreshMs: int(env, 'KEY_CACHE_FRESH_MS', 1_000, 0, 600_000),
     rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 0, 0, 100_000_000), tpm: int(env, 'RATE_LIMIT_TPM', 0, 0, 1_000_000_000_000) },
+    keyMaxConcurrency: int(env, 'KEY_MAX_CONCURRENCY', 64, 0, 1_000_000),
     billingEnabled: bool(env, 'BILLING_ENABLED'),
     backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
@@ -336,6 +346,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxFrameBytes: int(env, 'WS_MAX_FRAME_BYTES', 16 * 1024 * 1024, 1024, 64 * 1024 * 1024),
       maxQueuedTurns: int(env, 'WS_MAX_QUEUED_TURNS', 8, 0, 1000),
       pingIntervalMs: int(env, 'WS_PING_INTERVAL_MS', 30_000, 0, 3_600_000),
+      idleMs: int(env, 'WS_IDLE_MS', 300_000, 100, 86_400_000),
     },
     audio: audioLimits(env),
     responses: {
@@ -369,6 +380,7 @@ function httpLimits(env: Env): HttpLimits {
     headersTimeoutMs,
     keepAliveTimeoutMs: int(env, 'KEEPALIVE_TIMEOUT_MS', 72_000, 1_000, 3_600_000),
     maxConnections: int(env, 'MAX_CONNECTIONS', defaultMaxConnections(), 16, 1_000_000),
+    maxConnectionsPerAddress: int(env, 'MAX_CONNECTIONS_PER_ADDRESS', 256, 0, 1_000_000),
   };
 }
 

@@ -111,6 +111,13 @@ export const ERRORS = {
   upgrade_required: { status: 426, portal: 42600, type: 'invalid_request_error', message: 'this resource needs a WebSocket upgrade', zh: '此资源需要升级为 WebSocket 连接' },
   // 429
   rate_limit_exceeded: { status: 429, portal: 42900, type: 'requests', message: 'rate limit exceeded', zh: '超出速率限制' },
+  concurrency_limit_exceeded: {
+    status: 429,
+    portal: 42902,
+    type: 'requests',
+    message: 'too many requests and WebSocket connections in progress for this API key',
+    zh: '此 API 密钥进行中的请求和 WebSocket 连接过多',
+  },
   insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent', zh: '额度不足：余额已用完' },
   // 5xx
   internal_error: { status: 500, portal: 50000, type: 'server_error', message: 'internal server error', zh: '服务器内部错误' },
@@ -188,6 +195,10 @@ export const MESSAGES = {
   metrics_local_only: {
     en: 'permission denied: /metrics answers only requests from this machine; set METRICS_TOKEN or METRICS_PORT to scrape it from elsewhere',
     zh: '权限不足：/metrics 只响应来自本机的请求；如需从其他机器抓取，请设置 METRICS_TOKEN 或 METRICS_PORT',
+  },
+  concurrency_reached: {
+    en: 'Concurrency limit reached: this API key already has {max} requests and open WebSocket connections in progress on this server, its limit. Wait for one to finish, or close a WebSocket you do not use.',
+    zh: '已达到并发限制：此 API 密钥在本服务器上已有 {max} 个进行中的请求和打开的 WebSocket 连接，达到其上限。请等待其中一个完成，或关闭不再使用的 WebSocket。',
   },
   rpm_reached: { en: 'Rate limit reached: {rpm} requests per minute for this API key.', zh: '已达到速率限制：此 API 密钥每分钟最多 {rpm} 个请求。' },
   tpm_reached: {
@@ -275,6 +286,19 @@ export const MESSAGES = {
   },
   key_update_fields: { en: 'only name and description can be changed (got: {fields})', zh: '只能修改 name 和 description（收到：{fields}）' },
   key_update_nothing: { en: 'give name and/or description to change', zh: '请提供要修改的 name 和/或 description' },
+  key_update_fields_inference: {
+    en: 'only name, description and max_concurrency can be changed (got: {fields})',
+    zh: '只能修改 name、description 和 max_concurrency（收到：{fields}）',
+  },
+  key_update_nothing_inference: { en: 'give name, description and/or max_concurrency to change', zh: '请提供要修改的 name、description 和/或 max_concurrency' },
+  key_concurrency_inference_only: {
+    en: 'max_concurrency applies to inference keys only: a Management API Key does not call the OpenAI-compatible endpoints',
+    zh: 'max_concurrency 只适用于推理密钥：管理 API 密钥不调用 OpenAI 兼容端点',
+  },
+  key_concurrency_over_default: {
+    en: "max_concurrency may be at most {max} (this server's KEY_MAX_CONCURRENCY); a key's owner may lower its limit, not raise it, or give null for the default",
+    zh: 'max_concurrency 最多为 {max}（本服务器的 KEY_MAX_CONCURRENCY）；密钥的所有者只能调低其限制，不能调高；传 null 表示使用默认值',
+  },
   // the {base_url} gate's scopes (api/scopes.ts)
   scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },
   scope_model_forbidden: { en: "permission denied: this API key may not use the model '{model}'", zh: "权限不足：此 API 密钥不能使用模型 '{model}'" },

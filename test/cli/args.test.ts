@@ -60,6 +60,7 @@ describe('portico CLI: token and bad arguments', () => {
       [['keys', 'delete', 'key_x'], /unknown command 'delete'/],
       [['keys', 'disable', 'nonsense'], /"nonsense" is not a key id/],
       [['keys', 'limit', 'key_x', '--rpm', '-3'], /--rpm must be a whole number/],
+      [['keys', 'limit', 'key_x', '--concurrency', 'lots'], /--concurrency must be a whole number/],
       [['credits', 'grant', '--user', 'u', '--amount', 'abc'], /the amount must be a positive number/],
       [['credits', 'grant', '--user', 'u', '--amount', '-1'], /the amount must be a positive number/],
       [['credits', 'grant', '--user', 'u', '--amount', '1e308'], /the amount must be a positive number/],

@@ -106,6 +106,20 @@ describe('configuration from the environment', () => {
     bad({ RESPONSES_MAX_CHAIN_LOADS_PER_KEY: '0' }, /^RESPONSES_MAX_CHAIN_LOADS_PER_KEY must be from 1/);
   });
 
+  test('issue 22 §1 limits: KEY_MAX_CONCURRENCY 64, MAX_CONNECTIONS_PER_ADDRESS 256, WS_IDLE_MS 5 minutes; 0 turns the first two off', () => {
+    const d = loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET });
+    assert.equal(d.keyMaxConcurrency, 64);
+    assert.equal(d.http.maxConnectionsPerAddress, 256);
+    assert.equal(d.ws.idleMs, 300_000);
+    const c = loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, KEY_MAX_CONCURRENCY: '0', MAX_CONNECTIONS_PER_ADDRESS: '0', WS_IDLE_MS: '1500' });
+    assert.equal(c.keyMaxConcurrency, 0);
+    assert.equal(c.http.maxConnectionsPerAddress, 0);
+    assert.equal(c.ws.idleMs, 1500);
+    bad({ KEY_MAX_CONCURRENCY: 'many' }, /^KEY_MAX_CONCURRENCY must be a whole number/);
+    bad({ MAX_CONNECTIONS_PER_ADDRESS: '-1' }, /^MAX_CONNECTIONS_PER_ADDRESS must be a whole number/);
+    bad({ WS_IDLE_MS: '0' }, /^WS_IDLE_MS must be from 100 to 86400000, got 0$/);
+  });
+
   test('without JWT_SECRET or JWT_JWKS_URL a secret is generated once under DATA_DIR (0600) and kept', () => {
     const dir = tmp();
     const a = loadConfig({ DATA_DIR: dir });

@@ -7,7 +7,7 @@ import { describe, test, mock, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
-import { createWindowStore, RateLimiter, type LimitedKey } from '../../src/platform/cluster/limits.js';
+import { ConcurrencyLimiter, createWindowStore, RateLimiter, type LimitedKey } from '../../src/platform/cluster/limits.js';
 import { AppError } from '../../src/platform/errors.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 
@@ -151,5 +151,47 @@ describe('RateLimiter on Redis (shared by instances)', () => {
     } finally {
       await dead.close();
     }
+  });
+});
+
+describe('per-key concurrency (ConcurrencyLimiter)', () => {
+  test("the key's own limit over the default, 0 = unlimited, a release gives back exactly one place however often it is called", () => {
+    const c = new ConcurrencyLimiter(2);
+    const k = { keyId: 'k_conc', maxConcurrency: null };
+    const a = c.take(k);
+    const b = c.take(k);
+    assert.throws(
+      () => c.take(k),
+      (e: unknown) => {
+        assert.ok(e instanceof AppError);
+        assert.equal(e.code, 'concurrency_limit_exceeded');
+        assert.equal(e.status, 429);
+        assert.equal(e.headers?.['retry-after'], '1');
+        return true;
+      },
+    );
+    // another key has its own places
+    c.take({ keyId: 'k_other', maxConcurrency: null })();
+    a();
+    a();
+    a();
+    assert.equal(c.inUse('k_conc'), 1);
+    const d = c.take(k);
+    assert.throws(() => c.take(k));
+    b();
+    d();
+    assert.equal(c.inUse('k_conc'), 0);
+    // the key's own value wins, both ways; 0 is no limit and holds nothing
+    assert.throws(() => {
+      c.take({ keyId: 'k_one', maxConcurrency: 1 });
+      c.take({ keyId: 'k_one', maxConcurrency: 1 });
+    });
+    for (let i = 0; i < 5; i++) c.take({ keyId: 'k_five', maxConcurrency: 5 });
+    assert.equal(c.inUse('k_five'), 5);
+    for (let i = 0; i < 100; i++) c.take({ keyId: 'k_free', maxConcurrency: 0 });
+    assert.equal(c.inUse('k_free'), 0);
+    const unlimited = new ConcurrencyLimiter(0);
+    for (let i = 0; i < 100; i++) unlimited.take(k);
+    assert.equal(unlimited.inUse('k_conc'), 0);
   });
 });

@@ -31,7 +31,7 @@ for (const db of testDatabases()) {
       assert.equal(list.total, 1);
       assert.equal(list.list[0].api_key, undefined);
       assert.equal(assertOk(await call('PUT', `${INFER}/${k.id}`, u, { name: 'svc2' })).name, 'svc2');
-      assertPortalError(await call('PUT', `${INFER}/${k.id}`, u, { scopes: [] }), 400, /^only name and description can be changed/);
+      assertPortalError(await call('PUT', `${INFER}/${k.id}`, u, { scopes: [] }), 400, /^only name, description and max_concurrency can be changed/);
       assert.equal(assertOk(await call('POST', `${INFER}/revoke`, u, { api_key_id: k.id })).status, 'revoked');
       assert.equal(assertOk(await call('GET', `${INFER}?status=revoked`, u)).total, 1);
       assert.equal(assertOk(await call('POST', `${INFER}/restore`, u, { api_key_id: k.id })).status, 'active');

@@ -9,4 +9,6 @@ export interface KeyPrincipal {
   scopes: string[];
   rpmLimit: number | null;
   tpmLimit: number | null;
+  /** requests and open WebSockets at once on one instance (null = KEY_MAX_CONCURRENCY, 0 = unlimited) */
+  maxConcurrency: number | null;
 }

@@ -150,3 +150,60 @@ function limited(message: Texts, resetMs: number, limit: number, remaining: numb
     },
   });
 }
+
+export interface ConcurrentKey {
+  keyId: string;
+  /** the key's own limit (null = the configured default; 0 = unlimited) */
+  maxConcurrency: number | null;
+}
+
+/** Gives back a place taken by ConcurrencyLimiter.take: the first call does, every later one nothing. */
+export type Release = () => void;
+
+const NOTHING_HELD: Release = () => {};
+
+/**
+ * Per-key concurrency (issue 22 §1): the requests in progress and the open WebSockets of one inference key, counted
+ * together (a WebSocket holds its place for its whole life), at most the key's `max_concurrency`, else the
+ * configured default (KEY_MAX_CONCURRENCY; 0 = unlimited). Counted in this process's memory: each instance gives a
+ * key that many places (docs/security.md). A place is taken synchronously, so two requests can never both take the
+ * last one, and its release is idempotent, so the HTTP layer may call it from every path that ends a request.
+ */
+export class ConcurrencyLimiter {
+  private readonly held = new Map<string, number>();
+
+  constructor(private readonly defaultMax: number) {}
+
+  /** the key's limit (0 = unlimited) */
+  limitOf(key: ConcurrentKey): number {
+    return key.maxConcurrency ?? this.defaultMax;
+  }
+
+  /** places the key holds now */
+  inUse(keyId: string): number {
+    return this.held.get(keyId) ?? 0;
+  }
+
+  /** Takes one of the key's places, or refuses with 429 `concurrency_limit_exceeded` (retry-after) when none is free. */
+  take(key: ConcurrentKey): Release {
+    const max = this.limitOf(key);
+    if (max <= 0) return NOTHING_HELD;
+    const id = key.keyId;
+    const n = this.held.get(id) ?? 0;
+    if (n >= max) {
+      throw new AppError('concurrency_limit_exceeded', msg('concurrency_reached', { max }), null, {
+        // a place frees when a request ends: no window to wait for, so the shortest wait a client will honor
+        headers: { 'retry-after': '1', 'retry-after-ms': '1000', 'x-concurrency-limit': String(max) },
+      });
+    }
+    this.held.set(id, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.held.get(id) ?? 1) - 1;
+      if (left > 0) this.held.set(id, left);
+      else this.held.delete(id);
+    };
+  }
+}

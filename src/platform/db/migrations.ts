@@ -191,4 +191,10 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('api_keys_seq').on('api_keys').column('seq').execute();
     },
   },
+  '0011_key_max_concurrency': {
+    async up(db: Kysely<any>) {
+      // a key's own limit of requests and open WebSockets at once per instance (null: KEY_MAX_CONCURRENCY)
+      await db.schema.alterTable('api_keys').addColumn('max_concurrency', 'integer').execute();
+    },
+  },
 };

@@ -23,6 +23,8 @@ export interface ApiKeyTable {
   /** per-key limits (null = the configured default) */
   rpm_limit: number | null;
   tpm_limit: number | null;
+  /** requests and open WebSockets at once per instance (null = KEY_MAX_CONCURRENCY, 0 = unlimited) */
+  max_concurrency: number | null;
 }
 
 export interface UsageTable {

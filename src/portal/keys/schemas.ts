@@ -11,6 +11,11 @@ export const KeyRecordSchema = Type.Object({
   expires_at: Type.Integer({ description: 'Unix seconds; 0 = never' }),
   created_at: Type.Integer(),
   scopes: Type.Array(Type.String()),
+  max_concurrency: Type.Optional(
+    Type.Union([Type.Integer(), Type.Null()], {
+      description: 'inference keys: requests in progress plus open WebSockets this key may have at once on each instance; null = the server default (KEY_MAX_CONCURRENCY)',
+    }),
+  ),
 });
 
 export const CreatedKeyRecordSchema = Type.Object({
@@ -39,6 +44,11 @@ export const UpdateKeyBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', ...NAME_EXPECTED })),
     description: Type.Optional(Type.String({ maxLength: 500 })),
+    max_concurrency: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: 1_000_000 }), Type.Null()], {
+        description: 'inference keys: at most this many requests and open WebSockets at once per instance; at most the server default (KEY_MAX_CONCURRENCY); null = that default',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

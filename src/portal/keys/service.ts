@@ -17,6 +17,8 @@ export interface KeyRecord {
   expires_at: number;
   created_at: number;
   scopes: string[];
+  /** inference keys: requests and open WebSockets at once per instance (null = the server's KEY_MAX_CONCURRENCY) */
+  max_concurrency?: number | null;
 }
 
 export interface CreatedKeyRecord extends KeyRecord {
@@ -46,6 +48,7 @@ export function toRecord(row: KeyRow): KeyRecord {
     expires_at: row.expires_at,
     created_at: row.created_at,
     scopes: row.scopes,
+    ...(row.kind === 'inference' ? { max_concurrency: row.max_concurrency } : {}),
   };
 }
 
@@ -69,6 +72,8 @@ export class KeyService {
     private readonly pepper: Buffer,
     private readonly activeLimit: number,
     private readonly adminRole: string,
+    /** the highest max_concurrency a key's owner may set: the server's KEY_MAX_CONCURRENCY (0 = unlimited: no bound) */
+    private readonly maxConcurrency = 0,
   ) {}
 
   onChange(l: KeyChangeListener) {
@@ -109,6 +114,7 @@ export class KeyService {
       deleted_at: null,
       rpm_limit: null,
       tpm_limit: null,
+      max_concurrency: null,
     };
     const ok = await this.store.insertWithinLimit(row, this.activeLimit, t, Math.min(user.issuedAt ?? t, t));
     if (!ok) {
@@ -175,7 +181,18 @@ export class KeyService {
     return toRecord(await this.manageable(user, id));
   }
 
-  async update(user: UserPrincipal, id: string, patch: { name?: string; description?: string }): Promise<KeyRecord> {
+  /**
+   * Name, description and (inference keys) max_concurrency. The owner may lower the key's concurrency below the
+   * server's default, or give null for the default; raising it above KEY_MAX_CONCURRENCY is refused, since a
+   * key's share of the instance is the operator's to give (the same holds for rpm/tpm, set by `portico keys limit`).
+   */
+  async update(user: UserPrincipal, id: string, patch: { name?: string; description?: string; max_concurrency?: number | null }): Promise<KeyRecord> {
+    if (patch.max_concurrency !== undefined) {
+      if (this.kind !== 'inference') throw new AppError('validation_error', msg('key_concurrency_inference_only'), 'max_concurrency');
+      if (patch.max_concurrency !== null && this.maxConcurrency > 0 && patch.max_concurrency > this.maxConcurrency) {
+        throw new AppError('validation_error', msg('key_concurrency_over_default', { max: this.maxConcurrency }), 'max_concurrency');
+      }
+    }
     const owner = (await this.manageable(user, id)).user_id;
     const row = await this.store.updateOwned(this.kind, owner, id, { ...patch, updated_at: now() });
     if (!row) throw notFound();
@@ -222,6 +239,18 @@ export class KeyService {
   /** Operator command (CLI): per-key requests and tokens per minute (null = the configured default, 0 = unlimited). */
   async setLimits(id: string, rpm: number | null, tpm: number | null): Promise<KeyRow> {
     const row = await this.store.setLimitsById(id, rpm, tpm, now());
+    if (!row) throw notFound();
+    this.emit(row, 'changed');
+    return row;
+  }
+
+  /**
+   * Operator command (CLI): an inference key's requests and open WebSockets at once per instance, any value (null =
+   * KEY_MAX_CONCURRENCY, 0 = unlimited); unlike its owner, the operator may raise it above the default.
+   */
+  async setConcurrency(id: string, max: number | null): Promise<KeyRow> {
+    if (this.kind !== 'inference') throw new AppError('validation_error', msg('key_concurrency_inference_only'), 'max_concurrency');
+    const row = await this.store.setConcurrencyById(id, max, now());
     if (!row) throw notFound();
     this.emit(row, 'changed');
     return row;

@@ -149,7 +149,7 @@ export class KeyStore {
     kind: KeyKind,
     userId: string,
     id: string,
-    patch: Partial<Pick<KeyRow, 'name' | 'description' | 'status' | 'deleted_at' | 'updated_at'>>,
+    patch: Partial<Pick<KeyRow, 'name' | 'description' | 'status' | 'deleted_at' | 'updated_at' | 'max_concurrency'>>,
     onlyFromStatus?: KeyRow['status'][],
   ): Promise<KeyRow | undefined> {
     let q = this.db.updateTable('api_keys').set(patch).where('id', '=', id).where('kind', '=', kind).where('user_id', '=', userId).where('deleted_at', 'is', null);
@@ -213,6 +213,18 @@ export class KeyStore {
       .limit(limit)
       .execute();
     return rows.map((r) => ({ digest: r.digest, seq: Number(r.seq) }));
+  }
+
+  /** Operator change of an inference key's concurrency (null = the configured default, 0 = unlimited). */
+  async setConcurrencyById(id: string, max: number | null, now: number): Promise<KeyRow | undefined> {
+    return this.db
+      .updateTable('api_keys')
+      .set({ max_concurrency: max, updated_at: now })
+      .where('id', '=', id)
+      .where('kind', '=', 'inference')
+      .where('deleted_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
   }
 
   /** The key with this digest, and whether its maker is an administrator of its organization now (null: no record). */

@@ -50,6 +50,7 @@ const principalOf = (row: VerifiedKeyRow): KeyPrincipal => ({
   scopes: row.scopes,
   rpmLimit: row.rpm_limit,
   tpmLimit: row.tpm_limit,
+  maxConcurrency: row.max_concurrency,
 });
 
 interface Entry {

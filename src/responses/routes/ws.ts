@@ -12,7 +12,9 @@ const DESCRIPTION = [
   'object per frame, one response at a time in the order sent, or with an error frame',
   '`{"type": "error", "status", "error": {"type", "code", "message", "param"}}`. The last response of the',
   'connection is kept in memory: continue it with `previous_response_id` and only the new items, `store: false`',
-  'included. A connection lasts at most 60 minutes (`websocket_connection_limit_reached`). A GET without the',
+  'included. A connection lasts at most 60 minutes (`websocket_connection_limit_reached`), and is closed after 5',
+  'minutes without a message while no response is in progress (1000 `websocket_idle_timeout`); an open connection',
+  "holds one of its key's concurrent places (429 `concurrency_limit_exceeded` at the upgrade when none is free). A GET without the",
   'upgrade is answered 426. Limits and rules: docs/api.md, "WebSocket mode".',
 ].join(' ');
 

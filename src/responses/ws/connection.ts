@@ -10,8 +10,9 @@
  *   named;
  * - at most `maxQueuedTurns` messages wait behind the one in flight (more are refused at once); frames over
  *   `maxFrameBytes` are refused with an error frame;
- * - the connection ends after `maxAgeMs` (`websocket_connection_limit_reached`), when the server shuts down, or
- *   when the client closes it, which stops the turn in flight as an HTTP disconnect does.
+ * - the connection ends after `maxAgeMs` (`websocket_connection_limit_reached`), after `idleMs` without a client
+ *   message while no response is in progress or waiting (1000, `websocket_idle_timeout`), when the server shuts
+ *   down, or when the client closes it, which stops the turn in flight as an HTTP disconnect does.
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { KeyPrincipal } from '../../platform/auth/principal.js';
@@ -51,6 +52,12 @@ interface Memory {
 
 /** close codes (RFC 6455): 1001 also tells the official SDK's ResponsesWS that reconnecting is worth it */
 export const CLOSE_GOING_AWAY = 1001;
+/**
+ * the idle close: a normal closure (1000), not 1001, so that a client that reconnects on 1001 (the SDK's `reconnect`)
+ * does not open a new idle socket at once; it opens one when it has something to send
+ */
+export const CLOSE_NORMAL = 1000;
+export const IDLE_REASON = 'websocket_idle_timeout';
 const CLOSE_POLICY = 1008;
 
 const outputChars = (output: OutputItem[]) => JSON.stringify(output).length;
@@ -73,6 +80,7 @@ export class WsConnection {
   private readonly ageTimer: NodeJS.Timeout;
   private readonly pingTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
   private resolveDone!: () => void;
   /** resolves when the socket has closed */
   readonly done = new Promise<void>((r) => (this.resolveDone = r));
@@ -88,6 +96,7 @@ export class WsConnection {
     socket.on('close', (code) => this.onClose(code));
     socket.on('pong', () => (this.alive = true));
     this.ageTimer = setTimeout(() => this.expire(), d.limits.maxAgeMs);
+    this.armIdle();
     if (d.limits.pingIntervalMs > 0) {
       this.pingTimer = setInterval(() => {
         // a peer that did not answer the last ping is gone (a dropped network does not close the socket)
@@ -106,6 +115,8 @@ export class WsConnection {
 
   private onMessage(data: RawData, isBinary: boolean) {
     if (this.closing || this.closed) return;
+    // a client message: the connection is not idle (the clock starts again when its answers are done)
+    clearTimeout(this.idleTimer);
     const n = ++this.frames;
     if (this.busy && this.queue.length >= this.d.limits.maxQueuedTurns) {
       // the one answer not given in order: a client that floods the connection learns it at once
@@ -148,6 +159,20 @@ export class WsConnection {
       if (!this.limitSent) this.sendLimit();
       this.closeWith(CLOSE_GOING_AWAY, 'websocket_connection_limit_reached');
     } else if (this.state === 'draining') this.closeWith(CLOSE_GOING_AWAY, 'server shutting down');
+    else this.armIdle();
+  }
+
+  /**
+   * Starts the idle clock (WS_IDLE_MS): a connection whose last message has been answered, and that gets no other
+   * for that long, is closed. Never while a response is in progress or a message waits: those are not idle.
+   */
+  private armIdle() {
+    clearTimeout(this.idleTimer);
+    if (this.closed || this.closing || this.busy || this.queue.length > 0) return;
+    this.idleTimer = setTimeout(() => {
+      if (this.busy || this.queue.length > 0 || this.state !== 'open') return;
+      this.closeWith(CLOSE_NORMAL, IDLE_REASON);
+    }, this.d.limits.idleMs);
   }
 
   // ------------------------------------------------------------------ one turn
@@ -296,6 +321,7 @@ export class WsConnection {
     this.closed = true;
     clearTimeout(this.ageTimer);
     clearTimeout(this.drainTimer);
+    clearTimeout(this.idleTimer);
     clearInterval(this.pingTimer);
     // the client left (or the connection ended): the turn in flight stops, as on an HTTP disconnect
     this.current?.abort(new Error('client disconnected'));

@@ -6,12 +6,15 @@ import { KeyIdParams, KeyRecordSchema, UpdateKeyBody, envelope } from '../schema
 import type { KeyRoutesDeps } from './deps.js';
 
 export default function (app: FastifyInstance, { service, base, tag }: KeyRoutesDeps) {
+  // what a key's owner may change: an inference key's concurrency too (management keys do not call {base_url})
+  const inference = service.kind === 'inference';
+  const updatable = inference ? ['name', 'description', 'max_concurrency'] : ['name', 'description'];
   app.withTypeProvider<TypeBoxTypeProvider>().put(
     `${base}/:api_key_id`,
     {
       schema: {
         tags: [tag],
-        summary: 'Update the name and/or description of an API key',
+        summary: 'Update the name, description and/or (inference keys) max_concurrency of an API key',
         params: KeyIdParams,
         body: UpdateKeyBody,
         response: { 200: envelope(KeyRecordSchema) },
@@ -19,9 +22,10 @@ export default function (app: FastifyInstance, { service, base, tag }: KeyRoutes
       preValidation: async (req) => {
         const body = req.body as Record<string, unknown> | undefined;
         if (body && typeof body === 'object' && !Array.isArray(body)) {
-          const other = Object.keys(body).filter((k) => k !== 'name' && k !== 'description');
-          if (other.length > 0) throw new AppError('validation_error', msg('key_update_fields', { fields: other.join(', ') }), other[0]);
-          if (!('name' in body) && !('description' in body)) throw new AppError('validation_error', msg('key_update_nothing'));
+          const other = Object.keys(body).filter((k) => !updatable.includes(k));
+          if (other.length > 0)
+            throw new AppError('validation_error', msg(inference ? 'key_update_fields_inference' : 'key_update_fields', { fields: other.join(', ') }), other[0]);
+          if (!updatable.some((k) => k in body)) throw new AppError('validation_error', msg(inference ? 'key_update_nothing_inference' : 'key_update_nothing'));
         }
       },
     },
