@@ -20,6 +20,7 @@ import { Runner, withOutputText } from './run.js';
 import { Background, notFound } from './background.js';
 import { Sealer } from './seal.js';
 import type { AnswerSpeaker } from './speech.js';
+import type { Admission } from '../api/admission.js';
 
 export type { Prepared } from './prepare.js';
 
@@ -37,6 +38,8 @@ export interface ResponsesDeps {
   sealSecret?: Buffer;
   /** speaks answers asked for with modalities audio (src/audio/answer-speaker.ts, given by the runtime) */
   speaker?: AnswerSpeaker;
+  /** reservations at admission (billing, TPM limits; src/api/admission.ts); without it nothing is reserved */
+  admission?: Admission;
 }
 
 export class ResponsesService {
@@ -73,7 +76,9 @@ export class ResponsesService {
     return this.runner.stream(p, signal);
   }
 
-  createBackground(p: Prepared): Promise<ResponseObject> {
+  async createBackground(p: Prepared): Promise<ResponseObject> {
+    // reserved when a worker runs it (Runner.execute); refused here only once nothing is left
+    await this.d.admission?.check(p.key);
     return this.background.create(p);
   }
 

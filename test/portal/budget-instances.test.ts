@@ -86,8 +86,9 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     await c.end();
   });
 
+  // max_output_tokens bounds what each request reserves at admission (about 2.6 credits)
   const respond = (t: TestApp, key: string) =>
-    t.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    t.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 16 } });
   const assertExact = async () => {
     await a.services.usage.flush();
     await b.services.usage.flush();
@@ -210,9 +211,11 @@ describe('one instance on PostgreSQL without Redis: a grant by another process a
 
   test('refused, then granted elsewhere, then served within moments and charged exactly', async () => {
     const key = await server.inferenceKey(user);
-    const respond = () => server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    // each request reserves 1 credit ('hi': 8 input tokens estimated + max_output_tokens 2) and is charged 0.5
+    const respond = () =>
+      server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 2 } });
     assert.equal((await respond()).statusCode, 429);
-    await cli.services.usage.grant(user, 'default', 1);
+    await cli.services.usage.grant(user, 'default', 1.5);
     const deadline = Date.now() + 3000;
     let status = 429;
     while (status === 429 && Date.now() < deadline) {
@@ -221,16 +224,17 @@ describe('one instance on PostgreSQL without Redis: a grant by another process a
     }
     assert.equal(status, 200, 'the grant reached the running instance');
     assert.equal((await respond()).statusCode, 200);
-    assert.equal((await respond()).statusCode, 429, 'two requests of 0.5 spent the credit');
+    assert.equal((await respond()).statusCode, 429, 'two requests of 0.5 spent the credit a third would reserve');
     await server.services.usage.flush();
     const ledger = await server.services.usage.balance({ orgId: 'default', userId: user });
-    assert.deepEqual(ledger, { granted: 1, used: 1, balance: 0, currency: 'credits' });
-    assert.equal(await server.core.budget.balance({ orgId: 'default', userId: user }), 0);
+    assert.deepEqual(ledger, { granted: 1.5, used: 1, balance: 0.5, currency: 'credits' });
+    assert.equal(await server.core.budget.balance({ orgId: 'default', userId: user }), 500_000);
   });
 
   test('a grant whose notification was lost while the listener reconnected is read after the reconnect', async () => {
     const key = await server.inferenceKey(user);
-    const respond = () => server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    const respond = () =>
+      server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 2 } });
     assert.equal((await respond()).statusCode, 429);
     const feed = server.core.feed as unknown as { client?: { processID?: number } };
     const pid = feed.client?.processID;
