@@ -106,7 +106,7 @@ for (const db of testDatabases()) {
         // 300 x 0.5 credits spent of 150.75: 0.75 left, less than a request's worst case (1): refused, never below zero
         const refused = await respond(key);
         assert.equal(refused.statusCode, 429);
-        assert.match(refused.json().error.message, /may cost up to 1 credits .*your balance has 0\.25 credits left/);
+        assert.match(refused.json().error.message, /may cost up to 1 credits .*your balance has 0\.75 credits left/);
         assert.equal(reads.n, 1);
       } finally {
         reads.restore();
