@@ -30,6 +30,8 @@ export interface AdmissionOptions {
   log: Pick<FastifyBaseLogger, 'warn'>;
   /** a request refused by a reservation (metrics) */
   onRefused?: (reason: 'rate_limit' | 'quota') => void;
+  /** a request admitted by its reservations (the key's last use is recorded then, not at the gate) */
+  onAdmitted?: (key: KeyPrincipal) => void;
 }
 
 export class Admission {
@@ -80,6 +82,7 @@ export class Admission {
       else if (code === 'insufficient_quota') this.opts.onRefused?.('quota');
       throw refused.reason;
     }
+    this.opts.onAdmitted?.(key);
     return new Hold(this, key, output, tokens.value, money.value, this.budget.enabled ? micros : undefined);
   }
 

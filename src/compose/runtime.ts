@@ -205,6 +205,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       ...config.reservations,
       log,
       onRefused: (reason) => metrics.rateLimited.inc({ reason }),
+      onAdmitted: (key) => verifier.markUsed(key),
     });
     core.usage.onRefused(() => metrics.usageRefused.inc());
     core.usage.onRecord((e) => {
@@ -313,7 +314,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
             throw e;
           }
         }
-        verifier.markUsed(key);
+        // a request its service admits by a reservation is a use once it is admitted there (Admission.onAdmitted)
+        if (!reserves || !admission.applies(key)) verifier.markUsed(key);
         return key;
       },
     };

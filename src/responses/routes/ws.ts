@@ -21,7 +21,7 @@ export default function (app: FastifyInstance, hub: WsHub) {
   app.route({
     method: 'GET',
     url: '/responses',
-    config: { scope: 'responses', reserves: true },
+    config: { scope: 'responses' },
     schema: {
       tags: ['Responses'],
       summary: 'WebSocket mode: upgrade to a WebSocket and send response.create messages',
