@@ -44,6 +44,23 @@ test('the Redis scripts keep the spend store contract', async () => {
     assert.equal(await s.charge(payer, 'e1', 1), false);
     assert.deepEqual(await s.read(payer, 'e3'), { epoch: 'e3', used: 0, version: 0 });
     await s.reachable();
+
+    // reservations: held only within what is left (base - used - reserved), atomically; dropped by the charge
+    const ask = { newEpoch: 'x', epoch: 'e3', version: 0, base: 1000, ttlMs: 60_000 };
+    assert.equal((await s.reserve(payer, { ...ask, version: 7, id: 'r0', micros: 1 })).status, 'stale', 'another version: read the ledger again');
+    assert.deepEqual(await s.reserve(payer, { ...ask, id: 'r1', micros: 600 }), { status: 'ok', epoch: 'e3', used: 0, version: 0, reserved: 600 });
+    assert.equal((await s.reserve(payer, { ...ask, id: 'r2', micros: 401 })).status, 'refused');
+    assert.equal((await s.reserve(payer, { ...ask, id: 'r2', micros: 400 })).status, 'ok');
+    // r1 settles for 100: its 600 go back, 100 are used
+    assert.equal(await s.charge(payer, 'e3', 100, 'r1'), true);
+    assert.deepEqual(await s.reserve(payer, { ...ask, id: 'r3', micros: 500 }), { status: 'ok', epoch: 'e3', used: 100, version: 0, reserved: 900 });
+    await s.release(payer, 'r3');
+    await s.release(payer, 'r3'); // twice: nothing more
+    // a reservation of a crashed request expires: the next reservation drops it
+    assert.equal((await s.reserve(payer, { ...ask, id: 'r4', micros: 500, ttlMs: 1 })).status, 'ok');
+    await eventually(async () => (await s.reserve(payer, { ...ask, id: `r5-${Math.random()}`, micros: 500 })).status === 'ok');
+    // nothing left at all: refused even for a free request
+    assert.equal((await s.reserve(payer, { ...ask, base: 100, id: 'r6', micros: 0 })).status, 'refused');
   } finally {
     await s.reset(payer);
     await s.close();
