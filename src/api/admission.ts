@@ -69,10 +69,7 @@ export class Admission {
     const input = Math.max(0, Math.ceil(inputTokens));
     const output = Math.max(0, Math.ceil(outputTokens));
     const micros = Math.ceil(costMicros(spec, { inputTokens: input, outputTokens: output }));
-    const [tokens, money] = await Promise.allSettled([
-      this.limiter.reserveTokens(key, input, output),
-      this.budget.reserve(key, micros, this.opts.ttlMs, { input, output }),
-    ]);
+    const [tokens, money] = await Promise.allSettled([this.limiter.reserveTokens(key, input, output), this.budget.reserve(key, micros, this.opts.ttlMs, { input, output })]);
     if (tokens.status === 'rejected' || money.status === 'rejected') {
       if (tokens.status === 'fulfilled' && tokens.value) this.settleTokens(tokens.value, 0);
       if (money.status === 'fulfilled' && money.value) this.budget.release(key, money.value);

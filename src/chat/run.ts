@@ -349,7 +349,9 @@ export class ChatRunner {
   /** The client left or the engine failed mid-way: charge what was produced; a failure to record is logged, not thrown. */
   private async chargeLeft(p: PreparedChat, meter: Meter, hold?: Hold): Promise<void> {
     if (!meter.usage && meter.chars === 0) return;
-    await this.record(p, meter, hold).catch((e) => this.d.log.error({ err: (e as Error).message, requestId: p.requestId }, 'usage of a chat completion that ended early not recorded'));
+    await this.record(p, meter, hold).catch((e) =>
+      this.d.log.error({ err: (e as Error).message, requestId: p.requestId }, 'usage of a chat completion that ended early not recorded'),
+    );
   }
 }
 

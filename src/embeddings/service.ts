@@ -80,10 +80,16 @@ export class EmbeddingsService {
       facts?.failed(e);
       throw fromEngineError(e);
     }
-    const model = upstreamName(spec);
     // the worst case is the input (an estimate for texts, exact for token arrays), reserved before the engine is called
     const a = this.d.admission;
-    const hold = a?.applies(key) ? await a.reserve(key, spec, input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0), 0) : undefined;
+    const hold = a?.applies(key)
+      ? await a.reserve(
+          key,
+          spec,
+          input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0),
+          0,
+        )
+      : undefined;
     try {
       return await this.run(req, key, requestId, signal, facts, spec, engine, input, hold);
     } finally {

@@ -101,7 +101,13 @@ describe('one instance (PGlite): a request cannot spend more than is left', () =
     await t.services.usage.grant(user, 'default', 3);
 
     up.script(FLOOD);
-    const res = await post(key, '/v1/chat/completions', { model: 'paid', messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 2, stream_options: { include_usage: true } });
+    const res = await post(key, '/v1/chat/completions', {
+      model: 'paid',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+      max_tokens: 2,
+      stream_options: { include_usage: true },
+    });
     assert.equal(res.statusCode, 200, res.body);
     const chunks = sse(res.body).map(([, d]) => d);
     const finish = chunks.flatMap((c) => c.choices ?? []).filter((c: any) => c.finish_reason != null);
@@ -180,7 +186,9 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
       dbSchema: schema,
       env: { BILLING_ENABLED: 'true', REDIS_URL },
       // 0.01 credit a token
-      models: [{ name: 'paid', provider: 'openai-compatible' as const, base_url: up.url, type: 'text' as const, pricing: { input_per_million: 10_000, output_per_million: 10_000 } }],
+      models: [
+        { name: 'paid', provider: 'openai-compatible' as const, base_url: up.url, type: 'text' as const, pricing: { input_per_million: 10_000, output_per_million: 10_000 } },
+      ],
     };
     a = await buildTestApp(opts);
     b = await buildTestApp(opts);
@@ -211,7 +219,10 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
             method: 'POST',
             url: i % 3 ? '/v1/responses' : '/v1/chat/completions',
             headers: { authorization: `Bearer ${keys[i % 2]}` },
-            payload: i % 3 ? { model: 'paid', input: 'hi', stream: true, max_output_tokens: 20 } : { model: 'paid', messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 20 },
+            payload:
+              i % 3
+                ? { model: 'paid', input: 'hi', stream: true, max_output_tokens: 20 }
+                : { model: 'paid', messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 20 },
           }),
         ),
       );
