@@ -80,7 +80,7 @@ export class Admission {
       throw refused.reason;
     }
     this.opts.onAdmitted?.(key);
-    return new Hold(this, key, output, tokens.value, money.value, this.budget.enabled ? micros : undefined);
+    return new Hold(this, key, input, output, tokens.value, money.value, this.budget.enabled ? micros : undefined);
   }
 
   /** @internal */
@@ -105,6 +105,8 @@ export class Hold implements UsageHold {
   constructor(
     private readonly admission: Admission,
     private readonly key: KeyPrincipal,
+    /** the input tokens reserved (the estimate) */
+    readonly inputTokens: number,
     /** the output tokens reserved: a request whose running count passes this is stopped */
     readonly outputLimit: number,
     private readonly tokens: TokenHold | undefined,
@@ -138,11 +140,17 @@ export class OutputCount {
   pieces = 0;
   chars = 0;
 
-  /** adds a piece of output; true when the output now passes `limit` */
+  /** adds a piece of output, unless it would pass `limit` (then true, and the count stays what was shown) */
   add(text: string, limit: number): boolean {
     if (!text) return false;
+    if (Math.max(this.pieces + 1, (this.chars + text.length) >> 3) > limit) return true;
     this.pieces++;
     this.chars += text.length;
-    return Math.max(this.pieces, this.chars >> 3) > limit;
+    return false;
+  }
+
+  /** the output shown, in tokens as usage estimates count them (~4 characters a token, at least a token a piece) */
+  get tokens(): number {
+    return Math.max(this.pieces, Math.ceil(this.chars / 4));
   }
 }

@@ -44,6 +44,15 @@ class Meter {
     return Math.max(this.pieces, this.chars >> 3) > limit;
   }
 
+  /** what was counted so far (to take back a piece that is not shown) */
+  mark(): [number, number] {
+    return [this.chars, this.pieces];
+  }
+  back([chars, pieces]: [number, number]): void {
+    this.chars = chars;
+    this.pieces = pieces;
+  }
+
   /** a chunk (or a whole completion) went by */
   see(o: Obj): void {
     const u = o.usage as { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } } | null | undefined;
@@ -109,8 +118,10 @@ export class ChatRunner {
         const chunks: Obj[] = [];
         for await (const c of this.generate(p, signal)) {
           if (chunks.length === 0) facts?.firstOutput();
+          const shown = meter.mark();
           meter.see(c);
           if (hold && meter.over(hold.outputLimit)) {
+            meter.back(shown);
             // past what it reserved: ended as at the token cap, without this piece
             chunks.push(...finishChunks(c, p, 1));
             stopped = true;
@@ -173,8 +184,10 @@ export class ChatRunner {
       const source = p.forward ? this.forwardChunks(p, signal) : this.generate(p, signal);
       for await (const chunk of source) {
         facts?.firstOutput();
+        const shown = meter.mark();
         meter.see(chunk);
         if (hold && !held.length && meter.over(hold.outputLimit)) {
+          meter.back(shown);
           // past what it reserved (an upstream that ignores max_tokens, a request that named none): this piece is
           // not sent, every choice ends as at the token cap, the upstream is closed (the loop's end)
           stopped = finishChunks(chunk, p, p.req.n ?? 1);

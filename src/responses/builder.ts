@@ -285,11 +285,12 @@ export class ResponseBuilder {
   /**
    * Stopped by Portico before the model finished: its output passed what the request reserved (the most output it
    * may produce: max_output_tokens, or the default when it named none). Incomplete with OpenAI's reason for the
-   * token cap; no usage from the engine (the charge is estimated from the output, at most the reservation).
+   * token cap; the usage is the estimate given (no count came from the engine).
    */
-  stopAt(reason: 'max_output_tokens'): ResponseObject {
+  stopAt(reason: 'max_output_tokens', usage: Usage): ResponseObject {
     const r = this.response;
     this.closeOpen('incomplete');
+    r.usage = toUsage(usage);
     r.completed_at = Math.floor(Date.now() / 1000);
     r.status = 'incomplete';
     r.incomplete_details = { reason };

@@ -11,7 +11,7 @@ import type { UsageService } from '../portal/usage/service.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import { costMicros } from '../models/pricing.js';
 import { fromEngineError } from '../api/engine-errors.js';
-import { OutputCount, type Admission } from '../api/admission.js';
+import { OutputCount, type Admission, type Hold } from '../api/admission.js';
 import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
 import { outputText, spokenCharacters, type ResponseObject } from './object.js';
 import type { ResponseStore } from './store.js';
@@ -165,7 +165,7 @@ export class Runner {
     facts?.firstOutput();
     onStart();
     try {
-      return await this.consume(it, first, builder, signal, voice, stop, facts, p.hold?.outputLimit);
+      return await this.consume(it, first, builder, signal, voice, stop, facts, p.hold);
     } finally {
       voice?.close();
       // let the engine release what it holds (its generator is suspended at the done event)
@@ -199,21 +199,23 @@ export class Runner {
     voice?: SpokenAnswer,
     stop?: AbortController,
     facts?: RequestFacts,
-    outputLimit?: number,
+    hold?: Hold,
   ): Promise<{ final: ResponseObject; usage?: Usage }> {
-    const count = outputLimit === undefined ? undefined : new OutputCount();
+    const count = hold ? new OutputCount() : undefined;
     try {
       while (!ev.done) {
         // an engine may finish normally after an abort (with the usage so far): the abort wins
         if (signal.aborted) throw signal.reason ?? new Error('aborted');
         const e = ev.value;
         // output past what the request reserved (an upstream that ignores max_output_tokens, a request that named
-        // none): stopped before it is shown, incomplete as at the token cap; charged what was shown, at most the reservation
-        if (count && (e.type === 'text_delta' || e.type === 'reasoning_delta' || e.type === 'tool_call_delta') && count.add(e.delta, outputLimit!)) {
+        // none): stopped before it is shown, incomplete as at the token cap; charged the input and what was shown
+        // (estimated), at most the reservation
+        if (count && (e.type === 'text_delta' || e.type === 'reasoning_delta' || e.type === 'tool_call_delta') && count.add(e.delta, hold!.outputLimit)) {
           stop?.abort();
           if (voice) await voice.finish();
           facts?.engineEnded();
-          return { final: builder.stopAt('max_output_tokens') };
+          const usage = { inputTokens: hold!.inputTokens, outputTokens: count.tokens };
+          return { final: builder.stopAt('max_output_tokens', usage), usage };
         }
         if (voice && e.type !== 'text_delta') await voice.finish();
         if (e.type === 'done') {

@@ -90,6 +90,9 @@ describe('one instance (PGlite): a request cannot spend more than is left', () =
     assert.equal(last[1].response.status, 'incomplete');
     assert.deepEqual(last[1].response.incomplete_details, { reason: 'max_output_tokens' });
     assert.ok(events.filter(([e]) => e === 'response.output_text.delta').length <= 2);
+    // its usage is the estimate of what was shown (the upstream's count never came)
+    assert.equal(last[1].response.usage.input_tokens, 8);
+    assert.ok(last[1].response.usage.output_tokens <= 2);
     const after1 = await ledger(user);
     assert.ok(after1.balance >= -ROUNDING, `balance ${after1.balance}`);
     assert.ok(after1.used > 0 && after1.used <= 1, `charged ${after1.used}`);
@@ -123,6 +126,10 @@ describe('one instance (PGlite): a request cannot spend more than is left', () =
     up.script(FLOOD);
     const whole = await post(key, '/v1/responses', { model: 'paid', input: 'hi', max_output_tokens: 2 });
     assert.equal(whole.statusCode, 200, whole.body);
+    // the whole answer came at once, past the reservation: not shown, charged its input
+    assert.equal(whole.json().status, 'incomplete');
+    assert.deepEqual(whole.json().incomplete_details, { reason: 'max_output_tokens' });
+    assert.equal(whole.json().usage.output_tokens, 0);
     const l = await ledger(user);
     assert.ok(l.balance >= -ROUNDING, `balance ${l.balance}`);
     assert.ok(l.used <= 2, `charged ${l.used}: at most 1 credit a request`);
