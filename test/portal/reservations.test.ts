@@ -169,6 +169,32 @@ describe('one instance (PGlite): a request cannot spend more than is left', () =
     assert.deepEqual(await ledger(user), { granted: 1, used: 0.5, balance: 0.5, currency: 'credits' });
   });
 
+  test('a background response reserves when it runs: one whose worst case does not fit fails with insufficient_quota, uncharged', async () => {
+    const user = `bg-${run}`;
+    const key = await t.inferenceKey(user);
+    await t.services.usage.grant(user, 'default', 1);
+    // created (something is left), then refused by its reservation where it runs (4,096 output tokens by default)
+    const created = await post(key, '/v1/responses', { model: 'paid', input: 'hi', background: true });
+    assert.equal(created.statusCode, 200, created.body);
+    const id = created.json().id as string;
+    const done = await eventually(async () => {
+      const r = await t.app.inject({ method: 'GET', url: `/v1/responses/${id}`, headers: { authorization: `Bearer ${key}` } });
+      const o = r.json();
+      return o.status === 'queued' || o.status === 'in_progress' ? undefined : o;
+    }, 5000);
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error.code, 'insufficient_quota');
+    assert.deepEqual(await ledger(user), { granted: 1, used: 0, balance: 1, currency: 'credits' });
+    // one that fits runs
+    const fits = await post(key, '/v1/responses', { model: 'paid', input: 'hi', background: true, max_output_tokens: 2 });
+    const id2 = fits.json().id as string;
+    const ok = await eventually(async () => {
+      const o = (await t.app.inject({ method: 'GET', url: `/v1/responses/${id2}`, headers: { authorization: `Bearer ${key}` } })).json();
+      return o.status === 'queued' || o.status === 'in_progress' ? undefined : o;
+    }, 5000);
+    assert.equal(ok.status, 'completed');
+  });
+
   test('a request refused by its reservation, or failed before output, holds nothing afterwards', async () => {
     const user = `fail-${run}`;
     const key = await t.inferenceKey(user);
