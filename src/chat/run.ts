@@ -12,12 +12,15 @@ import { costMicros } from '../models/pricing.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { EngineError } from '../engines/types.js';
 import type { PreparedChat } from './prepare.js';
+import type { Admission, Hold } from '../api/admission.js';
 
 export type Obj = Record<string, unknown>;
 
 export interface ChatRunDeps {
   usage: UsageService;
   log: FastifyBaseLogger;
+  /** reservations at admission (billing, TPM limits); without it nothing is reserved */
+  admission?: Admission;
 }
 
 interface Counted {
@@ -30,6 +33,25 @@ interface Counted {
 class Meter {
   usage: Counted | undefined;
   chars = 0;
+  /** pieces of output (a choice's delta that carried text): about a token each from an upstream */
+  pieces = 0;
+
+  /**
+   * Whether the output so far passes `limit` tokens: the pieces or an eighth of the characters, whichever is more
+   * (a lower bound of the tokens: an answer within its max_tokens is never cut; see api/admission.ts OutputCount)
+   */
+  over(limit: number): boolean {
+    return Math.max(this.pieces, this.chars >> 3) > limit;
+  }
+
+  /** what was counted so far (to take back a piece that is not shown) */
+  mark(): [number, number] {
+    return [this.chars, this.pieces];
+  }
+  back([chars, pieces]: [number, number]): void {
+    this.chars = chars;
+    this.pieces = pieces;
+  }
 
   /** a chunk (or a whole completion) went by */
   see(o: Obj): void {
@@ -43,6 +65,7 @@ class Meter {
     for (const c of choices as Obj[]) {
       const m = (c.delta ?? c.message) as Obj | undefined;
       if (!m) continue;
+      const before = this.chars;
       for (const k of ['content', 'reasoning_content', 'refusal'] as const) if (typeof m[k] === 'string') this.chars += (m[k] as string).length;
       if (Array.isArray(m.tool_calls)) {
         for (const t of m.tool_calls as Obj[]) {
@@ -51,6 +74,7 @@ class Meter {
           if (typeof f?.arguments === 'string') this.chars += f.arguments.length;
         }
       }
+      if (this.chars > before) this.pieces++;
     }
   }
 }
@@ -70,12 +94,23 @@ export class ChatRunner {
 
   /** stream false: the completion. */
   async json(p: PreparedChat, signal: AbortSignal): Promise<Obj> {
+    const hold = await this.admit(p);
+    try {
+      return await this.jsonHeld(p, signal, hold);
+    } finally {
+      hold?.release();
+    }
+  }
+
+  private async jsonHeld(p: PreparedChat, signal: AbortSignal, hold: Hold | undefined): Promise<Obj> {
     const meter = new Meter();
     const facts = p.facts;
     let answer: Obj;
+    let stopped = false;
     facts?.engineStarted();
     try {
       if (p.forward) {
+        // one answer, whole: it cannot be stopped midway (its charge stops at the reservation)
         answer = await this.forwardJson(p, signal);
         facts?.firstOutput();
         meter.see(answer);
@@ -83,7 +118,15 @@ export class ChatRunner {
         const chunks: Obj[] = [];
         for await (const c of this.generate(p, signal)) {
           if (chunks.length === 0) facts?.firstOutput();
+          const shown = meter.mark();
           meter.see(c);
+          if (hold && meter.over(hold.outputLimit)) {
+            meter.back(shown);
+            // past what it reserved: ended as at the token cap, without this piece
+            chunks.push(...finishChunks(c, p, 1));
+            stopped = true;
+            break;
+          }
           chunks.push(c);
         }
         answer = foldChunks(chunks);
@@ -91,12 +134,27 @@ export class ChatRunner {
       facts?.engineEnded();
     } catch (e) {
       // the client left: what the engine produced is charged
-      if (signal.aborted) await this.chargeLeft(p, meter);
+      if (signal.aborted) await this.chargeLeft(p, meter, hold);
       else facts?.failed(e);
       throw this.refused(e, signal);
     }
-    await this.record(p, meter);
+    const counted = await this.record(p, meter, hold);
+    if (stopped) answer.usage = usageObject(counted);
     return this.present(p, answer)!;
+  }
+
+  /**
+   * Reserves the worst case (the conversation as counted, n times the most output it may produce, at the model's
+   * price) before the engine is called: refused with 429 saying the reservation. Nothing when no budget or TPM
+   * limit applies to the key.
+   */
+  private async admit(p: PreparedChat): Promise<Hold | undefined> {
+    const a = this.d.admission;
+    if (!a || !a.applies(p.key)) return undefined;
+    const input = await p.engine.countTokens(p.count());
+    const max = p.req.max_completion_tokens ?? p.req.max_tokens ?? undefined;
+    const output = a.outputCap(max, input, p.engine.contextWindow ?? p.spec.context_window) * Math.max(1, p.req.n ?? 1);
+    return a.reserve(p.key, p.spec, input, output);
   }
 
   /**
@@ -105,7 +163,17 @@ export class ChatRunner {
    * after the usage is recorded.
    */
   async *stream(p: PreparedChat, signal: AbortSignal): AsyncGenerator<Obj> {
+    const hold = await this.admit(p);
+    try {
+      yield* this.streamHeld(p, signal, hold);
+    } finally {
+      hold?.release();
+    }
+  }
+
+  private async *streamHeld(p: PreparedChat, signal: AbortSignal, hold: Hold | undefined): AsyncGenerator<Obj> {
     const meter = new Meter();
+    let stopped: Obj[] | undefined;
     const held: Obj[] = [];
     let started = false;
     let ended = false;
@@ -116,7 +184,15 @@ export class ChatRunner {
       const source = p.forward ? this.forwardChunks(p, signal) : this.generate(p, signal);
       for await (const chunk of source) {
         facts?.firstOutput();
+        const shown = meter.mark();
         meter.see(chunk);
+        if (hold && !held.length && meter.over(hold.outputLimit)) {
+          meter.back(shown);
+          // past what it reserved (an upstream that ignores max_tokens, a request that named none): this piece is
+          // not sent, every choice ends as at the token cap, the upstream is closed (the loop's end)
+          stopped = finishChunks(chunk, p, p.req.n ?? 1);
+          break;
+        }
         if (held.length || isTail(chunk, p.req.n ?? 1)) {
           held.push(chunk);
           continue;
@@ -131,13 +207,18 @@ export class ChatRunner {
       // the client left, or the engine failed: what was produced is charged
       charged = true;
       if (!signal.aborted) facts?.failed(e);
-      if (started || meter.chars > 0 || signal.aborted) await this.chargeLeft(p, meter);
+      if (started || meter.chars > 0 || signal.aborted) await this.chargeLeft(p, meter, hold);
       throw this.refused(e, signal);
     } finally {
       // the consumer stopped reading before the end (the route never does: it reads to the end or to an error)
-      if (!ended && !charged && meter.chars > 0) void this.chargeLeft(p, meter);
+      if (!ended && !charged && meter.chars > 0) void this.chargeLeft(p, meter, hold);
     }
-    await this.record(p, meter);
+    const counted = await this.record(p, meter, hold);
+    if (stopped) {
+      for (const c of stopped) yield this.present(p, c)!;
+      if (p.includeUsage) yield { id: stopped[0]!.id, object: 'chat.completion.chunk', created: stopped[0]!.created, model: p.spec.name, choices: [], usage: usageObject(counted) };
+      return;
+    }
     for (const c of held) {
       const out = this.present(p, c);
       if (out) yield out;
@@ -254,8 +335,8 @@ export class ChatRunner {
 
   // ---------------------------------------------------------------- usage
 
-  /** Records the usage: the engine's, or an estimate when it gave none. */
-  private async record(p: PreparedChat, meter: Meter): Promise<void> {
+  /** Records the usage: the engine's, or an estimate when it gave none; `hold`: settled by this record. */
+  private async record(p: PreparedChat, meter: Meter, hold?: Hold): Promise<Counted> {
     const counted = meter.usage ?? (await this.estimate(p, meter));
     p.facts?.used(counted);
     await this.d.usage.record({
@@ -266,7 +347,9 @@ export class ChatRunner {
       ...counted,
       costMicros: costMicros(p.spec, counted),
       deployment: p.route.deployment,
+      ...(hold ? { hold } : {}),
     });
+    return counted;
   }
 
   private async estimate(p: PreparedChat, meter: Meter): Promise<Counted> {
@@ -277,10 +360,35 @@ export class ChatRunner {
   }
 
   /** The client left or the engine failed mid-way: charge what was produced; a failure to record is logged, not thrown. */
-  private async chargeLeft(p: PreparedChat, meter: Meter): Promise<void> {
+  private async chargeLeft(p: PreparedChat, meter: Meter, hold?: Hold): Promise<void> {
     if (!meter.usage && meter.chars === 0) return;
-    await this.record(p, meter).catch((e) => this.d.log.error({ err: (e as Error).message, requestId: p.requestId }, 'usage of a chat completion that ended early not recorded'));
+    await this.record(p, meter, hold).catch((e) =>
+      this.d.log.error({ err: (e as Error).message, requestId: p.requestId }, 'usage of a chat completion that ended early not recorded'),
+    );
   }
+}
+
+/** The chunks that end every choice as at the token cap (finish_reason "length"), in the shape of `like`. */
+function finishChunks(like: Obj, p: PreparedChat, n: number): Obj[] {
+  return Array.from({ length: Math.max(1, n) }, (_, index) => ({
+    id: like.id ?? p.id,
+    object: 'chat.completion.chunk',
+    created: like.created ?? Math.floor(Date.now() / 1000),
+    model: p.spec.name,
+    choices: [{ index, delta: {}, logprobs: null, finish_reason: 'length' }],
+    ...(p.stream ? {} : { usage: null }),
+  }));
+}
+
+/** A count as OpenAI's usage object. */
+function usageObject(u: Counted): Obj {
+  return {
+    prompt_tokens: u.inputTokens,
+    completion_tokens: u.outputTokens,
+    total_tokens: u.inputTokens + u.outputTokens,
+    prompt_tokens_details: { cached_tokens: u.cachedTokens ?? 0, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+  };
 }
 
 /** Generated chunks (one choice) folded into the chat.completion object. */

@@ -9,6 +9,7 @@ import type { RequestFacts } from '../platform/ops/facts.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { UsageService } from '../portal/usage/service.js';
+import type { Admission } from '../api/admission.js';
 import { ChatPreparer, type PreparedChat } from './prepare.js';
 import { ChatRunner, type Obj } from './run.js';
 import type { ChatCompletionRequest } from './schemas.js';
@@ -18,6 +19,8 @@ export interface ChatDeps {
   engines: TextEngineSource;
   usage: UsageService;
   log: FastifyBaseLogger;
+  /** reservations at admission (billing, TPM limits; src/api/admission.ts); without it nothing is reserved */
+  admission?: Admission;
 }
 
 export class ChatService {

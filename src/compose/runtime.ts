@@ -14,6 +14,7 @@ import { createJwtVerifier, type JwtVerifier } from '../platform/auth/jwt.js';
 import { bearerToken } from '../platform/http/auth.js';
 import { createWebModule } from '../web/index.js';
 import { ConcurrencyLimiter, createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
+import { Admission } from '../api/admission.js';
 import { Metrics } from '../platform/ops/metrics.js';
 import { createOpsModule } from '../platform/ops/routes.js';
 import type { Tracing } from '../platform/ops/tracing.js';
@@ -211,10 +212,18 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const limiter = new RateLimiter(windows, config.rateLimits);
     const concurrency = new ConcurrencyLimiter(config.keyMaxConcurrency);
     const budget = core.budget;
+    // requests that generate reserve their worst case in the balance and the TPM window (src/api/admission.ts)
+    const admission = new Admission(limiter, budget, {
+      ...config.reservations,
+      log,
+      onRefused: (reason) => metrics.rateLimited.inc({ reason }),
+      onAdmitted: (key) => verifier.markUsed(key),
+    });
     core.usage.onRefused(() => metrics.usageRefused.inc());
     core.usage.onRecord((e) => {
       const tokens = (e.inputTokens ?? 0) + (e.outputTokens ?? 0);
-      if (tokens > 0) {
+      // a record that settles a reservation has put its tokens in the window already (Hold.take)
+      if (tokens > 0 && !e.hold) {
         const k = e.key;
         limiter
           .addTokens({ keyId: k.keyId, rpmLimit: k.rpmLimit ?? null, tpmLimit: k.tpmLimit ?? null }, tokens)
@@ -245,6 +254,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       ws: { limits: config.ws, admit: (req) => gate.key(req) },
       // spoken answers (modalities audio): the audio feature's voices, handed to the responses feature
       speaker: new AnswerSpeakerService(models, audioEngines),
+      admission,
     });
     closing((graceMs) => responses.close!(graceMs));
 
@@ -288,8 +298,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
       responses,
       createAudioModule({ models, engines: audioEngines, usage: core.usage, log }),
-      createChatModule({ models, engines: router, usage: core.usage, log }),
-      createEmbeddingsModule({ models, engines: router, usage: core.usage, log }),
+      createChatModule({ models, engines: router, usage: core.usage, log, admission }),
+      createEmbeddingsModule({ models, engines: router, usage: core.usage, log, admission }),
       ...(opts.extraModules ?? []),
     ];
 
@@ -299,15 +309,18 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       async key(req) {
         const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
         assertRouteScope(key, req.routeOptions.config?.scope);
+        // a route whose service reserves its worst case (balance and TPM window) is admitted there, in one round
+        // trip per store; here only its request is counted (RPM)
+        const reserves = req.routeOptions.config?.reserves === true;
         if (limiter.applies(key)) {
           try {
-            await limiter.check(key);
+            await limiter.check(key, !reserves);
           } catch (e) {
             metrics.rateLimited.inc({ reason: 'rate_limit' });
             throw e;
           }
         }
-        if (budget.enabled) {
+        if (budget.enabled && !reserves) {
           try {
             await budget.check(key);
           } catch (e) {
@@ -315,7 +328,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
             throw e;
           }
         }
-        verifier.markUsed(key);
+        // a request its service admits by a reservation is a use once it is admitted there (Admission.onAdmitted)
+        if (!reserves || !admission.applies(key)) verifier.markUsed(key);
         return key;
       },
       hold(key) {

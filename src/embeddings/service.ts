@@ -11,18 +11,22 @@ import type { RequestFacts } from '../platform/ops/facts.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { EmbeddingsEngine, RouteNote } from '../engines/types.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { deploymentName, upstreamName } from '../models/spec.js';
+import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import { costMicros } from '../models/pricing.js';
 import type { UsageService } from '../portal/usage/service.js';
 import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
+import type { Admission, Hold } from '../api/admission.js';
 import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
+import { estimateTextTokens } from '../engines/openai-compatible/tokens.js';
 
 export interface EmbeddingsDeps {
   models: ModelRegistry;
   engines: TextEngineSource;
   usage: UsageService;
   log: FastifyBaseLogger;
+  /** reservations at admission (billing, TPM limits; src/api/admission.ts); without it nothing is reserved */
+  admission?: Admission;
 }
 
 export interface EmbeddingsAnswerBody {
@@ -76,6 +80,34 @@ export class EmbeddingsService {
       facts?.failed(e);
       throw fromEngineError(e);
     }
+    // the worst case is the input (an estimate for texts, exact for token arrays), reserved before the engine is called
+    const a = this.d.admission;
+    const hold = a?.applies(key)
+      ? await a.reserve(
+          key,
+          spec,
+          input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0),
+          0,
+        )
+      : undefined;
+    try {
+      return await this.run(req, key, requestId, signal, facts, spec, engine, input, hold);
+    } finally {
+      hold?.release();
+    }
+  }
+
+  private async run(
+    req: EmbeddingsRequest,
+    key: KeyPrincipal,
+    requestId: string,
+    signal: AbortSignal,
+    facts: RequestFacts | undefined,
+    spec: ModelSpec,
+    engine: EmbeddingsEngine,
+    input: Array<string | number[]>,
+    hold: Hold | undefined,
+  ): Promise<EmbeddingsAnswerBody> {
     const model = upstreamName(spec);
     let result;
     const route: RouteNote = {};
@@ -106,6 +138,7 @@ export class EmbeddingsService {
       inputTokens,
       costMicros: costMicros(spec, { inputTokens }),
       deployment: route.deployment,
+      ...(hold ? { hold } : {}),
     });
     const base64 = req.encoding_format === 'base64';
     return {

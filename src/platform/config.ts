@@ -71,6 +71,13 @@ export interface Config {
   keyMaxConcurrency: number;
   /** refuse requests once the balance is spent */
   billingEnabled: boolean;
+  /**
+   * Reservations at admission (src/api/admission.ts), made when billing or a TPM limit applies: the output tokens
+   * reserved for (and the most produced by) a request that names no max_output_tokens / max_tokens and whose
+   * model's context window does not bound it lower (RESERVE_OUTPUT_TOKENS), and how long a reservation of a
+   * request that never settled it (its process crashed) holds the balance (RESERVATION_TTL_MS)
+   */
+  reservations: { defaultOutputTokens: number; ttlMs: number };
   /** background responses running at once in this process */
   backgroundConcurrency: number;
   /** graceful shutdown: how long running streams may take to finish (ms) */
@@ -335,6 +342,10 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 0, 0, 100_000_000), tpm: int(env, 'RATE_LIMIT_TPM', 0, 0, 1_000_000_000_000) },
     keyMaxConcurrency: int(env, 'KEY_MAX_CONCURRENCY', 64, 0, 1_000_000),
     billingEnabled: bool(env, 'BILLING_ENABLED'),
+    reservations: {
+      defaultOutputTokens: int(env, 'RESERVE_OUTPUT_TOKENS', 4096, 1, 10_000_000),
+      ttlMs: int(env, 'RESERVATION_TTL_MS', 900_000, 1_000, 86_400_000),
+    },
     backgroundConcurrency: int(env, 'BACKGROUND_CONCURRENCY', 4, 1, 1024),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 3_600_000),
     workers: workersSetting(env),

@@ -201,6 +201,14 @@ export const MESSAGES = {
     zh: '已达到并发限制：此 API 密钥在本服务器上已有 {max} 个进行中的请求和打开的 WebSocket 连接，达到其上限。请等待其中一个完成，或关闭不再使用的 WebSocket。',
   },
   rpm_reached: { en: 'Rate limit reached: {rpm} requests per minute for this API key.', zh: '已达到速率限制：此 API 密钥每分钟最多 {rpm} 个请求。' },
+  tpm_reserve: {
+    en: 'Rate limit reached: this request may use up to {tokens} tokens (about {input} input and up to {output} output), and {used} of the {tpm} tokens per minute of this API key are used or held by requests in progress. Lower max_output_tokens (max_tokens), or retry when the minute ends.',
+    zh: '已达到速率限制：此请求最多可能使用 {tokens} 个 Token（约 {input} 个输入，最多 {output} 个输出），而此 API 密钥每分钟 {tpm} 个 Token 中已有 {used} 个被使用或被进行中的请求预留。请调低 max_output_tokens（max_tokens），或在本分钟结束后重试。',
+  },
+  tpm_too_large: {
+    en: 'This request may use up to {tokens} tokens (about {input} input and up to {output} output), more than the {tpm} tokens per minute of this API key. Lower max_output_tokens (max_tokens) or shorten the input.',
+    zh: '此请求最多可能使用 {tokens} 个 Token（约 {input} 个输入，最多 {output} 个输出），超过了此 API 密钥每分钟 {tpm} 个 Token 的限制。请调低 max_output_tokens（max_tokens）或缩短输入。',
+  },
   tpm_reached: {
     en: 'Rate limit reached: {tpm} tokens per minute for this API key (used {used}).',
     zh: '已达到速率限制：此 API 密钥每分钟最多 {tpm} 个 Token（已使用 {used} 个）。',
@@ -213,6 +221,14 @@ export const MESSAGES = {
   quota_spent_org: {
     en: 'You exceeded your current quota: the balance of organization {org} is {balance} credits.',
     zh: '您已超出当前额度：组织 {org} 的余额为 {balance} 额度。',
+  },
+  quota_reserve_personal: {
+    en: 'This request may cost up to {cost} credits (about {input} input tokens and up to {output} output tokens), and your balance has {left} credits left for it (what other requests in progress hold is set aside). Lower max_output_tokens (max_tokens), or add credits.',
+    zh: '此请求最多可能花费 {cost} 额度（约 {input} 个输入 Token，最多 {output} 个输出 Token），而您的余额可供它使用的只剩 {left} 额度（进行中的其他请求预留的部分已扣除）。请调低 max_output_tokens（max_tokens），或充值额度。',
+  },
+  quota_reserve_org: {
+    en: 'This request may cost up to {cost} credits (about {input} input tokens and up to {output} output tokens), and the balance of organization {org} has {left} credits left for it (what other requests in progress hold is set aside). Lower max_output_tokens (max_tokens), or add credits.',
+    zh: '此请求最多可能花费 {cost} 额度（约 {input} 个输入 Token，最多 {output} 个输出 Token），而组织 {org} 的余额可供它使用的只剩 {left} 额度（进行中的其他请求预留的部分已扣除）。请调低 max_output_tokens（max_tokens），或充值额度。',
   },
   balance_unavailable: { en: 'service temporarily unavailable: the balance cannot be checked; try again shortly', zh: '服务暂时不可用：无法查询余额，请稍后重试' },
   grant_spend_unreachable: {

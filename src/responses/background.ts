@@ -206,6 +206,7 @@ export class Background {
         }
       }
       if (p) await this.d.runner.recordUsage(p, final).catch((e) => this.d.log.error({ err: (e as Error).message, id }, 'usage of a background response not recorded'));
+      p?.hold?.release();
     } finally {
       clearInterval(timer);
     }

@@ -282,6 +282,22 @@ export class ResponseBuilder {
     return r;
   }
 
+  /**
+   * Stopped by Portico before the model finished: its output passed what the request reserved (the most output it
+   * may produce: max_output_tokens, or the default when it named none). Incomplete with OpenAI's reason for the
+   * token cap; the usage is the estimate given (no count came from the engine).
+   */
+  stopAt(reason: 'max_output_tokens', usage: Usage): ResponseObject {
+    const r = this.response;
+    this.closeOpen('incomplete');
+    r.usage = toUsage(usage);
+    r.completed_at = Math.floor(Date.now() / 1000);
+    r.status = 'incomplete';
+    r.incomplete_details = { reason };
+    this.send('response.incomplete', () => ({ response: this.snapshot() }));
+    return r;
+  }
+
   /** The engine failed after the response started: an `error` event, then `response.failed`. */
   fail(code: string, message: string, usage?: Usage): ResponseObject {
     const r = this.response;

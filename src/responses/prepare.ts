@@ -10,6 +10,7 @@ import type { ModelRegistry } from '../models/registry.js';
 import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import { assertModelScope } from '../api/scopes.js';
+import type { Hold } from '../api/admission.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { checkCallOutputs, expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, rawIndexOf, toChatMessages, type StoredItem } from './input.js';
 import { initialResponse, normalizedTools, outputAsItems, type ResponseObject } from './object.js';
@@ -39,6 +40,8 @@ export interface Prepared {
   audio?: AudioOutput;
   /** the request's facts (model, deployment, engine time, tokens, failure) when it runs in an HTTP request */
   facts?: RequestFacts;
+  /** what it reserved at admission (set by Runner.execute when billing or a TPM limit applies) */
+  hold?: Hold;
 }
 
 export interface PrepareDeps {

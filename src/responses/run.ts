@@ -11,6 +11,7 @@ import type { UsageService } from '../portal/usage/service.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import { costMicros } from '../models/pricing.js';
 import { fromEngineError } from '../api/engine-errors.js';
+import { OutputCount, type Admission, type Hold } from '../api/admission.js';
 import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
 import { outputText, spokenCharacters, type ResponseObject } from './object.js';
 import type { ResponseStore } from './store.js';
@@ -23,6 +24,8 @@ export interface RunDeps {
   log: FastifyBaseLogger;
   /** speaks answers asked for with modalities audio */
   speaker?: AnswerSpeaker;
+  /** reservations at admission (billing, TPM limits); without it nothing is reserved */
+  admission?: Admission;
 }
 
 /** The events that end a stream (held back until the response is stored and charged). */
@@ -44,13 +47,17 @@ export class Runner {
     builder.start();
     let final: ResponseObject;
     try {
-      // nothing is shown before the end: the engine may fetch the answer whole (no upstream event stream)
-      ({ final } = await this.execute(p, builder, signal, () => {}, true));
-    } catch (e) {
-      if (signal.aborted) await this.chargeLeft(p, builder.response);
-      throw e;
+      try {
+        // nothing is shown before the end: the engine may fetch the answer whole (no upstream event stream)
+        ({ final } = await this.execute(p, builder, signal, () => {}, true));
+      } catch (e) {
+        if (signal.aborted) await this.chargeLeft(p, builder.response);
+        throw e;
+      }
+      await this.finishRecord(p, final);
+    } finally {
+      p.hold?.release();
     }
-    await this.finishRecord(p, final);
     return withOutputText(final);
   }
 
@@ -85,7 +92,7 @@ export class Runner {
       for (const e of early.splice(0)) emit(e);
     };
     // runs on after a client that left stopped reading: the request is written once it has charged (facts.keep)
-    const running = (async () => {
+    const run = async () => {
       let final: ResponseObject;
       try {
         ({ final } = await this.execute(p, builder, signal, onStart));
@@ -118,6 +125,14 @@ export class Runner {
       }
       for (const e of held.splice(0)) out.push(e);
       out.end();
+    };
+    const running = (async () => {
+      try {
+        await run();
+      } finally {
+        // whatever the record did not settle (no record: refused, failed before output) is given back
+        p.hold?.release();
+      }
     })();
     p.facts?.keep(running);
     return out;
@@ -134,6 +149,7 @@ export class Runner {
     // a spoken answer whose speech engine fails stops the model too
     const voice = p.audio && this.d.speaker ? new SpokenAnswer(builder, this.d.speaker, p.audio, signal) : undefined;
     const facts = p.facts;
+    await this.admit(p);
     facts?.engineStarted();
     const stop = voice ? new AbortController() : undefined;
     const gen: GenerateRequest = voice ? { ...p.gen, signal: AbortSignal.any([signal, stop!.signal]) } : whole ? { ...p.gen, signal, stream: false } : { ...p.gen, signal };
@@ -149,12 +165,25 @@ export class Runner {
     facts?.firstOutput();
     onStart();
     try {
-      return await this.consume(it, first, builder, signal, voice, stop, facts);
+      return await this.consume(it, first, builder, signal, voice, stop, facts, p.hold);
     } finally {
       voice?.close();
       // let the engine release what it holds (its generator is suspended at the done event)
       void Promise.resolve(it.return?.()).catch(() => {});
     }
+  }
+
+  /**
+   * Reserves the worst case (the input as counted, the most output it may produce, at the model's price) before
+   * the engine is called: refused with 429 saying the reservation, before anything is sent. Nothing when no
+   * budget or TPM limit applies to the key.
+   */
+  private async admit(p: Prepared): Promise<void> {
+    const a = this.d.admission;
+    if (!a || p.hold || !a.applies(p.key)) return;
+    const input = await p.engine.countTokens({ model: p.gen.model, messages: p.gen.messages, tools: p.gen.tools });
+    const output = a.outputCap(p.gen.maxOutputTokens, input, p.engine.contextWindow ?? p.spec.context_window);
+    p.hold = await a.reserve(p.key, p.spec, input, output);
   }
 
   /**
@@ -170,12 +199,24 @@ export class Runner {
     voice?: SpokenAnswer,
     stop?: AbortController,
     facts?: RequestFacts,
+    hold?: Hold,
   ): Promise<{ final: ResponseObject; usage?: Usage }> {
+    const count = hold ? new OutputCount() : undefined;
     try {
       while (!ev.done) {
         // an engine may finish normally after an abort (with the usage so far): the abort wins
         if (signal.aborted) throw signal.reason ?? new Error('aborted');
         const e = ev.value;
+        // output past what the request reserved (an upstream that ignores max_output_tokens, a request that named
+        // none): stopped before it is shown, incomplete as at the token cap; charged the input and what was shown
+        // (estimated), at most the reservation
+        if (count && (e.type === 'text_delta' || e.type === 'reasoning_delta' || e.type === 'tool_call_delta') && count.add(e.delta, hold!.outputLimit)) {
+          stop?.abort();
+          if (voice) await voice.finish();
+          facts?.engineEnded();
+          const usage = { inputTokens: hold!.inputTokens, outputTokens: count.tokens };
+          return { final: builder.stopAt('max_output_tokens', usage), usage };
+        }
         if (voice && e.type !== 'text_delta') await voice.finish();
         if (e.type === 'done') {
           // the response keeps the model name the client sent, whatever the engine calls it (docs/models.md)
@@ -233,6 +274,7 @@ export class Runner {
         ...metered,
         costMicros: costMicros(p.spec, metered),
         deployment: p.gen.route?.deployment,
+        ...(p.hold ? { hold: p.hold } : {}),
       });
     }
     // a spoken answer is speech usage too: the characters the voice was given, under the speech model and its price

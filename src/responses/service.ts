@@ -22,6 +22,7 @@ import { Sealer } from './seal.js';
 import type { AnswerSpeaker } from './speech.js';
 import { ChainLoads } from './chain-loads.js';
 import type { ResponsesLimits } from '../platform/config.js';
+import type { Admission } from '../api/admission.js';
 
 export type { Prepared } from './prepare.js';
 
@@ -41,6 +42,8 @@ export interface ResponsesDeps {
   speaker?: AnswerSpeaker;
   /** what a continuation may read of its stored conversation, and how many one key may read at once (defaults: platform/config.ts) */
   limits?: ResponsesLimits;
+  /** reservations at admission (billing, TPM limits; src/api/admission.ts); without it nothing is reserved */
+  admission?: Admission;
 }
 
 export class ResponsesService {
@@ -80,7 +83,9 @@ export class ResponsesService {
     return this.runner.stream(p, signal);
   }
 
-  createBackground(p: Prepared): Promise<ResponseObject> {
+  async createBackground(p: Prepared): Promise<ResponseObject> {
+    // reserved when a worker runs it (Runner.execute); refused here only once nothing is left
+    await this.d.admission?.check(p.key);
     return this.background.create(p);
   }
 

@@ -149,25 +149,29 @@ describe('chat completions: budgets and rate limits apply', () => {
 
   test('no credits: 429 insufficient_quota before the upstream is called; credits are spent at the model price, then refused', async () => {
     const key = await e.t.inferenceKey('payer');
+    // max_tokens 250,000 at 2 credits per million: each request reserves a little over 0.5 credits at admission
+    const paid = { ...body, max_tokens: 250_000 };
     const chat = () =>
-      fetch(`${e.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+      fetch(`${e.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(paid) });
     const n = e.up.requests.length;
     await expectError(await chat(), 429, 'insufficient_quota');
     assert.equal(e.up.requests.length, n);
     // 300,000 input tokens at 1 credit per million + 100,000 output at 2: 0.5 credits a request
-    await e.t.services.usage.grant('payer', 'default', 1);
+    await e.t.services.usage.grant('payer', 'default', 1.5);
     assert.equal((await chat()).status, 200);
-    assert.deepEqual(await balance('payer'), { granted: 1, used: 0.5, balance: 0.5, currency: 'credits' });
+    assert.deepEqual(await balance('payer'), { granted: 1.5, used: 0.5, balance: 1, currency: 'credits' });
     // streamed: charged the same (from the upstream's usage, though the client did not ask for it)
     const s = await fetch(`${e.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: JSON.stringify({ ...body, stream: true }),
+      body: JSON.stringify({ ...paid, stream: true }),
     });
     assert.equal(s.status, 200);
     await s.text();
-    assert.deepEqual(await balance('payer'), { granted: 1, used: 1, balance: 0, currency: 'credits' });
-    await expectError(await chat(), 429, 'insufficient_quota');
+    assert.deepEqual(await balance('payer'), { granted: 1.5, used: 1, balance: 0.5, currency: 'credits' });
+    // 0.5 left, a little less than the worst case: refused, saying the reservation
+    const refused = await expectError(await chat(), 429, 'insufficient_quota');
+    assert.match(refused.message, /may cost up to 0\.5000\d+ credits/);
   });
 
   test('per-key rate limits: requests per minute, and the tokens of chat completions count towards tokens per minute', async () => {
@@ -202,9 +206,9 @@ describe('chat completions: budgets and rate limits apply', () => {
       fetch(`${e.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${(tk as any).data.api_key}` },
-        body: JSON.stringify(body),
+        body: JSON.stringify({ ...body, max_tokens: 100 }),
       });
-    // the first request is admitted and uses 400,000 tokens: the next is over the minute's 1000
+    // the first request is admitted (108 tokens reserved) and uses 400,000 tokens: the next is over the minute's 1000
     await awayFromMinuteEdge(3);
     assert.equal((await chatT()).status, 200);
     await expectError(await chatT(), 429, 'rate_limit_exceeded');

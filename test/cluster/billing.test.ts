@@ -30,15 +30,16 @@ describe('budgets across two instances and the credits command', () => {
 
   test('refused everywhere, granted by the command, spent across both instances, refused again', async () => {
     const { key } = await c.createKey(a, 'payer');
-    const ask = (inst: Instance) => createResponse(inst.url, key, { model: 'paid', input: 'hi' });
+    // each request reserves 1 credit at admission ('hi': 8 input tokens estimated + max_output_tokens 2) and is charged 0.5
+    const ask = (inst: Instance) => createResponse(inst.url, key, { model: 'paid', input: 'hi', max_output_tokens: 2 });
     for (const inst of [a, b]) {
       const r = await ask(inst);
       assert.equal(r.status, 429, JSON.stringify(r.body));
       assert.equal(r.body.error.code, 'insufficient_quota');
     }
-    const granted = await c.cli(['credits', 'grant', '--user', 'payer', '--amount', '1.5']);
+    const granted = await c.cli(['credits', 'grant', '--user', 'payer', '--amount', '2']);
     assert.equal(granted.code, 0, granted.stderr);
-    assert.match(granted.stdout, /balance 1\.5/);
+    assert.match(granted.stdout, /balance 2/);
     // no waiting: the command raised the entry's version in Redis before it exited
     assert.equal((await ask(b)).status, 200);
     assert.equal((await ask(a)).status, 200);
@@ -48,7 +49,7 @@ describe('budgets across two instances and the credits command', () => {
     const deadline = Date.now() + 5000;
     while ((await used()) < 1_500_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     assert.equal(await used(), 1_500_000);
-    // 1.5 credits spent on two instances: refused on both. Asked once the records are in the ledger: a charge
+    // 1.5 credits spent on two instances, 0.5 left (less than a request reserves): refused on both. Asked once the records are in the ledger: a charge
     // counts in Redis at once only when it reaches the entry the instance saw (one that timed out under load, or
     // met a reset entry, counts when its record reaches the ledger), and an answer let through here would spend
     // more than the 1.5 credits asserted above

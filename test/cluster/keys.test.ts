@@ -127,18 +127,20 @@ describe('key changes and rate limits across two instances', () => {
 
   test('tpm shared across A and B: once the tokens of the minute reach the limit, both refuse', async () => {
     const { key, id } = await c.createKey(a, 'alice');
-    // each answer of the scripted upstream costs 10 input + 4 output tokens
+    // each answer of the scripted upstream costs 10 input + 4 output tokens; each request reserves 8 input tokens
+    // (estimated) + max_output_tokens 4 at admission, and its real 14 once it is done
     const lim = await c.cli(['keys', 'limit', id, '--tpm', '30']);
     assert.equal(lim.code, 0, lim.stderr);
     await awayFromMinuteEdge();
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {
-      statuses.push((await createResponse((i % 2 ? b : a).url, key, { model: 'm1', input: 'hi', store: false })).status);
+      statuses.push((await createResponse((i % 2 ? b : a).url, key, { model: 'm1', input: 'hi', store: false, max_output_tokens: 4 })).status);
       await sleep(100);
     }
-    assert.deepEqual(statuses, [200, 200, 200]);
+    // 14 + 14 used: a third would reserve 12 more, past 30
+    assert.deepEqual(statuses, [200, 200, 429]);
     for (const inst of [a, b]) {
-      const r = await createResponse(inst.url, key, { model: 'm1', input: 'hi', store: false });
+      const r = await createResponse(inst.url, key, { model: 'm1', input: 'hi', store: false, max_output_tokens: 4 });
       assert.equal(r.status, 429, `instance ${inst.name}: ${JSON.stringify(r.body)}`);
       assert.equal(r.body.error.code, 'rate_limit_exceeded');
       assert.match(r.body.error.message, /tokens per minute/);

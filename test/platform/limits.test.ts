@@ -75,6 +75,25 @@ describe('RateLimiter (memory windows)', () => {
     await rl.check(free);
   });
 
+  test('tpm reservations: the worst case is held atomically within the limit, and settled with the real count', async () => {
+    const rl = new RateLimiter(createWindowStore(), { rpm: 0, tpm: 100 });
+    const k = key();
+    await awayFromMinuteEdge(2);
+    const held = await Promise.allSettled(Array.from({ length: 10 }, () => rl.reserveTokens(k, 8, 22)));
+    const ok = held.filter((h) => h.status === 'fulfilled').map((h) => (h as PromiseFulfilledResult<any>).value);
+    assert.equal(ok.length, 3, '3 x 30 fit in 100');
+    const e = (held.find((h) => h.status === 'rejected') as PromiseRejectedResult).reason as AppError;
+    assert.match(e.message, /may use up to 30 tokens .*90 of the 100 tokens per minute/);
+    // each used 10 of its 30: 60 go back (30 used, 70 left): two more reservations fit, a third does not
+    for (const h of ok) await rl.settleTokens(h, 10);
+    assert.ok(await rl.reserveTokens(k, 8, 22));
+    assert.ok(await rl.reserveTokens(k, 8, 22));
+    await refusal(rl.reserveTokens(k, 8, 22));
+    const big = await refusal(rl.reserveTokens(k, 8, 200));
+    assert.match(big.message, /more than the 100 tokens per minute/);
+    assert.equal(await rl.reserveTokens(key({ tpmLimit: 0 }), 8, 1_000_000), undefined, 'no limit: nothing held');
+  });
+
   test('windows are fixed minutes: a refused key is served again when the minute turns', async () => {
     mock.timers.enable({ apis: ['Date'], now: 1_800_000_000_000 - 1_000 });
     try {
@@ -128,6 +147,20 @@ describe('RateLimiter on Redis (shared by instances)', () => {
     } finally {
       r.disconnect();
     }
+  });
+
+  test('tpm reservations over two instances: atomic in Redis, settled back', async () => {
+    const [a, b] = stores.map((s) => new RateLimiter(s, { rpm: 0, tpm: 100 }));
+    const k = key();
+    await awayFromMinuteEdge(2);
+    const held = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? a! : b!).reserveTokens(k, 5, 20)));
+    const ok = held.filter((h) => h.status === 'fulfilled').map((h) => (h as PromiseFulfilledResult<any>).value);
+    assert.equal(ok.length, 4, '4 x 25 fit in 100');
+    await a!.settleTokens(ok[0], 0);
+    await b!.settleTokens(ok[1], 5);
+    // 25 + 20 given back: one more fits, a second does not
+    assert.ok(await b!.reserveTokens(k, 5, 20));
+    await refusal(a!.reserveTokens(k, 5, 20));
   });
 
   test('tokens added on A refuse on B', async () => {

@@ -44,6 +44,23 @@ test('the Redis scripts keep the spend store contract', async () => {
     assert.equal(await s.charge(payer, 'e1', 1), false);
     assert.deepEqual(await s.read(payer, 'e3'), { epoch: 'e3', used: 0, version: 0 });
     await s.reachable();
+
+    // reservations: held only within what is left (base - used - reserved), atomically; dropped by the charge
+    const ask = { newEpoch: 'x', epoch: 'e3', version: 0, base: 1000, ttlMs: 60_000 };
+    assert.equal((await s.reserve(payer, { ...ask, version: 7, id: 'r0', micros: 1 })).status, 'stale', 'another version: read the ledger again');
+    assert.deepEqual(await s.reserve(payer, { ...ask, id: 'r1', micros: 600 }), { status: 'ok', epoch: 'e3', used: 0, version: 0, reserved: 600 });
+    assert.equal((await s.reserve(payer, { ...ask, id: 'r2', micros: 401 })).status, 'refused');
+    assert.equal((await s.reserve(payer, { ...ask, id: 'r2', micros: 400 })).status, 'ok');
+    // r1 settles for 100: its 600 go back, 100 are used
+    assert.equal(await s.charge(payer, 'e3', 100, 'r1'), true);
+    assert.deepEqual(await s.reserve(payer, { ...ask, id: 'r3', micros: 500 }), { status: 'ok', epoch: 'e3', used: 100, version: 0, reserved: 900 });
+    await s.release(payer, 'r3');
+    await s.release(payer, 'r3'); // twice: nothing more
+    // a reservation of a crashed request expires: the next reservation drops it
+    assert.equal((await s.reserve(payer, { ...ask, id: 'r4', micros: 500, ttlMs: 1 })).status, 'ok');
+    await eventually(async () => (await s.reserve(payer, { ...ask, id: `r5-${Math.random()}`, micros: 500 })).status === 'ok');
+    // nothing left at all: refused even for a free request
+    assert.equal((await s.reserve(payer, { ...ask, base: 100, id: 'r6', micros: 0 })).status, 'refused');
   } finally {
     await s.reset(payer);
     await s.close();
@@ -86,8 +103,9 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     await c.end();
   });
 
+  // max_output_tokens bounds what each request reserves at admission (about 2.6 credits)
   const respond = (t: TestApp, key: string) =>
-    t.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    t.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 16 } });
   const assertExact = async () => {
     await a.services.usage.flush();
     await b.services.usage.flush();
@@ -210,9 +228,11 @@ describe('one instance on PostgreSQL without Redis: a grant by another process a
 
   test('refused, then granted elsewhere, then served within moments and charged exactly', async () => {
     const key = await server.inferenceKey(user);
-    const respond = () => server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    // each request reserves 1 credit ('hi': 8 input tokens estimated + max_output_tokens 2) and is charged 0.5
+    const respond = () =>
+      server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 2 } });
     assert.equal((await respond()).statusCode, 429);
-    await cli.services.usage.grant(user, 'default', 1);
+    await cli.services.usage.grant(user, 'default', 1.5);
     const deadline = Date.now() + 3000;
     let status = 429;
     while (status === 429 && Date.now() < deadline) {
@@ -221,16 +241,17 @@ describe('one instance on PostgreSQL without Redis: a grant by another process a
     }
     assert.equal(status, 200, 'the grant reached the running instance');
     assert.equal((await respond()).statusCode, 200);
-    assert.equal((await respond()).statusCode, 429, 'two requests of 0.5 spent the credit');
+    assert.equal((await respond()).statusCode, 429, 'two requests of 0.5 spent the credit a third would reserve');
     await server.services.usage.flush();
     const ledger = await server.services.usage.balance({ orgId: 'default', userId: user });
-    assert.deepEqual(ledger, { granted: 1, used: 1, balance: 0, currency: 'credits' });
-    assert.equal(await server.core.budget.balance({ orgId: 'default', userId: user }), 0);
+    assert.deepEqual(ledger, { granted: 1.5, used: 1, balance: 0.5, currency: 'credits' });
+    assert.equal(await server.core.budget.balance({ orgId: 'default', userId: user }), 500_000);
   });
 
   test('a grant whose notification was lost while the listener reconnected is read after the reconnect', async () => {
     const key = await server.inferenceKey(user);
-    const respond = () => server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    const respond = () =>
+      server.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 2 } });
     assert.equal((await respond()).statusCode, 429);
     const feed = server.core.feed as unknown as { client?: { processID?: number } };
     const pid = feed.client?.processID;

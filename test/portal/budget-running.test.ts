@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { UsageService, type UsageEvent } from '../../src/portal/usage/service.js';
 import { RefusedRecords, UsageJournal } from '../../src/portal/usage/journal.js';
 import { BudgetGuard } from '../../src/portal/usage/budget.js';
-import { MemorySpendStore, type SpendEntry, type SpendStore } from '../../src/portal/usage/spend.js';
+import { MemorySpendStore, type ReserveAsk, type SpendEntry, type SpendStore } from '../../src/portal/usage/spend.js';
 import type { UsageInsert, UsageScope, UsageStore } from '../../src/portal/usage/store.js';
 import { captureLog } from '../helpers/log.js';
 
@@ -61,9 +61,17 @@ class FlakyStore implements SpendStore {
     this.gate();
     return this.shared.read(payer, newEpoch);
   }
-  async charge(payer: string, epoch: string, micros: number) {
+  async reserve(payer: string, ask: ReserveAsk) {
     this.gate();
-    const counted = await this.shared.charge(payer, epoch, micros);
+    return this.shared.reserve(payer, ask);
+  }
+  async release(payer: string, id: string) {
+    this.gate();
+    return this.shared.release(payer, id);
+  }
+  async charge(payer: string, epoch: string, micros: number, reservation?: string) {
+    this.gate();
+    const counted = await this.shared.charge(payer, epoch, micros, reservation);
     if (this.applyThenFailNext) {
       this.applyThenFailNext = false;
       throw new Error('Command timed out');

@@ -13,7 +13,8 @@ for (const db of testDatabases()) {
         db,
         // PGlite in DATA_DIR (not in memory): usage records go through the journal, as in production
         env: { BILLING_ENABLED: 'true', ...(db === 'pglite' ? { PORTICO_DB: '' } : {}) },
-        // 5 tokens a request at 100,000 credits per million tokens = 0.5 credits a request
+        // 5 tokens a request at 100,000 credits per million tokens = 0.5 credits a request; each reserves its
+        // worst case at admission: 'hi' estimated at 8 input tokens + max_output_tokens 2 = 1 credit
         models: [{ name: 'paid', provider: 'openai-compatible', base_url: up.url, type: 'text', pricing: { input_per_million: 100_000, output_per_million: 100_000 } }],
       });
     });
@@ -22,7 +23,8 @@ for (const db of testDatabases()) {
       await up.close();
     });
 
-    const respond = (key: string) => t.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi' } });
+    const respond = (key: string) =>
+      t.app.inject({ method: 'POST', url: '/v1/responses', headers: { authorization: `Bearer ${key}` }, payload: { model: 'paid', input: 'hi', max_output_tokens: 2 } });
     const balance = async (user: string, org?: string) => {
       const res = await t.app.inject({
         method: 'GET',
@@ -46,20 +48,23 @@ for (const db of testDatabases()) {
 
     test('granted credits are spent request by request, then refused; the balance reflects every charge', async () => {
       const key = await t.inferenceKey('payer');
-      await t.services.usage.grant('payer', 'default', 1);
+      await t.services.usage.grant('payer', 'default', 1.5);
       assert.equal((await respond(key)).statusCode, 200);
-      assert.deepEqual(await balance('payer'), { granted: 1, used: 0.5, balance: 0.5, currency: 'credits' });
+      assert.deepEqual(await balance('payer'), { granted: 1.5, used: 0.5, balance: 1, currency: 'credits' });
+      // 1 credit left, 1 reserved: admitted
       assert.equal((await respond(key)).statusCode, 200);
-      assert.deepEqual(await balance('payer'), { granted: 1, used: 1, balance: 0, currency: 'credits' });
+      assert.deepEqual(await balance('payer'), { granted: 1.5, used: 1, balance: 0.5, currency: 'credits' });
+      // 0.5 left, less than the request's worst case: refused, saying the reservation
       const refused = await respond(key);
       assert.equal(refused.statusCode, 429);
       assert.equal(refused.json().error.code, 'insufficient_quota');
+      assert.match(refused.json().error.message, /may cost up to 1 credits .*0\.5 credits left .*max_output_tokens/);
       // a refused request is not charged
       assert.equal((await balance('payer')).used, 1);
       // more credits: served again at once
       await t.services.usage.grant('payer', 'default', 0.5);
       assert.equal((await respond(key)).statusCode, 200);
-      assert.equal((await balance('payer')).balance, 0);
+      assert.equal((await balance('payer')).balance, 0.5);
     });
 
     test("an organization key spends the organization's credits, not its creator's", async () => {
@@ -68,9 +73,9 @@ for (const db of testDatabases()) {
       const orgKey = created.json().data.api_key as string;
       await t.services.usage.grant('olga', 'default', 10); // personal credits do not pay for org work
       assert.equal((await respond(orgKey)).statusCode, 429);
-      await t.services.usage.grant('', 'acme', 0.5);
+      await t.services.usage.grant('', 'acme', 1);
       assert.equal((await respond(orgKey)).statusCode, 200);
-      assert.deepEqual(await balance('olga', 'acme'), { granted: 0.5, used: 0.5, balance: 0, currency: 'credits' });
+      assert.deepEqual(await balance('olga', 'acme'), { granted: 1, used: 0.5, balance: 0.5, currency: 'credits' });
       assert.equal((await balance('olga')).used, 0);
     });
 
@@ -93,21 +98,20 @@ for (const db of testDatabases()) {
 
     test('300 requests one after another read the ledger once; every charge is seen by the next request', async () => {
       const key = await t.inferenceKey('steady');
-      await t.services.usage.grant('steady', 'default', 150.25);
+      await t.services.usage.grant('steady', 'default', 150.75);
       const reads = countReads();
       try {
         for (let i = 0; i < 300; i++) assert.equal((await respond(key)).statusCode, 200);
         assert.equal(reads.n, 1, 'one ledger read, when the payer was first seen');
-        // 300 x 0.5 credits spent of 150.25: one more request is served (0.25 left), the next is refused
-        assert.equal((await respond(key)).statusCode, 200);
+        // 300 x 0.5 credits spent of 150.75: 0.75 left, less than a request's worst case (1): refused, never below zero
         const refused = await respond(key);
         assert.equal(refused.statusCode, 429);
-        assert.match(refused.json().error.message, /balance of your account is -0\.25 credits/);
+        assert.match(refused.json().error.message, /may cost up to 1 credits .*your balance has 0\.75 credits left/);
         assert.equal(reads.n, 1);
       } finally {
         reads.restore();
       }
-      assert.deepEqual(await balance('steady'), { granted: 150.25, used: 150.5, balance: -0.25, currency: 'credits' });
+      assert.deepEqual(await balance('steady'), { granted: 150.75, used: 150, balance: 0.75, currency: 'credits' });
     });
 
     test("concurrent requests of varying cost: the running balance equals the ledger's, to the micro-credit", async () => {

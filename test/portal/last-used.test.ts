@@ -27,7 +27,8 @@ describe('last_used_at moves only when a request is served', () => {
 
   const lastUsed = async (id: string) => Number((await t.services.db.db.selectFrom('api_keys').select('last_used_at').where('id', '=', id).executeTakeFirstOrThrow()).last_used_at);
   const idOf = async (key: string) => (await t.runtime.verifier.verify(key, 'inference')).keyId;
-  const respond = (key: string) => call('POST', '/v1/responses', key, { model: 'paid', input: 'hi' });
+  // max_output_tokens: each request reserves 1 credit at admission
+  const respond = (key: string) => call('POST', '/v1/responses', key, { model: 'paid', input: 'hi', max_output_tokens: 2 });
 
   test('refused by scope, rate limit or budget: last_used_at stays 0; served: it is set', async () => {
     await t.services.usage.grant('served', 'default', 10);

@@ -237,18 +237,20 @@ describe('WebSocket mode: rate limits and budgets count every turn', () => {
 
   test('credits for one turn: the next turn is refused with insufficient_quota, and the socket stays open', async () => {
     const key = await t.inferenceKey('payer');
-    await t.services.usage.grant('payer', 'default', 0.5);
+    // each turn reserves 1 credit at admission (9 input tokens estimated + max_output_tokens 1) and is charged 0.5
+    await t.services.usage.grant('payer', 'default', 1);
     const c = await openWs(t.url!, key);
-    finalOf(await c.turn({ model: 'paid', store: false, input: 'one' }));
-    errorOf(await c.turn({ model: 'paid', store: false, input: 'two' }), 429, 'insufficient_quota');
+    finalOf(await c.turn({ model: 'paid', store: false, input: 'one', max_output_tokens: 1 }));
+    errorOf(await c.turn({ model: 'paid', store: false, input: 'two', max_output_tokens: 1 }), 429, 'insufficient_quota');
     await t.services.usage.grant('payer', 'default', 0.5);
-    finalOf(await c.turn({ model: 'paid', store: false, input: 'three' }));
+    finalOf(await c.turn({ model: 'paid', store: false, input: 'six', max_output_tokens: 1 }));
     await c.close();
   });
 
   test('requests per minute: the upgrade is one request and each turn one more; over the limit a turn gets 429 rate_limit_exceeded', async () => {
     const key = await t.inferenceKey('busy');
-    await t.services.usage.grant('busy', 'default', 100);
+    // (each turn reserves its worst case, 4,096 output tokens by default: about 410 credits)
+    await t.services.usage.grant('busy', 'default', 10_000);
     await awayFromMinuteEdge(3); // the upgrade and the turns count in one fixed minute
     const c = await openWs(t.url!, key);
     for (let i = 0; i < 3; i++) finalOf(await c.turn({ model: 'paid', store: false, input: `turn ${i}` }));

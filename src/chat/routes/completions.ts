@@ -10,7 +10,7 @@ export default function (app: FastifyInstance, svc: ChatService) {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/chat/completions',
     {
-      config: { scope: 'chat' },
+      config: { scope: 'chat', reserves: true },
       bodyLimit: 16 * 1024 * 1024,
       schema: {
         tags: ['Chat'],

@@ -8,7 +8,7 @@ export default function (app: FastifyInstance, svc: EmbeddingsService) {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/embeddings',
     {
-      config: { scope: 'embeddings' },
+      config: { scope: 'embeddings', reserves: true },
       // 2048 inputs of a few thousand characters each
       bodyLimit: 16 * 1024 * 1024,
       schema: {

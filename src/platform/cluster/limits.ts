@@ -8,6 +8,13 @@ export interface WindowStore {
   add(key: string, amount: number): Promise<{ total: number; resetMs: number }>;
   /** the current window's total */
   get(key: string): Promise<{ total: number; resetMs: number }>;
+  /**
+   * Adds `amount` to the current window of `key` only if its total then stays within `limit`, atomically (across
+   * instances with Redis); gives the window (its number, for `adjust`), its total and the ms until it ends.
+   */
+  reserve(key: string, amount: number, limit: number): Promise<{ ok: boolean; window: number; total: number; resetMs: number }>;
+  /** Adds `delta` (negative: gives back) to window `window` of `key`, if that window is still the current one. */
+  adjust(key: string, window: number, delta: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -33,6 +40,18 @@ class MemoryWindows implements WindowStore {
     const e = this.counts.get(key);
     return { total: e && e.window === w ? e.total : 0, resetMs: (w + 1) * WINDOW_MS - now };
   }
+  async reserve(key: string, amount: number, limit: number) {
+    const now = Date.now();
+    const w = Math.floor(now / WINDOW_MS);
+    const e = this.counts.get(key);
+    const total = e && e.window === w ? e.total : 0;
+    if (total + amount > limit) return { ok: false, window: w, total, resetMs: (w + 1) * WINDOW_MS - now };
+    return { ok: true, window: w, ...(await this.add(key, amount)) };
+  }
+  async adjust(key: string, window: number, delta: number) {
+    const e = this.counts.get(key);
+    if (e && e.window === window && window === Math.floor(Date.now() / WINDOW_MS)) e.total = Math.max(0, e.total + delta);
+  }
   private sweep(w: number) {
     for (const [k, v] of this.counts) if (v.window !== w) this.counts.delete(k);
   }
@@ -42,8 +61,27 @@ class MemoryWindows implements WindowStore {
 /** How long the first requests after start wait for the first connection to Redis. */
 const FIRST_CONNECT_WAIT_MS = 2_000;
 
+/** KEYS: the window; ARGV: amount, limit, ttl (ms). Adds only within the limit: { 1|0, total }. */
+const RESERVE = `
+local t = tonumber(redis.call('GET', KEYS[1]) or '0')
+if t + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return { 0, t } end
+t = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return { 1, t }`;
+/** KEYS: the window; ARGV: delta. Only a window that still exists (a lapsed one is not made again). */
+const ADJUST = `
+local t = redis.call('GET', KEYS[1])
+if not t then return 0 end
+if tonumber(t) + tonumber(ARGV[1]) < 0 then redis.call('SET', KEYS[1], 0, 'KEEPTTL') else redis.call('INCRBY', KEYS[1], ARGV[1]) end
+return 1`;
+
+type ScriptedWindows = Redis & {
+  windowReserve(key: string, amount: number, limit: number, ttlMs: number): Promise<[number, number]>;
+  windowAdjust(key: string, delta: number): Promise<number>;
+};
+
 class RedisWindows implements WindowStore {
-  private readonly r: Redis;
+  private readonly r: ScriptedWindows;
   /** until the first connection is made: requests wait for it (bounded) instead of failing */
   private firstConnect: Promise<void> | undefined;
   /** `prefix`: the installation's REDIS_PREFIX (windows `<prefix>:rl:<rpm|tpm>:<key id>:<minute>`) */
@@ -52,8 +90,11 @@ class RedisWindows implements WindowStore {
     private readonly prefix: string,
   ) {
     // fail fast when Redis is away: the request gets a 503 instead of waiting in an offline queue
-    this.r = new (redisClass())(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
-    this.r.on('error', () => {});
+    const r = new (redisClass())(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n) => Math.min(n * 100, 1000) });
+    r.on('error', () => {});
+    r.defineCommand('windowReserve', { numberOfKeys: 1, lua: RESERVE });
+    r.defineCommand('windowAdjust', { numberOfKeys: 1, lua: ADJUST });
+    this.r = r as ScriptedWindows;
     this.firstConnect = new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -88,6 +129,18 @@ class RedisWindows implements WindowStore {
     const v = await this.r.get(this.k(key, w));
     return { total: Number(v ?? 0), resetMs: (w + 1) * WINDOW_MS - now };
   }
+  async reserve(key: string, amount: number, limit: number) {
+    if (this.firstConnect) await this.firstConnect;
+    const now = Date.now();
+    const w = Math.floor(now / WINDOW_MS);
+    const [ok, total] = await this.r.windowReserve(this.k(key, w), amount, limit, WINDOW_MS * 2);
+    return { ok: ok === 1, window: w, total: Number(total), resetMs: (w + 1) * WINDOW_MS - now };
+  }
+  async adjust(key: string, window: number, delta: number) {
+    if (delta === 0 || window !== Math.floor(Date.now() / WINDOW_MS)) return;
+    if (this.firstConnect) await this.firstConnect;
+    await this.r.windowAdjust(this.k(key, window), delta);
+  }
   async close() {
     this.r.disconnect();
   }
@@ -104,10 +157,20 @@ export interface LimitedKey {
   tpmLimit: number | null;
 }
 
+/** Tokens reserved in a key's TPM window (RateLimiter.reserveTokens), given back or settled at the end. */
+export interface TokenHold {
+  keyId: string;
+  window: number;
+  tokens: number;
+}
+
 /**
  * Per-key requests-per-minute and tokens-per-minute limits (the key's own, else the configured default;
- * 0 = unlimited). Requests are counted when they arrive; tokens when their usage is recorded, and a key whose
- * tokens of this minute already reach its limit is refused until the window turns.
+ * 0 = unlimited). Requests are counted when they arrive. Tokens: a request that generates reserves its worst
+ * case (input estimate + the most output it may produce) in the window at admission, atomically, and is refused
+ * when that would pass the limit; at its end the reservation is settled with the real count (the unused part
+ * given back while the window lasts). Tokens of records made without a reservation are added when recorded, and
+ * such routes are refused once this minute's tokens reach the limit.
  */
 export class RateLimiter {
   constructor(
@@ -115,17 +178,48 @@ export class RateLimiter {
     private readonly defaults: { rpm: number; tpm: number },
   ) {}
 
-  async check(key: LimitedKey): Promise<void> {
+  /** `tokens` false: the route reserves its tokens itself (reserveTokens), so the window is not read here */
+  async check(key: LimitedKey, tokens = true): Promise<void> {
     const rpm = key.rpmLimit ?? this.defaults.rpm;
     const tpm = key.tpmLimit ?? this.defaults.tpm;
     if (rpm > 0) {
       const { total, resetMs } = await this.store.add(`rpm:${key.keyId}`, 1);
       if (total > rpm) throw limited(msg('rpm_reached', { rpm }), resetMs, rpm, 0);
     }
-    if (tpm > 0) {
+    if (tpm > 0 && tokens) {
       const { total, resetMs } = await this.store.get(`tpm:${key.keyId}`);
       if (total >= tpm) throw limited(msg('tpm_reached', { tpm, used: total }), resetMs, tpm, 0);
     }
+  }
+
+  /** the TPM limit of a key (0: none) */
+  tpmOf(key: LimitedKey): number {
+    return key.tpmLimit ?? this.defaults.tpm;
+  }
+
+  /**
+   * Reserves a request's worst case (`input` estimated + at most `output`) in the key's TPM window: one atomic
+   * step, refused with 429 saying the reservation when it would pass the limit. Undefined when no limit applies.
+   */
+  async reserveTokens(key: LimitedKey, input: number, output: number): Promise<TokenHold | undefined> {
+    const tpm = this.tpmOf(key);
+    if (!(tpm > 0)) return undefined;
+    const tokens = Math.max(0, Math.ceil(input + output));
+    const r = await this.store.reserve(`tpm:${key.keyId}`, tokens, tpm);
+    if (!r.ok) {
+      throw limited(
+        tokens > tpm ? msg('tpm_too_large', { tpm, tokens, input, output }) : msg('tpm_reserve', { tpm, tokens, input, output, used: r.total }),
+        r.resetMs,
+        tpm,
+        Math.max(0, tpm - r.total),
+      );
+    }
+    return { keyId: key.keyId, window: r.window, tokens };
+  }
+
+  /** The request ended having used `used` tokens of its reservation (0: none): the difference goes back. */
+  async settleTokens(hold: TokenHold, used: number): Promise<void> {
+    await this.store.adjust(`tpm:${hold.keyId}`, hold.window, Math.round(used) - hold.tokens);
   }
 
   async addTokens(key: LimitedKey, tokens: number): Promise<void> {

@@ -23,6 +23,11 @@ declare module 'fastify' {
      * APIs take a Management API Key or a JWT), `none` anyone.
      */
     auth?: 'key' | 'user' | 'own' | 'none';
+    /**
+     * The route's service reserves each request's worst case itself (src/api/admission.ts: the balance and the
+     * TPM window, once it knows the model and the most output): the gate then counts only the request (RPM)
+     */
+    reserves?: boolean;
   }
 }
 export {};

@@ -122,6 +122,65 @@ export class BudgetGuard implements UsageBudget {
     }
   }
 
+  /**
+   * Admission with a reservation: holds `micros` (the request's worst case) of the payer's balance until the
+   * request's charge settles it (`charge` with the id, one atomic step) or `release`, or until `ttlMs` passes (a
+   * crashed process's reservations expire). Refused (429 insufficient_quota, saying the reservation) when less
+   * than that is left after the other requests' reservations, or nothing is left at all. One round trip to the
+   * store, a second only when this instance's ledger part is out of date (first sight of the payer, a grant).
+   * Gives the reservation's id (undefined when nothing is held: billing off, or a free request).
+   */
+  async reserve(k: { userId: string; orgId: string }, micros: number, ttlMs: number, what: { input: number; output: number }): Promise<string | undefined> {
+    if (!this.enabled) return undefined;
+    const scope = BudgetGuard.scopeOf(k);
+    const payer = BudgetGuard.payerOf(scope);
+    const id = randomUUID();
+    micros = Math.max(0, Math.ceil(micros));
+    let known: LedgerPart | undefined = this.ledger.get(payer);
+    for (let tries = 0; ; tries++) {
+      let res;
+      try {
+        res = await this.store.reserve(payer, {
+          newEpoch: randomUUID(),
+          epoch: known?.epoch ?? '',
+          version: known?.version ?? -1,
+          base: known ? known.granted - known.other : 0,
+          id,
+          micros,
+          ttlMs,
+        });
+      } catch (e) {
+        this.log.warn({ err: (e as Error)?.message ?? String(e) }, 'running spend unavailable: budgeted requests answered 503');
+        throw new AppError('service_unavailable', msg('balance_unavailable'), null, { headers: { 'retry-after': '1' } });
+      }
+      this.epochs.set(payer, res.epoch);
+      if (res.status === 'ok') return micros > 0 ? id : undefined;
+      if (res.status === 'refused' || tries >= 3) {
+        const base = known ? known.granted - known.other : 0;
+        const balance = base - res.used;
+        if (balance <= 0 || res.status !== 'refused') {
+          const credits = balance / MICROS;
+          throw new AppError(
+            'insufficient_quota',
+            scope.userId === undefined ? msg('quota_spent_org', { org: scope.orgId, balance: credits }) : msg('quota_spent_personal', { balance: credits }),
+          );
+        }
+        const params = { cost: micros / MICROS, left: (balance - res.reserved) / MICROS, input: what.input, output: what.output };
+        throw new AppError('insufficient_quota', scope.userId === undefined ? msg('quota_reserve_org', { ...params, org: scope.orgId }) : msg('quota_reserve_personal', params));
+      }
+      // this instance's ledger part is not for the entry's epoch and version: read it (once), then try again
+      known = await this.ledgerPart(payer, scope, res);
+    }
+  }
+
+  /** Drops a reservation of a request that ends with no charge (or whose charge did not take it); never throws. */
+  release(k: { userId: string; orgId: string }, id: string): void {
+    if (!this.enabled) return;
+    const payer = BudgetGuard.payerOf(BudgetGuard.scopeOf(k));
+    // a release that fails leaves the reservation to expire
+    this.store.release(payer, id).catch((e) => this.log.warn({ payer, err: (e as Error).message }, 'reservation not released: it expires'));
+  }
+
   /** The running balance of a payer, in micro-credits (equal to the ledger's once its records have arrived). */
   async balance(scope: UsageScope): Promise<number> {
     const payer = BudgetGuard.payerOf(scope);
@@ -178,10 +237,14 @@ export class BudgetGuard implements UsageBudget {
     );
   }
 
-  charge(row: UsageInsert): void {
-    if (!this.enabled || !row.spend_epoch || !(row.cost_micros > 0)) return;
+  charge(row: UsageInsert, reservation?: string): void {
+    if (!this.enabled) return;
+    if (!row.spend_epoch || !(row.cost_micros > 0)) {
+      if (reservation) this.release({ userId: row.user_id, orgId: row.org_id }, reservation);
+      return;
+    }
     const payer = BudgetGuard.payerOfRow(row);
-    this.store.charge(payer, row.spend_epoch, row.cost_micros).then(
+    this.store.charge(payer, row.spend_epoch, row.cost_micros, reservation).then(
       () => {
         // counted, or not (another epoch by now): the record is settled when it reaches the ledger
       },

@@ -18,6 +18,22 @@ export interface UsageEvent {
   costMicros?: number;
   /** the deployment that served it (src/models/router), when the model was routed */
   deployment?: string;
+  /**
+   * What the request reserved at admission (src/api/admission.ts): this record settles it (its tokens replace
+   * the tokens reserved in the TPM window, its charge takes the balance's reservation in the same atomic step)
+   * and it is charged at most what was reserved. Only one record of a request carries it.
+   */
+  hold?: UsageHold;
+}
+
+/** A request's reservations, as the ledger sees them (src/api/admission.ts makes them). */
+export interface UsageHold {
+  /**
+   * Settles the reservations with the record's real tokens: the TPM window keeps `tokens` instead of what was
+   * reserved. Gives the balance's reservation id (charged and dropped together) and the most the record may cost;
+   * undefined once taken.
+   */
+  take(tokens: number): { reservation?: string; capMicros?: number } | undefined;
 }
 
 export const MICROS = 1_000_000;
@@ -38,8 +54,8 @@ const SHIP_DELAY_MS = 100;
 export interface UsageBudget {
   /** the running-spend epoch a record is charged under, stored with it (before it is journaled) */
   tag(row: UsageInsert): string | null | Promise<string | null>;
-  /** counts the record in the running spend (right after it is journaled); never throws */
-  charge(row: UsageInsert): void;
+  /** counts the record in the running spend (right after it is journaled), dropping its reservation; never throws */
+  charge(row: UsageInsert, reservation?: string): void;
   /** records reached the ledger, or were refused by it (set aside) */
   settled(stored: UsageInsert[], refused: UsageInsert[]): void;
   /** records of an earlier process found in the journal: whether they were counted is unknown */
@@ -126,6 +142,11 @@ export class UsageService {
    * journal (tests that ask for it) the record is committed before this resolves.
    */
   async record(e: UsageEvent): Promise<void> {
+    const held = e.hold?.take(count(e.inputTokens) + count(e.outputTokens));
+    let cost = count(e.costMicros);
+    // a request is never charged more than it reserved (its stream is stopped there; an upstream that counted
+    // more than the worst case, or an input estimate that fell short, is not charged past it)
+    if (held?.capMicros !== undefined && cost > held.capMicros) cost = held.capMicros;
     const row: UsageInsert = {
       record_id: randomUUID(),
       request_id: e.requestId,
@@ -140,7 +161,7 @@ export class UsageService {
       cached_tokens: count(e.cachedTokens),
       characters: count(e.characters),
       audio_seconds: Number.isFinite(e.audioSeconds) && e.audioSeconds! > 0 ? e.audioSeconds! : 0,
-      cost_micros: count(e.costMicros),
+      cost_micros: cost,
       created_at: Math.floor(Date.now() / 1000),
       spend_epoch: null,
       deployment: e.deployment ?? null,
@@ -152,13 +173,13 @@ export class UsageService {
     if (this.journal) {
       this.journal.append(row);
       this.pending.push(row);
-      this.budget?.charge(row);
+      this.budget?.charge(row, held?.reservation);
       // shipped a moment later with whatever else arrives meanwhile: one INSERT per batch, off the request path
       if (this.pending.length >= 500) void this.ship();
       else this.schedule();
     } else {
       this.pending.push(row);
-      this.budget?.charge(row);
+      this.budget?.charge(row, held?.reservation);
       await this.flush();
     }
     for (const l of this.listeners) l(e);

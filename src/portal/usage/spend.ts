@@ -22,12 +22,39 @@ export interface SpendEntry {
   version: number;
 }
 
+/**
+ * A reservation asked of the store: `micros` held for request `id` until it is charged or released, or until
+ * `ttlMs` has passed (a crashed process's reservations expire; the next reservation of the payer drops them).
+ * `base` is what the instance read from the ledger for the entry's epoch and version (`epoch`, `version`):
+ * granted minus the records not of that epoch. The store grants it only if that is still the entry's epoch and
+ * version and `base - used - reserved >= micros` (and something is left at all), in one atomic step.
+ */
+export interface ReserveAsk {
+  newEpoch: string;
+  epoch: string;
+  version: number;
+  base: number;
+  id: string;
+  micros: number;
+  ttlMs: number;
+}
+
+/** `ok`: held; `refused`: not enough left; `stale`: the instance's ledger part is not for this epoch/version */
+export type ReserveResult = SpendEntry & { status: 'ok' | 'refused' | 'stale'; reserved: number };
+
 export interface SpendStore {
   readonly kind: 'memory' | 'redis';
   /** The payer's entry, made with `newEpoch` (used 0, version 0) if there is none. */
   read(payer: string, newEpoch: string): Promise<SpendEntry>;
-  /** Adds `micros` to `used` if the entry's epoch is `epoch`; false if it was not counted (no entry, another epoch). */
-  charge(payer: string, epoch: string, micros: number): Promise<boolean>;
+  /** Reads the entry (made as `read` does) and holds a reservation if enough is left; see ReserveAsk. */
+  reserve(payer: string, ask: ReserveAsk): Promise<ReserveResult>;
+  /** Drops a reservation (the request ended without a charge); nothing if it is gone (expired, entry reset). */
+  release(payer: string, id: string): Promise<void>;
+  /**
+   * Adds `micros` to `used` if the entry's epoch is `epoch`; false if it was not counted (no entry, another
+   * epoch). `reservation`: dropped in the same atomic step, whatever the epoch.
+   */
+  charge(payer: string, epoch: string, micros: number, reservation?: string): Promise<boolean>;
   /** Records charged under these epochs ('' = none) reached the ledger: raises the version if any is not the entry's epoch. */
   settle(payer: string, epochs: string[]): Promise<void>;
   /** A record charged under `epoch` was refused by the ledger: takes its charge back if that epoch is current. */
@@ -41,21 +68,63 @@ export interface SpendStore {
   close(): Promise<void>;
 }
 
+interface MemoryEntry extends SpendEntry {
+  reserved: number;
+  /** reservation id -> [micros, expires at (ms)] */
+  holds: Map<string, [number, number]>;
+}
+
 export class MemorySpendStore implements SpendStore {
   readonly kind = 'memory' as const;
-  private readonly entries = new Map<string, SpendEntry>();
+  private readonly entries = new Map<string, MemoryEntry>();
 
-  async read(payer: string, newEpoch: string): Promise<SpendEntry> {
+  private entry(payer: string, newEpoch: string): MemoryEntry {
     let e = this.entries.get(payer);
     if (!e) {
-      e = { epoch: newEpoch, used: 0, version: 0 };
+      e = { epoch: newEpoch, used: 0, version: 0, reserved: 0, holds: new Map() };
       this.entries.set(payer, e);
     }
-    return { ...e };
+    return e;
+  }
+
+  /** (synchronous up to its result: two reservations never interleave) */
+  async reserve(payer: string, ask: ReserveAsk): Promise<ReserveResult> {
+    const e = this.entry(payer, ask.newEpoch);
+    const now = Date.now();
+    for (const [id, [micros, until]] of e.holds) {
+      if (until <= now) {
+        e.holds.delete(id);
+        e.reserved -= micros;
+      }
+    }
+    const seen = { epoch: e.epoch, used: e.used, version: e.version, reserved: e.reserved };
+    if (e.epoch !== ask.epoch || e.version !== ask.version) return { status: 'stale', ...seen };
+    const left = ask.base - e.used - e.reserved;
+    if (ask.base - e.used <= 0 || left < ask.micros) return { status: 'refused', ...seen };
+    if (ask.micros > 0) {
+      e.holds.set(ask.id, [ask.micros, now + ask.ttlMs]);
+      e.reserved += ask.micros;
+    }
+    return { status: 'ok', ...seen, reserved: e.reserved };
+  }
+  async release(payer: string, id: string) {
+    this.drop(this.entries.get(payer), id);
+  }
+  private drop(e: MemoryEntry | undefined, id: string | undefined) {
+    const h = e && id !== undefined ? e.holds.get(id) : undefined;
+    if (!e || !h) return;
+    e.holds.delete(id!);
+    e.reserved -= h[0];
+  }
+
+  async read(payer: string, newEpoch: string): Promise<SpendEntry> {
+    const e = this.entry(payer, newEpoch);
+    return { epoch: e.epoch, used: e.used, version: e.version };
   }
   /** (the body runs before the first await: the charge is counted when this is called, not later) */
-  async charge(payer: string, epoch: string, micros: number): Promise<boolean> {
+  async charge(payer: string, epoch: string, micros: number, reservation?: string): Promise<boolean> {
     const e = this.entries.get(payer);
+    this.drop(e, reservation);
     if (!e || e.epoch !== epoch) return false;
     e.used += micros;
     return true;
@@ -77,6 +146,7 @@ export class MemorySpendStore implements SpendStore {
     for (const e of this.entries.values()) e.version++;
   }
   async reset(payer: string) {
+    // its reservations go with it: requests in flight then run unreserved (their own cap still holds)
     this.entries.delete(payer);
   }
   async reachable() {}
@@ -101,7 +171,60 @@ if not v[1] then
   v = { ARGV[1], '0', '0' }
 end
 return v`;
+/*
+ * Reservations: field 'r' of the hash is their total, field 'r:<id>' each one's micro-credits, and a sorted set
+ * (KEYS[2], the hash's key + ':r') their expiry times (ms). Expired ones are dropped by the next reservation.
+ * ARGV: new epoch, ttl (s), known epoch, known version, base, id, micros, now (ms), expires at (ms)
+ * Returns { status (1 ok, 0 refused, -1 stale), epoch, used, version, reserved }.
+ */
+const RESERVE = `
+local v = redis.call('HMGET', KEYS[1], 'e', 'u', 'v', 'r')
+if not v[1] then
+  redis.call('HSET', KEYS[1], 'e', ARGV[1], 'u', 0, 'v', 0, 'r', 0)
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  redis.call('DEL', KEYS[2])
+  v = { ARGV[1], '0', '0', '0' }
+end
+local reserved = tonumber(v[4] or '0')
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[8])
+for i = 1, #old do
+  local a = redis.call('HGET', KEYS[1], 'r:' .. old[i])
+  if a then
+    reserved = redis.call('HINCRBY', KEYS[1], 'r', -tonumber(a))
+    redis.call('HDEL', KEYS[1], 'r:' .. old[i])
+  end
+end
+if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[8]) end
+if v[1] ~= ARGV[3] or v[3] ~= ARGV[4] then return { -1, v[1], v[2], v[3], reserved } end
+local left = tonumber(ARGV[5]) - tonumber(v[2]) - reserved
+local micros = tonumber(ARGV[7])
+if tonumber(ARGV[5]) - tonumber(v[2]) <= 0 or left < micros then return { 0, v[1], v[2], v[3], reserved } end
+if micros > 0 then
+  reserved = redis.call('HINCRBY', KEYS[1], 'r', ARGV[7])
+  redis.call('HSET', KEYS[1], 'r:' .. ARGV[6], ARGV[7])
+  redis.call('ZADD', KEYS[2], ARGV[9], ARGV[6])
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+return { 1, v[1], v[2], v[3], reserved }`;
+/** KEYS: hash, reservations; ARGV: id */
+const RELEASE = `
+local a = redis.call('HGET', KEYS[1], 'r:' .. ARGV[1])
+if a then
+  redis.call('HINCRBY', KEYS[1], 'r', -tonumber(a))
+  redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1])
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 0`;
+/** KEYS: hash, reservations; ARGV: epoch, micros, ttl, reservation id ('' = none) */
 const CHARGE = `
+if ARGV[4] ~= '' then
+  local a = redis.call('HGET', KEYS[1], 'r:' .. ARGV[4])
+  if a then
+    redis.call('HINCRBY', KEYS[1], 'r', -tonumber(a))
+    redis.call('HDEL', KEYS[1], 'r:' .. ARGV[4])
+  end
+  redis.call('ZREM', KEYS[2], ARGV[4])
+end
 if redis.call('HGET', KEYS[1], 'e') == ARGV[1] then
   redis.call('HINCRBY', KEYS[1], 'u', ARGV[2])
   redis.call('EXPIRE', KEYS[1], ARGV[3])
@@ -133,7 +256,9 @@ return 0`;
 
 type Scripted = Redis & {
   spendRead(key: string, epoch: string, ttl: number): Promise<[string, string, string]>;
-  spendCharge(key: string, epoch: string, micros: number, ttl: number): Promise<number>;
+  spendCharge(key: string, holds: string, epoch: string, micros: number, ttl: number, reservation: string): Promise<number>;
+  spendReserve(key: string, holds: string, ...args: Array<string | number>): Promise<[number, string, string, string, number]>;
+  spendRelease(key: string, holds: string, id: string): Promise<number>;
   spendSettle(key: string, ...epochs: string[]): Promise<number>;
   spendRefund(key: string, epoch: string, micros: number): Promise<number>;
   spendBump(key: string): Promise<number>;
@@ -176,7 +301,9 @@ export class RedisSpendStore implements SpendStore {
       });
       r.on('error', () => {});
       r.defineCommand('spendRead', { numberOfKeys: 1, lua: READ });
-      r.defineCommand('spendCharge', { numberOfKeys: 1, lua: CHARGE });
+      r.defineCommand('spendCharge', { numberOfKeys: 2, lua: CHARGE });
+      r.defineCommand('spendReserve', { numberOfKeys: 2, lua: RESERVE });
+      r.defineCommand('spendRelease', { numberOfKeys: 2, lua: RELEASE });
       r.defineCommand('spendSettle', { numberOfKeys: 1, lua: SETTLE });
       r.defineCommand('spendRefund', { numberOfKeys: 1, lua: REFUND });
       r.defineCommand('spendBump', { numberOfKeys: 1, lua: BUMP });
@@ -241,11 +368,25 @@ export class RedisSpendStore implements SpendStore {
     const [e, u, v] = await this.r.spendRead(k, newEpoch, TTL_SECONDS);
     return { epoch: e, used: Number(u), version: Number(v) };
   }
-  async charge(payer: string, epoch: string, micros: number): Promise<boolean> {
+  async reserve(payer: string, a: ReserveAsk): Promise<ReserveResult> {
     const k = await this.key(payer);
     const w = this.ready();
     if (w) await w;
-    return (await this.r.spendCharge(k, epoch, micros, TTL_SECONDS)) === 1;
+    const now = Date.now();
+    const [st, e, u, v, r] = await this.r.spendReserve(k, `${k}:r`, a.newEpoch, TTL_SECONDS, a.epoch, String(a.version), a.base, a.id, a.micros, now, now + a.ttlMs);
+    return { status: st === 1 ? 'ok' : st === 0 ? 'refused' : 'stale', epoch: e, used: Number(u), version: Number(v), reserved: Number(r) };
+  }
+  async release(payer: string, id: string) {
+    const k = await this.key(payer);
+    const w = this.ready();
+    if (w) await w;
+    await this.r.spendRelease(k, `${k}:r`, id);
+  }
+  async charge(payer: string, epoch: string, micros: number, reservation?: string): Promise<boolean> {
+    const k = await this.key(payer);
+    const w = this.ready();
+    if (w) await w;
+    return (await this.r.spendCharge(k, `${k}:r`, epoch, micros, TTL_SECONDS, reservation ?? '')) === 1;
   }
   async settle(payer: string, epochs: string[]) {
     const k = await this.key(payer);
@@ -269,7 +410,7 @@ export class RedisSpendStore implements SpendStore {
     const k = await this.key(payer);
     const w = this.ready();
     if (w) await w;
-    await this.r.del(k);
+    await this.r.del(k, `${k}:r`);
   }
   async close() {
     this.closed = true;

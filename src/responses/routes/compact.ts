@@ -50,7 +50,7 @@ export default function (app: FastifyInstance, compactor: Compactor) {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/responses/compact',
     {
-      config: { scope: 'responses' },
+      config: { scope: 'responses', reserves: true },
       bodyLimit: 16 * 1024 * 1024,
       schema: {
         tags: ['Responses'],

@@ -12,7 +12,7 @@ export default function (app: FastifyInstance, svc: ResponsesService) {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/responses',
     {
-      config: { scope: 'responses' },
+      config: { scope: 'responses', reserves: true },
       bodyLimit: 16 * 1024 * 1024,
       serializerCompiler: documentedOnly,
       schema: {
