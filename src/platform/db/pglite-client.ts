@@ -1,5 +1,6 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { BatchReader } from '../batches.js';
+import { BATCH_CHARS, BatchReader } from '../batches.js';
+import { largeWorkDone } from '../reclaim.js';
 import type { WorkerOptions } from './pglite-worker.js';
 import { JsonbText } from './jsonb.js';
 import { JSONB_TEXT_KEY } from './pglite-message.js';
@@ -80,6 +81,7 @@ export class PGliteWorkerClient implements PGliteQueryable {
       // parsed in the same turn
       else if (m.parts) {
         const each = m.json && ((items: unknown[]) => parseJson(items, m.json));
+        largeWorkDone(m.parts * BATCH_CHARS);
         this.batches.read(m.id, 'rows', m.parts, [], each).then((rows) => p.resolve({ rows, affectedRows: m.affectedRows }), p.reject);
       } else {
         try {

@@ -18,7 +18,8 @@ import { setFlagsFromString } from 'node:v8';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { JSONB_TEXT_KEY } from './pglite-message.js';
-import { heavy, sendInBatches } from '../batches.js';
+import { BATCH_CHARS, heavy, sendInBatches } from '../batches.js';
+import { largeWorkDone } from '../reclaim.js';
 
 export interface WorkerOptions {
   dir?: string;
@@ -108,7 +109,9 @@ async function main() {
         const jsonOut = json.length ? { json } : {};
         // a large result (a stored response's 4096 items) goes in batches the main thread reads one per turn
         if (batchPort && r.rows.length > 1 && heavy(r.rows)) {
-          port.postMessage({ id: m.id, rows: [], parts: sendInBatches(batchPort, m.id, 'rows', r.rows), affectedRows: r.affectedRows, ...jsonOut });
+          const parts = sendInBatches(batchPort, m.id, 'rows', r.rows);
+          port.postMessage({ id: m.id, rows: [], parts, affectedRows: r.affectedRows, ...jsonOut });
+          largeWorkDone(parts * BATCH_CHARS);
         } else port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows, ...jsonOut });
       },
       (e) => port.postMessage({ id: m.id, error: serializeError(e) }),
