@@ -11,10 +11,10 @@ import swaggerUi from '@fastify/swagger-ui';
 import websocket from '@fastify/websocket';
 import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
-import { AppError, msg } from '../platform/errors.js';
+import { AppError, ERRORS, msg, type ErrorCode } from '../platform/errors.js';
 import { lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
-import { sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
+import { openAIErrorBody, sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
 import type { Metrics } from '../platform/ops/metrics.js';
@@ -82,6 +82,33 @@ function limitedServer(l: HttpLimits) {
     server.maxConnections = l.maxConnections;
     return server;
   };
+}
+
+/**
+ * What Node's HTTP parser refuses before there is a request (the server's `clientError`: headers over
+ * maxHeaderSize, bytes that are not HTTP, a request that did not arrive within HEADERS_TIMEOUT_MS or
+ * REQUEST_TIMEOUT_MS) is answered in the OpenAI error shape with `connection: close`, as every other error, instead
+ * of Node's empty 431/400/408 or Fastify's own `{"error","message","statusCode"}`. No request was read, so
+ * there is no Accept-Language: English. Nothing is written when part of an answer already went out on the
+ * socket (it would corrupt that answer), nor when the client is gone.
+ */
+function answerClientError(log: Logger, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const code: ErrorCode =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? 'request_header_fields_too_large' : 'malformed_request';
+  log.debug({ err }, `client error: ${code}`);
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (!socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const status = ERRORS[code].status;
+  const body = JSON.stringify(openAIErrorBody(new AppError(code)));
+  socket.write(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+  // flushed, then closed (destroySoon: end, and destroy once the answer is written)
+  (socket as Socket & { destroySoon(): void }).destroySoon();
 }
 
 /**
@@ -175,6 +202,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     // production (startServer) lets running streams finish within the grace period; tests close at once
     forceCloseConnections: opts.gracefulClose ? 'idle' : true,
     trustProxy: fastifyTrustProxy(opts.trustProxy),
+    clientErrorHandler: (err, socket) => answerClientError(opts.log, err, socket),
     ...(opts.limits ? { requestTimeout: opts.limits.requestTimeoutMs, keepAliveTimeout: opts.limits.keepAliveTimeoutMs, serverFactory: limitedServer(opts.limits) } : {}),
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(lazyValidatorCompiler);

@@ -66,13 +66,15 @@ export class BatchReader {
     port.unref();
   }
 
-  read(id: number, key: string, batches: number, into: unknown[] = []): Promise<unknown[]> {
+  /** `each`: run on each batch's items as it comes (in the same turn), before they are added */
+  read(id: number, key: string, batches: number, into: unknown[] = [], each?: (items: unknown[]) => void): Promise<unknown[]> {
     const done = this.queue.then(async () => {
       for (let got = 0; got < batches;) {
         await turn();
         const m = receiveMessageOnPort(this.port)?.message as Batch | undefined;
         if (!m) throw new Error('a thread lost part of a value it sent');
         if (m.id !== id || m.key !== key) continue;
+        each?.(m.items);
         for (const x of m.items) into.push(x);
         got++;
       }

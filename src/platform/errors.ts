@@ -43,6 +43,14 @@ export const ERRORS = {
     message: 'the conversation of previous_response_id is larger than a conversation may be',
     zh: 'previous_response_id 所指的对话超出了对话允许的大小',
   },
+  /** the request's bytes are not HTTP (Node's parser refused them before any route: compose/http.ts, clientError) */
+  malformed_request: {
+    status: 400,
+    portal: 40012,
+    type: 'invalid_request_error',
+    message: 'the request is not valid HTTP and could not be read',
+    zh: '请求不是有效的 HTTP，无法读取',
+  },
   // 401
   unauthorized: { status: 401, portal: 40100, type: 'authentication_error', message: 'unauthorized', zh: '未授权' },
   invalid_authorization_format: {
@@ -101,7 +109,23 @@ export const ERRORS = {
   model_not_found: { status: 404, portal: 40402, type: 'invalid_request_error', message: 'model not found', zh: '未找到模型' },
   previous_response_not_found: { status: 404, portal: 40403, type: 'invalid_request_error', message: 'previous response not found', zh: '未找到上一个响应' },
   response_not_found: { status: 404, portal: 40404, type: 'invalid_request_error', message: 'response not found', zh: '未找到响应' },
-  // 405 / 409 / 413 / 415
+  // 405 / 408 / 409 / 413 / 415 / 431
+  /** the request's headers or whole body did not arrive in time (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS) */
+  request_timeout: {
+    status: 408,
+    portal: 40800,
+    type: 'invalid_request_error',
+    message: 'the request did not arrive in time; the connection is closed',
+    zh: '请求未在限定时间内送达；连接已关闭',
+  },
+  /** the request's headers are larger than the server reads (Node's maxHeaderSize, 16 KiB by default) */
+  request_header_fields_too_large: {
+    status: 431,
+    portal: 43100,
+    type: 'invalid_request_error',
+    message: 'the request headers are too large',
+    zh: '请求头过大',
+  },
   method_not_allowed: { status: 405, portal: 40500, type: 'invalid_request_error', message: 'method not allowed', zh: '不允许使用此方法' },
   active_key_limit: { status: 409, portal: 40900, type: 'invalid_request_error', message: 'active API key limit reached', zh: '有效密钥数量已达上限' },
   invalid_state: { status: 409, portal: 40901, type: 'invalid_request_error', message: 'operation not allowed in the current state', zh: '当前状态下不允许此操作' },

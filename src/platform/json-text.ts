@@ -6,6 +6,7 @@
  * the event loop between slices. Small values keep JSON.stringify: `largeJson` tells them apart by a walk that
  * stops as soon as the value is known to be large, so a small value costs a few hundred nanoseconds more.
  */
+import { largeWorkDone } from './reclaim.js';
 
 /** a value whose JSON text may reach this many characters is made in slices */
 export const LARGE_JSON_CHARS = 256 * 1024;
@@ -221,5 +222,7 @@ export async function jsonUtf8(value: unknown, replacer?: JsonReplacer, headroom
     at += n;
     written += n;
   }
+  // a large value made into JSON (a stored response's items, a long chain sent upstream): large work (reclaim.ts)
+  largeWorkDone(s.bytes);
   return new JsonBytes(out, headroom);
 }

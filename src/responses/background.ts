@@ -214,7 +214,7 @@ export class Background {
 
   /** Cancels a background response wherever it runs; cancelling one that already ended answers it as it is. */
   async cancel(id: string, key: KeyPrincipal): Promise<void> {
-    const r = await this.d.store.get(id, key.userId);
+    const r = await this.d.store.head(id, key.userId);
     if (!r) throw notFound(id);
     if (!r.object.background) throw bad('Only responses created with background set to true can be cancelled.', 'response_id');
     // still waiting in a queue (here or anywhere): cancelled in the store at once, with the final event a stream
@@ -245,7 +245,7 @@ export class Background {
     const deadline = Date.now() + 5_000;
     while (Date.now() < deadline) {
       if (run ? run.done : false) return;
-      const now = await this.d.store.get(id, key.userId);
+      const now = await this.d.store.head(id, key.userId);
       if (!now || now.object.status !== 'in_progress') return;
       await new Promise((res) => setTimeout(res, 25));
     }
@@ -253,7 +253,7 @@ export class Background {
 
   /** Events of a background response after `after`: stored ones, then live ones while it runs. */
   async *replay(id: string, key: KeyPrincipal, after: number, signal: AbortSignal): AsyncIterable<StreamEvent> {
-    const r = await this.d.store.get(id, key.userId);
+    const r = await this.d.store.head(id, key.userId);
     if (!r) throw notFound(id);
     if (!r.object.background) throw bad('Only background responses can be streamed again; this one was not created with background: true.', 'stream');
     const run = this.runs.get(id);
@@ -268,7 +268,7 @@ export class Background {
         last = e.sequence_number;
         yield e;
       }
-      const now = await this.d.store.get(id, key.userId);
+      const now = await this.d.store.head(id, key.userId);
       if (!now || now.object.status !== 'in_progress') {
         for (const e of await this.d.store.events(id, last)) yield e;
         return;

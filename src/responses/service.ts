@@ -94,7 +94,7 @@ export class ResponsesService {
   }
 
   async get(id: string, key: KeyPrincipal): Promise<ResponseObject> {
-    const r = await this.d.store.get(id, key.userId);
+    const r = await this.d.store.head(id, key.userId);
     if (!r) throw notFound(id);
     return withOutputText(r.object);
   }
@@ -113,16 +113,12 @@ export class ResponsesService {
   }
 
   async inputItems(id: string, key: KeyPrincipal, q: { after?: string; limit: number; order: 'asc' | 'desc' }) {
-    const r = await this.d.store.get(id, key.userId);
+    // the page is cut in the database: a response's 4096 items never come out to serve 20 of them
+    const r = await this.d.store.inputItemsPage(id, key.userId, { ...q, after: q.after || undefined });
     if (!r) throw notFound(id);
-    let items = q.order === 'asc' ? [...r.inputItems] : [...r.inputItems].reverse();
-    if (q.after) {
-      const i = items.findIndex((x) => x.id === q.after);
-      if (i < 0) throw new AppError('validation_error', `after: no input item '${q.after}' in this response`, 'after');
-      items = items.slice(i + 1);
-    }
-    const page = items.slice(0, q.limit);
-    return { object: 'list' as const, data: page, first_id: page[0]?.id ?? null, last_id: page[page.length - 1]?.id ?? null, has_more: items.length > page.length };
+    if ('afterMissing' in r) throw new AppError('validation_error', `after: no input item '${q.after}' in this response`, 'after');
+    const page = r.items;
+    return { object: 'list' as const, data: page, first_id: page[0]?.id ?? null, last_id: page[page.length - 1]?.id ?? null, has_more: r.hasMore };
   }
 
   inputTokens(req: CreateResponseRequest, key: KeyPrincipal) {

@@ -23,6 +23,12 @@ export interface StoredResponse {
   job?: JobState;
 }
 
+/**
+ * A stored response without its input items and request: what reading its state needs (GET, cancel, the waits on
+ * its status). The items may weigh 16 MiB; read only where they are used.
+ */
+export type StoredHead = Omit<StoredResponse, 'inputItems' | 'request'>;
+
 /** A stored response's job state: the object's status, or `queued` (a background job no worker has taken yet). */
 export type JobState = 'queued' | ResponseObject['status'];
 
@@ -172,6 +178,40 @@ export class ResponseStore {
 
   async get(id: string, userId: string): Promise<StoredResponse | undefined> {
     return this.read(sql`r.id = ${id} and r.user_id = ${userId} and r.deleted_at is null`);
+  }
+
+  /** Its object and job state only (StoredHead): none of its input items leave the database. */
+  async head(id: string, userId: string): Promise<StoredHead | undefined> {
+    const r = await sql<{ id: string; user_id: string; org_id: string; key_id: string; status: JobState; object: ResponseObject }>`
+      select id, user_id, org_id, key_id, status, object from responses where id = ${id} and user_id = ${userId} and deleted_at is null`.execute(this.db);
+    const row = r.rows[0];
+    return row && { id: row.id, userId: row.user_id, orgId: row.org_id, keyId: row.key_id, object: row.object, job: row.status };
+  }
+
+  /**
+   * A page of a stored response's input items, as GET /v1/responses/{id}/input_items pages them: after the item
+   * `after` (its first place in `order`), at most `limit`, and whether more follow. Only the page leaves the
+   * database. Undefined when the response is not stored; `afterMissing` when `after` is not one of its items.
+   */
+  async inputItemsPage(
+    id: string,
+    userId: string,
+    q: { after?: string; limit: number; order: 'asc' | 'desc' },
+  ): Promise<{ items: StoredItem[]; hasMore: boolean } | { afterMissing: true } | undefined> {
+    if (!(await this.head(id, userId))) return undefined;
+    const items = sql`responses r cross join lateral jsonb_array_elements(r.input_items) with ordinality as e(item, n)
+       where r.id = ${id} and r.user_id = ${userId} and r.deleted_at is null`;
+    let from: number | undefined;
+    if (q.after !== undefined) {
+      const at = await sql<{ n: number | null }>`select ${sql.raw(q.order === 'asc' ? 'min' : 'max')}(e.n)::int as n from ${items} and e.item->>'id' = ${q.after}`.execute(this.db);
+      if (at.rows[0]?.n === null || at.rows[0]?.n === undefined) return { afterMissing: true };
+      from = at.rows[0].n;
+    }
+    const past = from === undefined ? sql`` : q.order === 'asc' ? sql`and e.n > ${from}` : sql`and e.n < ${from}`;
+    const r = await sql<{ item: StoredItem }>`
+      select e.item from ${items} ${past} order by e.n ${sql.raw(q.order === 'asc' ? 'asc' : 'desc')} limit ${q.limit + 1}`.execute(this.db);
+    const rows = r.rows.map((x) => x.item);
+    return { items: rows.slice(0, q.limit), hasMore: rows.length > q.limit };
   }
 
   /** A response whoever owns it (background jobs). */

@@ -185,6 +185,8 @@ for (const db of testDatabases()) {
           ['two', 'one'],
         );
         await expectError(await e.call('GET', `/v1/responses/${r.id}/input_items?limit=101`), 400, undefined, 'limit');
+        // an `after` that is not one of its items (the page is cut in the database)
+        await expectError(await e.call('GET', `/v1/responses/${r.id}/input_items?after=msg_nope`), 400, undefined, 'after');
         // the SDK pages through them
         const texts: string[] = [];
         for await (const item of e.client.responses.inputItems.list(r.id, { limit: 2, order: 'asc' })) texts.push((item as any).content[0].text);

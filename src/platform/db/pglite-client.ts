@@ -1,5 +1,6 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { BatchReader } from '../batches.js';
+import { BATCH_CHARS, BatchReader } from '../batches.js';
+import { largeWorkDone } from '../reclaim.js';
 import type { WorkerOptions } from './pglite-worker.js';
 import { JsonbText } from './jsonb.js';
 import { JSONB_TEXT_KEY } from './pglite-message.js';
@@ -27,6 +28,17 @@ function movedParams(params: unknown[]): { params: unknown[]; transfer: ArrayBuf
     out[i] = { [JSONB_TEXT_KEY]: p.json.bytes };
   }
   return out && { params: out, transfer };
+}
+
+/** The JSON columns of rows from the thread parsed in place (they cross as text: pglite-worker.ts). */
+function parseJson(rows: unknown[], columns: readonly string[] | undefined): void {
+  if (!columns) return;
+  for (const row of rows as Array<Record<string, unknown>>) {
+    for (const c of columns) {
+      const v = row[c];
+      if (typeof v === 'string') row[c] = JSON.parse(v);
+    }
+  }
 }
 
 /** A database error as the worker sent it: same message, name, code, detail, constraint... as PGlite's own. */
@@ -59,15 +71,26 @@ export class PGliteWorkerClient implements PGliteQueryable {
   ) {
     worker.unref();
     this.batches = new BatchReader(batches);
-    worker.on('message', (m: { id: number; rows?: unknown[]; parts?: number; affectedRows?: number; error?: Record<string, unknown> }) => {
+    worker.on('message', (m: { id: number; rows?: unknown[]; parts?: number; affectedRows?: number; json?: string[]; error?: Record<string, unknown> }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       this.unref();
       if (m.error) p.reject(revive(m.error));
-      // a large result's rows came apart (pglite-worker.ts): read a batch per turn of the event loop
-      else if (m.parts) this.batches.read(m.id, 'rows', m.parts).then((rows) => p.resolve({ rows, affectedRows: m.affectedRows }), p.reject);
-      else p.resolve({ rows: m.rows, affectedRows: m.affectedRows });
+      // a large result's rows came apart (pglite-worker.ts): read a batch per turn of the event loop, its JSON
+      // parsed in the same turn
+      else if (m.parts) {
+        const each = m.json && ((items: unknown[]) => parseJson(items, m.json));
+        largeWorkDone(m.parts * BATCH_CHARS);
+        this.batches.read(m.id, 'rows', m.parts, [], each).then((rows) => p.resolve({ rows, affectedRows: m.affectedRows }), p.reject);
+      } else {
+        try {
+          parseJson(m.rows!, m.json);
+          p.resolve({ rows: m.rows, affectedRows: m.affectedRows });
+        } catch (e) {
+          p.reject(e as Error);
+        }
+      }
     });
     worker.on('error', (e) => this.fail(`the embedded database's thread failed: ${e.message}`));
     worker.on('exit', (code) => this.fail(`the embedded database's thread stopped (exit code ${code})`));

@@ -4,7 +4,8 @@
  * checkpoint, a migration) would hold up every request in flight. Here it runs on a worker thread of its own
  * and the main thread only sends SQL and receives rows over the worker's MessagePort (pglite-client.ts).
  *
- * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows }` or
+ * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows, json? }`
+ * (`json`: the columns whose values are JSON text, parsed on the receiving side) or
  * `{ id, error: { message, name, code, ... } }`; the rows of a large result come apart on the batch port (`{ id, rows: [],
  * parts }`, ../batches.ts) and a large jsonb parameter as the bytes of its text (pglite-message.ts); `{ close: true }` closes the database and ends the thread.
  * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes); the first message
@@ -17,7 +18,8 @@ import { setFlagsFromString } from 'node:v8';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { JSONB_TEXT_KEY } from './pglite-message.js';
-import { heavy, sendInBatches } from '../batches.js';
+import { BATCH_CHARS, heavy, sendInBatches } from '../batches.js';
+import { largeWorkDone } from '../reclaim.js';
 
 export interface WorkerOptions {
   dir?: string;
@@ -27,7 +29,10 @@ export interface WorkerOptions {
 
 const INT8 = 20;
 const NUMERIC = 1700;
+const JSON_OID = 114;
+const JSONB = 3802;
 const toNumber = (v: string) => (v === null ? null : Number(v));
+const asText = (v: string) => v;
 
 /** The fields of a database error worth carrying across (PGlite's DatabaseError: code, detail, constraint...). */
 export function serializeError(e: unknown): Record<string, unknown> {
@@ -75,7 +80,11 @@ async function main() {
   let db: PGlite;
   try {
     db = await PGlite.create(opts.dir, {
-      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
+      // json and jsonb stay text here and are parsed by the thread that uses them (pglite-client.ts): a large
+      // result is then held here once, as the strings of its rows, instead of also as the parsed values, and it
+      // crosses to the main thread as flat strings (issue 22, docs/performance.md "Large requests and the
+      // embedded database's memory")
+      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber, [JSON_OID]: asText, [JSONB]: asText } as any,
       postgresqlconf: opts.postgresqlconf,
       pgliteWasmModule: await compiled,
       ...(opts.initialMemory ? { initialMemory: opts.initialMemory } : {}),
@@ -95,10 +104,15 @@ async function main() {
     const params = textParams(m.params);
     (m.before ? db.query(m.before).then(() => db.query(m.sql, params)) : db.query(m.sql, params)).then(
       (r) => {
+        // the columns whose values are JSON text, for the main thread to parse
+        const json = r.fields.filter((f) => f.dataTypeID === JSONB || f.dataTypeID === JSON_OID).map((f) => f.name);
+        const jsonOut = json.length ? { json } : {};
         // a large result (a stored response's 4096 items) goes in batches the main thread reads one per turn
         if (batchPort && r.rows.length > 1 && heavy(r.rows)) {
-          port.postMessage({ id: m.id, rows: [], parts: sendInBatches(batchPort, m.id, 'rows', r.rows), affectedRows: r.affectedRows });
-        } else port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows });
+          const parts = sendInBatches(batchPort, m.id, 'rows', r.rows);
+          port.postMessage({ id: m.id, rows: [], parts, affectedRows: r.affectedRows, ...jsonOut });
+          largeWorkDone(parts * BATCH_CHARS);
+        } else port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows, ...jsonOut });
       },
       (e) => port.postMessage({ id: m.id, error: serializeError(e) }),
     );

@@ -13,6 +13,7 @@ import { AppError, msg } from '../errors.js';
 import { checkJsonShape, type ShapeProblem } from './json-shape.js';
 import type { JsonWorkerAnswer, SplitArray } from './json-worker.js';
 import { BatchReader } from '../batches.js';
+import { largeWorkDone } from '../reclaim.js';
 
 /** bodies of at least this many bytes are parsed in the worker thread */
 export const OFF_THREAD_BYTES = 256 * 1024;
@@ -163,7 +164,11 @@ export function readLargeJson(req: { raw: object; headers: IncomingHttpHeaders; 
 /** The blocks readLargeJson read for this request, once. */
 export function takeLargeJson(req: { raw: object }): BodyBlocks | undefined {
   const b = taken.get(req.raw);
-  if (b) taken.delete(req.raw);
+  if (b) {
+    taken.delete(req.raw);
+    // its body, parsed items and what is made of them are garbage once it is answered (../reclaim.ts)
+    largeWorkDone(b.length);
+  }
   return b;
 }
 
