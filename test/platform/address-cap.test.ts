@@ -89,6 +89,25 @@ describe('MAX_CONNECTIONS_PER_ADDRESS', () => {
   });
 });
 
+describe('MAX_CONNECTIONS_PER_ADDRESS with TRUST_PROXY', () => {
+  let e: Env;
+  let port: number;
+  before(async () => {
+    // the proxy (here: loopback) carries every client's connections: it is not counted
+    e = await setup('pglite', [], { MAX_CONNECTIONS_PER_ADDRESS: '2', TRUST_PROXY: 'loopback' });
+    port = Number(new URL(e.url).port);
+  });
+  after(() => e.close());
+
+  test('the addresses of TRUST_PROXY are not counted: twice the cap from the proxy, all served', { timeout: 30_000 }, async () => {
+    const open = Array.from({ length: 4 }, () => raw(port));
+    await Promise.all(open.map((c) => c.connected));
+    for (const c of open) assert.match(await c.get(), /^HTTP\/1\.1 200/);
+    assert.doesNotMatch(await e.t.runtime.scrape(), /portico_rate_limited_total\{reason="connections_per_address"\} [1-9]/);
+    for (const c of open) c.sock.destroy();
+  });
+});
+
 describe('capConnectionsPerAddress on a plain server', () => {
   const serve = async (opts: Parameters<typeof capConnectionsPerAddress>[1]) => {
     const server = net.createServer((s) => s.on('error', () => {}));
