@@ -1,11 +1,14 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
-import { buildTestApp, testDatabases, TEST_JWT_SECRET, TEST_PG_URL, type TestApp } from '../helpers/app.js';
+import { buildTestApp, testDatabases, TEST_JWT_SECRET, type TestApp } from '../helpers/app.js';
 import { createCore, type Core } from '../../src/compose/core.js';
 import { KeyVerifier } from '../../src/portal/keys/verifier.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { cleanTmp, portico, tmp } from './helpers.js';
+import { randomBytes } from 'node:crypto';
+import { dropInstallationKeys } from '../helpers/redis-keys.js';
+import { TEST_REDIS, testPgUrl, testRedisUrl } from '../helpers/services.js';
 
 for (const db of testDatabases()) {
   describe(`portico keys disable/enable and credits grant against ${db === 'pglite' ? 'a PGlite DATA_DIR' : 'a PostgreSQL schema'}`, () => {
@@ -63,7 +66,7 @@ for (const db of testDatabases()) {
       before(async () => {
         t = await buildTestApp({ db });
         const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(t.services.db.db)).rows[0].s;
-        env = { DATABASE_URL: `${TEST_PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`, JWT_SECRET: TEST_JWT_SECRET, DATA_DIR: tmp() };
+        env = { DATABASE_URL: testPgUrl({ searchPath: schema }), JWT_SECRET: TEST_JWT_SECRET, DATA_DIR: tmp() };
       });
       after(() => t.close());
 
@@ -105,17 +108,15 @@ for (const db of testDatabases()) {
       });
 
       test('with Redis set and background jobs waiting, every command exits at once and takes no job', async () => {
-        // a Redis database of its own (6: no other test uses it, this one empties it), with three jobs waiting as a
-        // serving instance would have queued them
-        const redisUrl = `redis://127.0.0.1:${process.env.PORTICO_TEST_REDIS_PORT || 6379}/6`;
+        // an installation prefix of its own (REDIS_PREFIX: nothing else in that Redis is read, written or removed), with
+        // three jobs waiting in the installation's queue as a serving instance would have queued them
+        const redisUrl = testRedisUrl(6);
+        const prefix = `t_operator_${randomBytes(6).toString('hex')}`;
         const { Queue } = await import('bullmq');
-        const { Redis } = await import('ioredis');
-        const r = new Redis(redisUrl);
-        await r.flushdb();
-        const queue = new Queue('portico-responses', { connection: { host: '127.0.0.1', port: Number(process.env.PORTICO_TEST_REDIS_PORT || 6379), db: 6 } });
+        const queue = new Queue('portico-responses', { prefix: `${prefix}:bull`, connection: { ...TEST_REDIS, db: 6 } });
         try {
           for (const id of ['resp_wait1', 'resp_wait2', 'resp_wait3']) await queue.add('respond', { id }, { jobId: id });
-          const withRedis = { ...env, REDIS_URL: redisUrl };
+          const withRedis = { ...env, REDIS_URL: redisUrl, REDIS_PREFIX: prefix };
           const key = await t.inferenceKey('redis-op');
           const id = (await t.services.db.db.selectFrom('api_keys').select('id').where('user_id', '=', 'redis-op').executeTakeFirstOrThrow()).id;
           for (const args of [
@@ -139,7 +140,7 @@ for (const db of testDatabases()) {
         } finally {
           await queue.obliterate({ force: true }).catch(() => {});
           await queue.close();
-          r.disconnect();
+          await dropInstallationKeys(redisUrl, prefix);
         }
       });
     }

@@ -14,8 +14,9 @@ import { dropInstallationKeys } from './redis-keys.js';
 
 export type TestDb = 'pglite' | 'postgres';
 
-/** The PostgreSQL server the suite also runs on (CI starts it); PORTICO_TEST_PG=off skips it. */
-export const TEST_PG_URL = process.env.PORTICO_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+/** The PostgreSQL server the suite also runs on (CI starts it; PORTICO_TEST_DATABASE_URL); PORTICO_TEST_PG=off skips it. */
+import { TEST_PG_URL } from './services.js';
+export { TEST_PG_URL };
 
 /** Every database the suite runs on: PGlite always, PostgreSQL unless turned off. */
 export function testDatabases(): TestDb[] {

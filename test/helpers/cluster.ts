@@ -25,11 +25,12 @@ import pg from 'pg';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { dropInstallationKeys } from './redis-keys.js';
+import { TEST_PG, TEST_PG_URL, TEST_REDIS, testPgUrl, testRedisUrl } from './services.js';
 
 export const MAIN_JS = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
-export const CLUSTER_PG_URL = process.env.PORTICO_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
-/** the Redis the cluster tests use (PORTICO_TEST_REDIS_PORT: another server, so two checkouts can run them at once) */
-export const CLUSTER_REDIS = { host: '127.0.0.1', port: Number(process.env.PORTICO_TEST_REDIS_PORT || 6379) };
+export const CLUSTER_PG_URL = TEST_PG_URL;
+/** the Redis the cluster tests use (PORTICO_TEST_REDIS_URL: another server, so two checkouts can run them at once) */
+export const CLUSTER_REDIS = TEST_REDIS;
 export const CLUSTER_JWT_SECRET = 'cluster-jwt-secret-0123456789abcdef0123456789';
 export const CLUSTER_KEY_PEPPER = 'cluster-key-pepper-0123456789abcdef0123456789';
 
@@ -192,11 +193,10 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   await admin.query(`create table ${schema}.portico_migrations_lock (id varchar(255) not null primary key, is_locked integer not null default 0)`);
   await admin.query(`insert into ${schema}.portico_migrations_lock (id, is_locked) values ('migration_lock', 0)`);
 
-  const pgProxy = opts.proxyPostgres ? await startTcpProxy(5432) : undefined;
-  const redisProxy = opts.proxyRedis && !opts.noRedis ? await startTcpProxy(CLUSTER_REDIS.port) : undefined;
-  const pgPort = pgProxy?.port ?? 5432;
-  const databaseUrl = `postgres://postgres@127.0.0.1:${pgPort}/test?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-  const redisUrl = opts.noRedis ? undefined : `redis://127.0.0.1:${redisProxy?.port ?? CLUSTER_REDIS.port}/${opts.redisDb}`;
+  const pgProxy = opts.proxyPostgres ? await startTcpProxy(TEST_PG.port, TEST_PG.host) : undefined;
+  const redisProxy = opts.proxyRedis && !opts.noRedis ? await startTcpProxy(CLUSTER_REDIS.port, CLUSTER_REDIS.host) : undefined;
+  const databaseUrl = testPgUrl({ viaPort: pgProxy?.port, searchPath: schema });
+  const redisUrl = opts.noRedis ? undefined : testRedisUrl(opts.redisDb, redisProxy?.port);
 
   const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-'));
   const configPath = join(dir, 'models.yaml');
@@ -273,8 +273,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
         // the installation's Redis keys (under its default prefix, named after the id in its database) go with it
         const id = await admin.query(`select value from ${schema}.settings where key = 'installation_id'`).catch(() => ({ rows: [] }));
         const installation = (id.rows[0] as { value?: string } | undefined)?.value;
-        if (redisUrl && installation && !opts.env?.REDIS_PREFIX)
-          await dropInstallationKeys(`redis://${CLUSTER_REDIS.host}:${CLUSTER_REDIS.port}/${opts.redisDb}`, `portico:${installation}`);
+        if (redisUrl && installation && !opts.env?.REDIS_PREFIX) await dropInstallationKeys(testRedisUrl(opts.redisDb), `portico:${installation}`);
         await admin.query(`drop schema if exists ${schema} cascade`);
       } finally {
         await admin.end();

@@ -22,11 +22,11 @@ import { metricValue } from '../helpers/metrics.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
+import { testRedisUrl } from '../helpers/services.js';
 
-const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
 /** A's and B's Redis database number, and C's: another one */
-const REDIS_AB = `redis://127.0.0.1:${REDIS_PORT}/8`;
-const REDIS_C = `redis://127.0.0.1:${REDIS_PORT}/5`;
+const REDIS_AB = testRedisUrl(8);
+const REDIS_C = testRedisUrl(5);
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 
 /** polls `check` until it returns something other than undefined, or fails after `ms` */

@@ -10,8 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { ConcurrencyLimiter, createWindowStore, RateLimiter, type LimitedKey } from '../../src/platform/cluster/limits.js';
 import { AppError } from '../../src/platform/errors.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
+import { testRedisUrl } from '../helpers/services.js';
 
-const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
 const key = (over: Partial<LimitedKey> = {}): LimitedKey => ({ keyId: `k_${randomBytes(6).toString('hex')}`, rpmLimit: null, tpmLimit: null, ...over });
 
 async function refusal(p: Promise<unknown>): Promise<AppError> {
@@ -111,7 +111,7 @@ describe('RateLimiter (memory windows)', () => {
 });
 
 describe('RateLimiter on Redis (shared by instances)', () => {
-  const url = `redis://127.0.0.1:${REDIS_PORT}/9`;
+  const url = testRedisUrl(9);
   // one installation's prefix (REDIS_PREFIX), its own: keys no other test or installation uses
   const redis = { url, prefix: `t_${randomBytes(6).toString('hex')}` };
   const stores = [createWindowStore(redis), createWindowStore(redis)];

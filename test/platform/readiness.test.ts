@@ -8,10 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
 import { Kysely, sql } from 'kysely';
-import { buildTestApp, testDatabases, TEST_PG_URL, type TestApp } from '../helpers/app.js';
+import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { CLUSTER_REDIS } from '../helpers/cluster.js';
+import { TEST_PG, testPgUrl, testRedisUrl } from '../helpers/services.js';
 import { createOpsModule } from '../../src/platform/ops/routes.js';
 import { Metrics } from '../../src/platform/ops/metrics.js';
 import { PGliteWorkerClient } from '../../src/platform/db/pglite-client.js';
@@ -54,10 +55,10 @@ for (const db of testDatabases()) {
     before(async () => {
       up = await startScriptedUpstream({ record: false });
       redis = await startTcpProxy(CLUSTER_REDIS.port, CLUSTER_REDIS.host);
-      pg = db === 'postgres' ? await startTcpProxy(5432) : undefined;
+      pg = db === 'postgres' ? await startTcpProxy(TEST_PG.port, TEST_PG.host) : undefined;
       const models = [{ name: 'm', provider: 'openai-compatible', type: 'text', base_url: up.url } as ModelSpec];
-      const env: Record<string, string> = { REDIS_URL: `redis://127.0.0.1:${redis.port}/${REDIS_DB}` };
-      if (pg) env.DATABASE_URL = TEST_PG_URL.replace(/:5432\//, `:${pg.port}/`);
+      const env: Record<string, string> = { REDIS_URL: testRedisUrl(REDIS_DB, redis.port) };
+      if (pg) env.DATABASE_URL = testPgUrl({ viaPort: pg.port });
       t = await buildTestApp({ db, listen: true, models, env });
       key = await t.inferenceKey('rita');
     });

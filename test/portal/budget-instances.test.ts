@@ -1,7 +1,7 @@
 /**
  * Budgets across instances: two applications in this process on one PostgreSQL schema, each with its own
- * DATA_DIR (usage journal), sharing Redis database 10 (REDIS_URL; PORTICO_TEST_REDIS_PORT picks another
- * server), or sharing nothing but PostgreSQL. The payers are new names on every run, so runs of other
+ * DATA_DIR (usage journal), sharing Redis database 10 (REDIS_URL; PORTICO_TEST_REDIS_URL picks another
+ * server; only the installation's prefixed keys are touched), or sharing nothing but PostgreSQL. The payers are new names on every run, so runs of other
  * checkouts on the same Redis do not meet them.
  */
 import { describe, test, before, after } from 'node:test';
@@ -16,9 +16,9 @@ import { RedisSpendStore } from '../../src/portal/usage/spend.js';
 import { BudgetGuard } from '../../src/portal/usage/budget.js';
 import type { UsageScope } from '../../src/portal/usage/store.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
+import { testRedisUrl } from '../helpers/services.js';
 
-const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
-const REDIS_URL = `redis://127.0.0.1:${REDIS_PORT}/10`;
+const REDIS_URL = testRedisUrl(10);
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 const run = randomBytes(4).toString('hex');
 

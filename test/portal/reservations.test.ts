@@ -13,11 +13,11 @@ import { buildTestApp, TEST_PG_URL, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
+import { testRedisUrl } from '../helpers/services.js';
 import { eventually } from './util.js';
 import type { UsageScope } from '../../src/portal/usage/store.js';
 
-const REDIS_PORT = Number(process.env.PORTICO_TEST_REDIS_PORT || 6379);
-const REDIS_URL = `redis://127.0.0.1:${REDIS_PORT}/10`;
+const REDIS_URL = testRedisUrl(10);
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 const run = randomBytes(4).toString('hex');
 

@@ -71,12 +71,24 @@ class RedisFeed implements ChangeFeed {
 
   private subscriber(): Redis {
     if (this.sub) return this.sub;
-    // the subscriber keeps its queue so its SUBSCRIBE is sent once the connection is up (and again after a reconnect)
-    const sub = new (redisClass())(this.url, { ...this.opts, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    // The channels are subscribed here, on every 'ready' (the first connection and each reconnect), and never while
+    // the connection is being set up: ioredis (5.11) sent a SUBSCRIBE queued during the connect before its ready
+    // check, whose INFO was then refused in subscriber mode ("only subscriber commands may be used"), and the
+    // channels subscribed at start were lost (no key change or breaker heard; test/platform/installations.test.ts).
+    // No ready check, no automatic resubscription, and no database selected: pub/sub ignores the database number.
+    const sub = new (redisClass())(withoutDatabase(this.url), {
+      ...this.opts,
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: null,
+      enableReadyCheck: false,
+      autoResubscribe: false,
+    });
     sub.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
-    // ioredis subscribes again by itself after a reconnect; what was published in between is gone
+    // what was published while the connection was down is gone: the resync handlers catch up
     let connected = false;
     sub.on('ready', () => {
+      const channels = [...this.handlers.keys()].map((c) => this.prefix + c);
+      if (channels.length) sub.subscribe(...channels).catch((e) => this.log.warn({ err: e.message }, 'redis subscribe failed'));
       if (connected) for (const h of this.resync) h();
       connected = true;
     });
@@ -117,9 +129,9 @@ class RedisFeed implements ChangeFeed {
   subscribe(channel: string, handler: FeedHandler) {
     if (!this.handlers.has(channel)) {
       this.handlers.set(channel, []);
-      this.subscriber()
-        .subscribe(this.prefix + channel)
-        .catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
+      // a connection not ready yet subscribes every channel once it is ('ready' above)
+      const sub = this.subscriber();
+      if (sub.status === 'ready') sub.subscribe(this.prefix + channel).catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
     }
     this.handlers.get(channel)!.push(handler);
   }
@@ -235,4 +247,17 @@ export function createFeed(opts: FeedOptions): ChangeFeed {
     return new PostgresFeed(opts.databaseUrl, opts.installation, opts.log);
   }
   return new LocalFeed();
+}
+
+/** A Redis URL without its database number (`redis://h:6379/8` -> `redis://h:6379`); other URLs as they are. */
+export function withoutDatabase(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return url;
+  }
+  if ((u.protocol !== 'redis:' && u.protocol !== 'rediss:') || !/^\/\d+$/.test(u.pathname)) return url;
+  u.pathname = '';
+  return u.toString();
 }
