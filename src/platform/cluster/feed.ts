@@ -75,8 +75,8 @@ class RedisFeed implements ChangeFeed {
     // the connection is being set up: ioredis (5.11) sent a SUBSCRIBE queued during the connect before its ready
     // check, whose INFO was then refused in subscriber mode ("only subscriber commands may be used"), and the
     // channels subscribed at start were lost (no key change or breaker heard; test/platform/installations.test.ts).
-    // No ready check, no automatic resubscription, and no database selected: pub/sub ignores the database number.
-    const sub = new (redisClass())(withoutDatabase(this.url), {
+    // No ready check and no automatic resubscription: the channels go out once the connection is set up.
+    const sub = new (redisClass())(this.url, {
       ...this.opts,
       enableOfflineQueue: true,
       maxRetriesPerRequest: null,
@@ -247,17 +247,4 @@ export function createFeed(opts: FeedOptions): ChangeFeed {
     return new PostgresFeed(opts.databaseUrl, opts.installation, opts.log);
   }
   return new LocalFeed();
-}
-
-/** A Redis URL without its database number (`redis://h:6379/8` -> `redis://h:6379`); other URLs as they are. */
-export function withoutDatabase(url: string): string {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return url;
-  }
-  if ((u.protocol !== 'redis:' && u.protocol !== 'rediss:') || !/^\/\d+$/.test(u.pathname)) return url;
-  u.pathname = '';
-  return u.toString();
 }
