@@ -7,8 +7,10 @@
 // not compete with them for the two cores. The browser tests (*.browser.test.js: Chromium driving the web page)
 // run in a pass of their own too: Chromium's CPU use would otherwise upset the timing checks of the audio tests.
 // The last line sums every pass.
-import { readdirSync, statSync } from 'node:fs';
-import { join, sep } from 'node:path';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
 
 const outDir = process.env.TEST_OUT_DIR || 'dist';
@@ -35,9 +37,41 @@ const passes = [
   { files: pgOff ? [] : clusterFiles, concurrency: 1 },
 ].filter((p) => p.files.length > 0);
 
+// the embedded database every test app starts from: created and migrated once for the run instead of once per app
+// (test/helpers/db-template.ts); made here, before any test process starts, so that none waits for another to make it
+const runDir = mkdtempSync(join(tmpdir(), 'portico-test-run-'));
+const templates = await import(pathToFileURL(resolve(outDir, 'test/helpers/db-template.js')).href);
+const madeAt = performance.now();
+process.env.PORTICO_TEST_PGLITE_TEMPLATE = await templates.makeTemplate(join(runDir, 'pglite.tar'));
+// on PostgreSQL a template database of this run's own (CREATE DATABASE ... TEMPLATE), dropped at the end
+const pgTemplate = pgOff ? undefined : `portico_test_tpl_${templates.templateKey()}_${process.pid}`;
+if (pgTemplate) {
+  try {
+    process.env.PORTICO_TEST_PG_TEMPLATE = await templates.makePgTemplate(pgTemplate);
+  } catch (e) {
+    // a user without CREATEDB (or no server yet): every app makes a schema of its own, as before
+    console.log(`# no template database on PostgreSQL (${e.message}): each test migrates a schema of its own`);
+    process.env.PORTICO_TEST_PG_TEMPLATE = 'off';
+  }
+}
+console.log(`# the databases' templates made in ${Math.round(performance.now() - madeAt)} ms`);
+
+// each pass writes the time of each file (scripts/test-times.mjs); the slowest are printed at the end
+let passNo = 0;
 function run({ files, concurrency }) {
   return new Promise((resolve) => {
-    const args = ['--enable-source-maps', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=180000', ...files];
+    const times = join(runDir, `times-${passNo++}.txt`);
+    const args = [
+      '--enable-source-maps',
+      '--test',
+      `--test-concurrency=${concurrency}`,
+      '--test-timeout=180000',
+      '--test-reporter=tap',
+      '--test-reporter-destination=stdout',
+      `--test-reporter=${fileURLToPath(new URL('./test-times.mjs', import.meta.url))}`,
+      `--test-reporter-destination=${times}`,
+      ...files,
+    ];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     const counts = { pass: 0, fail: 0, cancelled: 0, skipped: 0 };
     let tail = '';
@@ -62,6 +96,19 @@ for (const p of passes) {
   if (code !== 0) failed = true;
   for (const k of Object.keys(total)) total[k] += counts[k];
 }
+const slowest = readdirSync(runDir)
+  .filter((n) => n.startsWith('times-'))
+  .flatMap((n) => readFileSync(join(runDir, n), 'utf8').split('\n').filter(Boolean))
+  .map((l) => [Number(l.slice(0, l.indexOf(' '))), l.slice(l.indexOf(' ') + 1)])
+  .sort((a, b) => b[0] - a[0]);
+console.log(
+  `# the slowest test files (the sum of their top-level tests' times):\n${slowest
+    .slice(0, 15)
+    .map(([ms, f]) => `#   ${(ms / 1000).toFixed(1)} s ${relative(process.cwd(), f)}`)
+    .join('\n')}`,
+);
+rmSync(runDir, { recursive: true, force: true });
+if (pgTemplate && process.env.PORTICO_TEST_PG_TEMPLATE !== 'off') await templates.dropPgTemplate(pgTemplate);
 const notPassed = total.fail + total.cancelled;
 console.log(`tests: ${total.pass} passed, ${notPassed} failed, ${total.skipped} skipped`);
 process.exit(failed || notPassed > 0 || total.pass === 0 ? 1 : 0);

@@ -52,6 +52,8 @@ export interface CoreOptions {
   role: 'serve' | 'command';
   /** PostgreSQL schema of its own (tests) */
   dbSchema?: string;
+  /** PGlite: a new database starts as a copy of this dump of a migrated one instead of initdb (tests: test/helpers/db-template.ts) */
+  dbTemplate?: string;
   /** models instead of the PORTICO_CONFIG file (tests) */
   models?: ModelSpec[];
   /** where log lines go (default stdout) */
@@ -68,7 +70,7 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     const { fixed, dirWasOpen } = secureDataDir(config.dataDir);
     if (fixed) log.warn({ dataDir: config.dataDir, fixed, dirWasOpen }, `DATA_DIR held ${fixed} files or folders that other users could read or write: made private (0700/0600)`);
   }
-  const db = await openDb(dbOptionsOf(config, { schema: opts.dbSchema }));
+  const db = await openDb(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) }));
   const closers: Array<() => Promise<void>> = [() => db.close()];
   const close = async () => {
     for (const c of closers.splice(0).reverse()) {

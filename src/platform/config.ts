@@ -18,6 +18,8 @@ export interface Config {
   inMemoryDb: boolean;
   /** PGlite on a worker thread of its own (default); PORTICO_PGLITE_THREAD=off runs it on the main thread */
   pgliteThread: boolean;
+  /** PORTICO_PGLITE_TEMPLATE: a new embedded database starts as a copy of this dump of a migrated one (tests) */
+  pgliteTemplate: string | undefined;
   /** PGLITE_SHARED_BUFFERS_MB: the embedded database's shared buffers */
   pgliteSharedBuffersMb: number;
   redisUrl?: string;
@@ -310,6 +312,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     inMemoryDb,
     pgliteThread: env.PORTICO_PGLITE_THREAD !== 'off',
+    pgliteTemplate: env.PORTICO_PGLITE_TEMPLATE || undefined,
     pgliteSharedBuffersMb: int(env, 'PGLITE_SHARED_BUFFERS_MB', DEFAULT_PGLITE_SHARED_BUFFERS_MB, 1, 4096),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     redisPrefix: redisPrefixSetting(env),

@@ -1,6 +1,5 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { sql } from 'kysely';
 import { buildTestApp, testDatabases, TEST_JWT_SECRET, type TestApp } from '../helpers/app.js';
 import { createCore, type Core } from '../../src/compose/core.js';
 import { KeyVerifier } from '../../src/portal/keys/verifier.js';
@@ -8,7 +7,7 @@ import { loadConfig } from '../../src/platform/config.js';
 import { cleanTmp, portico, tmp } from './helpers.js';
 import { randomBytes } from 'node:crypto';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
-import { TEST_REDIS, testPgUrl, testRedisUrl } from '../helpers/services.js';
+import { TEST_REDIS, testRedisUrl } from '../helpers/services.js';
 
 for (const db of testDatabases()) {
   describe(`portico keys disable/enable and credits grant against ${db === 'pglite' ? 'a PGlite DATA_DIR' : 'a PostgreSQL schema'}`, () => {
@@ -65,8 +64,7 @@ for (const db of testDatabases()) {
       let env: Record<string, string>;
       before(async () => {
         t = await buildTestApp({ db });
-        const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(t.services.db.db)).rows[0].s;
-        env = { DATABASE_URL: testPgUrl({ searchPath: schema }), JWT_SECRET: TEST_JWT_SECRET, DATA_DIR: tmp() };
+        env = { DATABASE_URL: t.databaseUrl!, JWT_SECRET: TEST_JWT_SECRET, DATA_DIR: tmp() };
       });
       after(() => t.close());
 

@@ -11,11 +11,12 @@ import { loadConfig, type Config } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { dropInstallationKeys } from './redis-keys.js';
+import { databaseFromTemplate, pgliteTemplate } from './db-template.js';
 
 export type TestDb = 'pglite' | 'postgres';
 
 /** The PostgreSQL server the suite also runs on (CI starts it; PORTICO_TEST_DATABASE_URL); PORTICO_TEST_PG=off skips it. */
-import { TEST_PG_URL } from './services.js';
+import { TEST_PG_URL, testPgUrl } from './services.js';
 export { TEST_PG_URL };
 
 /** Every database the suite runs on: PGlite always, PostgreSQL unless turned off. */
@@ -47,6 +48,8 @@ export interface TestApp {
   services: TestServices;
   config: Config;
   db: TestDb;
+  /** PostgreSQL: where this app's data is (its own database, or the schema it uses), for a command run beside it */
+  databaseUrl?: string;
   /** a portal JWT for that user */
   token(userId: string, orgRoles?: Record<string, string>, ttlSeconds?: number): Promise<string>;
   /** creates an inference key for the user and returns the full key */
@@ -72,11 +75,15 @@ export interface TestAppOptions {
 export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp & { url?: string }> {
   const db = opts.db ?? 'pglite';
   const dataDir = mkdtempSync(join(tmpdir(), 'portico-test-'));
-  const schema = db === 'postgres' ? (opts.dbSchema ?? `t_${randomBytes(6).toString('hex')}`) : undefined;
+  // PostgreSQL: a database of its own copied from the migrated template (test/helpers/db-template.ts), or the
+  // schema several apps share (`dbSchema`), or a schema of its own when the test reaches the server another way
+  const copied =
+    db === 'postgres' && !opts.dbSchema && opts.env?.DATABASE_URL === undefined && process.env.PORTICO_TEST_PG_TEMPLATE !== 'off' ? await databaseFromTemplate() : undefined;
+  const schema = db === 'postgres' && !copied ? (opts.dbSchema ?? `t_${randomBytes(6).toString('hex')}`) : undefined;
   const config = loadConfig({
     DATA_DIR: dataDir,
     PORTICO_DB: db === 'pglite' ? 'memory' : '',
-    DATABASE_URL: db === 'postgres' ? TEST_PG_URL : '',
+    DATABASE_URL: db === 'postgres' ? (copied?.url ?? TEST_PG_URL) : '',
     JWT_SECRET: TEST_JWT_SECRET,
     LOG_LEVEL: 'silent',
     PORT: '0',
@@ -84,7 +91,8 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     ...(opts.dbSchema ? { KEY_PEPPER: SHARED_SCHEMA_PEPPER } : {}),
     ...opts.env,
   });
-  const core = await createCore(config, { role: 'serve', dbSchema: schema, models: opts.models, logDestination: opts.logDestination });
+  const dbTemplate = db === 'pglite' && config.inMemoryDb && process.env.PORTICO_TEST_PGLITE_TEMPLATE !== 'off' ? await pgliteTemplate() : undefined;
+  const core = await createCore(config, { role: 'serve', dbSchema: schema, dbTemplate, models: opts.models, logDestination: opts.logDestination });
   const runtime = await createRuntime(core, { builtinModels: opts.builtins ?? opts.models === undefined, ...opts.runtime });
   const app = runtime.app;
   const services: TestServices = {
@@ -108,6 +116,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     config,
     db,
     url,
+    databaseUrl: db === 'postgres' ? (copied?.url ?? testPgUrl({ searchPath: schema })) : undefined,
     token: (userId, orgRoles = {}, ttlSeconds = 3600) => signToken(config.jwt.secret!, { userId, orgRoles, ttlSeconds }),
     async inferenceKey(userId, body = {}) {
       const res = await app.inject({
@@ -125,6 +134,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
       await core.close();
       // an installation of its own (its own database, the default prefix): its Redis keys go with it
       if (config.redisUrl && core.redisPrefix && !config.redisPrefix && !opts.dbSchema) await dropInstallationKeys(config.redisUrl, core.redisPrefix);
+      if (copied) await copied.drop();
       if (schema && !opts.dbSchema) {
         const c = new pg.Client({ connectionString: TEST_PG_URL });
         await c.connect();

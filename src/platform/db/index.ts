@@ -20,6 +20,12 @@ export interface DbOptions {
   thread?: boolean;
   /** PGlite only: its shared buffers in MB (PGLITE_SHARED_BUFFERS_MB; default 8) */
   sharedBuffersMb?: number;
+  /**
+   * PGlite only: a new database (in memory, or a data directory without one yet) starts as a copy of this dump of
+   * a migrated data directory (`OpenedDb.dump`) instead of being created by initdb: the test suite's databases
+   * (test/helpers/db-template.ts)
+   */
+  template?: string;
   /** PostgreSQL only: a schema of its own (tests run side by side in one database) */
   schema?: string;
   poolSize?: number;
@@ -33,6 +39,7 @@ export function dbOptionsOf(config: Config, extra: Partial<DbOptions> = {}): DbO
     inMemory: config.inMemoryDb,
     thread: config.pgliteThread,
     sharedBuffersMb: config.pgliteSharedBuffersMb,
+    template: config.pgliteTemplate,
     ...extra,
   };
 }
@@ -46,6 +53,8 @@ export interface OpenedDb {
   driver: 'pglite' | 'postgres';
   /** Applies every pending migration and gives their names; throws with the failing migration's name. */
   migrate(): Promise<string[]>;
+  /** PGlite only: the data directory as a tar file, a template for later databases (DbOptions.template) */
+  dump?(): Promise<Uint8Array>;
   /** The migrations not applied yet, in the order they would run (changes nothing). */
   pending(): Promise<string[]>;
   close(): Promise<void>;
@@ -90,9 +99,13 @@ function lockDataDir(dataDir: string): () => void {
 }
 
 /** PGlite on the calling thread (PORTICO_PGLITE_THREAD=off): the comparison baseline of bench:memory. */
-async function openInThread(o: { dir?: string; postgresqlconf: string[] }): Promise<PGliteQueryable> {
+async function openInThread(o: { dir?: string; postgresqlconf: string[]; template?: string }): Promise<PGliteQueryable & { dump(): Promise<Uint8Array> }> {
   const { PGlite } = await import('@electric-sql/pglite');
-  const pglite = await PGlite.create(o.dir, { parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any, postgresqlconf: o.postgresqlconf });
+  const pglite = await PGlite.create(o.dir, {
+    parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } as any,
+    postgresqlconf: o.postgresqlconf,
+    ...(o.template ? { loadDataDir: new Blob([readFileSync(o.template)]) } : {}),
+  });
   return {
     async query<R>(sql: string, params?: unknown[], before?: string) {
       if (before) await pglite.query(before);
@@ -102,6 +115,7 @@ async function openInThread(o: { dir?: string; postgresqlconf: string[] }): Prom
       );
     },
     close: () => pglite.close(),
+    dump: async () => new Uint8Array(await (await pglite.dumpDataDir('none')).arrayBuffer()),
     get closed() {
       return pglite.closed;
     },
@@ -112,6 +126,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
   let releaseLock: (() => void) | undefined;
   let db: Db;
   let driver: OpenedDb['driver'];
+  let dump: OpenedDb['dump'];
   if (opts.databaseUrl) {
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
@@ -157,14 +172,16 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
       postgresqlconf: [`shared_buffers=${opts.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`],
     };
     const fresh = dir !== undefined && !existsSync(join(dir, 'PG_VERSION'));
-    if (fresh) {
+    const template = opts.template && (dir === undefined || fresh) ? opts.template : undefined;
+    if (fresh && !template) {
       // creating the cluster (initdb) leaves ~600 MB of WebAssembly memory behind that the open database never
       // uses: create it in a thread of its own and end that thread, so a first start runs as lean as every later one
       await (await PGliteWorkerClient.open(options)).close();
     }
     // its own thread: PGlite's WebAssembly never holds up the requests on the main thread
     // (docs/architecture.md, "The embedded database")
-    const pglite = opts.thread === false ? await openInThread(options) : await PGliteWorkerClient.open(options);
+    const pglite = opts.thread === false ? await openInThread({ ...options, template }) : await PGliteWorkerClient.open({ ...options, template });
+    dump = () => pglite.dump();
     // a new database is extracted with modes of its own (0666/0777): private now, and private stays what the
     // database creates from here on (the umask above)
     if (dir !== undefined) makePrivate(dir);
@@ -174,6 +191,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
   return {
     db,
     driver,
+    dump,
     /**
      * Applies pending migrations in name order, each in its own transaction with its log row, under an advisory
      * lock (several instances starting at once migrate one at a time). Portico's own runner rather than

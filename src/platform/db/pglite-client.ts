@@ -199,6 +199,23 @@ export class PGliteWorkerClient implements PGliteQueryable {
     this.batches.close();
   }
 
+  /** The data directory as a tar file, for a template later databases start from (WorkerOptions.template). */
+  dump(): Promise<Uint8Array> {
+    if (this.dead) return Promise.reject(this.dead);
+    return new Promise((resolve, reject) => {
+      const onMessage = (m: { dumped?: Uint8Array | null; error?: Record<string, unknown> }) => {
+        if (!('dumped' in m)) return;
+        this.worker.off('message', onMessage);
+        this.unref();
+        if (m.dumped) resolve(m.dumped);
+        else reject(revive(m.error ?? { message: 'the embedded database could not be dumped' }));
+      };
+      if (this.refs++ === 0) this.worker.ref();
+      this.worker.on('message', onMessage);
+      this.worker.postMessage({ dump: true });
+    });
+  }
+
   /** Closes the database (a clean shutdown, its files consistent) and ends the thread. */
   close(): Promise<void> {
     if (this.closing) return this.closing;

@@ -6,7 +6,7 @@
  *
  * Protocol (structured clone): in `{ id, sql, params, before? }` (`before`: a transaction's begin, run first), out `{ id, rows, affectedRows, json? }`
  * (`json`: the columns whose values are JSON text, parsed on the receiving side) or
- * `{ id, error: { message, name, code, ... } }`; the rows of a large result come apart on the batch port (`{ id, rows: [],
+ * `{ id, error: { message, name, code, ... } }`; `{ dump: true }` answers `{ dumped: bytes }` (the data directory as a tar file); the rows of a large result come apart on the batch port (`{ id, rows: [],
  * parts }`, ../batches.ts) and a large jsonb parameter as the bytes of its text (pglite-message.ts); `{ close: true }` closes the database and ends the thread.
  * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes); the first message
  * out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
@@ -25,6 +25,8 @@ export interface WorkerOptions {
   dir?: string;
   postgresqlconf: string[];
   initialMemory?: number;
+  /** a new database starts as a copy of this dump of a data directory (a tar file, made by `dump`) instead of initdb */
+  template?: string;
 }
 
 const INT8 = 20;
@@ -88,12 +90,24 @@ async function main() {
       postgresqlconf: opts.postgresqlconf,
       pgliteWasmModule: await compiled,
       ...(opts.initialMemory ? { initialMemory: opts.initialMemory } : {}),
+      ...(opts.template ? { loadDataDir: new Blob([readFileSync(opts.template)]) } : {}),
     });
   } catch (e) {
     port.postMessage({ failed: serializeError(e) });
     return;
   }
-  port.on('message', (m: { id: number; sql: string; params: unknown[]; before?: string } | { close: true }) => {
+  port.on('message', (m: { id: number; sql: string; params: unknown[]; before?: string } | { close: true } | { dump: true }) => {
+    if ('dump' in m) {
+      // the data directory as a tar file: the template later databases start from (pglite-client.ts dump())
+      db.dumpDataDir('none').then(
+        async (file) => {
+          const bytes = new Uint8Array(await file.arrayBuffer());
+          port.postMessage({ dumped: bytes }, [bytes.buffer]);
+        },
+        (e) => port.postMessage({ dumped: null, error: serializeError(e) }),
+      );
+      return;
+    }
     if ('close' in m) {
       db.close().then(
         () => port.postMessage({ closed: true }),
