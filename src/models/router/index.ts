@@ -324,7 +324,9 @@ export class Router {
           const soonest = Math.min(...r.targets.filter((x) => !x.health.broken(now)).map((x) => x.health.usableAt(now)));
           if (!Number.isFinite(soonest) || soonest - now > maxWait) break;
           await this.sleep(Math.max(1, soonest - now), signal);
-          now = this.now();
+          // the timer runs on the monotonic clock and `now` is whole wall-clock milliseconds: it may read one short
+          // of the time waited for, which would find the deployment still out and refuse a request that waited
+          now = Math.max(this.now(), soonest);
           t = this.pick(r, tried, now);
           if (!t) break;
         } else if (tried?.has(t) && failedHere > 0) {
