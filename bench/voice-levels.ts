@@ -9,7 +9,8 @@
  */
 import { createFliteEngine } from '../src/engines/flite/index.js';
 import { createEspeakEngine } from '../src/engines/espeak/index.js';
-import { OPENAI_VOICES, embeddedVoiceFor, ESPEAK_TABLE_VOICES } from '../src/audio/voices.js';
+import { OPENAI_VOICES, embeddedVoiceFor } from '../src/audio/voices.js';
+import { ESPEAK_TABLE_VOICES } from '../src/engines/espeak/provider.js';
 import { speechLevelDb, TARGET_LEVEL_DBFS } from '../src/engines/shared/loudness.js';
 import type { EmbeddedSpeechEngine } from '../src/engines/shared/tts.js';
 
