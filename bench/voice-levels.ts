@@ -1,6 +1,6 @@
 /**
  * Measures the level of every embedded voice (npm run voices:levels), to set the fixed gains of the voice
- * table (src/audio/voices.ts). Not a test: it prints a Markdown table.
+ * table (`builtin.voices` of src/engines/flite/provider.ts and espeak/provider.ts). Not a test: it prints a Markdown table.
  *
  * Each voice speaks each calibration sentence with no gain (one sentence per request, as the engines split
  * text); the level of a sentence is its RMS over its speech span (src/engines/shared/loudness.ts). The
@@ -9,7 +9,8 @@
  */
 import { createFliteEngine } from '../src/engines/flite/index.js';
 import { createEspeakEngine } from '../src/engines/espeak/index.js';
-import { OPENAI_VOICES, embeddedVoiceFor, ESPEAK_TABLE_VOICES } from '../src/audio/voices.js';
+import { OPENAI_VOICES, embeddedVoiceFor } from '../src/audio/voices.js';
+import { ESPEAK_TABLE_VOICES } from '../src/engines/espeak/provider.js';
 import { speechLevelDb, TARGET_LEVEL_DBFS } from '../src/engines/shared/loudness.js';
 import type { EmbeddedSpeechEngine } from '../src/engines/shared/tts.js';
 

@@ -1,12 +1,14 @@
 /**
  * The layers of docs/architecture.md, checked on the source: which folder may import which, no provider
- * importing another, nothing importing the composition root but the CLI, and no import cycle at all.
+ * importing another, no feature importing or naming a provider, nothing importing the composition root but the
+ * CLI, and no import cycle at all.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PROVIDERS } from '../src/engines/providers.js';
 
 // compiled to dist/test: the sources are two levels up
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
@@ -88,6 +90,48 @@ test('a provider imports no other provider (what two share lives in engines/shar
     }
   }
   assert.deepEqual(wrong, []);
+});
+
+/** The features: what they need of a provider they ask the provider contract (engines/provider.ts), naming none. */
+const FEATURES = ['responses', 'chat', 'embeddings', 'audio', 'web'];
+const PROVIDER_IDS = [...PROVIDERS.keys()];
+/** the provider folders under engines/ (everything but shared/) */
+const PROVIDER_FOLDERS = readdirSync(join(SRC, 'engines')).filter((f) => f !== 'shared' && statSync(join(SRC, 'engines', f)).isDirectory());
+
+/** The source without its comments (a comment may mention a provider; code may not). */
+function code(file: string): string {
+  return readFileSync(join(SRC, file), 'utf8')
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/(^|\s)\/\/.*$/gm, '$1');
+}
+
+/** The provider ids written as a whole string literal ('whisper', "flite", `llama`) in this text. */
+function namedProviders(text: string): string[] {
+  return [...text.matchAll(/(['"`])([A-Za-z0-9._-]+)\1/g)].map((m) => m[2]!).filter((s) => PROVIDER_IDS.includes(s));
+}
+
+test('no feature imports a provider or names one (providers declare what features ask of them)', () => {
+  const wrong: string[] = [];
+  for (const [file, deps] of G) {
+    if (!FEATURES.includes(layer(file))) continue;
+    for (const d of deps) {
+      const [top, sub] = d.split('/');
+      if (top === 'engines' && sub && PROVIDER_FOLDERS.includes(sub)) wrong.push(`${file} imports ${d}`);
+    }
+    for (const id of namedProviders(code(file))) wrong.push(`${file} names the provider '${id}'`);
+  }
+  assert.deepEqual(wrong, []);
+});
+
+test('the provider check sees providers (their ids, their folders, a literal naming one)', () => {
+  assert.ok(PROVIDER_IDS.length >= 6 && PROVIDER_IDS.includes('whisper'), PROVIDER_IDS.join(', '));
+  assert.deepEqual([...PROVIDER_FOLDERS].sort(), [...PROVIDER_IDS].sort());
+  assert.deepEqual(namedProviders(`if (spec.provider === 'whisper' || p === "openai-compatible") run(\`llama\`, 'whisper-1', 'a whisper model')`), [
+    'whisper',
+    'openai-compatible',
+    'llama',
+  ]);
+  assert.equal(code('audio/engines.ts').includes('/**'), false);
 });
 
 test('no import cycle anywhere in src', () => {

@@ -1,26 +1,30 @@
 /**
  * Which engine speaks or recognizes for an audio model. The engines themselves come from the providers
- * (src/engines/<provider>/provider.ts) through the EngineRegistry; this file holds the audio feature's own
- * policy on top of them:
+ * (src/engines/<provider>/provider.ts) through the EngineRegistry, and so does what this file asks of them: which
+ * render the OpenAI voices (`builtin.voices`), which may recognize for the built-in models and in what order
+ * (`builtin.recognizer`), whether one is installed here (`available`). This file holds the audio feature's own
+ * policy on top of them, naming no provider:
  *
  * Speech:
- * - flite / espeak models (and the built-in tts-1, tts-1-hd, gpt-4o-mini-tts): one engine whose voices are the
- *   thirteen OpenAI voices; each voice (and each sentence in another script) is spoken by flite or espeak-ng as
- *   src/audio/voices.ts says (both providers are `shared`: one worker pool each per process, whatever the model).
- * - openai-compatible models with type speech: the provider's engine (forwarded upstream).
+ * - models of a provider that renders the OpenAI voices (and the built-in tts-1, tts-1-hd, gpt-4o-mini-tts): one
+ *   engine whose voices are the thirteen OpenAI voices; each voice (and each sentence in another script) is spoken
+ *   by the provider that declares it, as src/audio/voices.ts says (today flite and espeak-ng; those providers are
+ *   `shared`: one worker pool each per process, whatever the model).
+ * - every other speech model: its provider's engine (e.g. forwarded upstream).
  *
  * Transcription:
- * - the built-in whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe: the first `whisper` model (configured or
- *   pulled) if there is one, else pocketsphinx when installed, else 503 engine_unavailable naming what to install or
- *   configure. Looked for at each request until one is found (installing pocketsphinx needs no restart). A whisper
- *   model whose binding is not installed answers 503 saying what to install: it never falls back to pocketsphinx,
- *   whose far worse transcripts a client could not tell from whisper's.
+ * - the built-in whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe: the recognizers in the order their providers
+ *   declare; one that needs a model of its own serves them when such a model (configured or pulled) is there,
+ *   installed or not (a 503 saying what to install: never a fall back to a worse recognizer a client could not
+ *   tell apart); one that needs none serves them when installed. Else 503 engine_unavailable naming what to
+ *   install or configure. Looked for at each request until one is found (installing one needs no restart). Today:
+ *   a whisper model if there is one, else pocketsphinx when installed.
  * - every other model: its provider's engine.
  *
- * Turns: the embedded engines (the voices, pocketsphinx, whisper) run a few jobs at once for the whole instance;
+ * Turns: the embedded engines (the voices, the embedded recognizers) run a few jobs at once for the whole instance;
  * each request takes its turns on them through the two fair schedulers here (./scheduler.ts: a queue per key,
- * served in turn, with caps). Forwarded models (openai-compatible) take none: their work runs on the upstream,
- * which has its own limits and answers 429/503 itself.
+ * served in turn, with caps). Forwarded models take none: their work runs on the upstream, which has its own
+ * limits and answers 429/503 itself.
  */
 import type { EngineRegistry } from '../engines/registry.js';
 import type { ModelSpec } from '../models/spec.js';
@@ -30,21 +34,24 @@ import type { EmbeddedSpeechEngine } from '../engines/shared/tts.js';
 import { AppError } from '../platform/errors.js';
 import type { AudioLimits } from '../platform/config.js';
 import { FairScheduler } from './scheduler.js';
-import { OPENAI_VOICES, speakEmbedded } from './voices.js';
-import { builtinOf, isEmbeddedSpeech } from './models.js';
-import { detectPocketsphinx } from '../engines/pocketsphinx/index.js';
-import { detectWhisperBinding, whisperInstallCommand } from '../engines/whisper/index.js';
+import type { Provider } from '../engines/provider.js';
+import { PROVIDERS } from '../engines/providers.js';
+import { OPENAI_VOICES, VOICE_PROVIDERS, speakEmbedded, type EmbeddedTtsKind } from './voices.js';
+import { builtinOf, builtinRecognizers, isEmbeddedSpeech } from './models.js';
 
-const POCKETSPHINX_INSTALL = 'apt-get install pocketsphinx pocketsphinx-en-us';
-const WHISPER_HINT = `pull a whisper model (portico models pull whisper:base.en) and install the whisper binding (${whisperInstallCommand()}), see docs/models.md`;
-
-/** The speech engine of each embedded engine kind, shared by every voice and model. */
-function embeddedEngine(engines: EngineRegistry, kind: 'flite' | 'espeak'): Promise<EmbeddedSpeechEngine> {
-  // the flite and espeak providers make embedded engines (src/engines/shared/tts.ts), which speak sentence lists
+/** The speech engine of each provider that renders the OpenAI voices, shared by every voice and model. */
+function embeddedEngine(engines: EngineRegistry, kind: EmbeddedTtsKind): Promise<EmbeddedSpeechEngine> {
+  // these providers make embedded engines (src/engines/shared/tts.ts), which speak sentence lists
   return engines.speech({ name: kind, provider: kind, type: 'speech' }) as Promise<EmbeddedSpeechEngine>;
 }
 
-/** One engine for every OpenAI voice: routes each to flite or espeak-ng. */
+/** The built-in recognizers, those that need no model of their own first (for what to install or configure). */
+function simplestFirst(): Provider[] {
+  const all = builtinRecognizers();
+  return [...all.filter((p) => !p.builtin!.recognizer!.needsModel), ...all.filter((p) => p.builtin!.recognizer!.needsModel)];
+}
+
+/** One engine for every OpenAI voice: routes each to the provider that renders it. */
 function embeddedVoices(engines: EngineRegistry): SpeechEngine {
   return {
     kind: 'embedded',
@@ -83,6 +90,8 @@ export class AudioEngines {
     private readonly engines: EngineRegistry,
     private readonly models: ModelRegistry,
     limits: AudioLimits,
+    /** the environment the providers' `available` reads (PORTICO_WHISPER_BINDING and the like) */
+    private readonly env: Readonly<Record<string, string | undefined>> = process.env,
   ) {
     this.embedded = embeddedVoices(engines);
     this.pieceSeconds = limits.pieceSeconds;
@@ -108,21 +117,30 @@ export class AudioEngines {
 
   /** Loads the embedded speech engines now (start-up, tests) rather than at the first request. */
   async warmUp(): Promise<void> {
-    await Promise.all((['flite', 'espeak'] as const).map((k) => embeddedEngine(this.engines, k)));
+    await Promise.all(VOICE_PROVIDERS.map((p) => embeddedEngine(this.engines, p.name)));
+  }
+
+  /** The first model of a recognizer's own (configured or pulled). */
+  private ownModel(p: Provider): ModelSpec | undefined {
+    return this.models.list().find((m) => m.provider === p.name && m.type === 'transcription');
   }
 
   /** Which engine serves a model, for GET /v1/models (the built-in recognizer: what would serve it now). */
   engineOf(spec: ModelSpec): string {
-    if (builtinOf(spec) === 'embedded-tts' || spec.provider === 'flite' || spec.provider === 'espeak') return 'flite/espeak-ng (embedded voices)';
+    if (builtinOf(spec) === 'embedded-tts' || isEmbeddedSpeech(spec)) return `${VOICE_PROVIDERS.map((p) => p.builtin!.voices!.engine).join('/')} (embedded voices)`;
     if (builtinOf(spec) === 'auto-recognizer') {
-      const whisper = this.models.list().find((m) => m.provider === 'whisper' && m.type === 'transcription');
-      if (whisper) {
-        // a whisper model is there: it serves these models, or they answer 503 saying what to install (never pocketsphinx instead)
-        return detectWhisperBinding(process.env.PORTICO_WHISPER_BINDING || undefined)
-          ? `whisper (${whisper.name})`
-          : `whisper (${whisper.name}), not installed: transcriptions answer 503 until the whisper binding is (docs/models.md)`;
+      for (const p of builtinRecognizers()) {
+        const r = p.builtin!.recognizer!;
+        const installed = p.available?.(this.env) ?? true;
+        if (r.needsModel) {
+          // its model is there: it serves these models, or they answer 503 saying what to install
+          const own = this.ownModel(p);
+          if (own) return r.describe(installed, own.name);
+        } else if (installed) return r.describe(true);
       }
-      return detectPocketsphinx().available ? 'pocketsphinx (English; configure or pull a whisper model for better accuracy)' : 'none installed (pocketsphinx or a whisper model)';
+      return `none installed (${simplestFirst()
+        .map((p) => (p.builtin!.recognizer!.needsModel ? `a ${p.name} model` : p.name))
+        .join(' or ')})`;
     }
     return spec.provider;
   }
@@ -134,18 +152,29 @@ export class AudioEngines {
 
   async transcription(spec: ModelSpec): Promise<TranscriptionEngine> {
     if (builtinOf(spec) !== 'auto-recognizer') return this.engines.transcription(spec);
-    const whisper = this.models.list().find((m) => m.provider === 'whisper' && m.type === 'transcription');
-    if (whisper) return this.engines.transcription(whisper);
-    try {
-      return await this.engines.transcription({ name: '(built-in recognizer)', provider: 'pocketsphinx', type: 'transcription' });
-    } catch (e) {
-      throw new AppError(
-        'engine_unavailable',
-        `No speech recognition engine is available: ${(e as Error).message}. Install pocketsphinx (${POCKETSPHINX_INSTALL}), ` +
-          `or configure a whisper model (${WHISPER_HINT}), ` +
-          `or configure this model with provider openai-compatible and type transcription to forward to a speech server.`,
-        'model',
-      );
+    let failure: unknown;
+    for (const p of builtinRecognizers()) {
+      if (p.builtin!.recognizer!.needsModel) {
+        const own = this.ownModel(p);
+        if (own) return this.engines.transcription(own);
+        continue;
+      }
+      try {
+        return await this.engines.transcription({ name: '(built-in recognizer)', provider: p.name, type: 'transcription' });
+      } catch (e) {
+        failure ??= e;
+      }
     }
+    // the providers that forward to a server of their own (a speech server)
+    const forwarders = [...PROVIDERS.values()].filter((p) => p.remote && p.create.transcription).map((p) => p.name);
+    throw new AppError(
+      'engine_unavailable',
+      `No speech recognition engine is available: ${failure ? (failure as Error).message : 'none is installed'}. ` +
+        `${simplestFirst()
+          .map((p) => p.builtin!.recognizer!.hint)
+          .join(', or ')}, ` +
+        `or configure this model with provider ${forwarders.join(' or ')} and type transcription to forward to a speech server.`,
+      'model',
+    );
   }
 }

@@ -113,7 +113,8 @@ function one(fields: FieldMap, name: string): string | undefined {
 }
 
 export function voicesOf(spec: ModelSpec): readonly string[] {
-  return spec.voices && spec.provider === 'openai-compatible' ? [...OPENAI_VOICES, ...spec.voices] : OPENAI_VOICES;
+  // `voices` is a model-file key of the providers that forward speech (checked against the provider's options)
+  return spec.voices ? [...OPENAI_VOICES, ...spec.voices] : OPENAI_VOICES;
 }
 
 export class AudioService {

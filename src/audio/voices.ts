@@ -1,13 +1,16 @@
 /**
- * OpenAI's thirteen voices on the embedded engines, and how one text is spoken by them.
+ * OpenAI's thirteen voices on the embedded engines, and how one text is spoken by them. Which engine voice renders
+ * each is the providers' to say (`builtin.voices` in src/engines/<provider>/provider.ts); this file puts their
+ * declarations together and names none of them.
  *
- * Each voice is a distinct rendition: a different engine voice, or the same flite voice at a clearly different
+ * Each voice is a distinct rendition: a different engine voice, or the same engine voice at a clearly different
  * pitch (test/engines/tts.test.ts proves every pair differs in pitch or spectrum). `gainDb` brings the voice
  * to the common level (-20 dBFS, src/engines/shared/loudness.ts); the figures were measured once with
  * `npm run voices:levels` (bench/voice-levels.ts) and must be measured again when a voice's parameters change.
  *
  * Text in other scripts than Latin (Chinese, Japanese kana, Korean, Cyrillic...) is spoken sentence by
- * sentence by the espeak-ng voice of that language, with the voice's `otherLanguages` variant
+ * sentence by the provider that declares `builtin.otherScripts`, in the voice of that language and the variant it
+ * declares for the OpenAI voice
  * (src/engines/shared/scripts.ts); scripts no engine here can read are refused before any audio is made.
  */
 import { EngineError, type PcmChunk, type SpeechQuality, type SpeechRequest, type Voice, type WorkTurns } from '../engines/types.js';
@@ -16,11 +19,14 @@ import { codePoints } from '../platform/code-points.js';
 import type { EmbeddedSpeechEngine } from '../engines/shared/tts.js';
 import { sentencesOf } from '../engines/shared/tts.js';
 import { sentenceLanguage } from '../engines/shared/scripts.js';
+import type { Provider } from '../engines/provider.js';
+import { PROVIDERS } from '../engines/providers.js';
 
-export type EmbeddedTtsKind = 'flite' | 'espeak';
+/** The provider of an embedded speech engine (one that declares the OpenAI voices it renders: Provider.builtin). */
+export type EmbeddedTtsKind = string;
 
 export interface VoiceTarget {
-  /** which embedded engine speaks this voice */
+  /** which embedded engine speaks this voice: its provider */
   engine: EmbeddedTtsKind;
   /** the engine's own voice id */
   voice: string;
@@ -28,7 +34,7 @@ export interface VoiceTarget {
   pitch?: number;
   /** gain that brings this voice to the common level (standard quality; hd measures each sentence) */
   gainDb: number;
-  /** espeak-ng variant for sentences in other languages (`cmn` + `+f3`) */
+  /** the variant for sentences in other languages, on the provider that speaks them (`cmn` + `+f3`) */
   otherLanguages: string;
   /** short description, for docs and listings */
   description: string;
@@ -36,21 +42,21 @@ export interface VoiceTarget {
 
 export const OPENAI_VOICES: readonly Voice[] = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar'];
 
-const MAP: Record<Voice, VoiceTarget> = {
-  alloy: { engine: 'flite', voice: 'slt', gainDb: -5, otherLanguages: '+f1', description: 'flite slt: US English, female, clear (the most natural flite voice)' },
-  ash: { engine: 'espeak', voice: 'en-us+m3', gainDb: 0.5, otherLanguages: '+m3', description: 'espeak-ng en-us+m3: US English, male' },
-  ballad: { engine: 'espeak', voice: 'en-gb-x-rp+m7', gainDb: -1, otherLanguages: '+m7', description: 'espeak-ng en-gb-x-rp+m7: British English (RP), male' },
-  coral: { engine: 'flite', voice: 'slt', pitch: 1.2, gainDb: -6, otherLanguages: '+f2', description: 'flite slt at 1.2 x its pitch: US English, female, bright' },
-  echo: { engine: 'flite', voice: 'rms', gainDb: 0.5, otherLanguages: '+m1', description: 'flite rms: US English, male' },
-  fable: { engine: 'flite', voice: 'awb', gainDb: -0.5, otherLanguages: '+m2', description: 'flite awb: Scottish English, male' },
-  onyx: { engine: 'flite', voice: 'kal16', gainDb: 7.5, otherLanguages: '+m4', description: 'flite kal16: US English, male, low, diphone' },
-  nova: { engine: 'espeak', voice: 'en-us+f3', gainDb: 0, otherLanguages: '+f3', description: 'espeak-ng en-us+f3: US English, female, bright' },
-  sage: { engine: 'flite', voice: 'slt', pitch: 0.85, gainDb: -2.5, otherLanguages: '+f4', description: 'flite slt at 0.85 x its pitch: US English, female, calm' },
-  shimmer: { engine: 'espeak', voice: 'en-us+f5', gainDb: 0.5, otherLanguages: '+f5', description: 'espeak-ng en-us+f5: US English, female, soft' },
-  verse: { engine: 'flite', voice: 'awb', pitch: 0.8, gainDb: -1, otherLanguages: '+m5', description: 'flite awb at 0.8 x its pitch: Scottish English, male, deep' },
-  marin: { engine: 'espeak', voice: 'en-gb-x-rp+f4', gainDb: -1.5, otherLanguages: '+f4', description: 'espeak-ng en-gb-x-rp+f4: British English (RP), female' },
-  cedar: { engine: 'espeak', voice: 'en-us+m1', gainDb: 2, otherLanguages: '+m6', description: 'espeak-ng en-us+m1: US English, male, low' },
-};
+/** The providers whose embedded engines render the OpenAI voices, in the order of the provider list. */
+export const VOICE_PROVIDERS: readonly Provider[] = [...PROVIDERS.values()].filter((p) => p.builtin?.voices);
+
+/** The provider that speaks sentences written in other scripts. */
+const OTHER_SCRIPTS = [...PROVIDERS.values()].find((p) => p.builtin?.otherScripts);
+
+/** The voice table, put together from the providers' declarations (each voice rendered by exactly one). */
+const MAP: Record<Voice, VoiceTarget> = Object.fromEntries(
+  OPENAI_VOICES.map((v) => {
+    const by = VOICE_PROVIDERS.filter((p) => p.builtin!.voices!.renders[v]);
+    const other = OTHER_SCRIPTS?.builtin?.otherScripts?.[v];
+    if (by.length !== 1 || !other) throw new Error(`the voice ${v} must be rendered by one provider (${by.length}) and have a variant for other scripts`);
+    return [v, { engine: by[0]!.name, ...by[0]!.builtin!.voices!.renders[v]!, otherLanguages: other }];
+  }),
+) as Record<Voice, VoiceTarget>;
 
 export function isOpenAiVoice(x: unknown): x is Voice {
   return typeof x === 'string' && Object.prototype.hasOwnProperty.call(MAP, x);
@@ -63,14 +69,12 @@ export function embeddedVoiceFor(voice: Voice): VoiceTarget {
   return t;
 }
 
-/** The espeak-ng voices of the table (warmed up in each espeak worker at start). */
-export const ESPEAK_TABLE_VOICES: readonly string[] = [
-  ...new Set(
-    Object.values(MAP)
-      .filter((t) => t.engine === 'espeak')
-      .map((t) => t.voice),
-  ),
-];
+/** The engine voices of the table, per provider (warmed up in each worker at start, where the engine takes them). */
+export function tableVoices(): Record<string, readonly string[]> {
+  const out: Record<string, string[]> = {};
+  for (const t of Object.values(MAP)) if (!(out[t.engine] ??= []).includes(t.voice)) out[t.engine]!.push(t.voice);
+  return out;
+}
 
 /** One stretch of consecutive sentences spoken by the same engine voice. */
 export interface VoiceRun {
@@ -98,7 +102,7 @@ export function planSpeech(text: string, voice: Voice, quality: SpeechQuality = 
     const next: Omit<VoiceRun, 'sentences'> =
       lang.kind === 'voice'
         ? { engine: target.engine, voice: target.voice, pitch: target.pitch ?? 1, gainDb: target.gainDb }
-        : { engine: 'espeak', voice: lang.espeak + target.otherLanguages, pitch: 1, gainDb: 0, language: lang.language };
+        : { engine: OTHER_SCRIPTS!.name, voice: lang.espeak + target.otherLanguages, pitch: 1, gainDb: 0, language: lang.language };
     const last = runs[runs.length - 1];
     if (last && last.engine === next.engine && last.voice === next.voice && last.pitch === next.pitch) last.sentences.push(sentence);
     else runs.push({ ...next, sentences: [sentence] });

@@ -35,7 +35,7 @@ import { createModelsModule } from '../api/models.js';
 import { createResponsesModule, type ResponsesModule } from '../responses/module.js';
 import { ResponseStore } from '../responses/store.js';
 import { AudioEngines } from '../audio/engines.js';
-import { ESPEAK_TABLE_VOICES } from '../audio/voices.js';
+import { tableVoices } from '../audio/voices.js';
 import { keepModels } from './models.js';
 import { defaultAudioModels } from '../audio/models.js';
 import { createAudioModule } from '../audio/module.js';
@@ -155,7 +155,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       env: process.env,
       ttsPoolSize: opts.ttsPoolSize ?? 2,
       llamaGpu: config.llamaGpu,
-      warmVoices: { espeak: ESPEAK_TABLE_VOICES },
+      warmVoices: tableVoices(),
       log,
     });
     closing(async () => {

@@ -18,7 +18,7 @@ import { assertModelScope } from '../api/scopes.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import type { Admission, Hold } from '../api/admission.js';
 import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
-import { estimateTextTokens } from '../engines/openai-compatible/tokens.js';
+import { estimateTextTokens } from '../engines/shared/tokens.js';
 
 export interface EmbeddingsDeps {
   models: ModelRegistry;

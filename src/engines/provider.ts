@@ -6,6 +6,8 @@
  *   errors, and the engine factories receive them typed),
  * - one factory per capability, each importing the heavy engine code only when first called (or, where that code
  *   is light enough to hold, when the runtime starts: `load`).
+ * - optionally, whether its engine is installed here (`available`) and the part it takes in serving the built-in
+ *   audio models (`builtin`): the features ask these of every provider and name none.
  * src/engines/providers.ts lists them all; src/engines/registry.ts creates and shares the engines. A provider
  * imports nothing from another provider (what two share lives in src/engines/shared).
  */
@@ -36,6 +38,51 @@ export interface EngineFactories<S> {
   speech?(spec: S, ctx: ProviderContext): Promise<SpeechEngine>;
   transcription?(spec: S, ctx: ProviderContext): Promise<TranscriptionEngine>;
   embeddings?(spec: S, ctx: ProviderContext): Promise<EmbeddingsEngine>;
+}
+
+/** One OpenAI voice (alloy, ash, ...) as an embedded speech engine renders it. */
+export interface VoiceRendition {
+  /** the engine's own voice id */
+  voice: string;
+  /** factor on the engine voice's pitch (default 1) */
+  pitch?: number;
+  /** gain that brings this voice to the common level (standard quality; hd measures each sentence) */
+  gainDb: number;
+  /** short description, for docs and listings */
+  description: string;
+}
+
+/**
+ * The part a provider takes in the built-in audio models, which no model entry configures (tts-1, tts-1-hd,
+ * gpt-4o-mini-tts; whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe). The audio feature reads these of every
+ * provider (src/audio/voices.ts, src/audio/engines.ts) and names none.
+ */
+export interface BuiltinRole {
+  /**
+   * speech: its engine is embedded and speaks sentence lists (EmbeddedSpeechEngine, src/engines/shared/tts.ts);
+   * the OpenAI voices it renders. Every OpenAI voice is rendered by exactly one provider; a model of such a provider
+   * speaks all of them, each on the provider that renders it.
+   */
+  voices?: { engine: string; renders: Readonly<Record<string, VoiceRendition>> };
+  /**
+   * speech: it speaks the sentences written in other scripts (src/engines/shared/scripts.ts names its voice for each
+   * language), in this variant for each OpenAI voice.
+   */
+  otherScripts?: Readonly<Record<string, string>>;
+  /**
+   * transcription: it may serve the built-in recognizer models. The recognizers are tried by `order` (lower first).
+   * `needsModel`: only through a model entry of its own (configured or pulled), which then serves them even when its
+   * engine is not installed (a clear 503, never a worse recognizer a client could not tell apart); otherwise with no
+   * entry at all, when installed.
+   */
+  recognizer?: {
+    order: number;
+    needsModel: boolean;
+    /** what to do to have it, for the answer saying that no recognizer is available */
+    hint: string;
+    /** what serves the built-in models, for GET /v1/models (`model`: its own entry, with needsModel) */
+    describe(installed: boolean, model?: string): string;
+  };
 }
 
 export interface Provider<O extends TObject = TObject> {
@@ -71,6 +118,12 @@ export interface Provider<O extends TObject = TObject> {
    * modules on the event loop. Only for code that is cheap to hold (not an embedded model's runtime).
    */
   readonly load?: Partial<Record<Capability, () => Promise<unknown>>>;
+  /**
+   * Whether its engine can run here, told without making one or loading its code (files and modules looked up:
+   * cheap enough to ask at each request). Absent: always.
+   */
+  available?(env: Readonly<Record<string, string | undefined>>): boolean;
+  readonly builtin?: BuiltinRole;
 }
 
 /** Declares a provider; the options schema types the factories' spec. */

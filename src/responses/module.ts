@@ -6,7 +6,11 @@ import { ResponsesService, type ResponsesDeps } from './service.js';
 import { Compactor } from './compact.js';
 import { WsHub } from './ws/hub.js';
 import create from './routes/create.js';
-import companions from './routes/companions.js';
+import get from './routes/get.js';
+import del from './routes/delete.js';
+import cancel from './routes/cancel.js';
+import inputItems from './routes/input-items.js';
+import inputTokens from './routes/input-tokens.js';
 import compact from './routes/compact.js';
 import ws from './routes/ws.js';
 
@@ -39,7 +43,11 @@ export async function createResponsesModule(deps: ResponsesModuleDeps): Promise<
     routes: {
       api: (app) => {
         create(app, service);
-        companions(app, service);
+        get(app, service);
+        del(app, service);
+        cancel(app, service);
+        inputItems(app, service);
+        inputTokens(app, service);
         compact(app, compactor);
         if (sockets) ws(app, sockets);
       },

@@ -1,25 +1,27 @@
 import { join } from 'node:path';
-import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import helmet from '@fastify/helmet';
 import cors from '@fastify/cors';
 import type { WebConfig } from '../platform/config.js';
 import type { Db } from '../platform/db/index.js';
 import type { JwtVerifier, UserPrincipal } from '../platform/auth/jwt.js';
-import { bearerToken } from '../platform/http/auth.js';
-import { AppError, msg } from '../platform/errors.js';
-import { ok } from '../platform/http/errors.js';
 import { packageRoot } from '../platform/paths.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { KeyService } from '../portal/keys/service.js';
-import { envelope } from '../portal/keys/schemas.js';
 import { registerMeRoutes } from '../portal/me/routes.js';
 import { WebSessionStore } from './store.js';
-import { SessionService, csrfMatches, type Session } from './sessions.js';
-import { OidcError, OidcSignIn } from './oidc.js';
-import { loadPageAssets, pickEncoding, type Asset } from './assets.js';
-import { parseCookies, serializeCookie } from './cookies.js';
+import { SessionService } from './sessions.js';
+import { OidcSignIn } from './oidc.js';
+import { loadPageAssets } from './assets.js';
+import { createWebContext } from './context.js';
+import page from './routes/page.js';
+import assets from './routes/assets.js';
+import oidcLogin from './routes/oidc-login.js';
+import oidcCallback from './routes/oidc-callback.js';
+import sessionMethods from './routes/session-methods.js';
+import sessionGet from './routes/session-get.js';
+import sessionLink from './routes/session-link.js';
+import sessionDelete from './routes/session-delete.js';
 
 export interface WebDeps {
   config: { web: WebConfig; keyPepper: Buffer; jwt: { orgRolesClaim: string; adminRole: string } };
@@ -53,94 +55,23 @@ export interface WebModule {
   close(): Promise<void>;
 }
 
-/** Paths that answer the page (its router shows the screen); the API keeps every other path. */
-export const PAGE_PATHS = ['/', '/signin', '/keys', '/usage', '/playground'];
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-const OIDC_COOKIE = 'portico_oidc';
-
+/** The web page's back end: the page and its sign-in under /, the session under {portal_base_url}, CORS on {base_url}. */
 export function createWebModule(deps: WebDeps): WebModule {
   const { web } = deps.config;
-  const httpsOnly = web.publicUrl.startsWith('https:');
-  const sessions = new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000));
-  const oidc = web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper) : undefined;
   const pageDir = deps.pageDir ?? join(packageRoot(), 'dist', 'web');
-  const page = loadPageAssets(pageDir);
-  if (!page.index) deps.log.warn({ dir: pageDir }, 'the web page is not built (run npm run build); / answers 503 until it is');
-
-  // Secure cookies when people reach Portico over https (PUBLIC_URL, or the request itself); the __Host- prefix
-  // then pins the cookie to this host and path /.
-  const secure = (req: FastifyRequest) => httpsOnly || req.protocol === 'https';
-  const sessionCookieName = (isSecure: boolean) => (isSecure ? '__Host-portico_session' : 'portico_session');
-  const cookies = (req: FastifyRequest) => parseCookies(req.headers.cookie);
-  const sessionValue = (req: FastifyRequest): string | undefined => {
-    const c = cookies(req);
-    return c['__Host-portico_session'] ?? c['portico_session'];
-  };
-  const setSessionCookie = (req: FastifyRequest, reply: FastifyReply, value: string, session: Session) => {
-    const s = secure(req);
-    reply.header(
-      'set-cookie',
-      serializeCookie(sessionCookieName(s), value, { httpOnly: true, secure: s, sameSite: 'strict', path: '/', maxAge: session.expiresAt - Math.floor(Date.now() / 1000) }),
-    );
-  };
-  const clearSessionCookie = (req: FastifyRequest, reply: FastifyReply) => {
-    const s = secure(req);
-    reply.header('set-cookie', serializeCookie(sessionCookieName(s), '', { httpOnly: true, secure: s, sameSite: 'strict', path: '/', maxAge: 0 }));
-  };
-  // a state-changing request from another origin is refused even before the CSRF token is looked at
-  const assertSameOrigin = (req: FastifyRequest) => {
-    const origin = req.headers.origin;
-    if (origin === undefined) return;
-    const own = [new URL(web.publicUrl).origin, `${req.protocol}://${req.headers.host}`];
-    if (!own.includes(origin)) throw new AppError('csrf_failed', msg('csrf_other_site'));
-  };
-
-  async function currentSession(req: FastifyRequest): Promise<Session> {
-    const value = sessionValue(req);
-    if (value === undefined) throw new AppError('unauthorized');
-    const session = await sessions.get(value);
-    if (!session) throw new AppError('session_expired');
-    return session;
-  }
-
-  async function authenticatePortal(req: FastifyRequest): Promise<UserPrincipal> {
-    if (req.headers.authorization !== undefined) return deps.jwt.verify(bearerToken(req));
-    const session = await currentSession(req);
-    if (!SAFE_METHODS.has(req.method)) {
-      assertSameOrigin(req);
-      if (!csrfMatches(req.headers['x-csrf-token'], session.csrfToken)) throw new AppError('csrf_failed');
-    }
-    return session.principal;
-  }
-
-  const sessionView = (s: Session) => ({
-    user_id: s.principal.userId,
-    org_roles: s.principal.orgRoles,
-    method: s.method,
-    created_at: s.createdAt,
-    expires_at: s.expiresAt,
-    csrf_token: s.csrfToken,
+  const ctx = createWebContext({
+    web,
+    jwt: deps.jwt,
+    sessions: new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000)),
+    oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper) : undefined,
+    page: loadPageAssets(pageDir),
   });
-  const SessionSchema = Type.Object({
-    user_id: Type.String(),
-    org_roles: Type.Record(Type.String(), Type.String()),
-    method: Type.Union([Type.Literal('link'), Type.Literal('oidc')]),
-    created_at: Type.Integer(),
-    expires_at: Type.Integer(),
-    csrf_token: Type.String({ description: 'send it as x-csrf-token on every state-changing portal request made with the session cookie' }),
-  });
-
-  function sendAsset(req: FastifyRequest, reply: FastifyReply, a: Asset, cacheControl: string) {
-    reply.header('content-type', a.type).header('cache-control', cacheControl).header('etag', a.etag).header('vary', 'accept-encoding');
-    if (req.headers['if-none-match'] === a.etag) return reply.code(304).send();
-    const enc = pickEncoding(req.headers['accept-encoding'], a);
-    if (enc) reply.header('content-encoding', enc);
-    return reply.send(enc === 'br' ? a.br : enc === 'gzip' ? a.gzip : a.body);
-  }
+  if (!ctx.page.index) deps.log.warn({ dir: pageDir }, 'the web page is not built (run npm run build); / answers 503 until it is');
+  const { httpsOnly } = ctx;
 
   return {
     name: 'web',
-    authenticatePortal,
+    authenticatePortal: ctx.authenticatePortal,
     routes: {
       async root(app) {
         await app.register(async (scope) => {
@@ -173,125 +104,21 @@ export function createWebModule(deps: WebDeps): WebModule {
           scope.addHook('onSend', async (_req, reply) => {
             reply.header('permissions-policy', 'microphone=(self), camera=(), geolocation=(), payment=(), usb=(), interest-cohort=()');
           });
-          const index = async (req: FastifyRequest, reply: FastifyReply) => {
-            if (!page.index) return reply.code(503).type('text/plain; charset=utf-8').send('The web page is not built: run npm run build, then restart Portico.\n');
-            // the HTML names the hashed assets: always revalidated, so a new build is picked up at once
-            return sendAsset(req, reply, page.index, 'no-cache');
-          };
-          for (const p of PAGE_PATHS) scope.get(p, { schema: { hide: true } }, index);
-          scope.get('/assets/:file', { schema: { hide: true } }, async (req, reply) => {
-            const a = page.files.get((req.params as { file: string }).file);
-            if (!a) return reply.code(404).type('text/plain; charset=utf-8').send('not found\n');
-            // names carry the content's hash: cached for a year, never revalidated
-            return sendAsset(req, reply, a, 'public, max-age=31536000, immutable');
-          });
-
-          const back = (reply: FastifyReply, error: string) => reply.redirect(`/signin?error=${error}`, 303);
-          scope.get('/auth/oidc/login', { schema: { hide: true } }, async (req, reply) => {
-            if (!oidc) return back(reply, 'oidc_off');
-            try {
-              const { url, sealed } = await oidc.start();
-              reply.header('set-cookie', serializeCookie(OIDC_COOKIE, sealed, { httpOnly: true, secure: secure(req), sameSite: 'lax', path: '/auth/oidc', maxAge: 600 }));
-              reply.header('cache-control', 'no-store');
-              return reply.redirect(url, 303);
-            } catch (e) {
-              req.log.warn({ err: (e as Error).message }, 'OpenID Connect sign-in could not start');
-              return back(reply, 'oidc_unavailable');
-            }
-          });
-          scope.get('/auth/oidc/callback', { schema: { hide: true } }, async (req, reply) => {
-            if (!oidc) return back(reply, 'oidc_off');
-            const q = req.url.indexOf('?');
-            // the transaction is over either way: its cookie goes
-            reply.header('set-cookie', serializeCookie(OIDC_COOKIE, '', { httpOnly: true, secure: secure(req), sameSite: 'lax', path: '/auth/oidc', maxAge: 0 }));
-            reply.header('cache-control', 'no-store');
-            let principal: UserPrincipal;
-            try {
-              principal = await oidc.finish(q >= 0 ? req.url.slice(q + 1) : '', cookies(req)[OIDC_COOKIE]);
-            } catch (e) {
-              req.log.warn({ err: (e as Error).message }, 'OpenID Connect sign-in failed');
-              return back(reply, e instanceof OidcError ? 'oidc_failed' : 'oidc_unavailable');
-            }
-            const { value, session } = await sessions.create(principal, 'oidc');
-            const s = secure(req);
-            reply.header('set-cookie', [
-              serializeCookie(OIDC_COOKIE, '', { httpOnly: true, secure: s, sameSite: 'lax', path: '/auth/oidc', maxAge: 0 }),
-              serializeCookie(sessionCookieName(s), value, { httpOnly: true, secure: s, sameSite: 'strict', path: '/', maxAge: session.expiresAt - Math.floor(Date.now() / 1000) }),
-            ]);
-            // the code and state leave the address bar with this redirect
-            return reply.redirect('/keys', 303);
-          });
+          page(scope, ctx);
+          assets(scope, ctx);
+          oidcLogin(scope, ctx);
+          oidcCallback(scope, ctx);
         });
       },
 
       async portal(app) {
-        const r = app.withTypeProvider<TypeBoxTypeProvider>();
-        const tags = ['Web session'];
         // these answer people who are not signed in yet, or look at the session cookie themselves
-        const none = { auth: 'none' as const };
-        r.get(
-          '/session/methods',
-          {
-            config: none,
-            schema: {
-              tags,
-              summary: 'How a person can sign in to the page (no authentication)',
-              response: { 200: envelope(Type.Object({ link: Type.Boolean(), oidc: Type.Boolean(), oidc_login_url: Type.Union([Type.String(), Type.Null()]) })) },
-            },
-          },
-          async (req) => ok(req, { link: true, oidc: oidc !== undefined, oidc_login_url: oidc ? '/auth/oidc/login' : null }),
-        );
-        r.get(
-          '/session',
-          { config: none, schema: { tags, summary: "The page's session (session cookie): the user, its expiry and its CSRF token", response: { 200: envelope(SessionSchema) } } },
-          async (req, reply) => {
-            reply.header('cache-control', 'no-store');
-            return ok(req, sessionView(await currentSession(req)));
-          },
-        );
-        r.post(
-          '/session/link',
-          {
-            config: none,
-            schema: {
-              tags,
-              summary: 'Sign in with a sign-in link (portico login): starts a session, sets its HttpOnly cookie',
-              body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false }),
-              response: { 200: envelope(SessionSchema) },
-            },
-          },
-          async (req, reply) => {
-            assertSameOrigin(req);
-            const { value, session } = await sessions.redeemLink(req.body.token);
-            setSessionCookie(req, reply, value, session);
-            reply.header('cache-control', 'no-store');
-            return ok(req, sessionView(session));
-          },
-        );
-        r.delete(
-          '/session',
-          {
-            config: none,
-            schema: {
-              tags,
-              summary: 'Sign out: ends the session (x-csrf-token required) and clears its cookie',
-              response: { 200: envelope(Type.Object({ signed_out: Type.Boolean() })) },
-            },
-          },
-          async (req, reply) => {
-            const value = sessionValue(req);
-            const session = value === undefined ? undefined : await sessions.get(value);
-            if (session) {
-              assertSameOrigin(req);
-              if (!csrfMatches(req.headers['x-csrf-token'], session.csrfToken)) throw new AppError('csrf_failed');
-              await sessions.destroy(value!);
-            }
-            clearSessionCookie(req, reply);
-            return ok(req, { signed_out: session !== undefined });
-          },
-        );
+        sessionMethods(app, ctx);
+        sessionGet(app, ctx);
+        sessionLink(app, ctx);
+        sessionDelete(app, ctx);
         registerMeRoutes(app, {
-          authenticate: authenticatePortal,
+          authenticate: ctx.authenticatePortal,
           managementKeys: deps.managementKeys,
           inferenceKeys: deps.inferenceKeys,
           models: deps.models,

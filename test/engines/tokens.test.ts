@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
-import { SCAN_SLICE, estimateTextTokens, estimateTokens, estimateTokensInTurns } from '../../src/engines/openai-compatible/tokens.js';
+import { SCAN_SLICE, estimateTextTokens, estimateTokens, estimateTokensInTurns } from '../../src/engines/shared/tokens.js';
 import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
 import type { ChatMessage, FunctionTool } from '../../src/engines/types.js';
 import { countTurns } from '../helpers/turns.js';

@@ -1,7 +1,7 @@
 /** GenerateRequest <-> Chat Completions (POST /chat/completions: streamed, or one JSON answer for a non-streaming caller). */
 import { EngineError, type ChatMessage, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../types.js';
 import { ToolCallAssembler } from './tool-calls.js';
-import { estimateTokens } from './tokens.js';
+import { estimateTokens } from '../shared/tokens.js';
 
 export interface ChatOptions {
   /** how `developer` messages are sent: many open servers' chat templates only know `system` (default 'system') */

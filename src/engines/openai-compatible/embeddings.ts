@@ -10,7 +10,7 @@
  */
 import { EngineError, type EmbedRequest, type EmbedResult, type EmbeddingsEngine } from '../types.js';
 import { jsonBody, Upstream } from './http.js';
-import { estimateTextTokens } from './tokens.js';
+import { estimateTextTokens } from '../shared/tokens.js';
 
 export interface OpenAICompatibleEmbeddingsOptions {
   /** e.g. http://127.0.0.1:11434/v1 */

@@ -12,10 +12,10 @@ import { chatPassthrough } from './chat-passthrough.js';
 import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
 import { SseParser } from './sse.js';
-import { estimateTokensInTurns } from './tokens.js';
+import { estimateTokensInTurns } from '../shared/tokens.js';
 import { jsonBody, Upstream, type Call, type LargeJson } from './http.js';
 
-export { estimateTokens } from './tokens.js';
+export { estimateTokens } from '../shared/tokens.js';
 export { SseParser } from './sse.js';
 
 export interface OpenAICompatibleEngineOptions {

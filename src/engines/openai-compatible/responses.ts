@@ -2,7 +2,7 @@
 import { EngineError, type ChatMessage, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../types.js';
 import type { StreamDecoder } from './chat.js';
 import { ToolCallAssembler } from './tool-calls.js';
-import { estimateTokens } from './tokens.js';
+import { estimateTokens } from '../shared/tokens.js';
 
 function textOf(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content;

@@ -12,22 +12,17 @@
  * English only (the Debian model is `pocketsphinx-en-us`), no translation, no language detection.
  */
 import { spawn } from 'node:child_process';
-import { accessSync, constants, existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptWord } from '../types.js';
 import { groupWordsIntoSegments, type SegmentOptions } from '../shared/segments.js';
 import { whenIdle } from '../shared/idle.js';
 import { wavHeader } from '../../codec/wav.js';
+import { POCKETSPHINX_INSTALL_HINT, findOnPath, flavorOf, type PocketsphinxFlavor } from './detect.js';
 
 export { groupWordsIntoSegments, capitalizeFirst, type SegmentOptions } from '../shared/segments.js';
-
-export type PocketsphinxFlavor = 'continuous' | 'json';
-
-export const POCKETSPHINX_INSTALL_HINT = 'apt-get install pocketsphinx pocketsphinx-en-us';
-/** where Debian's pocketsphinx-en-us puts the acoustic model the Debian binaries use by default */
-export const DEBIAN_MODEL_DIR = '/usr/share/pocketsphinx/model/en-us/en-us';
+export { DEBIAN_MODEL_DIR, POCKETSPHINX_INSTALL_HINT, detectPocketsphinx, type PocketsphinxDetection, type PocketsphinxFlavor } from './detect.js';
 
 const SAMPLE_RATE = 16000;
 
@@ -50,65 +45,6 @@ export interface PocketsphinxOptions {
   maxConcurrent?: number;
   /** how words are grouped into segments */
   segments?: SegmentOptions;
-}
-
-export interface PocketsphinxDetection {
-  available: boolean;
-  binary?: string;
-  flavor?: PocketsphinxFlavor;
-  /** what is missing, in words, when not available */
-  reason?: string;
-  /** the command that installs what is missing */
-  install: string;
-}
-
-function findOnPath(name: string): string | undefined {
-  const candidates = name.includes('/')
-    ? [name]
-    : (process.env.PATH ?? '')
-        .split(delimiter)
-        .filter(Boolean)
-        .map((d) => join(d, name));
-  for (const p of candidates) {
-    try {
-      accessSync(p, constants.X_OK);
-      return p;
-    } catch {
-      /* next */
-    }
-  }
-  return undefined;
-}
-
-function flavorOf(binary: string): PocketsphinxFlavor {
-  return basename(binary) === 'pocketsphinx' ? 'json' : 'continuous';
-}
-
-/** Whether a usable pocketsphinx CLI and its English model are installed (synchronous, cheap: file checks only). */
-export function detectPocketsphinx(opts: Pick<PocketsphinxOptions, 'binary' | 'hmm' | 'flavor'> = {}): PocketsphinxDetection {
-  const names = opts.binary ? [opts.binary] : ['pocketsphinx_continuous', 'pocketsphinx'];
-  let binary: string | undefined;
-  for (const n of names) {
-    binary = findOnPath(n);
-    if (binary) break;
-  }
-  if (!binary) {
-    return {
-      available: false,
-      reason: `no pocketsphinx executable (${names.join(' or ')}) on PATH`,
-      install: POCKETSPHINX_INSTALL_HINT,
-    };
-  }
-  const modelDir = opts.hmm ?? DEBIAN_MODEL_DIR;
-  if (!existsSync(join(modelDir, 'mdef'))) {
-    return {
-      available: false,
-      binary,
-      reason: `pocketsphinx English model not found in ${modelDir}`,
-      install: opts.hmm ? `check the configured model directory ${opts.hmm}` : 'apt-get install pocketsphinx-en-us',
-    };
-  }
-  return { available: true, binary, flavor: opts.flavor ?? flavorOf(binary), install: POCKETSPHINX_INSTALL_HINT };
 }
 
 // ---------------------------------------------------------------- output parsing

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import { defineProvider } from '../provider.js';
 import { EngineError } from '../types.js';
+import { POCKETSPHINX_INSTALL_HINT, detectPocketsphinx } from './detect.js';
 
 /** Debian's pocketsphinx command line recognizer (English). */
 export const pocketsphinx = defineProvider({
@@ -14,6 +15,17 @@ export const pocketsphinx = defineProvider({
     },
     { additionalProperties: false },
   ),
+  // file checks only (./detect.ts): asked at each request for a built-in model until it is installed
+  available: () => detectPocketsphinx().available,
+  builtin: {
+    // English only and far less accurate than whisper: the built-in models use it when no whisper model is there
+    recognizer: {
+      order: 2,
+      needsModel: false,
+      hint: `Install pocketsphinx (${POCKETSPHINX_INSTALL_HINT})`,
+      describe: () => 'pocketsphinx (English; configure or pull a whisper model for better accuracy)',
+    },
+  },
   create: {
     async transcription(s) {
       const { createPocketsphinxEngine, detectPocketsphinx } = await import('./index.js');

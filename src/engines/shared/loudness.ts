@@ -6,7 +6,7 @@
  *   its loudest frame (and above -70 dBFS): leading and trailing silence do not count, pauses inside do. The
  *   span does not depend on the scale, so a gain of x dB changes the level by exactly x dB;
  * - standard quality: a fixed gain per voice, measured once over a set of sentences (`npm run voices:levels`,
- *   bench/voice-levels.ts) and written in the voice table (src/audio/voices.ts). It needs no look at the rest
+ *   bench/voice-levels.ts) and written in the voice table (`builtin.voices` of the flite and espeak providers). It needs no look at the rest
  *   of the sentence, so audio still streams as it is produced;
  * - hd quality: each sentence is measured whole and set to the target exactly;
  * - either way a soft limiter keeps peaks under -1 dBFS instead of clipping them.

@@ -12,22 +12,9 @@ import { existsSync } from 'node:fs';
 import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptSegment, type TranscriptWord } from '../types.js';
 import { groupWordsIntoSegments } from '../shared/segments.js';
 import { whenIdle } from '../shared/idle.js';
+import { WHISPER_INSTALL_HINT, WHISPER_PACKAGE, whisperInstallCommand } from './detect.js';
 
-export const WHISPER_PACKAGE = '@fugood/whisper.node';
-/** the version the engine was written against (its API: initWhisper, transcribeData, release) */
-export const WHISPER_VERSION = '1.1.3';
-
-/** The binding's prebuilt CPU package for this platform (what it loads; its GPU variants are not needed). */
-export function whisperPlatformPackage(platform: string = process.platform, arch: string = process.arch): string {
-  return `@fugood/node-whisper-${platform}-${arch}`;
-}
-
-/** The one command that installs the binding without its ~240 MB of GPU variants, run in Portico's folder. */
-export function whisperInstallCommand(platform: string = process.platform, arch: string = process.arch): string {
-  return `npm install --no-save --omit=optional ${WHISPER_PACKAGE}@${WHISPER_VERSION} ${whisperPlatformPackage(platform, arch)}@${WHISPER_VERSION}`;
-}
-
-export const WHISPER_INSTALL_HINT = `install the whisper binding (${whisperInstallCommand()}) and configure or pull a ggml model (portico models pull whisper:base.en); see docs/models.md`;
+export { WHISPER_INSTALL_HINT, WHISPER_PACKAGE, WHISPER_VERSION, detectWhisperBinding, whisperInstallCommand, whisperPlatformPackage } from './detect.js';
 
 export interface WhisperOptions {
   /** path of a ggml whisper model file (required) */
@@ -60,23 +47,6 @@ interface BindingContext {
 }
 interface BindingModule {
   initWhisper(options: { filePath: string; useGpu?: boolean }): Promise<BindingContext>;
-}
-
-/**
- * Whether the binding can be loaded from here (cheap; loads nothing): the package and, for the default one, its
- * prebuilt package for this platform (the binding loads that one; without it, it fails at the first use).
- */
-export function detectWhisperBinding(packageName = WHISPER_PACKAGE): boolean {
-  const resolves = (spec: string) => {
-    try {
-      import.meta.resolve(spec);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (!resolves(packageName)) return false;
-  return packageName !== WHISPER_PACKAGE || resolves(whisperPlatformPackage());
 }
 
 function toPcm16(pcm: Float32Array): ArrayBuffer {

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { defineProvider } from '../provider.js';
+import { detectWhisperBinding, whisperInstallCommand } from './detect.js';
 
 /** whisper.cpp through its optional Node binding, with a ggml model file. */
 export const whisper = defineProvider({
@@ -12,6 +13,20 @@ export const whisper = defineProvider({
     },
     { additionalProperties: false },
   ),
+  // module look-ups only (./detect.ts); PORTICO_WHISPER_BINDING: a binding installed elsewhere (see create)
+  available: (env) => detectWhisperBinding(env.PORTICO_WHISPER_BINDING || undefined),
+  builtin: {
+    // the first whisper model (configured or pulled) serves the built-in models, installed or not: a missing binding
+    // is a 503 saying what to install, never a fall back to pocketsphinx, whose far worse transcripts a client could
+    // not tell from whisper's
+    recognizer: {
+      order: 1,
+      needsModel: true,
+      hint: `configure a whisper model (pull a whisper model (portico models pull whisper:base.en) and install the whisper binding (${whisperInstallCommand()}), see docs/models.md)`,
+      describe: (installed, model) =>
+        installed ? `whisper (${model})` : `whisper (${model}), not installed: transcriptions answer 503 until the whisper binding is (docs/models.md)`,
+    },
+  },
   create: {
     async transcription(s, ctx) {
       const { createWhisperEngine } = await import('./index.js');

@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { PortalErrorSchema } from './portal-envelope.js';
 
 /** The OpenAI error object every {base_url} route (and the root) answers on failure. */
 export const OpenAIErrorSchema = Type.Object(
@@ -11,21 +12,6 @@ export const OpenAIErrorSchema = Type.Object(
     }),
   },
   { description: 'An error, in the OpenAI shape' },
-);
-
-/** The portal's envelope on failure. */
-export const PortalErrorSchema = Type.Object(
-  {
-    meta: Type.Object({
-      code: Type.Integer({ description: 'the portal code of docs/api.md, "Error codes" (never 0 on failure)' }),
-      message: Type.String({ description: "in the caller's language (Accept-Language)" }),
-      request_id: Type.String(),
-      error: Type.Optional(Type.String({ description: 'the error name' })),
-      detail: Type.Optional(Type.String({ description: 'validation_error: the rule that failed (unknown_parameter, invalid_type, ...)' })),
-    }),
-    data: Type.Null(),
-  },
-  { description: 'An error, in the portal envelope' },
 );
 
 /** Response schemas to merge into a route of a group: its error shape for every 4xx and 5xx. */

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERRORS, localizedMessage, msg, type ErrorCode } from '../errors.js';
 import type { ErrorObject } from 'ajv';
 import { describeValidationError } from './validation.js';
+import { portalErrorBody } from './portal-envelope.js';
 
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', '53300']);
 
@@ -79,20 +80,11 @@ function appErrorOf(err: unknown, req: FastifyRequest): AppError {
   return new AppError('internal_error');
 }
 
-/** The portal's envelope (spec 2.1), for errors. */
+/** A portal failure, in the portal's envelope (./portal-envelope.ts). */
 export function sendPortalError(err: unknown, req: FastifyRequest, reply: FastifyReply) {
   const e = toAppError(err, req);
   if (e.headers) reply.headers(e.headers);
-  return reply.code(e.status).send({
-    meta: {
-      code: ERRORS[e.code].portal,
-      message: localizedMessage(e, req.headers['accept-language']),
-      request_id: req.id,
-      error: e.code,
-      ...(e.detail ? { detail: e.detail } : {}),
-    },
-    data: null,
-  });
+  return reply.code(e.status).send(portalErrorBody(e, req));
 }
 
 /** The OpenAI error shape for {base_url} routes. */
@@ -111,9 +103,4 @@ export function sendOpenAIError(err: unknown, req: FastifyRequest, reply: Fastif
   const e = toAppError(err, req);
   if (e.headers) reply.headers(e.headers);
   return reply.code(e.status).send(openAIErrorBody(e, req.headers['accept-language']));
-}
-
-/** The portal's success envelope. */
-export function ok<T>(req: FastifyRequest, data: T) {
-  return { meta: { code: 0, message: 'success', request_id: req.id }, data };
 }

@@ -67,16 +67,3 @@ export const ListKeysQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-
-export const Meta = Type.Object({
-  code: Type.Integer(),
-  message: Type.String(),
-  request_id: Type.String(),
-  error: Type.Optional(Type.String()),
-});
-
-export function envelope<T extends object>(data: T) {
-  return Type.Object({ meta: Meta, data: data as any });
-}
-
-export const ErrorEnvelope = Type.Object({ meta: Meta, data: Type.Null() });

@@ -1,12 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ok } from '../../platform/http/errors.js';
+import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import type { UserPrincipal } from '../../platform/auth/jwt.js';
 import type { ModelRegistry } from '../../models/registry.js';
 import type { KeyService } from '../keys/service.js';
 import { QUERY_SCOPES } from '../query/routes.js';
-import { envelope } from '../keys/schemas.js';
 
 export interface MeDeps {
   /** the portal's way of recognizing a user (bearer JWT, or the web page's session) */

@@ -2,14 +2,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { AppError, msg } from '../../platform/errors.js';
-import { ok } from '../../platform/http/errors.js';
+import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import { bearerToken } from '../../platform/http/auth.js';
 import { looksLikeApiKey } from '../../platform/auth/api-key-format.js';
 import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier, type UserPrincipal } from '../../platform/auth/jwt.js';
 import type { KeyVerifier } from '../keys/verifier.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope, GroupBy } from '../usage/store.js';
-import { envelope } from '../keys/schemas.js';
 import type { FeatureModule } from '../../platform/module.js';
 import { QUERY_SCOPES } from '../keys/scopes.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ok } from '../../../platform/http/errors.js';
-import { CreateKeyBody, CreatedKeyRecordSchema, envelope } from '../schemas.js';
+import { envelope, ok } from '../../../platform/http/portal-envelope.js';
+import { CreateKeyBody, CreatedKeyRecordSchema } from '../schemas.js';
 import type { KeyRoutesDeps } from './deps.js';
 
 export default function (app: FastifyInstance, { service, base, tag }: KeyRoutesDeps) {

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ok } from '../../../platform/http/errors.js';
-import { KeyRecordSchema, ListKeysQuery, envelope } from '../schemas.js';
+import { envelope, ok } from '../../../platform/http/portal-envelope.js';
+import { KeyRecordSchema, ListKeysQuery } from '../schemas.js';
 import type { KeyRoutesDeps } from './deps.js';
 
 export default function (app: FastifyInstance, { service, base, tag }: KeyRoutesDeps) {

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { AppError } from '../../../platform/errors.js';
-import { ok } from '../../../platform/http/errors.js';
+import { envelope, ok } from '../../../platform/http/portal-envelope.js';
 import type { UserPrincipal } from '../../../platform/auth/jwt.js';
-import { KeyIdBody, KeyRecordSchema, envelope } from '../schemas.js';
+import { KeyIdBody, KeyRecordSchema } from '../schemas.js';
 import type { KeyRecord } from '../service.js';
 import type { KeyRoutesDeps } from './deps.js';
 

@@ -1,7 +1,7 @@
 import type { ChatMessage, FunctionTool } from '../types.js';
 
 /**
- * Token estimates for upstreams: no OpenAI-compatible server has a standard token-counting endpoint, so this
+ * Token estimates (for upstreams, and for the features' admission): no OpenAI-compatible server has a standard token-counting endpoint, so this
  * estimates what a BPE tokenizer (OpenAI's o200k_base, and the Llama/Qwen families behave alike) makes of a text,
  * on the safe side: it is used for context-window checks, TPM limits and budgets before the answer, and for usage
  * when an upstream reports none, where counting too high is the safe side. The text is cut into the pieces a BPE
