@@ -17,6 +17,7 @@ import { PRIVATE_UMASK } from '../platform/data-dir.js';
 import { armWatchdog } from '../platform/ops/watchdog.js';
 import { MICROS } from '../portal/usage/service.js';
 import type { Core } from '../compose/core.js';
+import type { ModelsCommand } from '../models/pull/cli.js';
 
 const VERSION: string = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -52,6 +53,14 @@ function parseCredits(v: string): number {
 function identifier(name: string) {
   return (v: string): string => {
     if (v.trim() === '' || v.length > 256 || /[\u0000-\u001f\u007f]/.test(v)) throw new InvalidArgumentError(`${name} must be 1-256 printable characters`);
+    return v;
+  };
+}
+
+/** An argument that may not be empty (a shell variable that expanded to nothing). */
+function nonEmpty(what: string) {
+  return (v: string): string => {
+    if (v.trim() === '') throw new InvalidArgumentError(what);
     return v;
   };
 }
@@ -215,29 +224,44 @@ Every command takes --help and --version. Settings come from the environment (se
       });
     });
 
-  const models = sub('models', 'models for the embedded engines: pull from Hugging Face or a URL, list, remove (MODELS_DIR)');
+  const models = sub('models', 'models for the embedded engines: pull from Hugging Face or a URL, list, remove (MODELS_DIR)').addHelpText(
+    'after',
+    '\nSettings: MODELS_DIR (default DATA_DIR/models), HF_TOKEN, PORTICO_HF_ENDPOINT (or HF_ENDPOINT)',
+  );
   const modelsCmd = (name: string, description: string) => models.command(name).description(description).version(VERSION, '-v, --version').exitOverride();
-  // the work and its output are the pull library's (src/models/pull/cli.ts); this only parses the arguments
-  const runModels = async (args: string[]) => {
+  // parsed here only; the work and its output are the pull library's (src/models/pull/cli.ts), given typed options
+  const runModels = async (cmd: ModelsCommand) => {
     const { modelsCommand } = await import('../models/pull/cli.js');
-    commandExitCode = await modelsCommand(args);
+    commandExitCode = await modelsCommand(cmd);
   };
   modelsCmd('pull', 'download a GGUF (or whisper.cpp ggml) model; resumes, verifies, then serves it at once')
-    .argument('<ref>', 'hf:<owner>/<repo>[:<quant>] | hf:<owner>/<repo>/<file> | whisper:<name> | https://...')
+    .argument(
+      '<ref>',
+      'hf:<owner>/<repo>[:<quant>] | hf:<owner>/<repo>/<file> | whisper:<name> | https://...',
+      nonEmpty('give a model reference, e.g. hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF'),
+    )
     .option('--name <name>', 'the name clients send (default: derived from the file)')
     .addOption(new Option('--kind <kind>', 'what the GGUF is for').choices(['text', 'embedding']))
     .option('--sha256 <hex>', 'the expected SHA-256 (for URLs whose server gives none)')
-    .action((ref: string, o: { name?: string; kind?: string; sha256?: string }) =>
-      runModels(['pull', ref, ...(o.name ? ['--name', o.name] : []), ...(o.kind ? ['--kind', o.kind] : []), ...(o.sha256 ? ['--sha256', o.sha256] : [])]),
-    );
+    .addHelpText(
+      'after',
+      `
+<ref>:
+  hf:<owner>/<repo>[:<quant>]   the GGUF of that quantization (default Q4_K_M)
+  hf:<owner>/<repo>/<file>      one file of a repository (.gguf, or a whisper.cpp ggml .bin)
+  whisper:<name>                a whisper.cpp model (tiny, base.en, small, large-v3-turbo, ...)
+  https://...                   a GGUF (or ggml) file anywhere
+e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF`,
+    )
+    .action((ref: string, o: { name?: string; kind?: 'text' | 'embedding'; sha256?: string }) => runModels({ command: 'pull', ref, name: o.name, kind: o.kind, sha256: o.sha256 }));
   modelsCmd('list', 'the pulled models: name, kind, size, file')
     .alias('ls')
     .option('--json', 'as JSON', false)
-    .action((o: { json: boolean }) => runModels(['list', ...(o.json ? ['--json'] : [])]));
+    .action((o: { json: boolean }) => runModels({ command: 'list', json: o.json }));
   modelsCmd('rm', 'remove a pulled model and its file (an alias: only the alias)')
     .alias('remove')
-    .argument('<name>', 'a name from portico models list')
-    .action((name: string) => runModels(['rm', name]));
+    .argument('<name>', 'a name from portico models list', nonEmpty('give a model name (see portico models list)'))
+    .action((name: string) => runModels({ command: 'rm', name }));
   modelsCmd('reload', 'make the running server read the model file (PORTICO_CONFIG) again: checked whole, then applied; a refused file changes nothing')
     .addHelpText(
       'after',

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { FakeHub, sha256 } from '../helpers/fake-hub.js';
-import { modelsCommand } from '../../src/models/pull/cli.js';
+import { modelsCommand, type ModelsCommand } from '../../src/models/pull/cli.js';
 import { makeTinyGguf } from '../helpers/tiny-gguf.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
@@ -47,11 +47,11 @@ function portico(args: string[], e: Record<string, string>, nodeArgs: string[] =
   });
 }
 
-/** The same command in this process (what the CLI's `models` case calls): fast, for the many small cases. */
-async function inProcess(args: string[], e: Record<string, string>): Promise<Run> {
+/** The same command in this process, as the CLI hands it over once parsed: fast, for the many small cases. */
+async function inProcess(cmd: ModelsCommand, e: Record<string, string>): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await modelsCommand(args.slice(1), {
+  const code = await modelsCommand(cmd, {
     env: e,
     stdout: { write: (s: string) => (stdout += s) },
     stderr: { write: (s: string) => (stderr += s) },
@@ -119,26 +119,26 @@ test('pull, list, list --json, rm: plain progress lines when not a terminal; the
   const rows = list.stdout.trim().split('\n');
   assert.match(rows[0], /^NAME\s+KIND\s+SIZE\s+FILE$/);
   assert.match(rows[1], new RegExp(`^tiny-chat:q4_k_m, chat\\s+text\\s+\\d+\\.\\d KB\\s+${modelPath}$`));
-  const json = JSON.parse((await inProcess(['models', 'list', '--json'], env(d))).stdout);
+  const json = JSON.parse((await inProcess({ command: 'list', json: true }, env(d))).stdout);
   assert.equal(json.length, 1);
   assert.deepEqual(
     { name: json[0].name, aliases: json[0].aliases, kind: json[0].kind, path: json[0].path, size: json[0].size, sha256: json[0].sha256 },
     { name: 'tiny-chat:q4_k_m', aliases: ['chat'], kind: 'text', path: modelPath, size: tiny.length, sha256: sha256(tiny) },
   );
 
-  const again = await inProcess(['models', 'pull', 'hf:acme/Tiny-Chat-GGUF'], env(d));
+  const again = await inProcess({ command: 'pull', ref: 'hf:acme/Tiny-Chat-GGUF' }, env(d));
   assert.equal(again.code, 0);
   assert.equal(again.stdout, `tiny-chat:q4_k_m is already pulled (${modelPath}); served as tiny-chat:q4_k_m, chat\n`);
 
-  const rmAlias = await inProcess(['models', 'rm', 'chat'], env(d));
+  const rmAlias = await inProcess({ command: 'rm', name: 'chat' }, env(d));
   assert.equal(rmAlias.stdout, 'removed the name chat; the model stays as tiny-chat:q4_k_m\n');
   const rm = await portico(['models', 'rm', 'tiny-chat:q4_k_m'], env(d));
   assert.equal(rm.code, 0);
   assert.equal(rm.stdout, `removed tiny-chat:q4_k_m and deleted ${modelPath}\n`);
   assert.equal(existsSync(modelPath), false);
-  const empty = await inProcess(['models', 'list'], env(d));
+  const empty = await inProcess({ command: 'list' }, env(d));
   assert.match(empty.stdout, /^no models pulled yet; e.g. portico models pull hf:Qwen\/Qwen2.5-0.5B-Instruct-GGUF\n$/);
-  const gone = await inProcess(['models', 'rm', 'tiny-chat:q4_k_m'], env(d));
+  const gone = await inProcess({ command: 'rm', name: 'tiny-chat:q4_k_m' }, env(d));
   assert.equal(gone.code, 1);
   assert.equal(gone.stderr, 'portico: no pulled model is called "tiny-chat:q4_k_m"; pulled: (none)\n');
 });
@@ -146,49 +146,78 @@ test('pull, list, list --json, rm: plain progress lines when not a terminal; the
 test('MODELS_DIR puts models elsewhere; bad usage and bad references exit 2 with a message, no stack', async () => {
   const d = home();
   const elsewhere = join(d, 'elsewhere');
-  const r = await inProcess(['models', 'pull', 'hf:acme/Tiny-Chat-GGUF'], env(d, { MODELS_DIR: elsewhere }));
+  const r = await inProcess({ command: 'pull', ref: 'hf:acme/Tiny-Chat-GGUF' }, env(d, { MODELS_DIR: elsewhere }));
   assert.equal(r.code, 0, r.stderr);
   assert.ok(existsSync(join(elsewhere, 'models.json')));
   assert.equal(existsSync(join(d, 'models')), false);
-  const cases: Array<[string[], Record<string, string>, RegExp]> = [
-    [['models', 'pull'], {}, /models pull takes one reference/],
-    [['models', 'pull', 'a', 'b'], {}, /models pull takes one reference/],
-    [['models', 'pull', ''], {}, /models pull takes one reference/],
-    [['models', 'pull', 'qwen'], {}, /"qwen" is not a model reference: unknown form; use hf:<owner>\/<repo>\[:<quant>\]/],
-    [['models', 'pull', 'Qwen/Qwen2.5-0.5B-Instruct-GGUF'], {}, /did you mean hf:Qwen\/Qwen2.5-0.5B-Instruct-GGUF\?/],
-    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--kind', 'image'], {}, /--kind must be text or embedding/],
-    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--name', 'two words'], {}, /"two words" is not a usable model name/],
-    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--bogus'], {}, /Unknown option '--bogus'/],
-    [['models', 'frobnicate'], {}, /unknown models command "frobnicate"/],
-    [['models', 'list', 'extra'], {}, /models list takes no arguments/],
-    [['models', 'rm'], {}, /models rm takes one model name/],
-    [['models', 'rm', ''], {}, /models rm takes one model name/],
-    [['models', 'pull', 'hf:a/b'], { PORTICO_HF_ENDPOINT: 'not-a-url' }, /PORTICO_HF_ENDPOINT is not a valid URL/],
+  // what the models layer refuses (the reference, the name, the settings): exit 2, one line
+  const refused: Array<[ModelsCommand, Record<string, string>, RegExp]> = [
+    [{ command: 'pull', ref: 'qwen' }, {}, /^portico: "qwen" is not a model reference: unknown form; use hf:<owner>\/<repo>\[:<quant>\]/],
+    [{ command: 'pull', ref: 'Qwen/Qwen2.5-0.5B-Instruct-GGUF' }, {}, /did you mean hf:Qwen\/Qwen2.5-0.5B-Instruct-GGUF\?/],
+    [{ command: 'pull', ref: 'hf:acme/Tiny-Chat-GGUF', name: 'two words' }, {}, /^portico: "two words" is not a usable model name/],
+    [{ command: 'pull', ref: 'hf:acme/Tiny-Chat-GGUF', name: '' }, {}, /^portico: "" is not a usable model name/],
+    [{ command: 'pull', ref: 'hf:acme/Tiny-Chat-GGUF', sha256: 'abc' }, {}, /^portico: --sha256 must be 64 hexadecimal digits/],
+    [{ command: 'pull', ref: 'hf:a/b' }, { PORTICO_HF_ENDPOINT: 'not-a-url' }, /^portico: PORTICO_HF_ENDPOINT is not a valid URL/],
   ];
-  // one through the real command (exit status of the process), the rest in this process
-  const spawned = await portico(['models', 'pull', 'qwen'], env(d));
-  assert.equal(spawned.code, 2);
-  assert.match(spawned.stderr, /^portico: "qwen" is not a model reference/);
-  for (const [args, extra, re] of cases) {
-    const res = await inProcess(args, env(d, extra));
-    assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`);
-    assert.match(res.stderr, re, args.join(' '));
-    assert.ok(!/\n\s+at /.test(res.stderr), 'no stack trace');
+  for (const [cmd, extra, re] of refused) {
+    const res = await inProcess(cmd, env(d, extra));
+    assert.equal(res.code, 2, `${JSON.stringify(cmd)}: ${res.stderr}`);
+    assert.match(res.stderr, re, JSON.stringify(cmd));
+    assert.equal(res.stderr.trim().split('\n').length, 1, `one line: ${res.stderr}`);
   }
-  const help = await inProcess(['models', 'help'], env(d));
-  assert.equal(help.code, 0);
-  assert.match(help.stdout, /portico models pull <ref>/);
+  // what the command line refuses (commander, the one parser): exit 2, one line, before anything is opened
+  const bad: Array<[string[], RegExp]> = [
+    [['models', 'pull'], /error: missing required argument 'ref'/],
+    [['models', 'pull', 'a', 'b'], /error: too many arguments for 'pull'/],
+    [['models', 'pull', ''], /give a model reference, e\.g\. hf:Qwen\/Qwen2\.5-0\.5B-Instruct-GGUF/],
+    [['models', 'pull', 'qwen'], /^portico: "qwen" is not a model reference/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--kind', 'image'], /argument 'image' is invalid\. Allowed choices are text, embedding/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--name'], /error: option '--name <name>' argument missing/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--name', ''], /^portico: "" is not a usable model name/],
+    [['models', 'pull', 'hf:acme/Tiny-Chat-GGUF', '--bogus'], /error: unknown option '--bogus'/],
+    [['models', 'frobnicate'], /error: unknown command 'frobnicate'/],
+    [['models', 'list', 'extra'], /error: too many arguments for 'list'/],
+    [['models', 'list', '--yaml'], /error: unknown option '--yaml'/],
+    [['models', 'rm'], /error: missing required argument 'name'/],
+    [['models', 'rm', ''], /give a model name \(see portico models list\)/],
+    [['models', 'rm', 'a', 'b'], /error: too many arguments for 'rm'/],
+  ];
+  const runs = await Promise.all(bad.map(([args]) => portico(args, env(d))));
+  runs.forEach((r, i) => {
+    const [args, re] = bad[i]!;
+    assert.equal(r.code, 2, `portico ${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, re, `portico ${args.join(' ')}`);
+    assert.equal(
+      r.stderr
+        .trim()
+        .split('\n')
+        .filter((l) => !/^\(Did you mean/.test(l)).length,
+      1,
+      `portico ${args.join(' ')}: one line, got ${JSON.stringify(r.stderr)}`,
+    );
+    assert.ok(!/\n\s+at /.test(r.stderr), 'no stack trace');
+    assert.equal(r.stdout, '');
+  });
+  assert.deepEqual(tree(join(d, 'models')), [], 'nothing was pulled or written by a refused command');
+  // help: exit 0, the reference forms and the settings
+  const [help, pullHelp] = await Promise.all([portico(['models', 'help'], env(d)), portico(['models', 'pull', '--help'], env(d))]);
+  assert.equal(help.code, 0, help.stderr);
+  assert.match(help.stdout, /Usage: portico models/);
+  assert.match(help.stdout, /pull \[options\] <ref>/);
+  assert.match(help.stdout, /Settings: MODELS_DIR \(default DATA_DIR\/models\), HF_TOKEN, PORTICO_HF_ENDPOINT/);
+  assert.equal(pullHelp.code, 0, pullHelp.stderr);
+  assert.match(pullHelp.stdout, /whisper:<name> {2,}a whisper\.cpp model/);
 });
 
 test('HF_TOKEN (from the environment) opens a gated repository and is never printed; without it the message says what to do', async () => {
   const d = home();
-  const without = await inProcess(['models', 'pull', 'hf:acme/Gated-GGUF'], env(d));
+  const without = await inProcess({ command: 'pull', ref: 'hf:acme/Gated-GGUF' }, env(d));
   assert.equal(without.code, 1);
   assert.match(without.stderr, /portico: hf:acme\/Gated-GGUF\/gated-Q4_K_M.gguf is gated: accept its conditions at http:\/\/127.0.0.1:\d+\/acme\/Gated-GGUF and set HF_TOKEN/);
-  const wrong = await inProcess(['models', 'pull', 'hf:acme/Gated-GGUF'], env(d, { HF_TOKEN: 'hf_wrong_but_secret' }));
+  const wrong = await inProcess({ command: 'pull', ref: 'hf:acme/Gated-GGUF' }, env(d, { HF_TOKEN: 'hf_wrong_but_secret' }));
   assert.equal(wrong.code, 1);
   assert.ok(!(wrong.stdout + wrong.stderr).includes('hf_wrong_but_secret'));
-  const ok = await inProcess(['models', 'pull', 'hf:acme/Gated-GGUF'], env(d, { HF_TOKEN: TOKEN }));
+  const ok = await inProcess({ command: 'pull', ref: 'hf:acme/Gated-GGUF' }, env(d, { HF_TOKEN: TOKEN }));
   assert.equal(ok.code, 0, ok.stderr);
   assert.ok(!(ok.stdout + ok.stderr).includes(TOKEN), 'the token is not printed');
   assert.ok(!readFileSync(join(d, 'models', 'models.json'), 'utf8').includes(TOKEN), 'nor stored');
@@ -223,7 +252,7 @@ test('Ctrl-C stops a pull (exit 130) keeping the partial file; the same command 
   assert.match(stderr, /portico: stopped; the part downloaded so far is kept: run the same command again to resume/);
   assert.ok(existsSync(partial), 'the partial file stays');
   assert.equal(existsSync(join(d, 'models', 'models.json')), false, 'nothing served');
-  const again = await inProcess(['models', 'pull', 'hf:acme/Big-GGUF'], env(d));
+  const again = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d));
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stderr, /, resuming at \d+\.\d MB/);
   assert.ok(readFileSync(join(d, 'models', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf')).equals(big));

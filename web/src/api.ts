@@ -1,4 +1,11 @@
 /** Calls to Portico: the portal API (session cookie + CSRF token) and the public API (an inference key). */
+// The answers' shapes come from the TypeBox schemas the server's routes declare. Type-only imports: esbuild
+// erases them (the bundle gets none of the server's code), and a field the server renames or drops is a type
+// error in `npm run build` (tsc -p web/tsconfig.json) instead of an undefined at run time.
+import type { Static } from 'typebox';
+import type { CreatedKeyRecordSchema, CreateKeyBody, KeyListSchema, KeyRecordSchema, UpdateKeyBody } from '../../src/portal/keys/schemas.js';
+import type { MeSchema } from '../../src/portal/me/schemas.js';
+import type { BalanceSchema } from '../../src/portal/query/schemas.js';
 
 export class ApiError extends Error {
   constructor(
@@ -76,6 +83,7 @@ export async function v1(path: string, key: string, init: RequestInit = {}): Pro
 
 // ------------------------------------------------------------------------------------------ shapes
 
+/** the page's session (GET /session, POST /session/link); typed by hand while its schema is declared inside src/web/index.ts */
 export interface Session {
   user_id: string;
   org_roles: Record<string, string>;
@@ -85,34 +93,19 @@ export interface Session {
   csrf_token: string;
 }
 
-export interface KindSummary {
-  limit: number;
-  active: Record<string, number>;
-  scopes: string[];
-}
-
-export interface Me {
-  user_id: string;
-  org_roles: Record<string, string>;
-  admin_orgs: string[];
-  api_keys: KindSummary;
-  management_api_keys: KindSummary;
-  models: Array<{ id: string; type: 'text' | 'speech' | 'transcription' }>;
-}
-
-export interface KeyRecord {
-  id: string;
-  org_id: string;
-  name: string;
-  description: string;
-  status: 'active' | 'disabled' | 'revoked';
-  display: string;
-  last_used_at: number;
-  expires_at: number;
-  created_at: number;
-  scopes: string[];
-  api_key?: string;
-}
+/** GET /me */
+export type Me = Static<typeof MeSchema>;
+/** one key, as every key route answers it */
+export type KeyRecord = Static<typeof KeyRecordSchema>;
+/** POST api-keys: the key with its full secret (`api_key`), shown only in this answer */
+export type CreatedKeyRecord = Static<typeof CreatedKeyRecordSchema>;
+/** GET api-keys: one page of keys */
+export type KeyList = Static<typeof KeyListSchema>;
+/** the bodies of POST and PUT api-keys */
+export type CreateKeyRequest = Static<typeof CreateKeyBody>;
+export type UpdateKeyRequest = Static<typeof UpdateKeyBody>;
+/** GET /query/balance */
+export type Balance = Static<typeof BalanceSchema>;
 
 export type KeyKind = 'api_keys' | 'management_api_keys';
 export const KEY_PATH: Record<KeyKind, string> = { api_keys: '/api-keys', management_api_keys: '/management/api-keys' };

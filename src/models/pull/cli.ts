@@ -1,7 +1,8 @@
 /**
- * `portico models pull|list|rm`: argument handling and output only; the work is pullModel and ModelCatalogue.
+ * `portico models pull|list|rm`: the work (pullModel, ModelCatalogue) and its output, on options already parsed.
+ * The command line is parsed once, by the CLI (src/cli/main.ts, commander): its refusals (a missing or extra
+ * argument, an unknown option, a --kind that is not a choice) never reach this module, which reads no argv.
  */
-import { parseArgs } from 'node:util';
 import { ConfigError } from '../../platform/config.js';
 import { ModelCatalogue, type PulledModel } from './catalogue.js';
 import { PullError } from './errors.js';
@@ -10,17 +11,21 @@ import { createProgressRenderer, type ProgressOutput } from './progress.js';
 import { pullSettings } from './settings.js';
 import { detectWhisperBinding, whisperInstallCommand } from '../../engines/whisper/index.js';
 
-export const MODELS_HELP = `Usage:
-  portico models pull <ref> [--name NAME] [--kind text|embedding] [--sha256 HEX]
-      <ref>: hf:<owner>/<repo>[:<quant>]   the GGUF of that quantization (default Q4_K_M)
-             hf:<owner>/<repo>/<file>      one file of a repository (.gguf, or a whisper.cpp ggml .bin)
-             whisper:<name>                a whisper.cpp model (tiny, base.en, small, large-v3-turbo, ...)
-             https://...                   a GGUF (or ggml) file anywhere
-      e.g.   portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF
-  portico models list [--json]              pulled models: name, kind, size, file
-  portico models rm <name>                  remove a model (and its file); an alias removes only the alias
-Settings: MODELS_DIR (default DATA_DIR/models), HF_TOKEN, PORTICO_HF_ENDPOINT (or HF_ENDPOINT)
-`;
+/** One `portico models` command, as the CLI parsed it. */
+export type ModelsCommand =
+  | {
+      command: 'pull';
+      /** hf:<owner>/<repo>[:<quant>] | hf:<owner>/<repo>/<file> | whisper:<name> | https://... */
+      ref: string;
+      /** --name: an extra name to serve the model under */
+      name?: string;
+      /** --kind: overrides the text/embedding classification of a GGUF */
+      kind?: 'text' | 'embedding';
+      /** --sha256: the expected SHA-256 */
+      sha256?: string;
+    }
+  | { command: 'list'; json?: boolean }
+  | { command: 'rm'; name: string };
 
 export interface ModelsCommandIo {
   env?: Record<string, string | undefined>;
@@ -30,8 +35,6 @@ export interface ModelsCommandIo {
   signal?: AbortSignal;
 }
 
-class UsageError extends Error {}
-
 function table(models: PulledModel[]): string {
   const head = ['NAME', 'KIND', 'SIZE', 'FILE'];
   const rows = [head, ...models.map((m) => [[m.name, ...m.aliases].join(', '), m.kind, formatBytes(m.size), m.path])];
@@ -39,15 +42,7 @@ function table(models: PulledModel[]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n') + '\n';
 }
 
-async function pull(args: string[], io: Required<Omit<ModelsCommandIo, 'signal'>> & { signal?: AbortSignal }): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { name: { type: 'string' }, kind: { type: 'string' }, sha256: { type: 'string' } },
-  });
-  const [ref] = positionals;
-  if (positionals.length !== 1 || !ref) throw new UsageError('models pull takes one reference, e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF');
-  if (values.kind !== undefined && values.kind !== 'text' && values.kind !== 'embedding') throw new UsageError('--kind must be text or embedding');
+async function pull(o: Extract<ModelsCommand, { command: 'pull' }>, io: Required<Omit<ModelsCommandIo, 'signal'>> & { signal?: AbortSignal }): Promise<number> {
   const settings = pullSettings(io.env);
   const { pullModel } = await import('./pull.js');
   const progress = createProgressRenderer(io.stderr);
@@ -66,13 +61,13 @@ async function pull(args: string[], io: Required<Omit<ModelsCommandIo, 'signal'>
     process.on('SIGTERM', onSignal);
   }
   try {
-    const r = await pullModel(ref, {
+    const r = await pullModel(o.ref, {
       modelsDir: settings.modelsDir,
       hubEndpoint: settings.hubEndpoint,
       token: settings.token,
-      name: values.name,
-      kind: values.kind as 'text' | 'embedding' | undefined,
-      sha256: values.sha256,
+      name: o.name,
+      kind: o.kind,
+      sha256: o.sha256,
       signal,
       onEvent: (e) => progress.event(e),
     });
@@ -103,53 +98,33 @@ async function pull(args: string[], io: Required<Omit<ModelsCommandIo, 'signal'>
   }
 }
 
-/** Runs `portico models ...`; returns the exit code (0 ok, 1 failed, 2 bad usage, 130 stopped). */
-export async function modelsCommand(args: string[], ioIn: ModelsCommandIo = {}): Promise<number> {
+/** Runs one `portico models` command; returns the exit code (0 ok, 1 failed, 2 refused reference or name, 130 stopped). */
+export async function modelsCommand(cmd: ModelsCommand, ioIn: ModelsCommandIo = {}): Promise<number> {
   const io = { env: ioIn.env ?? process.env, stdout: ioIn.stdout ?? process.stdout, stderr: ioIn.stderr ?? process.stderr, signal: ioIn.signal };
-  const [sub, ...rest] = args;
   try {
-    switch (sub) {
+    switch (cmd.command) {
       case 'pull':
-        return await pull(rest, io);
-      case 'list':
-      case 'ls': {
-        const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
-        if (positionals.length) throw new UsageError('models list takes no arguments');
+        return await pull(cmd, io);
+      case 'list': {
         const models = await new ModelCatalogue(pullSettings(io.env).modelsDir).list();
-        if (values.json) io.stdout.write(JSON.stringify(models, null, 2) + '\n');
+        if (cmd.json) io.stdout.write(JSON.stringify(models, null, 2) + '\n');
         else if (models.length === 0) io.stdout.write('no models pulled yet; e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF\n');
         else io.stdout.write(table(models));
         return 0;
       }
-      case 'rm':
-      case 'remove': {
-        const { positionals } = parseArgs({ args: rest, allowPositionals: true, options: {} });
-        const [name] = positionals;
-        if (positionals.length !== 1 || !name) throw new UsageError('models rm takes one model name (see portico models list)');
-        const r = await new ModelCatalogue(pullSettings(io.env).modelsDir).remove(name);
+      case 'rm': {
+        const r = await new ModelCatalogue(pullSettings(io.env).modelsDir).remove(cmd.name);
         io.stdout.write(
           r.removed === 'model'
             ? `removed ${r.model.name} and deleted ${r.model.path}\n`
-            : `removed the name ${positionals[0]}; the model stays as ${[r.model.name, ...r.model.aliases].join(', ')}\n`,
+            : `removed the name ${cmd.name}; the model stays as ${[r.model.name, ...r.model.aliases].join(', ')}\n`,
         );
         return 0;
       }
-      case undefined:
-      case 'help':
-      case '--help':
-      case '-h':
-        io.stdout.write(MODELS_HELP);
-        return sub === undefined ? 2 : 0;
-      default:
-        throw new UsageError(`unknown models command "${sub}"`);
     }
   } catch (e) {
-    if (e instanceof UsageError) {
-      io.stderr.write(`portico: ${e.message}\n\n${MODELS_HELP}`);
-      return 2;
-    }
-    if (e instanceof ConfigError || (e as { code?: string })?.code?.startsWith?.('ERR_PARSE_ARGS')) {
-      io.stderr.write(`portico: ${(e as Error).message}\n`);
+    if (e instanceof ConfigError) {
+      io.stderr.write(`portico: ${e.message}\n`);
       return 2;
     }
     if (e instanceof PullError) {

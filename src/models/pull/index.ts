@@ -8,6 +8,6 @@ export { PullError, type PullErrorCode } from './errors.js';
 export { pullSettings, type PullSettings, DEFAULT_HUB } from './settings.js';
 export { parseModelRef, type ModelRef } from './refs.js';
 export { defaultModelName, checkModelName } from './names.js';
-export { modelsCommand, MODELS_HELP } from './cli.js';
+export { modelsCommand, type ModelsCommand, type ModelsCommandIo } from './cli.js';
 export type { ModelKind, ModelFormat } from './verify.js';
 export { pulledModelSpecs, type PulledModelSpec } from './specs.js';

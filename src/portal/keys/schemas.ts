@@ -18,6 +18,14 @@ export const KeyRecordSchema = Type.Object({
   ),
 });
 
+/** GET api-keys (and management/api-keys): one page of the caller's keys */
+export const KeyListSchema = Type.Object({
+  list: Type.Array(KeyRecordSchema),
+  total: Type.Integer(),
+  page: Type.Integer(),
+  per_page: Type.Integer(),
+});
+
 export const CreatedKeyRecordSchema = Type.Object({
   api_key: Type.String({ description: 'the full key; shown only in this answer' }),
   ...KeyRecordSchema.properties,

@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import type { UserPrincipal } from '../../platform/auth/jwt.js';
 import type { ModelRegistry } from '../../models/registry.js';
 import type { KeyService } from '../keys/service.js';
 import { QUERY_SCOPES } from '../query/routes.js';
+import { MeSchema } from './schemas.js';
 
 export interface MeDeps {
   /** the portal's way of recognizing a user (bearer JWT, or the web page's session) */
@@ -18,12 +18,6 @@ export interface MeDeps {
 
 /** Endpoint scopes of inference keys (src/api/scopes.ts checks them); `model:NAME` entries are added per model. */
 const INFERENCE_ENDPOINT_SCOPES = ['responses', 'chat', 'embeddings', 'audio'];
-
-const KindSummary = Type.Object({
-  limit: Type.Integer({ description: 'at most this many active keys per user in one organization' }),
-  active: Type.Record(Type.String(), Type.Integer(), { description: 'org id -> active keys that count under the limit (expired ones do not)' }),
-  scopes: Type.Array(Type.String(), { description: 'the scope values this kind of key understands' }),
-});
 
 /**
  * GET /me: who the caller is and what they may do, for the web page (and any client): the organizations and
@@ -40,16 +34,7 @@ export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
         summary: 'The caller, their organizations, key limits, scope values and models (portal JWT or the web session)',
         security: [{ portalJwt: [] }],
         response: {
-          200: envelope(
-            Type.Object({
-              user_id: Type.String(),
-              org_roles: Type.Record(Type.String(), Type.String()),
-              admin_orgs: Type.Array(Type.String(), { description: 'organizations where the caller may create organization-level keys' }),
-              api_keys: KindSummary,
-              management_api_keys: KindSummary,
-              models: Type.Array(Type.Object({ id: Type.String(), type: Type.String({ description: 'text, speech, transcription or embeddings' }) })),
-            }),
-          ),
+          200: envelope(MeSchema),
         },
       },
     },

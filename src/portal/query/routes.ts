@@ -9,6 +9,7 @@ import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier, type UserPrincipal } from '.
 import type { KeyVerifier } from '../keys/verifier.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope, GroupBy } from '../usage/store.js';
+import { BalanceSchema } from './schemas.js';
 import type { FeatureModule } from '../../platform/module.js';
 import { QUERY_SCOPES } from '../keys/scopes.js';
 
@@ -98,7 +99,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
         summary: 'Credits granted minus cost used (Management API Key with balance:read, or a portal JWT)',
         querystring: Type.Object({ org_id: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }),
         response: {
-          200: envelope(Type.Object({ granted: Type.Number(), used: Type.Number(), balance: Type.Number(), currency: Type.String() })),
+          200: envelope(BalanceSchema),
         },
       },
     },

@@ -1,16 +1,9 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { KEY_PATH, portal, type KeyKind, type KeyRecord, type Me } from '../api.js';
+import { KEY_PATH, portal, type CreatedKeyRecord, type CreateKeyRequest, type KeyKind, type KeyList, type KeyRecord, type Me, type UpdateKeyRequest } from '../api.js';
 import { formatDate, useI18n } from '../i18n.js';
 import { Dialog, ErrorBox, Field, Notice } from '../components/ui.js';
 import { navigate } from '../router.js';
 import { rememberPlaygroundKey } from './Playground.js';
-
-interface ListResult {
-  list: KeyRecord[];
-  total: number;
-  page: number;
-  per_page: number;
-}
 
 type Confirm = { action: 'revoke' | 'restore' | 'delete'; key: KeyRecord };
 
@@ -31,11 +24,11 @@ export function Keys({ me, reloadMe }: { me: Me | null; reloadMe: () => Promise<
   const [org, setOrg] = useState('');
   const [page, setPage] = useState(1);
   const [perPage, setPerPage] = useState(20);
-  const [data, setData] = useState<ListResult | null>(null);
+  const [data, setData] = useState<KeyList | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState('');
   const [creating, setCreating] = useState(false);
-  const [created, setCreated] = useState<KeyRecord | null>(null);
+  const [created, setCreated] = useState<CreatedKeyRecord | null>(null);
   const [editing, setEditing] = useState<KeyRecord | null>(null);
   const [confirm, setConfirm] = useState<Confirm | null>(null);
   const tabs = useRef<HTMLDivElement>(null);
@@ -61,7 +54,7 @@ export function Keys({ me, reloadMe }: { me: Me | null; reloadMe: () => Promise<
     if (org) q.set('org_id', org);
     if (query) q.set('search', query);
     try {
-      const list = await portal<ListResult>('GET', `${KEY_PATH[kind]}?${q}`);
+      const list = await portal<KeyList>('GET', `${KEY_PATH[kind]}?${q}`);
       if (mine !== latest.current) return;
       setData(list);
       setError(null);
@@ -274,7 +267,7 @@ export function Keys({ me, reloadMe }: { me: Me | null; reloadMe: () => Promise<
   );
 }
 
-function CreateDialog(props: { open: boolean; kind: KeyKind; me: Me | null; onClose: () => void; onCreated: (k: KeyRecord) => void }) {
+function CreateDialog(props: { open: boolean; kind: KeyKind; me: Me | null; onClose: () => void; onCreated: (k: CreatedKeyRecord) => void }) {
   const { t } = useI18n();
   const [name, setName] = useState('');
   const [description, setDescription] = useState('');
@@ -304,10 +297,10 @@ function CreateDialog(props: { open: boolean; kind: KeyKind; me: Me | null; onCl
     setBusy(true);
     setError(null);
     try {
-      const body: Record<string, unknown> = { name, description, scopes };
+      const body: CreateKeyRequest = { name, description, scopes };
       if (expires) body.expires_at = endOfDay(expires);
       if (org !== PERSONAL) body.org_id = org;
-      props.onCreated(await portal<KeyRecord>('POST', KEY_PATH[props.kind], body));
+      props.onCreated(await portal<CreatedKeyRecord>('POST', KEY_PATH[props.kind], body));
     } catch (err) {
       setError(err);
     } finally {
@@ -369,13 +362,13 @@ function CreateDialog(props: { open: boolean; kind: KeyKind; me: Me | null; onCl
   );
 }
 
-function CreatedDialog({ created, kind, onClose }: { created: KeyRecord | null; kind: KeyKind; onClose: () => void }) {
+function CreatedDialog({ created, kind, onClose }: { created: CreatedKeyRecord | null; kind: KeyKind; onClose: () => void }) {
   const { t } = useI18n();
   const [copied, setCopied] = useState('');
   const input = useRef<HTMLInputElement>(null);
   useLayoutEffect(() => setCopied(''), [created]);
   const copy = async () => {
-    const value = created!.api_key!;
+    const value = created!.api_key;
     try {
       await navigator.clipboard.writeText(value);
     } catch {
@@ -408,7 +401,7 @@ function CreatedDialog({ created, kind, onClose }: { created: KeyRecord | null; 
                 class="secondary"
                 id="use-in-playground"
                 onClick={() => {
-                  rememberPlaygroundKey({ id: created.id, name: created.name, key: created.api_key! });
+                  rememberPlaygroundKey({ id: created.id, name: created.name, key: created.api_key });
                   onClose();
                   navigate('/playground');
                 }}
@@ -443,7 +436,7 @@ function EditDialog({ editing, kind, onClose, onSaved }: { editing: KeyRecord | 
   const submit = async (e: Event) => {
     e.preventDefault();
     try {
-      onSaved(await portal<KeyRecord>('PUT', `${KEY_PATH[kind]}/${encodeURIComponent(editing!.id)}`, { name, description }));
+      onSaved(await portal<KeyRecord>('PUT', `${KEY_PATH[kind]}/${encodeURIComponent(editing!.id)}`, { name, description } satisfies UpdateKeyRequest));
     } catch (err) {
       setError(err);
     }

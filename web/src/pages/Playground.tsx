@@ -1,5 +1,5 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { KEY_PATH, portal, v1, type KeyRecord, type Me } from '../api.js';
+import { KEY_PATH, portal, v1, type CreatedKeyRecord, type CreateKeyRequest, type Me } from '../api.js';
 import { useI18n } from '../i18n.js';
 import { ErrorBox, Field, Notice } from '../components/ui.js';
 
@@ -45,11 +45,11 @@ export function Playground({ me }: { me: Me | null }) {
   const createKey = async () => {
     setError(null);
     try {
-      const k = await portal<KeyRecord>('POST', KEY_PATH.api_keys, {
+      const k = await portal<CreatedKeyRecord>('POST', KEY_PATH.api_keys, {
         name: t('play.keyName'),
         description: t('play.keyDescription', { date: new Date().toISOString().slice(0, 10) }),
-      });
-      rememberPlaygroundKey({ id: k.id, name: k.name, key: k.api_key! });
+      } satisfies CreateKeyRequest);
+      rememberPlaygroundKey({ id: k.id, name: k.name, key: k.api_key });
       setKey(k.id);
       setVersion((v) => v + 1);
     } catch (e) {

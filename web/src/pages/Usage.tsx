@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { portal, type Me } from '../api.js';
+import { portal, type Balance, type Me } from '../api.js';
 import { formatNumber, useI18n, type Key } from '../i18n.js';
 import { ErrorBox, Field } from '../components/ui.js';
 import type { Series } from '../chart.js';
@@ -21,12 +21,6 @@ interface UsageResult {
   end_time: number;
   list: UsageRow[];
   total: Omit<UsageRow, 'date' | 'model'>;
-}
-interface Balance {
-  granted: number;
-  used: number;
-  balance: number;
-  currency: string;
 }
 
 const day = (d: Date) => `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;

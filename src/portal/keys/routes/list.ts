@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import { envelope, ok } from '../../../platform/http/portal-envelope.js';
-import { KeyRecordSchema, ListKeysQuery } from '../schemas.js';
+import { KeyListSchema, ListKeysQuery } from '../schemas.js';
 import type { KeyRoutesDeps } from './deps.js';
 
 export default function (app: FastifyInstance, { service, base, tag }: KeyRoutesDeps) {
@@ -13,16 +12,7 @@ export default function (app: FastifyInstance, { service, base, tag }: KeyRoutes
         tags: [tag],
         summary: "List the caller's API keys",
         querystring: ListKeysQuery,
-        response: {
-          200: envelope(
-            Type.Object({
-              list: Type.Array(KeyRecordSchema),
-              total: Type.Integer(),
-              page: Type.Integer(),
-              per_page: Type.Integer(),
-            }),
-          ),
-        },
+        response: { 200: envelope(KeyListSchema) },
       },
     },
     async (req) => ok(req, await service.list(req.user!, req.query)),

@@ -1,0 +1,4 @@
+import { Type } from 'typebox';
+
+/** GET /query/balance: credits granted minus cost used (the web page types it from here). */
+export const BalanceSchema = Type.Object({ granted: Type.Number(), used: Type.Number(), balance: Type.Number(), currency: Type.String() });
