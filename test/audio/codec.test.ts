@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PcmChunk } from '../../src/engines/types.js';
+import { waitFor, quietFor } from '../helpers/wait.js';
 import {
   AudioDecodeError,
   FfmpegEncoder,
@@ -270,7 +271,7 @@ describe('formats', () => {
     closeSpareEncoders();
     const pieces: PcmChunk[] = [{ samples: tone(300, 1, 16000), sampleRate: 16000 }];
     const a = await collectBytes(encodeSpeech(fromChunks(pieces), 'aac'));
-    for (let i = 0; i < 50 && spareEncoderCount() === 0; i++) await sleep(20);
+    await waitFor(() => spareEncoderCount() > 0, { what: 'a spare ffmpeg' });
     assert.equal(spareEncoderCount(), 1);
     const b = await collectBytes(encodeSpeech(fromChunks(pieces), 'aac'));
     assert.equal(b.bytes.length > 0, true);
@@ -312,11 +313,11 @@ describe('formats', () => {
       },
       { name: 'AbortError' },
     );
-    await sleep(100);
+    await waitFor(() => sourceClosed, { what: 'the PCM source to be closed' });
     const pulledAtStop = pulled;
-    await sleep(200);
+    // a short pause proving a negative: nothing pulls PCM any more
+    await quietFor(100);
     assert.equal(pulled, pulledAtStop, 'no more PCM is pulled after the abort');
-    assert.ok(sourceClosed, 'the PCM source was closed');
   });
 
   test('FfmpegEncoder: killing on abort ends the process', async () => {
@@ -328,8 +329,7 @@ describe('formats', () => {
     ac.abort();
     const out: Buffer[] = [];
     for await (const b of enc) out.push(b);
-    for (let i = 0; i < 50 && alive(pid); i++) await sleep(10);
-    assert.equal(alive(pid), false, 'ffmpeg is gone');
+    await waitFor(() => !alive(pid), { what: 'ffmpeg to be gone' });
   });
 
   test('an ffmpeg failure surfaces as an error', async () => {

@@ -6,6 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MODEL, VIA_RESPONSES, expectError, readChatStream, setupChat, type ChatEnv } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const user = [{ role: 'user', content: 'hi' }];
 process.env.CHAT_TEST_UPSTREAM_KEY = 'sk-upstream-secret-0123456789';
@@ -251,12 +252,14 @@ describe('chat completions: upstream failures', () => {
     await rec.closed;
     assert.equal(rec.aborted, true, 'the upstream request was closed before its answer ended');
     // the record is written once the abort reached the service
-    let row;
-    for (let i = 0; i < 50 && !(row && row.requests > before); i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      row = (await e.usage('alice')).find((x) => x.operation === 'chat.completions');
-    }
-    assert.equal(row!.requests, before + 1, 'charged (an estimate: the upstream never sent its usage)');
+    const row = await waitFor(
+      async () => {
+        const r = (await e.usage('alice')).find((x) => x.operation === 'chat.completions');
+        return r && r.requests > before ? r : undefined;
+      },
+      { what: 'the usage record' },
+    );
+    assert.equal(row.requests, before + 1, 'charged (an estimate: the upstream never sent its usage)');
 
     // a JSON answer the client stops waiting for: the upstream is stopped too
     e.up.script({ headerDelayMs: 2000 });

@@ -4,6 +4,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startCluster, createResponse, instanceOwningPort, parseSse, type Cluster, type Instance } from '../helpers/cluster.js';
 import { startScriptedUpstream, type ScriptedUpstream, type RecordedRequest } from '../helpers/scripted-upstream.js';
+import { waitFor, quietFor } from '../helpers/wait.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -56,23 +57,27 @@ describe('background responses across two instances (BullMQ on Redis)', () => {
 
   test('cancelled on the instance that does not run it: status cancelled, the upstream request aborted', async () => {
     const { id, upstream, runner, other } = await startJob(300, 40);
-    await sleep(600);
+    // the job is under way: its answer is streaming (frames are 300 ms apart)
+    await waitFor(() => upstream.written >= 3, { timeoutMs: 20_000, what: 'the job to stream' });
     const t0 = Date.now();
     const res = await fetch(`${other.url}/v1/responses/${id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${key}` } });
     const body = (await res.json()) as any;
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.equal(body.status, 'cancelled', `cancel on ${other.name} (job on ${runner.name}) answered ${body.status}`);
     assert.ok(Date.now() - t0 < 5000);
-    await Promise.race([upstream.closed, sleep(3000)]);
+    // ends when the upstream request closes; the timeout only bounds a failure
+    await Promise.race([upstream.closed, sleep(15_000)]);
     assert.equal(upstream.aborted, true, 'the upstream request was not aborted');
-    // both instances agree, and it stays cancelled
-    await sleep(500);
+    // both instances agree, and it stays cancelled: a short pause proving a negative (no late status overwrites it)
+    await quietFor(300);
     for (const inst of c.instances) assert.equal((await getResponse(inst, key, id)).body.status, 'cancelled');
   });
 
   test('replayed on the other instance while it runs and after it ended: every event once, in order', async () => {
-    const { id, other, runner } = await startJob(120, 16);
-    const [live, resumed] = await Promise.all([replay(other, key, id), (async () => (await sleep(400), replay(other, key, id, 5)))()]);
+    const { id, other, runner, upstream } = await startJob(120, 16);
+    // the second replay starts while the job runs, once its first deltas went out (16 frames 120 ms apart)
+    const midway = async () => (await waitFor(() => upstream.written >= 5, { timeoutMs: 20_000, what: 'the first deltas' }), replay(other, key, id, 5));
+    const [live, resumed] = await Promise.all([replay(other, key, id), midway()]);
     assertContiguous(live, 0);
     assert.equal(live[0].type, 'response.created');
     assert.equal(live.at(-1).type, 'response.completed', `last event ${live.at(-1).type} (job on ${runner.name}, replay on ${other.name})`);
@@ -99,8 +104,8 @@ describe('background responses across two instances (BullMQ on Redis)', () => {
   });
 
   test('the instance running a job is killed (SIGKILL): the job ends failed on the survivor, never stuck in_progress', async () => {
-    const { id, runner, other } = await startJob(500, 60);
-    await sleep(300);
+    const { id, runner, other, upstream } = await startJob(500, 60);
+    await waitFor(() => upstream.written >= 2, { timeoutMs: 20_000, what: 'the job to stream' });
     assert.equal((await getResponse(other, key, id)).body.status, 'in_progress');
     const t0 = Date.now();
     runner.kill('SIGKILL');

@@ -6,8 +6,16 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startCluster, type Cluster, type Instance } from '../helpers/cluster.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { waitFor } from '../helpers/wait.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** outcomes so far, by phase and status (named when a phase times out) */
+function countBy(outcomes: Outcome[]): Record<string, number> {
+  const n: Record<string, number> = {};
+  for (const o of outcomes) n[`${o.kind} ${o.phase} ${o.status || o.network}`] = (n[`${o.kind} ${o.phase} ${o.status || o.network}`] ?? 0) + 1;
+  return n;
+}
 
 interface Outcome {
   kind: 'response' | 'key';
@@ -121,19 +129,50 @@ describe('PostgreSQL and Redis going away under load (two instances, through cut
       phase = p;
       marks[p] = Date.now();
     };
-    await sleep(1500);
+    const responses = (p: string) => outcomes.filter((o) => o.kind === 'response' && o.phase === p);
+    const keysIn = (p: string) => outcomes.filter((o) => o.kind === 'key' && o.phase === p);
+    const both = (f: (inst: string) => boolean) => f('A') && f('B');
+    // Each phase lasts until what it is for has happened (answers seen, an outage felt, a recovery steady), not
+    // for a fixed time: a busy machine makes fewer requests a second, and each phase waits for as many as it needs.
+    const until = async (what: string, cond: () => boolean) => {
+      try {
+        await waitFor(cond, { timeoutMs: 45_000, everyMs: 50, what });
+      } catch (e) {
+        throw new Error(`${(e as Error).message}; outcomes so far ${JSON.stringify(countBy(outcomes))}`);
+      }
+    };
+    /** the service is steady again: the last 6 answers on each instance are all 200; then 12 more requests, which all must be */
+    const recovered = async (p: string) => {
+      await until(`steady answers in ${p}`, () =>
+        both((inst) => {
+          const last = responses(p)
+            .filter((o) => o.instance === inst)
+            .slice(-6);
+          return last.length === 6 && last.every((o) => o.status === 200);
+        }),
+      );
+      const steady = (marks[`${p}-steady`] = Date.now());
+      await until(`12 requests after ${p} got steady`, () => responses(p).filter((o) => o.start >= steady).length >= 12);
+    };
+
+    await until('answers on both instances before the first cut', () => both((inst) => responses('baseline').filter((o) => o.instance === inst && o.status === 200).length >= 4));
     enter('pg-down');
     await c.pgProxy!.cut();
-    await sleep(3000);
+    await until('the PostgreSQL outage to be felt', () => responses('pg-down').some((o) => o.status === 503) && responses('pg-down').length >= 8 && keysIn('pg-down').length >= 1);
     await c.pgProxy!.restore();
     enter('pg-back');
-    await sleep(4000);
+    await recovered('pg-back');
     enter('redis-down');
     await c.redisProxy!.cut();
-    await sleep(3000);
+    await until(
+      'the Redis outage to be felt',
+      () => responses('redis-down').some((o) => o.status === 503) && responses('redis-down').length >= 8 && keysIn('redis-down').length >= 2,
+    );
     await c.redisProxy!.restore();
     enter('redis-back');
-    await sleep(4000);
+    await recovered('redis-back');
+    // enough acknowledged key creates for the check that none is lost (the key loop is slower than the others)
+    await until('more than 10 keys created', () => outcomes.filter((o) => o.kind === 'key' && o.status === 200).length > 10);
     stop = true;
     await Promise.all(loops);
 
@@ -165,7 +204,6 @@ describe('PostgreSQL and Redis going away under load (two instances, through cut
       assert.equal(o.code, 'service_unavailable');
       assert.ok(o.ms < 6000, `a failing ${o.kind} request took ${o.ms} ms`);
     }
-    const responses = (p: string) => outcomes.filter((o) => o.kind === 'response' && o.phase === p);
     // each outage was felt: 503s while PostgreSQL and while Redis were away
     assert.ok(
       responses('pg-down').some((o) => o.status === 503),
@@ -182,13 +220,13 @@ describe('PostgreSQL and Redis going away under load (two instances, through cut
       [],
       c.instances.map((i) => i.output().slice(-1500)).join('\n'),
     );
-    // recovery without a restart: in the last 2 s of each "back" phase every request succeeds, on both instances
+    // recovery without a restart: once each "back" phase got steady, every request succeeds, on both instances
     for (const [p, endAt] of [
       ['pg-back', marks['redis-down']],
       ['redis-back', Date.now()],
     ] as const) {
       // a request still in flight when the next cut came belongs to that outage, not to this recovery
-      const late = responses(p).filter((o) => o.start > endAt - 2000 && o.start + o.ms < endAt);
+      const late = responses(p).filter((o) => o.start >= marks[`${p}-steady`] && o.start + o.ms < endAt);
       assert.ok(late.length > 10, `only ${late.length} requests late in ${p}`);
       const lateBad = late.filter((o) => o.status !== 200);
       const logs = c.instances

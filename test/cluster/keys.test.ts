@@ -15,7 +15,7 @@ async function models(inst: Instance, key: string) {
 }
 
 /** Polls `inst` until the key is refused; gives the time from `since` and the last answer. */
-async function refusedWithin(inst: Instance, key: string, since: number, limitMs = 3000) {
+async function refusedWithin(inst: Instance, key: string, since: number, limitMs = 15_000) {
   while (true) {
     const r = await models(inst, key);
     const ms = Date.now() - since;
@@ -24,6 +24,11 @@ async function refusedWithin(inst: Instance, key: string, since: number, limitMs
     await sleep(10);
   }
 }
+
+/** how long a verified key is served from memory in this file's instances */
+const FRESH_MS = 60_000;
+/** a change reached the other instance through the feed: well before its entry would expire */
+const FEED_MS = 10_000;
 
 describe('key changes and rate limits across two instances', () => {
   let up: ScriptedUpstream;
@@ -40,7 +45,10 @@ describe('key changes and rate limits across two instances', () => {
 
   before(async () => {
     up = await startScriptedUpstream({ record: false });
-    c = await startCluster({ upstreamUrl: up.url, redisDb: 11 });
+    // verified keys stay fresh for a minute here (1 s by default): a change the other instance sees within
+    // seconds came through the change feed, not from its entry expiring. The bounds below are that clock's,
+    // generous for a busy machine, not the default second, which a loaded machine can exceed on its own.
+    c = await startCluster({ upstreamUrl: up.url, redisDb: 11, env: { KEY_CACHE_FRESH_MS: String(FRESH_MS) } });
     [a, b] = c.instances;
     jwt = await c.token('alice');
   });
@@ -57,7 +65,7 @@ describe('key changes and rate limits across two instances', () => {
     assert.equal(first.body.object, 'list');
   });
 
-  test('revoke on A: B refuses the key within 1 s', async () => {
+  test('revoke on A: B refuses the key at once (the change feed, not the cache expiring)', async () => {
     const { key, id } = await c.createKey(a, 'alice');
     // both instances have the key verified and cached
     assert.equal((await models(a, key)).status, 200);
@@ -67,23 +75,23 @@ describe('key changes and rate limits across two instances', () => {
     // from A's answer: the propagation, not A's own request, is what is timed
     const t0 = Date.now();
     const r = await refusedWithin(b, key, t0);
-    assert.ok(r.ms < 1000, `B still accepted the revoked key after ${r.ms} ms`);
+    assert.ok(r.ms < FEED_MS, `B still accepted the revoked key after ${r.ms} ms`);
     assert.equal(r.body.error.code, 'api_key_revoked');
     assert.equal((await models(a, key)).status, 401);
   });
 
-  test('delete on A: B refuses the key within 1 s', async () => {
+  test('delete on A: B refuses the key at once (the change feed)', async () => {
     const { key, id } = await c.createKey(a, 'alice');
     assert.equal((await models(b, key)).status, 200);
     const del = await portal(a, `/api-keys/${id}`, 'DELETE');
     assert.equal(del.status, 200);
     const t0 = Date.now();
     const r = await refusedWithin(b, key, t0);
-    assert.ok(r.ms < 1000, `B still accepted the deleted key after ${r.ms} ms`);
+    assert.ok(r.ms < FEED_MS, `B still accepted the deleted key after ${r.ms} ms`);
     assert.equal(r.body.error.code, 'invalid_api_key');
   });
 
-  test('`portico keys disable` as its own process: A and B refuse the key within 1 s of its exit', async () => {
+  test('`portico keys disable` as its own process: A and B refuse the key at once after its exit (the change feed)', async () => {
     const { key, id } = await c.createKey(a, 'alice');
     assert.equal((await models(a, key)).status, 200);
     assert.equal((await models(b, key)).status, 200);
@@ -92,13 +100,13 @@ describe('key changes and rate limits across two instances', () => {
     assert.equal(cli.code, 0, cli.stderr);
     assert.match(cli.stdout, /disabled/);
     const [ra, rb] = await Promise.all([refusedWithin(a, key, t0), refusedWithin(b, key, t0)]);
-    assert.ok(ra.ms < 1000 && rb.ms < 1000, `refused after A ${ra.ms} ms, B ${rb.ms} ms`);
+    assert.ok(ra.ms < FEED_MS && rb.ms < FEED_MS, `refused after A ${ra.ms} ms, B ${rb.ms} ms`);
     assert.equal(rb.body.error.code, 'api_key_disabled');
     const en = await c.cli(['keys', 'enable', id]);
     assert.equal(en.code, 0, en.stderr);
     const t1 = Date.now();
     while ((await models(b, key)).status !== 200) {
-      assert.ok(Date.now() - t1 < 1000, 'the re-enabled key is still refused on B after 1 s');
+      assert.ok(Date.now() - t1 < FEED_MS, `the re-enabled key is still refused on B after ${FEED_MS} ms`);
       await sleep(10);
     }
   });
@@ -135,9 +143,9 @@ describe('key changes and rate limits across two instances', () => {
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {
       statuses.push((await createResponse((i % 2 ? b : a).url, key, { model: 'm1', input: 'hi', store: false, max_output_tokens: 4 })).status);
-      await sleep(100);
     }
-    // 14 + 14 used: a third would reserve 12 more, past 30
+    // 14 + 14 used (or 12 still reserved where the settle, one atomic +2, has not landed yet: no pause is needed
+    // for it): a third would reserve 12 more, past 30 either way
     assert.deepEqual(statuses, [200, 200, 429]);
     for (const inst of [a, b]) {
       const r = await createResponse(inst.url, key, { model: 'm1', input: 'hi', store: false, max_output_tokens: 4 });

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { startCluster, createResponse, parseSse, type Cluster, type Instance } from '../helpers/cluster.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { waitFor } from '../helpers/wait.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -122,9 +123,16 @@ describe('health, readiness, metrics and graceful shutdown of real processes', (
     // the stream is under way: ask the process to stop
     const t0 = Date.now();
     b.kill('SIGTERM');
-    await sleep(300);
-    const during = await freshGet(`${b.url}/healthz`);
+    // until the process took the signal: then a new connection is refused, while the stream still runs
+    const during = await waitFor(
+      async () => {
+        const g = await freshGet(`${b.url}/healthz`);
+        return g.error ? g : undefined;
+      },
+      { timeoutMs: 10_000, what: 'new connections to be refused' },
+    );
     assert.equal(during.error, 'ECONNREFUSED', `a new connection during shutdown got ${JSON.stringify(during)}`);
+    assert.ok(b.running, 'refused while the process still drains its stream');
     while (true) {
       const { value, done } = await reader.read();
       if (done) break;
@@ -139,8 +147,10 @@ describe('health, readiness, metrics and graceful shutdown of real processes', (
     assert.equal(signal, null);
     assert.equal(code, 0, b.output());
     assert.ok(ms < 8000 + 2000, `exited ${ms} ms after SIGTERM (grace 8000)`);
-    // it does not sit out the grace period once its last stream is done (idle keep-alive sockets are closed)
-    assert.ok(Date.now() - streamEnded < 2000, `exited ${Date.now() - streamEnded} ms after the last stream ended`);
+    // it does not sit out the grace period once its last stream is done (idle keep-alive sockets are closed):
+    // against the server's own clock, it exits before its 8 s grace would end (the stream, 12 pieces 200 ms
+    // apart, ended before that, or the server would have cut it)
+    assert.ok(ms < 8000, `exited ${ms} ms after SIGTERM, ${Date.now() - streamEnded} ms after the last stream ended (grace 8000)`);
     // the stored response is complete and A serves it
     const id = events.at(-1).response.id;
     const got = await fetch(`${a.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { waitFor } from '../helpers/wait.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import { createCore } from '../../src/compose/core.js';
 import { loadConfig } from '../../src/platform/config.js';
@@ -152,12 +153,14 @@ test('a second SIGTERM exits at once, a long grace period or not', async () => {
     up.script({ text: ['Hello', ' there', ' never'], hangAfter: 3 });
     const { done } = await hangingStream(s);
     s.proc.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
+    // the first signal was taken (its log line), not a guess at how long that takes
+    await waitFor(() => /shutting down/.test(s.out()), { what: 'the shutdown to start' });
     assert.equal(s.proc.exitCode, null, 'still draining after the first SIGTERM');
     const t0 = Date.now();
     s.proc.kill('SIGTERM');
     const exit = await s.exited;
-    assert.ok(exit.at - t0 < 3000, `exited ${exit.at - t0} ms after the second SIGTERM`);
+    // "at once" against the clock the server itself uses: far inside its 60 s grace period (a busy machine's slack)
+    assert.ok(exit.at - t0 < 20_000, `exited ${exit.at - t0} ms after the second SIGTERM (grace 60 s)`);
     assert.equal(exit.code, 1);
     await done;
   } finally {

@@ -8,6 +8,7 @@ import { createOpenAICompatibleEmbeddingsEngine } from '../../src/engines/openai
 import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../../src/engines/types.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { longestStringify } from '../helpers/stringify-spy.js';
+import { stallWatch } from '../helpers/wait.js';
 
 let up: ScriptedUpstream;
 let engine: TextEngine;
@@ -445,11 +446,13 @@ test('chat: no answer within timeoutMs -> upstream_unavailable 504, and a stalle
     { hang: true },
     { raw: ['data: {"choices":[{"index":0,"delta":{"content":"a "}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'], delayMs: 3000 },
   );
+  const stalls = stallWatch();
   const t0 = Date.now();
   const { error } = await failure(e.generate(req()));
   assert.equal(error.code, 'upstream_unavailable');
   assert.equal(error.status, 504);
-  assert.ok(Date.now() - t0 < 2500, `the timeout came after ${Date.now() - t0} ms`);
+  // the 500 ms timer fired: late by no more than 2 s plus what the event loop was stalled
+  assert.ok(Date.now() - t0 < 2500 + stalls.stop(), `the timeout came after ${Date.now() - t0} ms`);
   const r = await failure(e.generate(req()));
   assert.equal(r.error.status, 504);
   assert.equal(text(r.events), 'a ');
@@ -644,11 +647,12 @@ test('stream false: an upstream that streams anyway is read as a stream', async 
 test('stream false: no answer within timeoutMs -> 504; an abort while waiting closes the upstream request', async () => {
   const e = createOpenAICompatibleEngine({ baseUrl: up.url, api: 'chat.completions', timeoutMs: 150 });
   up.script({ hang: true });
+  const stalls = stallWatch();
   const t0 = Date.now();
   const { error } = await failure(e.generate(req({ stream: false })));
   assert.equal(error.code, 'upstream_unavailable');
   assert.equal(error.status, 504);
-  assert.ok(Date.now() - t0 < 1000);
+  assert.ok(Date.now() - t0 < 1000 + stalls.stop(), `the 150 ms timeout came after ${Date.now() - t0} ms`);
   await up.requests[0].closed;
   assert.equal(up.requests[0].aborted, true);
 

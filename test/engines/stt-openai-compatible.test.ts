@@ -14,6 +14,7 @@ import {
 import { languageCode, languageName } from '../../src/engines/shared/languages.js';
 import { EngineError, type PcmChunk, type TranscribeRequest } from '../../src/engines/types.js';
 import { DEFAULT_VERBOSE_JSON, int16ToLeBytes, startScriptedAudioUpstream, tone } from '../helpers/scripted-audio-upstream.js';
+import { stallWatch } from '../helpers/wait.js';
 
 const FILE = Buffer.from('RIFF\x24\x00\x00\x00WAVEfmt fake wav bytes \x00\x01\x02\xff', 'latin1');
 
@@ -187,9 +188,11 @@ test('transcription: timeout is 504, abort cancels the upstream request', async 
   try {
     up.setDefault({ type: 'hang' });
     const slow = createOpenAICompatibleTranscriptionEngine({ baseUrl: up.baseUrl, timeoutMs: 200 });
+    const stalls = stallWatch();
     const t0 = Date.now();
     await assert.rejects(slow.transcribe(req()), isEngineError('upstream_timeout', 504, /within/));
-    assert.ok(Date.now() - t0 < 1500);
+    // the 200 ms timer fired: late by no more than 1.3 s plus what the event loop was stalled
+    assert.ok(Date.now() - t0 < 1500 + stalls.stop(), `the timeout came after ${Date.now() - t0} ms`);
 
     const engine = createOpenAICompatibleTranscriptionEngine({ baseUrl: up.baseUrl });
     const ac = new AbortController();

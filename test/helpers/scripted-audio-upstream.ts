@@ -270,7 +270,7 @@ export async function startScriptedAudioUpstream(): Promise<ScriptedAudioUpstrea
     setDefault(reply) {
       fallback = reply;
     },
-    async waitForRequests(n, timeoutMs = 5000) {
+    async waitForRequests(n, timeoutMs = 15_000) {
       const until = Date.now() + timeoutMs;
       while (requests.length < n) {
         if (Date.now() > until) throw new Error(`scripted upstream: ${requests.length} of ${n} requests after ${timeoutMs} ms`);

@@ -84,6 +84,8 @@ export interface RecordedRequest {
   aborted: boolean;
   /** when the request's head arrived (performance.now() of this process) */
   at: number;
+  /** how many frames (SSE events) of a streamed answer were written so far: a test waits on it, not on a clock */
+  written: number;
   /** resolves when the answer finished or the connection closed */
   closed: Promise<void>;
 }
@@ -392,6 +394,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       remotePort: req.socket.remotePort ?? 0,
       aborted: false,
       at: performance.now(),
+      written: 0,
       closed: new Promise<void>((r) => (closedResolve = r)),
     };
     res.on('close', () => {
@@ -448,7 +451,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       const body = reply.errorBody ?? { error: { message: reply.errorMessage ?? `scripted error ${reply.status}`, type: 'invalid_request_error', param: null, code: null } };
       return typeof body === 'string' ? send(res, reply.status, 'text/plain', body, reply.headers) : json(res, reply.status, body, reply.headers);
     }
-    if (reply.raw) return stream(res, reply, reply.raw);
+    if (reply.raw) return stream(rec, res, reply, reply.raw);
     if (reply.rawJson !== undefined) return send(res, 200, 'application/json', reply.rawJson, reply.headers);
     const body = rec.body ?? {};
     if (path === '/embeddings') {
@@ -467,19 +470,21 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     if (responses) {
       const evs = responsesEvents(p, reply);
       return stream(
+        rec,
         res,
         reply,
         evs.map((e) => `event: ${JSON.parse(e).type}\ndata: ${e}\n\n`),
       );
     }
     return stream(
+      rec,
       res,
       reply,
       chatEvents(p, reply, body).map((e) => `data: ${e}\n\n`),
     );
   }
 
-  async function stream(res: http.ServerResponse, reply: Reply, frames: string[]): Promise<void> {
+  async function stream(rec: RecordedRequest, res: http.ServerResponse, reply: Reply, frames: string[]): Promise<void> {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...reply.headers });
     const delay = reply.delayMs ?? 0;
     if (!delay) res.cork();
@@ -503,6 +508,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
         // a first frame right away so the headers and early events flush
       }
       res.write(frames[i]);
+      rec.written++;
     }
     if (!delay) res.uncork();
     res.end();

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { FakeHub, sha256, type FakeHubRepo } from '../helpers/fake-hub.js';
 import { makeTinyGguf } from '../helpers/tiny-gguf.js';
+import { stallWatch } from '../helpers/wait.js';
 import { encodeGguf, str, u32 } from '../helpers/gguf-writer.js';
 import { pullModel, type PullEvent, type PullOptions } from '../../src/models/pull/pull.js';
 import { ModelCatalogue } from '../../src/models/pull/catalogue.js';
@@ -474,10 +475,13 @@ describe('the catalogue', () => {
     try {
       await waitFor(() => seen.length === 1 && polled.length === 1);
       assert.deepEqual(seen[0], [], 'the current (empty) list first');
+      const stalls = stallWatch();
       const t0 = Date.now();
       await pullModel('hf:acme/Tiny-Chat-GGUF', opts(dir));
       await waitFor(() => seen.length === 2);
-      assert.ok(Date.now() - t0 < 1500, 'seen within the pull plus a moment');
+      // within the pull plus a moment (plus what this process's event loop was stalled), not the 2 s poll
+      const stalled = stalls.stop();
+      assert.ok(Date.now() - t0 < 1500 + stalled, `seen ${Date.now() - t0} ms after the pull started (${stalled.toFixed(0)} ms of stalls)`);
       assert.deepEqual(seen[1], ['tiny-chat:q4_k_m']);
       await new ModelCatalogue(dir).remove('tiny-chat:q4_k_m');
       await waitFor(() => seen.length === 3 && polled.length === 3);

@@ -1,6 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { abortError, AsyncChannel } from '../../src/platform/async-channel.js';
+import { waitFor } from '../helpers/wait.js';
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
@@ -198,8 +199,12 @@ describe('AsyncChannel', () => {
     let stopped = false;
     const ch = new AsyncChannel<number>({ onReturn: () => (stopped = true) });
     let i = 0;
+    let refused = false;
     const timer = setInterval(() => {
-      if (!ch.push(i++)) clearInterval(timer);
+      if (!ch.push(i++)) {
+        refused = true;
+        clearInterval(timer);
+      }
     }, 1);
     const got: number[] = [];
     for await (const v of ch) {
@@ -208,7 +213,8 @@ describe('AsyncChannel', () => {
     }
     assert.deepEqual(got, [0, 1, 2]);
     assert.equal(stopped, true);
-    await new Promise((r) => setTimeout(r, 10));
+    // the producer's next push after the reader left is refused, and leaves nothing queued
+    await waitFor(() => refused, { what: 'a push refused' });
     clearInterval(timer);
     assert.equal(ch.size, 0);
   });

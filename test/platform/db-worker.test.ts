@@ -78,11 +78,15 @@ describe('the embedded database on its own thread', () => {
     // a statement outside the transaction waits until it commits, so it sees its row rather than interleaving
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    let inserted!: () => void;
+    const insertedInTx = new Promise<void>((r) => (inserted = r));
     const txDone = db.transaction().execute(async (tx) => {
       await sql`insert into tx_t values (3, 'late')`.execute(tx);
+      inserted();
       await gate;
     });
-    await new Promise((r) => setTimeout(r, 20));
+    // the transaction is open and has written its row: now a statement from outside
+    await insertedInTx;
     const outside = sql<{ n: number }>`select count(*)::int as n from tx_t`.execute(db);
     release();
     await txDone;
@@ -212,6 +216,7 @@ describe('a thread started ahead (serve)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'portico-dbw-pre-'));
     try {
       PGliteWorkerClient.prestart();
+      // a pause proving a negative: the thread started ahead creates nothing before it is told where
       await new Promise((r) => setTimeout(r, 300));
       assert.deepEqual(readdirSync(dir), []);
       const c = await PGliteWorkerClient.open({ dir: join(dir, 'pglite'), ...CONF });
@@ -237,6 +242,7 @@ describe('a crash of the database thread', () => {
       () => undefined,
       (e: unknown) => e as Error & { code?: string },
     );
+    // the thread gives no sign when it starts the statement; posted, it is in flight for the client either way
     await new Promise((r) => setTimeout(r, 30));
     const t0 = performance.now();
     await client.worker.terminate(); // what a WebAssembly abort or an out-of-memory end of the thread looks like

@@ -11,6 +11,7 @@ import { ConcurrencyLimiter, createWindowStore, RateLimiter, type LimitedKey } f
 import { AppError } from '../../src/platform/errors.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { testRedisUrl } from '../helpers/services.js';
+import { stallWatch } from '../helpers/wait.js';
 
 const key = (over: Partial<LimitedKey> = {}): LimitedKey => ({ keyId: `k_${randomBytes(6).toString('hex')}`, rpmLimit: null, tpmLimit: null, ...over });
 
@@ -175,12 +176,16 @@ describe('RateLimiter on Redis (shared by instances)', () => {
     const dead = createWindowStore({ url: 'redis://127.0.0.1:1/0', prefix: 'unused' });
     try {
       const rl = new RateLimiter(dead, { rpm: 5, tpm: 0 });
+      // bounds: the expected time plus what this process's event loop was stalled (a busy machine's slack); a
+      // later check that waited for a connection again would take the 2 s, far past its bound
+      let stalls = stallWatch();
       let t0 = Date.now();
       await assert.rejects(rl.check(key()));
-      assert.ok(Date.now() - t0 < 3_000, `the first check failed after ${Date.now() - t0} ms`);
+      assert.ok(Date.now() - t0 < 3_000 + stalls.stop(), `the first check failed after ${Date.now() - t0} ms`);
+      stalls = stallWatch();
       t0 = Date.now();
       await assert.rejects(rl.check(key()));
-      assert.ok(Date.now() - t0 < 500, `a later check failed after ${Date.now() - t0} ms`);
+      assert.ok(Date.now() - t0 < 500 + stalls.stop(), `a later check failed after ${Date.now() - t0} ms`);
     } finally {
       await dead.close();
     }

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { waitFor } from '../helpers/wait.js';
 import { startScriptedAudioUpstream, type ScriptedAudioUpstream } from '../helpers/scripted-audio-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { createLogger } from '../../src/platform/log.js';
@@ -226,7 +227,8 @@ describe('log format', () => {
     const sink = new Writable({ write: (c, _e, cb) => (out.push(c.toString()), cb()) });
     const pretty = createLogger('info', sink, 'pretty');
     pretty.info({ model: 'm1', status: 200 }, 'request');
-    await new Promise((r) => setTimeout(r, 50));
+    // the line is written a moment later (the logger's stream): until it is there
+    await waitFor(() => /request[\s\S]*\n$/.test(out.join('')), { what: 'the pretty line' });
     const text = out.join('');
     assert.match(text, /request/);
     assert.match(text, /\x1b\[\d+m/, 'ANSI colours');
@@ -235,7 +237,7 @@ describe('log format', () => {
     const jsonOut: string[] = [];
     const jsonLog = createLogger('info', new Writable({ write: (c, _e, cb) => (jsonOut.push(c.toString()), cb()) }), 'json');
     jsonLog.info({ model: 'm1' }, 'request');
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => jsonOut.join('').endsWith('\n'), { what: 'the JSON line' });
     assert.equal(JSON.parse(jsonOut.join('')).model, 'm1');
 
     const env = { DATA_DIR: mkdtempSync(join(tmpdir(), 'portico-logfmt-')), JWT_SECRET: 'x'.repeat(32), KEY_PEPPER: 'y'.repeat(32) };

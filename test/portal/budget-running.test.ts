@@ -16,6 +16,7 @@ import { BudgetGuard } from '../../src/portal/usage/budget.js';
 import { MemorySpendStore, type ReserveAsk, type SpendEntry, type SpendStore } from '../../src/portal/usage/spend.js';
 import type { UsageInsert, UsageScope, UsageStore } from '../../src/portal/usage/store.js';
 import { captureLog } from '../helpers/log.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** The ledger: usage rows (unique by record_id) and grants, with the store's balance rules. */
 function fakeLedger() {
@@ -53,6 +54,8 @@ class FlakyStore implements SpendStore {
   down = false;
   /** the next charge is applied and then reported as failed (the reply was lost) */
   applyThenFailNext = false;
+  /** resets that went through (a test waits on them rather than on a clock) */
+  resets = 0;
   constructor(readonly shared: MemorySpendStore) {}
   private gate() {
     if (this.down) throw Object.assign(new Error("Stream isn't writeable and enableOfflineQueue options is false"), { code: 'ECONNREFUSED' });
@@ -92,7 +95,8 @@ class FlakyStore implements SpendStore {
   }
   async reset(payer: string) {
     this.gate();
-    return this.shared.reset(payer);
+    await this.shared.reset(payer);
+    this.resets++;
   }
   async reachable() {
     this.gate();
@@ -226,9 +230,10 @@ test('Redis away: checks answer 503, charges of unknown outcome reset the payer,
   await b.usage.record(event(alice, 1234));
   await assert.rejects(b.budget.check(alice), (e: any) => e.code === 'service_unavailable' && e.status === 503);
   await quiesce(a, b);
+  const resets = b.store.resets;
   b.store.down = false;
-  // b retries its pending reset on its own within a second
-  await new Promise((r) => setTimeout(r, 1300));
+  // b retries its pending reset on its own (its retry timer, about a second): until it did, nothing calling it
+  await waitFor(() => b.store.resets > resets, { what: "b's own retry of the reset" });
   await assertExact(ledger, [a, b], personal);
 });
 

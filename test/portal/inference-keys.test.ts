@@ -155,6 +155,7 @@ for (const db of testDatabases()) {
       const exp = nowS() + 4;
       const k = assertOk(await call('POST', INFER, alice, { name: 'short lived', expires_at: exp }));
       assert.equal((await models$(k.api_key)).statusCode, 200);
+      // waits for the clock the code compares with (expires_at is in its seconds), not for the machine
       const wait = exp * 1000 - Date.now() + 20;
       if (wait > 0) await sleep(wait);
       assertOpenAIError(await models$(k.api_key), 401, 'api_key_expired');
@@ -244,7 +245,7 @@ for (const db of testDatabases()) {
         const call = caller(t);
         for (let i = 0; i < 10; i++) assert.equal((await call('GET', '/v1/models', key)).statusCode, 200);
         assert.equal(writes, 1);
-        await sleep(1020);
+        await sleep(1020); // the write interval (1 s, the code's own clock): timed behaviour, a lower bound
         for (let i = 0; i < 10; i++) assert.equal((await call('GET', '/v1/models', key)).statusCode, 200);
         assert.equal(writes, 2);
       } finally {

@@ -58,6 +58,7 @@ describe('last_used_at moves only when a request is served', () => {
     await eventually(async () => (await lastUsed(servedId)) > 0);
     assertOk(await call('GET', '/v1/portal/query/balance', mk.api_key));
     await eventually(async () => (await lastUsed(mk.id)) > 0);
+    // a short pause proving a negative (the writes above came after the refusals, so these had their chance)
     await sleep(50);
     // ...while the refused ones never were
     for (const k of [scoped, limited, broke]) assert.equal(await lastUsed(await idOf(k)), 0);

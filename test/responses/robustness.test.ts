@@ -1,6 +1,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setup, MODEL, type Env } from './util.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('responses: what a client cannot escape or break', () => {
   let e: Env;
@@ -30,10 +31,7 @@ describe('responses: what a client cannot escape or break', () => {
     while ((text.match(/output_text\.delta/g) ?? []).length < 5) text += dec.decode((await reader.read()).value, { stream: true });
     ac.abort();
     let rows = await usageRows();
-    for (let i = 0; i < 100 && rows.length === before; i++) {
-      await new Promise((r) => setTimeout(r, 30));
-      rows = await usageRows();
-    }
+    await waitFor(async () => (rows = await usageRows()).length !== before, { what: 'the usage record of the abandoned stream' });
     assert.equal(rows.length, before + 1, 'one usage record for the abandoned stream');
     const row = rows[rows.length - 1];
     assert.ok(row.output_tokens > 0, `output charged (${row.output_tokens})`);
@@ -64,12 +62,17 @@ describe('background: a cancel of a job still waiting for a slot', () => {
     e.up.script({ text: Array.from({ length: 40 }, (_, i) => `a${i} `), delayMs: 50 }, { text: 'B ran' });
     const a = await e.client.responses.create({ model: MODEL, input: 'slow A', background: true });
     const b = await e.client.responses.create({ model: MODEL, input: 'waiting B', background: true });
-    const t0 = Date.now();
+    // A holds the only slot (its answer takes 2 s): B waits for it
+    const upA = await waitFor(() => e.up.requests.find((r) => JSON.stringify(r.body).includes('slow A')), { what: 'A to run' });
     const cancelled = await e.client.responses.cancel(b.id);
     assert.equal(cancelled.status, 'cancelled');
-    assert.ok(Date.now() - t0 < 1000, `cancel took ${Date.now() - t0} ms`);
+    // at once: the cancel did not wait for the slot, A still runs (an ordering, not a clock)
+    assert.equal((await e.client.responses.retrieve(a.id)).status, 'in_progress', 'the cancel of B waited for A to finish');
     await e.client.responses.cancel(a.id);
-    await new Promise((r) => setTimeout(r, 300));
+    // the slot is free once A's upstream request closed: had B still been queued, it would start now
+    await upA.closed;
+    // a short pause proving a negative: B does not start
+    await new Promise((r) => setTimeout(r, 100));
     const bNow = await e.client.responses.retrieve(b.id);
     assert.equal(bNow.status, 'cancelled');
     assert.equal(bNow.output.length, 0);

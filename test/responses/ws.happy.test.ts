@@ -12,6 +12,7 @@ import type { ResponsesServerEvent } from 'openai/resources/responses/responses'
 import { buildTestApp, testDatabases, TEST_PG_URL } from '../helpers/app.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
+import { waitFor } from '../helpers/wait.js';
 import { MODEL, assertFullObject, assertUsage, checkFraming, eventually, readSse, setup, sleep, types, type Env } from './util.js';
 import { errorOf, finalOf, openWs, TERMINAL } from './ws-util.js';
 
@@ -313,11 +314,18 @@ describe('WebSocket mode: keep-alive pings', () => {
   test('a peer that answers pings stays; one that does not is cut within two intervals', async () => {
     const live = await openWs(e.url, e.key);
     const dead = await openWs(e.url, e.key, { autoPong: false });
-    const t0 = Date.now();
+    // counted in the server's own clock, its pings: not in milliseconds of a machine that may be busy
+    let livePings = 0;
+    let deadPings = 0;
+    live.ws.on('ping', () => livePings++);
+    dead.ws.on('ping', () => deadPings++);
     const closed = await dead.closed;
     assert.equal(closed.code, 1006, 'cut without a closing handshake');
-    assert.ok(Date.now() - t0 < 5000, 'within a few intervals (without pings it would stay open)');
-    await sleep(1600);
+    // within two intervals: at the check after its first unanswered ping (without pings it would stay open)
+    assert.ok(deadPings >= 1 && deadPings <= 2, `cut after ${deadPings} pings`);
+    // the live peer answers three more pings, each one checked by the server, and stays
+    const since = livePings;
+    await waitFor(() => livePings >= since + 3 || live.closeInfo, { what: 'three more pings of the live peer' });
     assert.equal(live.closeInfo, undefined);
     finalOf(await live.turn({ model: MODEL, store: false, input: 'alive' }));
     await live.close();

@@ -353,7 +353,8 @@ describe('the breaker state is shared through Redis', () => {
       await c1.responses.create({ model: 'breaker', input: '1' });
       await c1.responses.create({ model: 'breaker', input: '2' });
       assert.equal(a.requests.length, 2);
-      const deadline = Date.now() + 3000;
+      // a deadline that only bounds a failure (the breaker stays open for its 60 s cooldown)
+      const deadline = Date.now() + 10_000;
       while (two.runtime.router.health.get('br-a')!.state(Date.now()) !== 'open' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       assert.equal(two.runtime.router.health.get('br-a')!.state(Date.now()), 'open', 'the other instance heard it');
       await c2.responses.create({ model: 'breaker', input: '3' });
