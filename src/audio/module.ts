@@ -13,7 +13,7 @@ import type { FeatureModule } from '../platform/module.js';
 import type { AudioUpload } from '../engines/types.js';
 import { AppError } from '../platform/errors.js';
 import { clientGone } from '../platform/http/client-gone.js';
-import { AudioService, MAX_UPLOAD_BYTES, type AudioServiceDeps, type FieldMap } from './service.js';
+import { AUDIO_OPERATIONS, AUDIO_UNITS, AudioService, MAX_UPLOAD_BYTES, type AudioServiceDeps, type FieldMap } from './service.js';
 import { SPEECH_FORMATS } from '../codec/index.js';
 import { OPENAI_VOICES } from './voices.js';
 
@@ -153,7 +153,13 @@ const TRANSCRIPT_ANSWER = {
 
 export function createAudioModule(deps: AudioServiceDeps): FeatureModule {
   const svc = new AudioService(deps);
-  return { name: 'audio', routes: { api: (app) => registerAudioRoutes(app, svc) } };
+  return {
+    name: 'audio',
+    scope: 'audio',
+    operations: Object.values(AUDIO_OPERATIONS),
+    units: AUDIO_UNITS,
+    routes: { api: (app) => registerAudioRoutes(app, svc) },
+  };
 }
 
 async function registerAudioRoutes(app: FastifyInstance, svc: AudioService) {

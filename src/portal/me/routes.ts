@@ -17,9 +17,6 @@ export interface MeDeps {
   adminRole: string;
 }
 
-/** Endpoint scopes of inference keys (src/api/scopes.ts checks them); `model:NAME` entries are added per model. */
-const INFERENCE_ENDPOINT_SCOPES = ['responses', 'chat', 'embeddings', 'audio'];
-
 const KindSummary = Type.Object({
   limit: Type.Integer({ description: 'at most this many active keys per user in one organization' }),
   active: Type.Record(Type.String(), Type.Integer(), { description: 'org id -> active keys that count under the limit (expired ones do not)' }),
@@ -62,7 +59,8 @@ export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
         user_id: user.userId,
         org_roles: user.orgRoles,
         admin_orgs: Object.keys(user.orgRoles).filter((o) => user.orgRoles[o] === deps.adminRole),
-        api_keys: { ...inference, scopes: [...INFERENCE_ENDPOINT_SCOPES, ...models.map((m) => `model:${m.id}`)] },
+        // the features' route scopes (what the runtime collected from the modules), then one `model:NAME` per model
+        api_keys: { ...inference, scopes: [...deps.inferenceKeys.routeScopes, ...models.map((m) => `model:${m.id}`)] },
         management_api_keys: { ...management, scopes: Object.values(QUERY_SCOPES) },
         models,
       });
