@@ -111,12 +111,16 @@ const SHARED: Array<{ value: string; under: string[]; why: string }> = [
   { value: 'audio', under: ['engines/openai-compatible/audio.ts'], why: 'the file name of an upload that has none' },
 ];
 
-/** every string a file's code holds (literals and the fixed parts of templates; comments are not code) */
+/**
+ * every string a file's code holds (literals and the fixed parts of templates; comments are not code), and the
+ * names of the form `per_...` (a pricing key written as a property: `pricing.per_character`, `{ per_character: 1 }`)
+ */
 function stringsOf(file: string): Array<{ text: string; line: number }> {
   const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
   const out: Array<{ text: string; line: number }> = [];
   const visit = (n: ts.Node) => {
-    if (ts.isStringLiteral(n) || ts.isNoSubstitutionTemplateLiteral(n) || ts.isTemplateHead(n) || ts.isTemplateMiddle(n) || ts.isTemplateTail(n)) {
+    const literal = ts.isStringLiteral(n) || ts.isNoSubstitutionTemplateLiteral(n) || ts.isTemplateHead(n) || ts.isTemplateMiddle(n) || ts.isTemplateTail(n);
+    if (literal || (ts.isIdentifier(n) && n.text.startsWith('per_'))) {
       out.push({ text: n.text, line: sf.getLineAndCharacterOfPosition(n.getStart()).line + 1 });
     }
     ts.forEachChild(n, visit);
@@ -125,7 +129,7 @@ function stringsOf(file: string): Array<{ text: string; line: number }> {
   return out;
 }
 
-test('no lower layer names a feature: what the modules declare is never a string of their code', async () => {
+test('no lower layer names a feature: what the modules declare is never a string (or a pricing key) of their code', async () => {
   // what the runtime collects, with the images fixture added as a newcomer would add a feature
   const t = await buildTestApp({ models: [], runtime: { extraModules: [(d) => createImagesModule(d)] } });
   const d = t.runtime.declared;

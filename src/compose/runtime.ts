@@ -4,7 +4,8 @@
  * Only `portico serve` (and the tests and benchmarks) build it.
  *
  * A new feature is a module (src/platform/module.ts) built here from explicit dependencies and added to the
- * list given to buildHttp; a new provider is one line in src/engines/providers.ts.
+ * list given to buildHttp (one line): what it declares (its key scope, usage operations, priced units) is
+ * collected from that list and handed to the layers below; a new provider is one line in src/engines/providers.ts.
  */
 import { trustedProxyCheck } from '../platform/http/proxy.js';
 import type { FastifyInstance } from 'fastify';
