@@ -1,7 +1,8 @@
 /**
  * The layers of docs/architecture.md, checked on the source: which folder may import which, no provider
  * importing another, no feature importing or naming a provider, nothing importing the composition root but the
- * CLI, and no import cycle at all.
+ * CLI, and no import cycle at all; the layers below the features name no feature (what the feature modules declare
+ * never appears there as a string), and a feature of a test fixture imports only what a feature may.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,9 +10,13 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PROVIDERS } from '../src/engines/providers.js';
+import ts from 'typescript';
+import { buildTestApp } from './helpers/app.js';
+import { createImagesModule } from './fixtures/images/module.js';
 
 // compiled to dist/test: the sources are two levels up
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
+const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), '../../test/fixtures');
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
@@ -23,17 +28,24 @@ function sources(dir: string): string[] {
 /** file (relative to src) -> files it imports (relative to src), type-only imports included */
 function graph(): Map<string, string[]> {
   const g = new Map<string, string[]>();
-  for (const f of sources(SRC)) {
-    const deps: string[] = [];
-    for (const m of readFileSync(f, 'utf8').matchAll(/(?:import|export)\s[^'"]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/g)) {
-      const spec = m[1] ?? m[2]!;
-      const base = resolve(dirname(f), spec).replace(/\.(js|ts)$/, '');
-      const hit = [`${base}.ts`, join(base, 'index.ts')].find((c) => existsSync(c));
-      if (hit) deps.push(relative(SRC, hit));
-    }
-    g.set(relative(SRC, f), deps);
-  }
+  for (const f of sources(SRC))
+    g.set(
+      relative(SRC, f),
+      importsOf(f).map((d) => relative(SRC, d)),
+    );
   return g;
+}
+
+/** the files (absolute paths) a source file imports by a relative path, type-only imports included */
+function importsOf(f: string): string[] {
+  const deps: string[] = [];
+  for (const m of readFileSync(f, 'utf8').matchAll(/(?:import|export)\s[^'"]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/g)) {
+    const spec = m[1] ?? m[2]!;
+    const base = resolve(dirname(f), spec).replace(/\.(js|ts)$/, '');
+    const hit = [`${base}.ts`, join(base, 'index.ts')].find((c) => existsSync(c));
+    if (hit) deps.push(hit);
+  }
+  return deps;
 }
 
 const G = graph();
@@ -61,15 +73,99 @@ const ALLOWED: Record<string, string[]> = {
   cli: ['platform', 'models', 'portal', 'compose', 'web'],
 };
 
+/** The floors below the features: none of them may name one. */
+const LOWER = ['platform', 'codec', 'engines', 'models', 'portal', 'api'];
+
+/**
+ * A top folder the table does not list but that holds a module.ts is a new feature: it may import the floors below
+ * the features, and the composition root (and nothing else) may import it. Adding one is one folder and the line
+ * in compose/runtime.ts that builds it.
+ */
+const isNewFeature = (top: string) => !(top in ALLOWED) && existsSync(join(SRC, top, 'module.ts'));
+
 test('every folder imports only the floors below it (data flows one way)', () => {
   const wrong: string[] = [];
   for (const [file, deps] of G) {
     const from = layer(file);
-    const allowed = ALLOWED[from];
+    const allowed = isNewFeature(from) ? LOWER : ALLOWED[from];
     assert.ok(allowed, `${file}: the folder ${from} has no place in the layers (add it to docs/architecture.md and this test)`);
     for (const d of deps) {
       const to = layer(d);
-      if (to !== from && !allowed.includes(to)) wrong.push(`${file} -> ${d}`);
+      if (to !== from && !allowed.includes(to) && !(from === 'compose' && isNewFeature(to))) wrong.push(`${file} -> ${d}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});
+
+/**
+ * Words a feature declares that are also a lower layer's own vocabulary, where that layer may use them: the model
+ * types (engine capabilities) share names with the embeddings and audio features' operations, the openai-compatible
+ * provider names the upstream APIs it speaks, and the database has a table of stored responses.
+ */
+const SHARED: Array<{ value: string; under: string[]; why: string }> = [
+  { value: 'embeddings', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
+  { value: 'speech', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
+  { value: 'transcription', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
+  { value: 'responses', under: ['engines/openai-compatible/'], why: 'the upstream API the provider speaks (`api: responses`)' },
+  { value: 'chat.completions', under: ['engines/openai-compatible/'], why: 'the upstream API the provider speaks (`api: chat.completions`)' },
+  { value: 'responses', under: ['platform/db/'], why: 'the table of stored responses' },
+  { value: 'audio', under: ['engines/openai-compatible/audio.ts'], why: 'the file name of an upload that has none' },
+];
+
+/**
+ * every string a file's code holds (literals and the fixed parts of templates; comments are not code), and the
+ * names of the form `per_...` (a pricing key written as a property: `pricing.per_character`, `{ per_character: 1 }`)
+ */
+function stringsOf(file: string): Array<{ text: string; line: number }> {
+  const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+  const out: Array<{ text: string; line: number }> = [];
+  const visit = (n: ts.Node) => {
+    const literal = ts.isStringLiteral(n) || ts.isNoSubstitutionTemplateLiteral(n) || ts.isTemplateHead(n) || ts.isTemplateMiddle(n) || ts.isTemplateTail(n);
+    if (literal || (ts.isIdentifier(n) && n.text.startsWith('per_'))) {
+      out.push({ text: n.text, line: sf.getLineAndCharacterOfPosition(n.getStart()).line + 1 });
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+test('no lower layer names a feature: what the modules declare is never a string (or a pricing key) of their code', async () => {
+  // what the runtime collects, with the images fixture added as a newcomer would add a feature
+  const t = await buildTestApp({ models: [], runtime: { extraModules: [(d) => createImagesModule(d)] } });
+  const d = t.runtime.declared;
+  await t.close();
+  const names = new Set([...d.features, ...d.scopes, ...d.operations, ...d.units.map((u) => u.price)]);
+  for (const n of ['responses', 'chat', 'embeddings', 'audio', 'chat.completions', 'speech', 'transcription', 'translation', 'images', 'per_character', 'per_image']) {
+    assert.ok(names.has(n), `the declarations hold '${n}': ${[...names].join(', ')}`);
+  }
+  const wrong: string[] = [];
+  let seen = 0;
+  for (const [file] of G) {
+    if (!LOWER.includes(layer(file))) continue;
+    for (const s of stringsOf(join(SRC, file))) {
+      seen++;
+      if (!names.has(s.text)) continue;
+      if (SHARED.some((x) => x.value === s.text && x.under.some((u) => file.startsWith(u)))) continue;
+      wrong.push(`${file}:${s.line} '${s.text}'`);
+    }
+  }
+  assert.ok(seen > 1000, `${seen} strings read`);
+  assert.deepEqual(wrong, [], 'a lower layer names a feature: take the list from what the modules declare (src/compose/declarations.ts)');
+});
+
+test('a feature of a test fixture imports only what a feature may (one folder, nothing else to change)', () => {
+  const wrong: string[] = [];
+  const fixtures = readdirSync(FIXTURES).filter((f) => statSync(join(FIXTURES, f)).isDirectory());
+  assert.ok(fixtures.includes('images'));
+  for (const folder of fixtures) {
+    const root = join(FIXTURES, folder);
+    for (const f of sources(root)) {
+      for (const dep of importsOf(f)) {
+        if (dep.startsWith(root + '/')) continue;
+        const inSrc = relative(SRC, dep);
+        if (inSrc.startsWith('..') || !LOWER.includes(layer(inSrc))) wrong.push(`${relative(FIXTURES, f)} -> ${dep}`);
+      }
     }
   }
   assert.deepEqual(wrong, []);

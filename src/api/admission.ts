@@ -18,9 +18,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RateLimiter, TokenHold } from '../platform/cluster/limits.js';
 import type { ModelSpec } from '../models/spec.js';
-import { costMicros } from '../models/pricing.js';
+import { Prices } from '../models/pricing.js';
 import type { BudgetGuard } from '../portal/usage/budget.js';
 import type { UsageHold } from '../portal/usage/service.js';
+
+/** a reservation is in tokens: their prices are the models' own (no unit a feature declares) */
+const TOKEN_PRICES = new Prices();
 
 export interface AdmissionOptions {
   /** output tokens reserved when the request names no maximum (RESERVE_OUTPUT_TOKENS) */
@@ -68,7 +71,7 @@ export class Admission {
   async reserve(key: KeyPrincipal, spec: Pick<ModelSpec, 'pricing'>, inputTokens: number, outputTokens: number): Promise<Hold> {
     const input = Math.max(0, Math.ceil(inputTokens));
     const output = Math.max(0, Math.ceil(outputTokens));
-    const micros = Math.ceil(costMicros(spec, { inputTokens: input, outputTokens: output }));
+    const micros = Math.ceil(TOKEN_PRICES.costMicros(spec, { inputTokens: input, outputTokens: output }));
     const [tokens, money] = await Promise.allSettled([this.limiter.reserveTokens(key, input, output), this.budget.reserve(key, micros, this.opts.ttlMs, { input, output })]);
     if (tokens.status === 'rejected' || money.status === 'rejected') {
       if (tokens.status === 'fulfilled' && tokens.value) this.settleTokens(tokens.value, 0);

@@ -1,20 +1,28 @@
 import { AppError, msg } from '../platform/errors.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
-import { ROUTE_SCOPES } from '../portal/keys/scopes.js';
+import { endpointScopes } from '../portal/keys/scopes.js';
 
 /**
- * Inference-key scopes. A key without scopes may call everything. `responses`, `chat`, `embeddings` and
- * `audio` limit the endpoints (a key that names none of them may call every endpoint; listing models is open
- * to every key; `responses` does not open /chat/completions: each endpoint family is its own scope);
- * `model:NAME` entries limit the models (a key that names none may use every model).
+ * Inference-key scopes. A key without scopes may call everything. The route scopes the features declare (their
+ * routes' `config.scope`; the runtime collects them) limit the endpoints: a key that names none of them may call
+ * every endpoint; listing models is open to every key; one family's scope does not open another's. `model:NAME`
+ * entries limit the models (a key that names none may use every model).
  */
-export { ROUTE_SCOPES };
+export class RouteScopes {
+  private readonly endpoints: ReadonlySet<string>;
 
-export function assertRouteScope(key: KeyPrincipal, scope: string | undefined) {
-  if (!scope || key.scopes.length === 0) return;
-  const routeScopes = key.scopes.filter((s) => (ROUTE_SCOPES as readonly string[]).includes(s) || s === '*');
-  if (routeScopes.length === 0 || routeScopes.includes('*') || routeScopes.includes(scope)) return;
-  throw new AppError('insufficient_scope', msg('scope_endpoint_missing', { scope }));
+  /** `routeScopes`: what the feature modules declared (src/compose/declarations.ts) */
+  constructor(routeScopes: readonly string[]) {
+    this.endpoints = new Set(endpointScopes(routeScopes));
+  }
+
+  /** Throws 403 insufficient_scope when the key names endpoint scopes and not `scope` (nor `*`). */
+  assert(key: KeyPrincipal, scope: string | undefined) {
+    if (!scope || key.scopes.length === 0) return;
+    const routeScopes = key.scopes.filter((s) => this.endpoints.has(s) || s === '*');
+    if (routeScopes.length === 0 || routeScopes.includes('*') || routeScopes.includes(scope)) return;
+    throw new AppError('insufficient_scope', msg('scope_endpoint_missing', { scope }));
+  }
 }
 
 export function modelAllowed(key: KeyPrincipal, model: string): boolean {

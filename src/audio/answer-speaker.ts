@@ -10,7 +10,6 @@
  */
 import type { ModelRegistry } from '../models/registry.js';
 import type { ModelSpec } from '../models/spec.js';
-import { costMicros } from '../models/pricing.js';
 import type { PcmChunk, SpeechEngine } from '../engines/types.js';
 import { encodeSpeech, type SpeechFormat } from '../codec/index.js';
 import { AsyncChannel } from '../platform/async-channel.js';
@@ -46,9 +45,9 @@ export class AnswerSpeakerService {
     return s ? voicesOf(s) : [];
   }
 
-  meter(characters: number): { model: string; costMicros: number } {
+  speechModel(): Pick<ModelSpec, 'name' | 'pricing'> {
     const s = this.spec();
-    return { model: s?.name ?? ANSWER_SPEECH_MODEL, costMicros: s ? costMicros(s, { characters }) : 0 };
+    return s ?? { name: ANSWER_SPEECH_MODEL };
   }
 
   open(opts: { voice: string; format: AnswerFormat; signal: AbortSignal }): AnswerSpeechSession {

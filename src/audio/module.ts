@@ -7,7 +7,7 @@
  */
 import multipart from '@fastify/multipart';
 import type { FeatureModule } from '../platform/module.js';
-import { AudioService, MAX_UPLOAD_BYTES, type AudioServiceDeps } from './service.js';
+import { AUDIO_OPERATIONS, AUDIO_UNITS, AudioService, MAX_UPLOAD_BYTES, type AudioServiceDeps } from './service.js';
 import speech from './routes/speech.js';
 import transcriptions from './routes/transcriptions.js';
 import translations from './routes/translations.js';
@@ -17,6 +17,9 @@ export function createAudioModule(deps: AudioServiceDeps): FeatureModule {
   const svc = new AudioService(deps);
   return {
     name: 'audio',
+    scope: 'audio',
+    operations: Object.values(AUDIO_OPERATIONS),
+    units: AUDIO_UNITS,
     routes: {
       api: async (app) => {
         await app.register(async (scope) => {

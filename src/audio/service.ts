@@ -24,15 +24,14 @@ import {
 } from '../engines/types.js';
 import type { AudioEngines } from './engines.js';
 import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
-import { costMicros } from '../models/pricing.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { AppError, type ErrorCode } from '../platform/errors.js';
 import { codePoints } from '../platform/code-points.js';
-import type { UsageService } from '../portal/usage/service.js';
+import { resolveEngine, resolveModel, type Metering } from '../api/metering.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
-import { assertModelScope } from '../api/scopes.js';
+import type { MeteredUnit } from '../platform/module.js';
 import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSpeech, isSpeechFormat, type SpeechFormat } from '../codec/index.js';
 import { OPENAI_VOICES, planSpeech } from './voices.js';
 import { LANGUAGE_NAMES } from '../engines/shared/languages.js';
@@ -61,6 +60,18 @@ export const INVALID_FILE_MESSAGE = `Invalid file format. Supported formats: ${J
 
 const bad = (message: string, param: string | null = null, code: ErrorCode = 'validation_error') => new AppError(code, message, param);
 
+/** the usage operations of the audio API (declared by the module) */
+export const AUDIO_OPERATIONS = { speech: 'speech', transcription: 'transcription', translation: 'translation' } as const;
+
+/**
+ * What the audio API charges besides tokens: speech per character of its input, transcriptions and translations
+ * per second of audio (the model file's `pricing.per_character`, `pricing.per_audio_second`).
+ */
+export const AUDIO_UNITS: readonly MeteredUnit[] = [
+  { unit: 'characters', price: 'per_character', on: ['speech'] },
+  { unit: 'audio_seconds', price: 'per_audio_second', on: ['transcription'] },
+];
+
 /** An engine failure -> the error a client sees (codes of the one table in src/platform/errors.ts). */
 export function toClientError(e: unknown): AppError {
   if (e instanceof AudioDecodeError) return new AppError('invalid_file_format', INVALID_FILE_MESSAGE, 'file');
@@ -72,7 +83,8 @@ export function toClientError(e: unknown): AppError {
 export interface AudioServiceDeps {
   models: ModelRegistry;
   engines: AudioEngines;
-  usage: UsageService;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
   log?: FastifyBaseLogger;
 }
 
@@ -127,8 +139,7 @@ export class AudioService {
     const b = body as Record<string, unknown>;
     if (b.model === undefined || b.model === null || b.model === '') throw bad("Missing required parameter: 'model'.", 'model');
     if (typeof b.model !== 'string') throw bad("'model' must be a string.", 'model');
-    const spec = this.d.models.require(b.model, 'speech');
-    assertModelScope(key, spec.name);
+    const spec = resolveModel(this.d.models, b.model, 'speech', key);
     if (b.input === undefined || b.input === null) throw bad("Missing required parameter: 'input'.", 'input');
     if (typeof b.input !== 'string') throw bad("'input' must be a string.", 'input');
     const characters = codePoints(b.input);
@@ -198,28 +209,14 @@ export class AudioService {
   }
 
   private async *speak(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal, turns: Ticket | undefined, facts?: RequestFacts): AsyncGenerator<Buffer> {
-    let engine: SpeechEngine;
-    try {
-      engine = await this.d.engines.speech(p.spec);
-    } catch (e) {
-      facts?.failed(e);
-      throw toClientError(e);
-    }
+    const engine: SpeechEngine = await resolveEngine(() => this.d.engines.speech(p.spec), facts, toClientError);
     facts?.engineStarted();
     const pcm = engine.synthesize({ text: p.input, voice: p.voice, speed: p.speed, quality: p.quality, turns, signal });
     let started = false;
     let recorded = false;
     const record = async () => {
       recorded = true;
-      facts?.used({ characters: p.characters });
-      await this.d.usage.record({
-        requestId,
-        key,
-        model: p.spec.name,
-        operation: 'speech',
-        characters: p.characters,
-        costMicros: costMicros(p.spec, { characters: p.characters }),
-      });
+      await this.d.metering.charge({ requestId, key, spec: p.spec, operation: AUDIO_OPERATIONS.speech, used: { units: { characters: p.characters } }, facts });
     };
     // nothing is sent (so the answer can still be an error) until the engine has produced real samples:
     // container headers (wav, ogg, flac) wait for the first audio, and input with nothing speakable is a 400
@@ -277,8 +274,7 @@ export class AudioService {
       throw bad("Missing required parameter: 'file'.", 'file');
     }
     if (model === undefined || model === '') throw bad("Missing required parameter: 'model'.", 'model');
-    const spec = this.d.models.require(model, 'transcription');
-    assertModelScope(key, spec.name);
+    const spec = resolveModel(this.d.models, model, 'transcription', key);
     if (task === 'translate' && !translates(spec.name)) {
       throw bad(`The model '${spec.name}' does not support translations. Use whisper-1 or gpt-4o-transcribe.`, 'model');
     }
@@ -338,13 +334,7 @@ export class AudioService {
       facts.deployment = deploymentName(p.spec);
     }
     if (p.file.bytes.length === 0) throw new AppError('invalid_file_format', `The file is empty. ${INVALID_FILE_MESSAGE}`, 'file');
-    let engine: TranscriptionEngine;
-    try {
-      engine = await this.d.engines.transcription(p.spec);
-    } catch (e) {
-      facts?.failed(e);
-      throw toClientError(e);
-    }
+    const engine: TranscriptionEngine = await resolveEngine(() => this.d.engines.transcription(p.spec), facts, toClientError);
     if (p.task === 'translate' && !engine.canTranslate && p.language && p.language !== 'en') {
       throw new AppError(
         'unsupported_language',
@@ -417,14 +407,13 @@ export class AudioService {
       }
     }
     const seconds = Math.round(duration * 1000) / 1000;
-    facts?.used({ audioSeconds: seconds });
-    await this.d.usage.record({
+    await this.d.metering.charge({
       requestId,
       key,
-      model: p.spec.name,
-      operation: p.task === 'translate' ? 'translation' : 'transcription',
-      audioSeconds: seconds,
-      costMicros: costMicros(p.spec, { audioSeconds: seconds }),
+      spec: p.spec,
+      operation: p.task === 'translate' ? AUDIO_OPERATIONS.translation : AUDIO_OPERATIONS.transcription,
+      used: { units: { audio_seconds: seconds } },
+      facts,
     });
     return formatTranscript(t, {
       task: p.task,

@@ -14,9 +14,8 @@ import type { RequestFacts } from '../platform/ops/facts.js';
 import type { FunctionTool, GenerateRequest, RouteNote, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
-import { assertModelScope } from '../api/scopes.js';
-import { fromEngineError } from '../api/engine-errors.js';
+import { upstreamName, type ModelSpec } from '../models/spec.js';
+import { resolveEngine, resolveModel } from '../api/metering.js';
 import { checkMessages, checkToolTurns, toChatMessages } from './messages.js';
 import { generatingDeployment, unknownFields } from './forwarding.js';
 import type { ChatCompletionRequest } from './schemas.js';
@@ -68,12 +67,7 @@ export class ChatPreparer {
   constructor(private readonly d: ChatPrepareDeps) {}
 
   async prepare(req: ChatCompletionRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts): Promise<PreparedChat> {
-    const spec = this.d.models.require(req.model, 'text');
-    assertModelScope(key, spec.name);
-    if (facts) {
-      facts.model = spec.name;
-      facts.deployment = deploymentName(spec);
-    }
+    const spec = resolveModel(this.d.models, req.model, 'text', key, facts);
     const stream = req.stream === true;
     if (req.stream_options != null && !stream) {
       throw bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options', 'validation_error', 'invalid_value');
@@ -101,13 +95,7 @@ export class ChatPreparer {
       throw bad(`Invalid parameter: 'response_format.json_schema' goes with type 'json_schema' only.`, 'response_format.json_schema', 'validation_error', 'unknown_parameter');
 
     this.checkUnknownFields(req, spec);
-    let engine: TextEngine;
-    try {
-      engine = await this.d.engines.text(spec);
-    } catch (e) {
-      facts?.failed(e);
-      throw fromEngineError(e);
-    }
+    const engine = await resolveEngine(() => this.d.engines.text(spec), facts);
     this.checkUnknownFields(req, spec, engine);
     const model = upstreamName(spec);
     const route: RouteNote = {};

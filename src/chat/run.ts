@@ -7,8 +7,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { GenerateEvent } from '../engines/types.js';
-import type { UsageService } from '../portal/usage/service.js';
-import { costMicros } from '../models/pricing.js';
+import type { Metering } from '../api/metering.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { EngineError } from '../engines/types.js';
 import type { PreparedChat } from './prepare.js';
@@ -16,8 +15,12 @@ import type { Admission, Hold } from '../api/admission.js';
 
 export type Obj = Record<string, unknown>;
 
+/** the usage operation of a chat completion (declared by the module) */
+export const CHAT_OPERATION = 'chat.completions';
+
 export interface ChatRunDeps {
-  usage: UsageService;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
   log: FastifyBaseLogger;
   /** reservations at admission (billing, TPM limits); without it nothing is reserved */
   admission?: Admission;
@@ -338,16 +341,15 @@ export class ChatRunner {
   /** Records the usage: the engine's, or an estimate when it gave none; `hold`: settled by this record. */
   private async record(p: PreparedChat, meter: Meter, hold?: Hold): Promise<Counted> {
     const counted = meter.usage ?? (await this.estimate(p, meter));
-    p.facts?.used(counted);
-    await this.d.usage.record({
+    await this.d.metering.charge({
       requestId: p.requestId,
       key: p.key,
-      model: p.spec.name,
-      operation: 'chat.completions',
-      ...counted,
-      costMicros: costMicros(p.spec, counted),
+      spec: p.spec,
+      operation: CHAT_OPERATION,
+      used: counted,
       deployment: p.route.deployment,
-      ...(hold ? { hold } : {}),
+      hold,
+      facts: p.facts,
     });
     return counted;
   }

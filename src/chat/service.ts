@@ -8,7 +8,7 @@ import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import type { UsageService } from '../portal/usage/service.js';
+import type { Metering } from '../api/metering.js';
 import type { Admission } from '../api/admission.js';
 import { ChatPreparer, type PreparedChat } from './prepare.js';
 import { ChatRunner, type Obj } from './run.js';
@@ -17,7 +17,8 @@ import type { ChatCompletionRequest } from './schemas.js';
 export interface ChatDeps {
   models: ModelRegistry;
   engines: TextEngineSource;
-  usage: UsageService;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
   log: FastifyBaseLogger;
   /** reservations at admission (billing, TPM limits; src/api/admission.ts); without it nothing is reserved */
   admission?: Admission;

@@ -47,6 +47,11 @@ export interface HttpOptions {
   metrics: Metrics;
   gate: Gate;
   modules: readonly FeatureModule[];
+  /**
+   * the route scopes the modules declared (src/compose/declarations.ts): a {base_url} route that needs another is
+   * refused when it is added (no key could be given its scope)
+   */
+  routeScopes?: readonly string[];
   /** on close, keep connections with a running stream open (the caller bounds the wait) */
   gracefulClose?: boolean;
   /** time limits and the connection cap (config.http); unset in tests that build the app alone: Node's defaults */
@@ -437,6 +442,10 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       api.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
       api.setNotFoundHandler(notFound(sendOpenAIError, 'invalid_url'));
       api.addHook('onRoute', (r) => {
+        const scope = r.config?.scope;
+        if (scope !== undefined && opts.routeScopes && !opts.routeScopes.includes(scope)) {
+          throw new Error(`${String(r.method)} ${r.url}: the route scope '${scope}' is declared by no module (FeatureModule.scope); declared: ${opts.routeScopes.join(', ')}`);
+        }
         if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: [{ apiKey: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('openai'), ...((r.schema?.response as object) ?? {}) } };
       });

@@ -12,6 +12,7 @@ import type { ModelRegistry } from '../models/registry.js';
 import { NO_TEXT_MODEL_HINT } from '../models/registry.js';
 import type { ModelSpec } from '../models/spec.js';
 import { loadModelConfig, ModelConfigError, type ModelEnv } from '../models/config.js';
+import type { MeteredUnit } from '../platform/module.js';
 import { deploymentUnits, planReload, type ReloadResult } from '../models/reload.js';
 import type { Router } from '../models/router/index.js';
 // not ../models/pull/index.js: that brings the puller and node-llama-cpp (~0.4 s of start-up) into every start
@@ -76,6 +77,8 @@ export interface KeepModelsOptions {
   /** the model file (PORTICO_CONFIG) a reload reads, and the environment its api_key_env names are checked in */
   file?: string;
   env: ModelEnv;
+  /** the units the features meter: a reloaded file's `pricing.per_<unit>` keys are checked against them */
+  units?: () => readonly MeteredUnit[];
   /** told of each applied reload (the core's copy of the configured models) */
   onReload?: (specs: readonly ModelSpec[]) => void;
   /** PORTICO_CONFIG_WATCH: reload when the file changes on disk */
@@ -231,7 +234,7 @@ async function reloadModels(opts: KeepModelsOptions, reason: string): Promise<Re
   if (!opts.file) return fail('PORTICO_CONFIG is not set: there is no model file to reload');
   let next: ModelSpec[];
   try {
-    next = loadModelConfig(opts.file, { env: opts.env }).models;
+    next = loadModelConfig(opts.file, { env: opts.env, units: opts.units?.() }).models;
   } catch (e) {
     if (e instanceof ModelConfigError) return fail(e.message);
     throw e;

@@ -4,7 +4,8 @@
  * Only `portico serve` (and the tests and benchmarks) build it.
  *
  * A new feature is a module (src/platform/module.ts) built here from explicit dependencies and added to the
- * list given to buildHttp; a new provider is one line in src/engines/providers.ts.
+ * list given to buildHttp (one line): what it declares (its key scope, usage operations, priced units) is
+ * collected from that list and handed to the layers below; a new provider is one line in src/engines/providers.ts.
  */
 import { trustedProxyCheck } from '../platform/http/proxy.js';
 import type { FastifyInstance } from 'fastify';
@@ -30,7 +31,13 @@ import { KeyVerifier } from '../portal/keys/verifier.js';
 import { createKeysModule } from '../portal/keys/module.js';
 import { createQueryModule } from '../portal/query/routes.js';
 import type { BudgetGuard } from '../portal/usage/budget.js';
-import { assertRouteScope } from '../api/scopes.js';
+import { RouteScopes } from '../api/scopes.js';
+import { Metering } from '../api/metering.js';
+import { Prices } from '../models/pricing.js';
+import { checkPricing, ModelConfigError } from '../models/config.js';
+import type { TextEngineSource } from '../engines/registry.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { collectDeclarations, type Declared } from './declarations.js';
 import { createModelsModule } from '../api/models.js';
 import { createResponsesModule, type ResponsesModule } from '../responses/module.js';
 import { ResponseStore } from '../responses/store.js';
@@ -66,6 +73,8 @@ export interface Runtime {
   /** the Prometheus text of this process (gauges refreshed) */
   scrape(): Promise<string>;
   readonly responses: ResponsesModule;
+  /** what the feature modules declared: the route scopes, the usage operations, the priced units */
+  readonly declared: Declared;
   /**
    * Reads the model file (PORTICO_CONFIG) again: checked whole, then applied at once to new requests while
    * requests in flight finish on what they started with; a file the check refuses changes nothing (one error
@@ -84,8 +93,11 @@ export interface RuntimeOptions {
   gracefulClose?: boolean;
   /** worker threads per embedded speech engine (default 2) */
   ttsPoolSize?: number;
-  /** modules added after the built-in ones (tests) */
-  extraModules?: FeatureModule[];
+  /**
+   * modules added after the built-in ones (tests): a module, or a factory given what every feature may use (a
+   * feature of a test fixture, built like the built-in ones)
+   */
+  extraModules?: Array<FeatureModule | ((deps: FeatureDeps) => FeatureModule)>;
   /** false: only the configured models, without the built-in audio models (tests that list models) */
   builtinModels?: boolean;
   /** false: do not serve the models pulled into MODELS_DIR (default true) */
@@ -94,6 +106,18 @@ export interface RuntimeOptions {
   warmUp?: boolean;
   /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS; tests) */
   clientClosedWaitMs?: number;
+}
+
+/** What the runtime gives every feature module it builds (each takes the part it names). */
+export interface FeatureDeps {
+  models: ModelRegistry;
+  /** the text and embeddings engines, routed (deployments, retries, fallbacks) */
+  engines: TextEngineSource;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
+  log: FastifyBaseLogger;
+  /** reservations at admission (billing, TPM limits) */
+  admission: Admission;
 }
 
 export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Promise<Runtime> {
@@ -188,6 +212,9 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     checks.sync(models.list());
     closing(async () => checks.close());
     const audioEngines = new AudioEngines(engines, models, config.audio);
+    // usage is priced and recorded by one helper; its prices are what the modules declare, given once they are
+    // built (below): a reloaded model file is checked against their units
+    const metering = new Metering(core.usage);
     const kept = keepModels({
       models,
       engines,
@@ -197,6 +224,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       warmUp: opts.warmUp ?? true,
       file: config.modelConfigPath,
       env: process.env,
+      units: () => metering.prices.units,
       onReload: (specs) => {
         core.models.setLayer('configured', specs);
         // the health checks follow the deployments the file now has
@@ -238,7 +266,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       store: new ResponseStore(core.db.db),
       models,
       engines: router,
-      usage: core.usage,
+      metering,
       log,
       feed: core.feed,
       backgroundConcurrency: config.backgroundConcurrency,
@@ -296,19 +324,30 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       createKeysModule({ management: core.keys.management, inference: core.keys.inference }),
       createQueryModule({ jwt, verifier, usage: core.usage, adminRole: config.jwt.adminRole, authenticate: web.authenticatePortal }),
       createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
+      // the features, in the order their scopes are listed (keys' allowed values, the web page)
       responses,
-      createAudioModule({ models, engines: audioEngines, usage: core.usage, log }),
-      createChatModule({ models, engines: router, usage: core.usage, log, admission }),
-      createEmbeddingsModule({ models, engines: router, usage: core.usage, log, admission }),
-      ...(opts.extraModules ?? []),
+      createChatModule({ models, engines: router, metering, log, admission }),
+      createEmbeddingsModule({ models, engines: router, metering, log, admission }),
+      createAudioModule({ models, engines: audioEngines, metering, log }),
+      ...(opts.extraModules ?? []).map((m) => (typeof m === 'function' ? m({ models, engines: router, metering, log, admission }) : m)),
     ];
+    // what they declare, handed down as data: the keys' scopes, the ledger's operations, the prices' units (the
+    // core's services are told once the application is built: a runtime that fails to build changes nothing)
+    const found = collectDeclarations(modules);
+    // the configured models' prices, now that the priced units are known (a reload checks its file the same way)
+    for (const spec of core.models.list()) {
+      const problem = checkPricing(spec, found.units, true);
+      if (problem) throw new ModelConfigError(`${config.modelConfigPath ?? 'the models'}: ${spec.name}: ${problem}`);
+    }
+    metering.usePrices(new Prices(found.units));
+    const routeScopes = new RouteScopes(found.scopes);
 
     const gate: Gate = {
       // a bearer JWT, or the web page's session cookie (with its CSRF check on changes)
       user: (req) => web.authenticatePortal(req),
       async key(req) {
         const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
-        assertRouteScope(key, req.routeOptions.config?.scope);
+        routeScopes.assert(key, req.routeOptions.config?.scope);
         // a route whose service reserves its worst case (balance and TPM window) is admitted there, in one round
         // trip per store; here only its request is counted (RPM)
         const reserves = req.routeOptions.config?.reserves === true;
@@ -346,6 +385,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       metrics,
       gate,
       modules,
+      routeScopes: found.scopes,
       gracefulClose: opts.gracefulClose,
       limits: config.http,
       // a frame a little over the limit gets an error frame; far over it (it must be read whole), a 1009 close
@@ -356,6 +396,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       // a trusted proxy carries every client's connections: the per-address cap counts the others only
       perAddress: config.trustProxy ? { exempt: trustedProxyCheck(config.trustProxy) } : undefined,
     });
+    core.keys.inference.useRouteScopes(found.scopes);
+    core.usage.useOperations(found.operations);
     const scrape = async () => {
       refreshGauges();
       return metrics.registry.metrics();
@@ -378,6 +420,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       tracing,
       scrape,
       responses,
+      declared: found,
       reloadModels: (reason) => kept.reload(reason),
       close,
     };

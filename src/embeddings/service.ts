@@ -11,11 +11,9 @@ import type { RequestFacts } from '../platform/ops/facts.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { EmbeddingsEngine, RouteNote } from '../engines/types.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
-import { costMicros } from '../models/pricing.js';
-import type { UsageService } from '../portal/usage/service.js';
-import { assertModelScope } from '../api/scopes.js';
+import { upstreamName, type ModelSpec } from '../models/spec.js';
 import { fromEngineError } from '../api/engine-errors.js';
+import { resolveEngine, resolveModel, type Metering } from '../api/metering.js';
 import type { Admission, Hold } from '../api/admission.js';
 import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
 import { estimateTextTokens } from '../engines/shared/tokens.js';
@@ -23,7 +21,8 @@ import { estimateTextTokens } from '../engines/shared/tokens.js';
 export interface EmbeddingsDeps {
   models: ModelRegistry;
   engines: TextEngineSource;
-  usage: UsageService;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
   log: FastifyBaseLogger;
   /** reservations at admission (billing, TPM limits; src/api/admission.ts); without it nothing is reserved */
   admission?: Admission;
@@ -35,6 +34,9 @@ export interface EmbeddingsAnswerBody {
   model: string;
   usage: { prompt_tokens: number; total_tokens: number };
 }
+
+/** the usage operation of an embeddings request (declared by the module) */
+export const EMBEDDINGS_OPERATION = 'embeddings';
 
 const bad = (message: string, param: string, detail: ValidationDetail = 'invalid_value') => new AppError('validation_error', message, param, { detail });
 
@@ -66,20 +68,9 @@ export class EmbeddingsService {
 
   /** `facts`: the request's (req.facts), filled as it runs */
   async create(req: EmbeddingsRequest, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): Promise<EmbeddingsAnswerBody> {
-    const spec = this.d.models.require(req.model, 'embeddings');
-    assertModelScope(key, spec.name);
-    if (facts) {
-      facts.model = spec.name;
-      facts.deployment = deploymentName(spec);
-    }
+    const spec = resolveModel(this.d.models, req.model, 'embeddings', key, facts);
     const input = normalizeInput(req.input);
-    let engine: EmbeddingsEngine;
-    try {
-      engine = await this.d.engines.embeddings(spec);
-    } catch (e) {
-      facts?.failed(e);
-      throw fromEngineError(e);
-    }
+    const engine = await resolveEngine(() => this.d.engines.embeddings(spec), facts);
     // the worst case is the input (an estimate for texts, exact for token arrays), reserved before the engine is called
     const a = this.d.admission;
     const hold = a?.applies(key)
@@ -129,17 +120,7 @@ export class EmbeddingsService {
     }
     if (result.vectors.length !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${result.vectors.length} vectors for ${input.length} inputs`);
     const inputTokens = Math.max(0, Math.round(result.inputTokens));
-    facts?.used({ inputTokens });
-    await this.d.usage.record({
-      requestId,
-      key,
-      model: spec.name,
-      operation: 'embeddings',
-      inputTokens,
-      costMicros: costMicros(spec, { inputTokens }),
-      deployment: route.deployment,
-      ...(hold ? { hold } : {}),
-    });
+    await this.d.metering.charge({ requestId, key, spec, operation: EMBEDDINGS_OPERATION, used: { inputTokens }, deployment: route.deployment, hold, facts });
     const base64 = req.encoding_format === 'base64';
     return {
       object: 'list',

@@ -126,6 +126,13 @@ export interface TextEngine {
    * Engines without it generate (`generate`) and the chat feature builds the answer.
    */
   chatCompletions?(req: ChatCompletionsRequest): AsyncIterable<Record<string, unknown>>;
+  /**
+   * One call of the upstream's OpenAI API that Portico forwards as it is (an endpoint it does not model itself,
+   * e.g. a feature that forwards /images/generations): the body (its model name already mapped) is POSTed to
+   * `path` under the upstream's base URL, and its JSON answer comes back parsed. A refusal is thrown as an
+   * EngineError. Engines without an upstream lack it.
+   */
+  forwardJson?(req: ForwardRequest): Promise<Record<string, unknown>>;
   /** an active health check of an upstream (docs/models.md): resolves when it is healthy, rejects with why not */
   probe?(kind: ProbeKind, model: string, signal: AbortSignal): Promise<void>;
   /** stops now: work in flight is cut (shutdown, after its grace) */
@@ -143,6 +150,16 @@ export interface TextEngine {
  * the smallest generation (one token; for embeddings, one short input), which also proves the model is loaded.
  */
 export type ProbeKind = 'models' | 'completion';
+
+/** A call forwarded to an upstream's OpenAI API as it is (TextEngine.forwardJson). */
+export interface ForwardRequest {
+  /** under the upstream's base URL, e.g. `/images/generations` */
+  path: string;
+  /** the JSON body: validated, the model name mapped to the upstream's */
+  body: Record<string, unknown>;
+  signal?: AbortSignal;
+  route?: RouteNote;
+}
 
 /** A Chat Completions request forwarded to an upstream (TextEngine.chatCompletions). */
 export interface ChatCompletionsRequest {

@@ -9,6 +9,7 @@ import { Type, type TObject } from 'typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { CAPABILITIES, type Capability, type Provider } from '../engines/provider.js';
 import { PROVIDERS } from '../engines/providers.js';
+import type { MeteredUnit } from '../platform/module.js';
 import { BreakerSchema, COMMON_KEYS, DEPLOYMENT_KEYS, HealthCheckSchema, ROUTING_KEYS, TimeoutsSchema, WEIGHT_KEY, type DeploymentSpec, type ModelSpec } from './spec.js';
 
 export type { ModelSpec } from './spec.js';
@@ -22,6 +23,12 @@ export interface CheckOptions {
    * variable): `portico serve` at start and on a reload. Operator commands leave it out: they call no upstream.
    */
   env?: ModelEnv;
+  /**
+   * The units the features meter and their pricing keys (FeatureModule.units, collected by the runtime): a
+   * `pricing.per_<unit>` key none of them declares is an error, and so is one on a model type it is not charged on.
+   * Without them (operator commands, which charge nothing) any `per_<unit>` key is taken.
+   */
+  units?: readonly MeteredUnit[];
 }
 
 export class ModelConfigError extends Error {
@@ -62,7 +69,7 @@ function validatorFor(p: Provider, kind: Kind): ValidateFunction {
 
 /** the keys of the nested mappings, for "unknown key" messages */
 const NESTED: Record<string, string[]> = {
-  pricing: Object.keys(COMMON_KEYS.pricing.properties),
+  pricing: [...Object.keys(COMMON_KEYS.pricing.properties), 'per_<unit>'],
   timeouts: Object.keys(TimeoutsSchema.properties),
   breaker: Object.keys(BreakerSchema.properties),
   health_check: Object.keys(HealthCheckSchema.properties),
@@ -193,20 +200,41 @@ function checkDeployments(entry: Record<string, unknown>, where: string, opts: C
 /** the types the router serves (deployments, retries, fallbacks, breakers, limits, per-try timeouts) */
 const ROUTED: readonly Capability[] = ['text', 'embeddings'];
 
-/** what each pricing key is charged on, by model type (src/models/pricing.ts and the features that meter) */
-const PRICED: Record<string, readonly Capability[]> = {
+/** what each token pricing key is charged on, by model type (src/models/pricing.ts); units: what their features say */
+const PRICED: Record<string, readonly string[]> = {
   input_per_million: ['text', 'embeddings'],
   output_per_million: ['text'],
   cached_input_per_million: ['text'],
-  per_character: ['speech'],
-  per_audio_second: ['transcription'],
 };
+
+/**
+ * The pricing of an entry against the units the features meter: a `per_<unit>` key must be one of theirs, on a
+ * model type it is charged on; a token price on a type that has no such tokens is refused too (unless `unitsOnly`:
+ * the serving runtime checks the unit prices of the models it was given once it knows the units).
+ */
+export function checkPricing(spec: Pick<ModelSpec, 'type' | 'pricing'>, units: readonly MeteredUnit[] | undefined, unitsOnly = false): string | undefined {
+  for (const [k, v] of Object.entries(spec.pricing ?? {})) {
+    if (v === undefined || (unitsOnly && k in PRICED)) continue;
+    let on = PRICED[k];
+    if (on === undefined && units !== undefined) {
+      const unit = units.find((u) => u.price === k);
+      if (!unit) {
+        const prices = units.map((u) => u.price);
+        const hint = closest(k, prices);
+        return `unknown key 'pricing.${k}'${hint ? ` (did you mean '${hint}'?)` : ''}; allowed keys of pricing: ${list([...Object.keys(PRICED), ...prices])}`;
+      }
+      on = unit.on;
+    }
+    if (on && !on.includes(spec.type)) return `'pricing.${k}' applies to ${on.join(' and ')} models only (this one is ${spec.type}): it would never charge anything`;
+  }
+  return undefined;
+}
 
 /**
  * Rules across the keys every entry and deployment has, which the schema cannot say: keys that would do nothing
  * on this type or provider (accepted before without a word), and timeouts that contradict each other.
  */
-function commonProblem(spec: ModelSpec, provider: Provider, kind: Kind): string | undefined {
+function commonProblem(spec: ModelSpec, provider: Provider, kind: Kind, units: readonly MeteredUnit[] | undefined): string | undefined {
   if (kind === 'entry' && (spec.name !== spec.name.trim() || /[\u0000-\u001f\u007f]/.test(spec.name))) {
     return "'name' has spaces at an end or a control character: clients could not send it as written";
   }
@@ -216,11 +244,8 @@ function commonProblem(spec: ModelSpec, provider: Provider, kind: Kind): string 
     if (k) return `'${k}' applies to text and embeddings models only: ${spec.type} models are not routed (no retries, limits, breaker or per-try timeouts)`;
   }
   if (kind === 'entry' && spec.pricing) {
-    for (const [k, v] of Object.entries(spec.pricing)) {
-      const on = PRICED[k];
-      if (v !== undefined && on && !on.includes(spec.type))
-        return `'pricing.${k}' applies to ${on.join(' and ')} models only (this one is ${spec.type}): it would never charge anything`;
-    }
+    const problem = checkPricing(spec, units);
+    if (problem) return problem;
   }
   const t = spec.timeouts;
   if (t) {
@@ -268,7 +293,7 @@ function checkOne(entry: Record<string, unknown>, where: string, kind: Kind, opt
   if (spec.health_check !== undefined && !provider.probes?.includes(type as Capability)) {
     throw new ModelConfigError(`${where}: 'health_check' needs an upstream that can be probed; provider ${providerName} (${type}) has no health check`);
   }
-  const problem = provider.check?.(spec as never, opts.env) ?? commonProblem(spec, provider, kind);
+  const problem = provider.check?.(spec as never, opts.env) ?? commonProblem(spec, provider, kind, opts.units);
   if (problem) throw new ModelConfigError(`${where}: ${problem}`);
   return spec;
 }

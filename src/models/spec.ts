@@ -6,18 +6,23 @@ import { Type, type Static } from 'typebox';
 import type { Capability } from '../engines/provider.js';
 import type { AnyProviderOptions } from '../engines/providers.js';
 
-/** credits per million tokens / per audio second / per character, for the usage ledger and budgets */
+/** the pricing key of a unit a feature meters (FeatureModule.units): credits per one */
+export const UNIT_PRICE_KEY = '^per_[a-z][a-z0-9_]{0,40}$';
+
+/**
+ * Credits per million tokens, and per one of each unit the features meter (`per_<unit>`: src/models/pricing.ts),
+ * for the usage ledger and budgets. Which `per_` keys exist is what the feature modules declare
+ * (FeatureModule.units): the model file is checked against them when they are known (CheckOptions.units).
+ */
 export const PricingSchema = Type.Object(
   {
     input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
     output_per_million: Type.Optional(Type.Number({ minimum: 0 })),
     cached_input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
-    per_audio_second: Type.Optional(Type.Number({ minimum: 0 })),
-    per_character: Type.Optional(Type.Number({ minimum: 0 })),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, patternProperties: { [UNIT_PRICE_KEY]: Type.Number({ minimum: 0 }) } },
 );
-export type Pricing = Static<typeof PricingSchema>;
+export type Pricing = Static<typeof PricingSchema> & { [unit: `per_${string}`]: number | undefined };
 
 /** The keys of every entry, whatever its provider. */
 export const COMMON_KEYS = {

@@ -3,6 +3,8 @@ import type { FeatureModule } from '../platform/module.js';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { WsLimits } from '../platform/config.js';
 import { ResponsesService, type ResponsesDeps } from './service.js';
+import { RESPONSES_OPERATIONS } from './run.js';
+import { SPOKEN_CHARACTERS } from './speech.js';
 import { Compactor } from './compact.js';
 import { WsHub } from './ws/hub.js';
 import create from './routes/create.js';
@@ -38,6 +40,10 @@ export async function createResponsesModule(deps: ResponsesModuleDeps): Promise<
   const sockets = deps.ws ? new WsHub({ svc: service, admit: deps.ws.admit, limits: deps.ws.limits, log: deps.log }) : undefined;
   return {
     name: 'responses',
+    scope: 'responses',
+    // a spoken answer is charged as speech: its characters, on the speech model
+    operations: Object.values(RESPONSES_OPERATIONS),
+    units: deps.speaker ? [SPOKEN_CHARACTERS] : [],
     service,
     sockets,
     routes: {

@@ -7,11 +7,10 @@ import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { ChatMessage, GenerateRequest, TextEngine, TextFormat, ToolChoice } from '../engines/types.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { deploymentName, upstreamName, type ModelSpec } from '../models/spec.js';
+import { upstreamName, type ModelSpec } from '../models/spec.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
-import { assertModelScope } from '../api/scopes.js';
+import { resolveEngine, resolveModel } from '../api/metering.js';
 import type { Hold } from '../api/admission.js';
-import { fromEngineError } from '../api/engine-errors.js';
 import { checkCallOutputs, expandReasoningContent, largeInput, normalizeInput, normalizeInputInTurns, rawIndexOf, toChatMessages, type StoredItem } from './input.js';
 import { initialResponse, normalizedTools, outputAsItems, type ResponseObject } from './object.js';
 import type { ChainLink, ResponseStore } from './store.js';
@@ -109,13 +108,8 @@ export class Preparer {
   constructor(private readonly d: PrepareDeps) {}
 
   async prepare(req: CreateResponseRequest, key: KeyPrincipal, requestId: string, existing?: Existing, ctx: PrepareContext = {}): Promise<Prepared> {
-    const spec = this.d.models.require(req.model, 'text');
-    assertModelScope(key, spec.name);
     const facts = ctx.facts;
-    if (facts) {
-      facts.model = spec.name;
-      facts.deployment = deploymentName(spec);
-    }
+    const spec = resolveModel(this.d.models, req.model, 'text', key, facts);
     if (req.background && req.store === false) throw bad('background mode requires store to be true', 'store');
     const tools = normalizedTools(req);
     tools.forEach((t, i) => {
@@ -151,13 +145,7 @@ export class Preparer {
 
     const inputItems = existing?.inputItems ?? expandReasoningContent(req.input, largeInput(req.input) ? await normalizeInputInTurns(req.input) : normalizeInput(req.input));
     const seenInput = await openCompactions(inputItems, key.userId, this.d.sealer, compactionParams(req.input, inputItems));
-    let engine: TextEngine;
-    try {
-      engine = await this.d.engines.text(spec);
-    } catch (e) {
-      facts?.failed(e);
-      throw fromEngineError(e);
-    }
+    const engine = await resolveEngine(() => this.d.engines.text(spec), facts);
     const window = engine.contextWindow ?? spec.context_window;
     const engineTools = tools.map((t) => ({
       name: t.name as string,

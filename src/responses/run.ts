@@ -7,9 +7,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import { AppError } from '../platform/errors.js';
 import { AsyncChannel } from '../platform/async-channel.js';
 import type { GenerateEvent, GenerateRequest, Usage } from '../engines/types.js';
-import type { UsageService } from '../portal/usage/service.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
-import { costMicros } from '../models/pricing.js';
+import type { Metering } from '../api/metering.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { OutputCount, type Admission, type Hold } from '../api/admission.js';
 import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
@@ -20,13 +19,20 @@ import { SpokenAnswer, type AnswerSpeaker } from './speech.js';
 
 export interface RunDeps {
   store: ResponseStore;
-  usage: UsageService;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
   log: FastifyBaseLogger;
   /** speaks answers asked for with modalities audio */
   speaker?: AnswerSpeaker;
   /** reservations at admission (billing, TPM limits); without it nothing is reserved */
   admission?: Admission;
 }
+
+/**
+ * The usage operations of the Responses API (declared by the module): a response's tokens, and a spoken answer's
+ * characters under the speech model, as /v1/audio/speech records them.
+ */
+export const RESPONSES_OPERATIONS = { responses: 'responses', speech: 'speech' } as const;
 
 /** The events that end a stream (held back until the response is stored and charged). */
 export function isFinal(type: string) {
@@ -265,24 +271,22 @@ export class Runner {
     }
     if (u) {
       const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens };
-      p.facts?.used(metered);
-      await this.d.usage.record({
+      await this.d.metering.charge({
         requestId: p.requestId,
         key: p.key,
-        model: p.spec.name,
-        operation: 'responses',
-        ...metered,
-        costMicros: costMicros(p.spec, metered),
+        spec: p.spec,
+        operation: RESPONSES_OPERATIONS.responses,
+        used: metered,
         deployment: p.gen.route?.deployment,
-        ...(p.hold ? { hold: p.hold } : {}),
+        hold: p.hold,
+        facts: p.facts,
       });
     }
     // a spoken answer is speech usage too: the characters the voice was given, under the speech model and its price
     const characters = p.audio && this.d.speaker ? spokenCharacters(final.output) : 0;
     if (characters > 0) {
-      const { model, costMicros: cost } = this.d.speaker!.meter(characters);
-      p.facts?.used({ characters });
-      await this.d.usage.record({ requestId: p.requestId, key: p.key, model, operation: 'speech', characters, costMicros: cost });
+      const spec = this.d.speaker!.speechModel();
+      await this.d.metering.charge({ requestId: p.requestId, key: p.key, spec, operation: RESPONSES_OPERATIONS.speech, used: { units: { characters } }, facts: p.facts });
     }
   }
 

@@ -8,7 +8,7 @@ import type { RequestFacts } from '../platform/ops/facts.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 import type { TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import type { UsageService } from '../portal/usage/service.js';
+import type { Metering } from '../api/metering.js';
 import { AppError } from '../platform/errors.js';
 import type { ResponseStore } from './store.js';
 import type { CreateResponseRequest } from './schemas.js';
@@ -30,7 +30,8 @@ export interface ResponsesDeps {
   store: ResponseStore;
   models: ModelRegistry;
   engines: TextEngineSource;
-  usage: UsageService;
+  /** prices and records usage (src/api/metering.ts) */
+  metering: Metering;
   log: FastifyBaseLogger;
   /** background jobs running at once in this process */
   backgroundConcurrency?: number;

@@ -10,6 +10,8 @@ import { AppError } from '../platform/errors.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { completeSentencesLength } from '../engines/shared/sentences.js';
 import { EngineError } from '../engines/types.js';
+import type { ModelSpec } from '../models/spec.js';
+import type { MeteredUnit } from '../platform/module.js';
 
 /** The `audio.format` values (the SDK's ChatCompletionAudioParam formats). */
 export const ANSWER_AUDIO_FORMATS = ['wav', 'mp3', 'opus', 'flac', 'pcm16', 'aac'] as const;
@@ -30,14 +32,17 @@ export interface AnswerSpeech extends AsyncIterable<SpeechPiece> {
   end(): void;
 }
 
+/** The unit a spoken answer is charged in: characters, priced by the speech model's `pricing.per_character`. */
+export const SPOKEN_CHARACTERS: MeteredUnit = { unit: 'characters', price: 'per_character', on: ['speech'] };
+
 /** The speaking dependency of the responses feature. */
 export interface AnswerSpeaker {
   /** the voices `audio.voice` may name (empty when no speech model is available) */
   voices(): readonly string[];
   /** starts a spoken part; its pieces fail (EngineError) when the speech engine does */
   open(opts: { voice: string; format: AnswerAudioFormat; signal: AbortSignal }): AnswerSpeech;
-  /** the speech model answers are recorded under, and the cost of speaking `characters` */
-  meter(characters: number): { model: string; costMicros: number };
+  /** the speech model spoken answers are recorded under and priced by (its `characters`, operation `speech`) */
+  speechModel(): Pick<ModelSpec, 'name' | 'pricing'>;
 }
 
 /** What a spoken answer writes to: the response being built (ResponseBuilder). */

@@ -8,7 +8,8 @@
  *   await up.close();
  *
  * Routes: POST /v1/chat/completions (stream or not), POST /v1/responses (stream or not), POST /v1/embeddings,
- * GET /v1/models. One Reply object describes an answer; it is rendered in the dialect of the route that was called.
+ * GET /v1/models; any other POST path when the reply at the head of the queue is a `json` answer or an error.
+ * One Reply object describes an answer; it is rendered in the dialect of the route that was called.
  * Chat Completions as OpenAI answers them: a stream carries the usage chunk (and `usage: null` on every other
  * chunk) only when the request asks with `stream_options.include_usage`; `logprobs: true` gets a logprobs entry
  * per text piece. Embeddings: `scriptedEmbedding(text, dimensions)` per input (token arrays: their ids joined by
@@ -64,6 +65,12 @@ export interface Reply {
   raw?: string[];
   /** written verbatim as the body of a 200 application/json answer (an upstream that answers garbage) */
   rawJson?: string;
+  /**
+   * this object as a 200 JSON answer, on any POST path: a reply with it (or with an error `status`) at the head
+   * of the queue also answers a path the server does not know (an endpoint forwarded as it is, e.g.
+   * /images/generations)
+   */
+  json?: unknown;
   /** never answer (timeouts); the request stays open until the client gives up */
   hang?: boolean;
   /** embeddings: the vector size when the request gives no `dimensions` (default 8) */
@@ -440,7 +447,9 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       if (up.modelsReply?.status) return json(res, up.modelsReply.status, { error: { message: 'scripted models failure', type: 'server_error', param: null, code: null } });
       return json(res, 200, { object: 'list', data: up.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'scripted' })) });
     }
-    if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses' && path !== '/embeddings')) {
+    const head = typeof queue[0] === 'object' ? queue[0] : undefined;
+    const scriptedHere = head !== undefined && (head.json !== undefined || (head.status !== undefined && head.status >= 300));
+    if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses' && path !== '/embeddings' && !scriptedHere)) {
       return json(res, 404, { error: { message: `no route ${rec.method} ${rec.path}`, type: 'invalid_request_error', param: null, code: null } });
     }
     const next = queue.length ? queue.shift()! : up.defaultReply;
@@ -453,6 +462,7 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     }
     if (reply.raw) return stream(rec, res, reply, reply.raw);
     if (reply.rawJson !== undefined) return send(res, 200, 'application/json', reply.rawJson, reply.headers);
+    if (reply.json !== undefined) return json(res, 200, reply.json, reply.headers);
     const body = rec.body ?? {};
     if (path === '/embeddings') {
       if (reply.noDimensions && body.dimensions !== undefined) {

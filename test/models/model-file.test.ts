@@ -6,12 +6,16 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { checkModelEntry, ModelConfigError, parseModelConfig } from '../../src/models/config.js';
+import { checkModelEntry, ModelConfigError, parseModelConfig, type CheckOptions } from '../../src/models/config.js';
+import { AUDIO_UNITS } from '../../src/audio/service.js';
 import { cleanTmp, portico, tmp } from '../cli/helpers.js';
 
-const refused = (yaml: string): string => {
+/** the priced units as the serving runtime knows them (what the audio feature declares) */
+const SERVING: CheckOptions = { units: AUDIO_UNITS };
+
+const refused = (yaml: string, opts: CheckOptions = SERVING): string => {
   try {
-    parseModelConfig(yaml, 'models.yaml');
+    parseModelConfig(yaml, 'models.yaml', opts);
   } catch (e) {
     assert.ok(e instanceof ModelConfigError, `a ModelConfigError, got ${String(e)}`);
     return e.message;
@@ -227,8 +231,17 @@ describe('the model file: what the check used to accept without a word (issue 21
     // what each type is charged by is accepted
     const ok = parseModelConfig(
       'models:\n  - { name: s, provider: flite, pricing: { per_character: 1 } }\n  - { name: e, provider: openai-compatible, type: embeddings, base_url: "http://h/v1", pricing: { input_per_million: 1 } }\n',
+      'models.yaml',
+      SERVING,
     );
     assert.equal(ok.models.length, 2);
+    // a unit no feature meters: refused, with the closest pricing key a feature declares
+    assert.match(
+      refused('models:\n  - { name: s, provider: flite, pricing: { per_charcter: 1 } }\n'),
+      /unknown key 'pricing\.per_charcter' \(did you mean 'per_character'\?\); allowed keys of pricing: input_per_million, output_per_million, cached_input_per_million, per_character, per_audio_second/,
+    );
+    // without the features' units (an operator command, which charges nothing) a per_<unit> key is taken as it is
+    assert.equal(parseModelConfig('models:\n  - { name: s, provider: flite, pricing: { per_image: 1 } }\n').models.length, 1);
   });
 
   test('names clients could not send, ids that collide with a model name, a fallback named twice', () => {

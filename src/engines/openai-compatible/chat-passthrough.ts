@@ -10,7 +10,7 @@
  * object is turned into the chunks a stream would have carried, so the client still gets a stream.
  */
 import { createParser } from 'eventsource-parser';
-import { EngineError, type ChatCompletionsRequest } from '../types.js';
+import { EngineError, type ChatCompletionsRequest, type ForwardRequest } from '../types.js';
 import { jsonBody, parseErrorBody, type Upstream } from './http.js';
 
 /** the largest non-streamed answer read from an upstream */
@@ -19,6 +19,18 @@ const MAX_JSON_BYTES = 64 * 1024 * 1024;
 export interface PassthroughOptions {
   /** role sent for `developer` messages ('system': most open servers' templates only know system) */
   developerRole: 'system' | 'developer';
+}
+
+/** Any other call of the upstream's API, forwarded as it is (TextEngine.forwardJson): one JSON answer. */
+export async function forwardJson(up: Upstream, req: ForwardRequest): Promise<Record<string, unknown>> {
+  const call = await up.post(req.path, jsonBody(req.body), req.signal);
+  let text: string;
+  try {
+    text = await up.readText(call, MAX_JSON_BYTES);
+  } catch (e) {
+    throw up.mapError(e, call);
+  }
+  return parseObject(text);
 }
 
 export async function* chatPassthrough(up: Upstream, req: ChatCompletionsRequest, opts: PassthroughOptions): AsyncGenerator<Record<string, unknown>> {

@@ -8,7 +8,7 @@
  * a server that streams anyway is parsed as a stream.
  */
 import { EngineError, type ChatCompletionsRequest, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
-import { chatPassthrough } from './chat-passthrough.js';
+import { chatPassthrough, forwardJson } from './chat-passthrough.js';
 import { buildChatBody, ChatDecoder, type StreamDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
 import { SseParser } from './sse.js';
@@ -55,6 +55,8 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
     },
     // Chat Completions forwarded as they are (chat-passthrough.ts), when the upstream speaks them
     ...(api === 'chat.completions' ? { chatCompletions: (r: ChatCompletionsRequest) => chatPassthrough(upstream, r, chatOpts) } : {}),
+    // any other call of the upstream's API, as it is (a feature that forwards an endpoint Portico does not model)
+    forwardJson: (r) => forwardJson(upstream, r),
     probe(kind, model, signal) {
       return api === 'responses'
         ? upstream.probe(kind, '/responses', { model, input: 'ping', max_output_tokens: 16, store: false }, signal)

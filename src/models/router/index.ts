@@ -25,6 +25,7 @@
 import {
   EngineError,
   type ChatCompletionsRequest,
+  type ForwardRequest,
   type EmbedRequest,
   type EmbedResult,
   type EmbeddingsEngine,
@@ -542,6 +543,7 @@ function messageOf(e: unknown): string | undefined {
 class RoutedTextEngine implements TextEngine {
   readonly kind: string;
   readonly chatCompletions?: (req: ChatCompletionsRequest) => AsyncIterable<Record<string, unknown>>;
+  readonly forwardJson?: (req: ForwardRequest) => Promise<Record<string, unknown>>;
 
   constructor(
     private readonly router: Router,
@@ -552,6 +554,8 @@ class RoutedTextEngine implements TextEngine {
     // Chat Completions are forwarded when the first deployment forwards them; a deployment that cannot is skipped
     // like one that is out (src/chat/forwarding.ts refuses up front what only forwarding deployments could take)
     if (primary.chatCompletions) this.chatCompletions = (req) => this.forward(req);
+    // other calls forwarded as they are: the same tries, on deployments that forward them
+    if (primary.forwardJson) this.forwardJson = (req) => this.forwardOne(req);
   }
 
   get contextWindow(): number | undefined {
@@ -590,6 +594,20 @@ class RoutedTextEngine implements TextEngine {
       },
       (e) => e.type === 'done',
     );
+  }
+
+  /** One call forwarded as it is (TextEngine.forwardJson): tried as a generation is, until a deployment answers. */
+  private async forwardOne(req: ForwardRequest): Promise<Record<string, unknown>> {
+    const router = this.router;
+    const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) => {
+      const engine = await router.engine(dep, makeText);
+      if (!engine.forwardJson) throw new NotForwarding(`the deployment ${dep.id} does not forward ${req.path}`, 'engine_unavailable', 503, { retryable: true });
+      return engine.forwardJson({ ...req, body: { ...req.body, model: dep.upstream_model }, signal });
+    });
+    lease.end(true);
+    const u = lease.value.usage as { total_tokens?: unknown } | null | undefined;
+    if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
+    return lease.value;
   }
 
   /** Chat Completions forwarded: the same tries, on deployments that forward them. */

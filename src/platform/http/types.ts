@@ -15,7 +15,7 @@ declare module 'fastify' {
     facts: import('../ops/facts.js').RequestFacts;
   }
   interface FastifyContextConfig {
-    /** the inference-key scope a {base_url} route needs (responses, audio, models) */
+    /** the inference-key scope a {base_url} route needs: its feature module's declared scope (FeatureModule.scope) */
     scope?: string;
     /**
      * Who may call the route (default: `key` under {base_url}, `user` under {portal_base_url}):

@@ -80,12 +80,25 @@ export class KeyService {
     this.listeners.push(l);
   }
 
+  private declaredRouteScopes: readonly string[] = [];
+  /**
+   * The endpoint families inference keys may name: the features' route scopes, collected by the runtime from the
+   * feature modules (src/compose/declarations.ts). Before it is told (a core without a runtime), none.
+   */
+  get routeScopes(): readonly string[] {
+    return this.declaredRouteScopes;
+  }
+
+  useRouteScopes(scopes: readonly string[]) {
+    this.declaredRouteScopes = [...scopes];
+  }
+
   private emit(row: KeyRow, what: 'created' | 'changed') {
     for (const l of this.listeners) l({ id: row.id, digest: row.digest, kind: this.kind, what });
   }
 
   async create(user: UserPrincipal, input: CreateKeyInput): Promise<CreatedKeyRecord> {
-    assertScopes(this.kind, input.scopes ?? []);
+    assertScopes(this.kind, input.scopes ?? [], this.declaredRouteScopes);
     const orgId = input.org_id === undefined || input.org_id === '' ? DEFAULT_ORG : input.org_id;
     if (orgId !== DEFAULT_ORG && !isOrgAdmin(user, orgId, this.adminRole)) {
       throw new AppError('permission_denied', msg('key_org_admin_required'), 'org_id');

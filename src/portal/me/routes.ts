@@ -16,9 +16,6 @@ export interface MeDeps {
   adminRole: string;
 }
 
-/** Endpoint scopes of inference keys (src/api/scopes.ts checks them); `model:NAME` entries are added per model. */
-const INFERENCE_ENDPOINT_SCOPES = ['responses', 'chat', 'embeddings', 'audio'];
-
 /**
  * GET /me: who the caller is and what they may do, for the web page (and any client): the organizations and
  * roles, where they may create organization keys, the active-key limits with what is used of them, the scope
@@ -46,7 +43,8 @@ export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
         user_id: user.userId,
         org_roles: user.orgRoles,
         admin_orgs: Object.keys(user.orgRoles).filter((o) => user.orgRoles[o] === deps.adminRole),
-        api_keys: { ...inference, scopes: [...INFERENCE_ENDPOINT_SCOPES, ...models.map((m) => `model:${m.id}`)] },
+        // the features' route scopes (what the runtime collected from the modules), then one `model:NAME` per model
+        api_keys: { ...inference, scopes: [...deps.inferenceKeys.routeScopes, ...models.map((m) => `model:${m.id}`)] },
         management_api_keys: { ...management, scopes: Object.values(QUERY_SCOPES) },
         models,
       });

@@ -9,7 +9,8 @@ export interface UsageEvent {
   requestId: string;
   key: Pick<KeyPrincipal, 'keyId' | 'userId' | 'orgId'> & Partial<Pick<KeyPrincipal, 'rpmLimit' | 'tpmLimit'>>;
   model: string;
-  operation: 'responses' | 'chat.completions' | 'embeddings' | 'speech' | 'transcription' | 'translation';
+  /** what was done: one of the operations the feature modules declare (stored as it is) */
+  operation: string;
   inputTokens?: number;
   outputTokens?: number;
   cachedTokens?: number;
@@ -91,6 +92,16 @@ export class UsageService {
     this.refused = opts.refused;
   }
 
+  private operations: ReadonlySet<string> | undefined;
+  /**
+   * The operations records may carry: what the feature modules declare, collected by the runtime. A record of
+   * another operation is refused (a feature that records what it did not declare is a bug its tests meet); before
+   * this is called (a core without a runtime) every operation is taken.
+   */
+  useOperations(operations: readonly string[]) {
+    this.operations = new Set(operations);
+  }
+
   /** called after each record is written (metrics) */
   onRecord(l: (e: UsageEvent) => void) {
     this.listeners.push(l);
@@ -142,6 +153,9 @@ export class UsageService {
    * journal (tests that ask for it) the record is committed before this resolves.
    */
   async record(e: UsageEvent): Promise<void> {
+    if (this.operations && !this.operations.has(e.operation)) {
+      throw new Error(`usage operation '${e.operation}' is not declared by any feature module (FeatureModule.operations); declared: ${[...this.operations].join(', ')}`);
+    }
     const held = e.hold?.take(count(e.inputTokens) + count(e.outputTokens));
     let cost = count(e.costMicros);
     // a request is never charged more than it reserved (its stream is stopped there; an upstream that counted
