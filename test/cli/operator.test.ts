@@ -5,6 +5,7 @@ import { createCore, type Core } from '../../src/compose/core.js';
 import { KeyVerifier } from '../../src/portal/keys/verifier.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { cleanTmp, portico, tmp } from './helpers.js';
+import { pgliteTemplate } from '../helpers/db-template.js';
 import { randomBytes } from 'node:crypto';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
 import { TEST_REDIS, testRedisUrl } from '../helpers/services.js';
@@ -18,7 +19,8 @@ for (const db of testDatabases()) {
     if (db === 'pglite') {
       test('a DATA_DIR no server has open', async () => {
         const dir = tmp();
-        const env = { DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET };
+        // the new data directory starts from the suite's migrated one (test/helpers/db-template.ts)
+        const env = { DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET, PORTICO_PGLITE_TEMPLATE: await pgliteTemplate() };
         const open = async () => {
           const core = await createCore(loadConfig(env), { role: 'command', models: [] });
           return Object.assign(core, { verifier: new KeyVerifier(core.keys.store, core.config.keyPepper, 0, 60_000) });

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { pgliteTemplate } from '../helpers/db-template.js';
 import { createCore } from '../../src/compose/core.js';
 import { ConfigError, loadConfig } from '../../src/platform/config.js';
 import { TEST_JWT_SECRET, TEST_PG_URL, testDatabases } from '../helpers/app.js';
@@ -19,7 +20,10 @@ for (const db of testDatabases()) {
     test('an operator command does not pin its pepper on a new database', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'portico-pepper-cmd-'));
       try {
-        const cmd = await createCore(loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', KEY_PEPPER: PEPPER_B }), { role: 'command' });
+        const cmd = await createCore(
+          loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', KEY_PEPPER: PEPPER_B, PORTICO_PGLITE_TEMPLATE: await pgliteTemplate() }),
+          { role: 'command' },
+        );
         assert.equal((await cmd.db.db.selectFrom('settings').selectAll().where('key', '=', 'key_pepper_fingerprint').execute()).length, 0);
         await cmd.close();
         const served = await createCore(loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', KEY_PEPPER: PEPPER_A }), { role: 'serve' });
@@ -32,6 +36,8 @@ for (const db of testDatabases()) {
     test('a second core with another pepper refuses to start naming KEY_PEPPER; the same pepper starts; the pepper is not stored', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'portico-pepper-'));
       const schema = `t_${randomBytes(6).toString('hex')}`;
+      // a new data directory starts from the suite's migrated one (test/helpers/db-template.ts)
+      const template = await pgliteTemplate();
       const config = (env: Record<string, string>) =>
         loadConfig({
           DATA_DIR: dir,
@@ -39,6 +45,7 @@ for (const db of testDatabases()) {
           DATABASE_URL: db === 'postgres' ? TEST_PG_URL : '',
           JWT_SECRET: TEST_JWT_SECRET,
           LOG_LEVEL: 'silent',
+          PORTICO_PGLITE_TEMPLATE: template,
           ...env,
         });
       const open = (env: Record<string, string>) => createCore(config(env), { role: 'serve', dbSchema: db === 'postgres' ? schema : undefined });
