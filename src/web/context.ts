@@ -4,7 +4,6 @@
  * each route (./routes/<endpoint>.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Type } from 'typebox';
 import type { JwtVerifier, UserPrincipal } from '../platform/auth/jwt.js';
 import { bearerToken } from '../platform/http/auth.js';
 import { AppError, msg } from '../platform/errors.js';
@@ -99,15 +98,7 @@ export function createWebContext(d: { web: WebConfig; jwt: JwtVerifier; sessions
   };
 }
 
-/** A session as the portal routes answer it. */
-export const SessionSchema = Type.Object({
-  user_id: Type.String(),
-  org_roles: Type.Record(Type.String(), Type.String()),
-  method: Type.Union([Type.Literal('link'), Type.Literal('oidc')]),
-  created_at: Type.Integer(),
-  expires_at: Type.Integer(),
-  csrf_token: Type.String({ description: 'send it as x-csrf-token on every state-changing portal request made with the session cookie' }),
-});
+export { SessionSchema } from './schemas.js';
 
 export const sessionView = (s: Session) => ({
   user_id: s.principal.userId,

@@ -6,6 +6,7 @@ import type { Static } from 'typebox';
 import type { CreatedKeyRecordSchema, CreateKeyBody, KeyListSchema, KeyRecordSchema, UpdateKeyBody } from '../../src/portal/keys/schemas.js';
 import type { MeSchema } from '../../src/portal/me/schemas.js';
 import type { BalanceSchema } from '../../src/portal/query/schemas.js';
+import type { SessionSchema, SignInMethodsSchema } from '../../src/web/schemas.js';
 
 export class ApiError extends Error {
   constructor(
@@ -83,15 +84,10 @@ export async function v1(path: string, key: string, init: RequestInit = {}): Pro
 
 // ------------------------------------------------------------------------------------------ shapes
 
-/** the page's session (GET /session, POST /session/link); typed by hand while its schema is declared inside src/web/index.ts */
-export interface Session {
-  user_id: string;
-  org_roles: Record<string, string>;
-  method: 'link' | 'oidc';
-  created_at: number;
-  expires_at: number;
-  csrf_token: string;
-}
+/** the page's session (GET /session, POST /session/link) */
+export type Session = Static<typeof SessionSchema>;
+/** GET /session/methods: how a person can sign in */
+export type SignInMethods = Static<typeof SignInMethodsSchema>;
 
 /** GET /me */
 export type Me = Static<typeof MeSchema>;

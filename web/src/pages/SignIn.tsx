@@ -1,19 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
-import { portal } from '../api.js';
+import { portal, type SignInMethods } from '../api.js';
 import { useI18n, type Key } from '../i18n.js';
 import { ErrorBox, Notice } from '../components/ui.js';
 
-interface Methods {
-  link: boolean;
-  oidc: boolean;
-  oidc_login_url: string | null;
-}
-
 export function SignIn({ reason, linkError }: { reason?: Key; linkError?: unknown }) {
   const { t } = useI18n();
-  const [methods, setMethods] = useState<Methods | null>(null);
+  const [methods, setMethods] = useState<SignInMethods | null>(null);
   useEffect(() => {
-    portal<Methods>('GET', '/session/methods', undefined, { quietAuth: true }).then(setMethods, () => setMethods({ link: true, oidc: false, oidc_login_url: null }));
+    portal<SignInMethods>('GET', '/session/methods', undefined, { quietAuth: true }).then(setMethods, () => setMethods({ link: true, oidc: false, oidc_login_url: null }));
   }, []);
   return (
     <section class="signin card">
