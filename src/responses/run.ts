@@ -38,6 +38,8 @@ export function withOutputText(r: ResponseObject): ResponseObject {
   return { ...r, output_text: outputText(r.output) };
 }
 
+const noop = () => {};
+
 export class Runner {
   constructor(private readonly d: RunDeps) {}
 
@@ -49,7 +51,7 @@ export class Runner {
     try {
       try {
         // nothing is shown before the end: the engine may fetch the answer whole (no upstream event stream)
-        ({ final } = await this.execute(p, builder, signal, () => {}, true));
+        ({ final } = await this.execute(p, builder, signal, noop, true));
       } catch (e) {
         if (signal.aborted) await this.chargeLeft(p, builder.response);
         throw e;
@@ -57,6 +59,11 @@ export class Runner {
       await this.finishRecord(p, final);
     } finally {
       p.hold?.release();
+    }
+    // not stored: nothing else holds the object, so it gets output_text itself (no copy of it is made)
+    if (!p.store) {
+      final.output_text = outputText(final.output);
+      return final;
     }
     return withOutputText(final);
   }
@@ -149,7 +156,7 @@ export class Runner {
     // a spoken answer whose speech engine fails stops the model too
     const voice = p.audio && this.d.speaker ? new SpokenAnswer(builder, this.d.speaker, p.audio, signal) : undefined;
     const facts = p.facts;
-    await this.admit(p);
+    if (this.d.admission !== undefined && p.hold === undefined) await this.admit(p);
     facts?.engineStarted();
     const stop = voice ? new AbortController() : undefined;
     const gen: GenerateRequest = voice ? { ...p.gen, signal: AbortSignal.any([signal, stop!.signal]) } : whole ? { ...p.gen, signal, stream: false } : { ...p.gen, signal };
