@@ -159,7 +159,10 @@ export class Runner {
     if (this.d.admission !== undefined && p.hold === undefined) await this.admit(p);
     facts?.engineStarted();
     const stop = voice ? new AbortController() : undefined;
-    const gen: GenerateRequest = voice ? { ...p.gen, signal: AbortSignal.any([signal, stop!.signal]) } : whole ? { ...p.gen, signal, stream: false } : { ...p.gen, signal };
+    // the request is this run's own (prepared for it): its signal and mode are set on it, not on a copy
+    const gen: GenerateRequest = p.gen;
+    gen.signal = voice ? AbortSignal.any([signal, stop!.signal]) : signal;
+    if (whole && !voice) gen.stream = false;
     const it = p.engine.generate(gen)[Symbol.asyncIterator]();
     let first: IteratorResult<GenerateEvent>;
     try {
