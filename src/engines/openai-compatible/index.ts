@@ -86,7 +86,8 @@ class Answer implements AsyncIterableIterator<GenerateEvent> {
   private events: GenerateEvent[] | undefined;
   private i = 0;
   private inner: AsyncIterator<GenerateEvent> | undefined;
-  private started = false;
+  /** the first read, while the call is made */
+  private starting: Promise<IteratorResult<GenerateEvent>> | undefined;
   /** the reader returned (or the answer failed to start): nothing more is read */
   private over = false;
 
@@ -100,9 +101,14 @@ class Answer implements AsyncIterableIterator<GenerateEvent> {
     if (this.inner !== undefined) return this.inner.next();
     const events = this.events;
     if (events !== undefined) return Promise.resolve(this.i < events.length ? { value: events[this.i++]!, done: false } : DONE);
-    if (this.started || this.over) return Promise.resolve(DONE);
-    this.started = true;
-    return this.start().then(
+    if (this.over) return Promise.resolve(DONE);
+    // a second read while the call is made waits for it (one reader at a time is the rule; this keeps it safe)
+    if (this.starting !== undefined)
+      return this.starting.then(
+        () => this.next(),
+        () => this.next(),
+      );
+    return (this.starting = this.start().then(
       (r) => {
         if (Array.isArray(r)) this.events = r;
         else this.inner = r;
@@ -117,13 +123,12 @@ class Answer implements AsyncIterableIterator<GenerateEvent> {
         this.over = true;
         throw e;
       },
-    );
+    ));
   }
 
   return(): Promise<IteratorResult<GenerateEvent>> {
     this.over = true;
     this.events = undefined;
-    this.started = true;
     const inner = this.inner;
     this.inner = undefined;
     if (inner?.return) return inner.return().then(() => DONE);

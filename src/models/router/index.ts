@@ -658,6 +658,8 @@ const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, 
  */
 class RoutedStream<T> implements AsyncIterableIterator<T> {
   private lease: Lease<Started<T>> | undefined;
+  /** the first read, while the tries run */
+  private opening: Promise<IteratorResult<T>> | undefined;
   /** no more reads: the end, a failure or the consumer's return() */
   private over = false;
   /** the verdict so far: true once the answer is whole */
@@ -678,7 +680,13 @@ class RoutedStream<T> implements AsyncIterableIterator<T> {
     if (this.over) return Promise.resolve(DONE);
     const lease = this.lease;
     if (lease === undefined) {
-      return this.open().then(
+      // a second read while the tries run waits for them (one reader at a time is the rule; this keeps it safe)
+      if (this.opening !== undefined)
+        return this.opening.then(
+          () => this.next(),
+          () => this.next(),
+        );
+      return (this.opening = this.open().then(
         (l) => {
           this.lease = l;
           // given up while the tries ran (a return() before the first output)
@@ -692,7 +700,7 @@ class RoutedStream<T> implements AsyncIterableIterator<T> {
           this.over = true;
           throw e;
         },
-      );
+      ));
     }
     return lease.value.it.next().then(this.onItem, this.onError);
   }
