@@ -44,6 +44,8 @@ export function withOutputText(r: ResponseObject): ResponseObject {
   return { ...r, output_text: outputText(r.output) };
 }
 
+const noop = () => {};
+
 export class Runner {
   constructor(private readonly d: RunDeps) {}
 
@@ -55,7 +57,7 @@ export class Runner {
     try {
       try {
         // nothing is shown before the end: the engine may fetch the answer whole (no upstream event stream)
-        ({ final } = await this.execute(p, builder, signal, () => {}, true));
+        ({ final } = await this.execute(p, builder, signal, noop, true));
       } catch (e) {
         if (signal.aborted) await this.chargeLeft(p, builder.response);
         throw e;
@@ -63,6 +65,11 @@ export class Runner {
       await this.finishRecord(p, final);
     } finally {
       p.hold?.release();
+    }
+    // not stored: nothing else holds the object, so it gets output_text itself (no copy of it is made)
+    if (!p.store) {
+      final.output_text = outputText(final.output);
+      return final;
     }
     return withOutputText(final);
   }
@@ -155,10 +162,13 @@ export class Runner {
     // a spoken answer whose speech engine fails stops the model too
     const voice = p.audio && this.d.speaker ? new SpokenAnswer(builder, this.d.speaker, p.audio, signal) : undefined;
     const facts = p.facts;
-    await this.admit(p);
+    if (this.d.admission !== undefined && p.hold === undefined) await this.admit(p);
     facts?.engineStarted();
     const stop = voice ? new AbortController() : undefined;
-    const gen: GenerateRequest = voice ? { ...p.gen, signal: AbortSignal.any([signal, stop!.signal]) } : whole ? { ...p.gen, signal, stream: false } : { ...p.gen, signal };
+    // the request is this run's own (prepared for it): its signal and mode are set on it, not on a copy
+    const gen: GenerateRequest = p.gen;
+    gen.signal = voice ? AbortSignal.any([signal, stop!.signal]) : signal;
+    if (whole && !voice) gen.stream = false;
     const it = p.engine.generate(gen)[Symbol.asyncIterator]();
     let first: IteratorResult<GenerateEvent>;
     try {

@@ -1,6 +1,6 @@
 /**
- * SseWriter: the events of one turn of the event loop leave in one socket write (cork, uncork on the next tick),
- * and events of later turns are not held back by it.
+ * SseWriter: the events of one turn of the event loop leave in one socket write (joined, written on the next
+ * tick), and events of later turns are not held back by it.
  */
 import { describe, test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -64,7 +64,7 @@ describe('SseWriter', () => {
     await tick();
     assert.equal(raw.corks, 0, 'uncorked');
     assert.deepEqual(raw.flushes, [
-      ['event: response.created\ndata: {"type":"response.created"}\n\n', 'event: response.in_progress\ndata: {"type":"response.in_progress"}\n\n', 'data: {"x":1}\n\n'],
+      ['event: response.created\ndata: {"type":"response.created"}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress"}\n\ndata: {"x":1}\n\n'],
     ]);
     // a later turn: its own write, not held back by the first
     sse.event({ type: 'response.completed' });
@@ -79,7 +79,7 @@ describe('SseWriter', () => {
     sse.end();
     sse.event({ type: 'after-end' });
     await tick();
-    assert.deepEqual(raw.flushes, [['event: a\ndata: {"type":"a"}\n\n', 'data: [DONE]\n\n']]);
+    assert.deepEqual(raw.flushes, [['event: a\ndata: {"type":"a"}\n\ndata: [DONE]\n\n']]);
     assert.equal(raw.corks, 0);
   });
 
@@ -91,7 +91,7 @@ describe('SseWriter', () => {
     await sse.pipe(events(), () => ({ code: 'x', message: 'x' }));
     await tick();
     assert.equal(raw.flushes.length, 1, JSON.stringify(raw.flushes));
-    assert.equal(raw.flushes[0]!.length, 4);
+    assert.deepEqual(raw.flushes[0], ['event: one\ndata: {"type":"one"}\n\nevent: two\ndata: {"type":"two"}\n\nevent: three\ndata: {"type":"three"}\n\ndata: [DONE]\n\n']);
   });
 });
 

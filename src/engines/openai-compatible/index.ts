@@ -77,8 +77,69 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
 /** Chunks queued ahead of the consumer before the upstream socket is paused. */
 const HIGH_WATER = 32;
 
-async function* run(up: Upstream, path: string, req: GenerateRequest, body: () => Record<string, unknown>, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
-  yield* read(up, await up.post(path, jsonBody(body()), req.signal), decoder);
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true }) as IteratorReturnResult<undefined>;
+
+/**
+ * An answer as the engine gives it: its first read makes the call (`start`), which gives either every event at
+ * once (a JSON answer read whole) or an iterator of them as they come (an event stream: `read`); later reads are
+ * served from there, without a generator around them (a streamed event crosses no extra layer). One reader.
+ */
+class Answer implements AsyncIterableIterator<GenerateEvent> {
+  private events: GenerateEvent[] | undefined;
+  private i = 0;
+  private inner: AsyncIterator<GenerateEvent> | undefined;
+  /** the first read, while the call is made */
+  private starting: Promise<IteratorResult<GenerateEvent>> | undefined;
+  /** the reader returned (or the answer failed to start): nothing more is read */
+  private over = false;
+
+  constructor(private readonly start: () => Promise<GenerateEvent[] | AsyncIterator<GenerateEvent>>) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<GenerateEvent>> {
+    if (this.inner !== undefined) return this.inner.next();
+    const events = this.events;
+    if (events !== undefined) return Promise.resolve(this.i < events.length ? { value: events[this.i++]!, done: false } : DONE);
+    if (this.over) return Promise.resolve(DONE);
+    // a second read while the call is made waits for it (one reader at a time is the rule; this keeps it safe)
+    if (this.starting !== undefined)
+      return this.starting.then(
+        () => this.next(),
+        () => this.next(),
+      );
+    return (this.starting = this.start().then(
+      (r) => {
+        if (Array.isArray(r)) this.events = r;
+        else this.inner = r;
+        if (this.over) {
+          // the reader left while the call was made: the stream is closed (the connection is not kept)
+          void this.return();
+          return DONE;
+        }
+        return this.next();
+      },
+      (e: unknown) => {
+        this.over = true;
+        throw e;
+      },
+    ));
+  }
+
+  return(): Promise<IteratorResult<GenerateEvent>> {
+    this.over = true;
+    this.events = undefined;
+    const inner = this.inner;
+    this.inner = undefined;
+    if (inner?.return) return inner.return().then(() => DONE);
+    return Promise.resolve(DONE);
+  }
+}
+
+function run(up: Upstream, path: string, req: GenerateRequest, body: () => Record<string, unknown>, decoder: StreamDecoder): AsyncIterable<GenerateEvent> {
+  return new Answer(async () => read(up, await up.post(path, jsonBody(body()), req.signal), decoder));
 }
 
 /** The events of an answer as its body arrives (an event stream, or one JSON body). */
@@ -187,20 +248,22 @@ const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
  * once it is generated, so timeout_ms bounds the generation); an abort closes the connection, which
  * OpenAI, vLLM, llama.cpp and Ollama take as a cancel.
  */
-async function* whole(up: Upstream, path: string, req: GenerateRequest, body: string | LargeJson, decoder: StreamDecoder): AsyncGenerator<GenerateEvent> {
-  const call = await up.post(path, body, req.signal);
-  // the upstream streams anyway: read as a stream (events that came before a break still count)
-  if (!JSON_TYPE.test(String(call.headers['content-type'] ?? ''))) return yield* read(up, call, decoder);
-  let text: string;
-  try {
-    text = await up.readText(call, MAX_ANSWER_BYTES);
-  } catch (err) {
-    call.destroy();
-    throw err instanceof EngineError ? err : up.mapError(err, call);
-  }
-  decoder.onJson(parseJson(text));
-  decoder.finish();
-  yield* decoder.out;
+function whole(up: Upstream, path: string, req: GenerateRequest, body: string | LargeJson, decoder: StreamDecoder): AsyncIterable<GenerateEvent> {
+  return new Answer(async () => {
+    const call = await up.post(path, body, req.signal);
+    // the upstream streams anyway: read as a stream (events that came before a break still count)
+    if (!JSON_TYPE.test(String(call.headers['content-type'] ?? ''))) return read(up, call, decoder);
+    let text: string;
+    try {
+      text = await up.readText(call, MAX_ANSWER_BYTES);
+    } catch (err) {
+      call.destroy();
+      throw err instanceof EngineError ? err : up.mapError(err, call);
+    }
+    decoder.onJson(parseJson(text));
+    decoder.finish();
+    return decoder.out;
+  });
 }
 
 const JSON_TYPE = /application\/json/i;

@@ -575,24 +575,26 @@ class RoutedTextEngine implements TextEngine {
     return Promise.resolve();
   }
 
-  async *generate(req: GenerateRequest): AsyncGenerator<GenerateEvent> {
+  generate(req: GenerateRequest): AsyncIterable<GenerateEvent> {
     const router = this.router;
-    const lease = await router.first(
-      this.spec,
-      req.signal,
-      req.route,
-      async (dep, signal) => startStream((await router.engine(dep, makeText)).generate({ ...req, model: dep.upstream_model, signal })),
-      closeStarted,
-    );
     // (the answer names the model the client asked for whatever `done.model` says: the features see to it)
-    yield* relay(
-      lease,
+    return new RoutedStream<GenerateEvent>(
+      () =>
+        router.first(
+          this.spec,
+          req.signal,
+          req.route,
+          async (dep, signal) => startStream((await router.engine(dep, makeText)).generate({ ...req, model: dep.upstream_model, signal })),
+          closeStarted,
+        ),
       req.signal,
-      (e) => {
-        if (e.type === 'done') router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
-        return e;
+      (e, lease) => {
+        if (e.type === 'done') {
+          router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
+          return true;
+        }
+        return false;
       },
-      (e) => e.type === 'done',
     );
   }
 
@@ -611,32 +613,31 @@ class RoutedTextEngine implements TextEngine {
   }
 
   /** Chat Completions forwarded: the same tries, on deployments that forward them. */
-  private async *forward(req: ChatCompletionsRequest): AsyncGenerator<Record<string, unknown>> {
+  private forward(req: ChatCompletionsRequest): AsyncIterable<Record<string, unknown>> {
     const router = this.router;
     const requestModel = req.body.model as string;
-    const lease = await router.first(
-      this.spec,
+    return new RoutedStream<Record<string, unknown>>(
+      () =>
+        router.first(
+          this.spec,
+          req.signal,
+          req.route,
+          async (dep, signal) => {
+            const engine = await router.engine(dep, makeText);
+            if (!engine.chatCompletions) throw new NotForwarding(`the deployment ${dep.id} does not forward Chat Completions`, 'engine_unavailable', 503, { retryable: true });
+            return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
+          },
+          closeStarted,
+        ),
       req.signal,
-      req.route,
-      async (dep, signal) => {
-        const engine = await router.engine(dep, makeText);
-        if (!engine.chatCompletions) throw new NotForwarding(`the deployment ${dep.id} does not forward Chat Completions`, 'engine_unavailable', 503, { retryable: true });
-        return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
-      },
-      closeStarted,
-    );
-    yield* relay(
-      lease,
-      req.signal,
-      (o) => {
-        // every chunk names the model the client asked for, whatever the upstream calls it
-        if (typeof o.model === 'string' && o.model !== requestModel) o = { ...o, model: requestModel };
+      (o, lease) => {
         const u = o.usage as { total_tokens?: number } | null | undefined;
         if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
-        return o;
+        // a non-streamed answer is whole when it comes (its reader stops there); a stream, at its end
+        return o.object === 'chat.completion';
       },
-      // a non-streamed answer is whole when it comes (its reader stops there); a stream, at its end
-      (o) => o.object === 'chat.completion',
+      // every chunk names the model the client asked for, whatever the upstream calls it
+      (o) => (typeof o.model === 'string' && o.model !== requestModel ? { ...o, model: requestModel } : o),
     );
   }
 }
@@ -665,31 +666,106 @@ function closeStarted(s: Started<unknown>): void {
   void Promise.resolve(s.it.return?.()).catch(noop);
 }
 
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true }) as IteratorReturnResult<undefined>;
+
 /**
- * Passes a routed stream through, each item through `each`, and gives the try its verdict when the stream ends:
- * it broke (a failure for the breaker), it ended, or the consumer stopped early (no verdict unless `complete`
- * said the answer was whole already).
+ * A routed stream: the one layer between a feature and the engine that holds the rule "nothing is tried again
+ * once output has come". Its first read runs the tries (Router.first: retries, fallbacks, timeouts, until a
+ * deployment gives its first item); every later read is the engine's own, passed through with one `then` (no
+ * async generator per layer, no copy of the items unless `map` makes one). The try gets its verdict when the
+ * stream ends: it broke (a failure for the breaker), it ended (a success), or the consumer stopped early (no
+ * verdict unless `seen` said the answer was whole already: `seen` sees every item, and says so).
  */
-async function* relay<T>(lease: Lease<Started<T>>, signal: AbortSignal | undefined, each: (item: T) => T, complete?: (item: T) => boolean): AsyncGenerator<T> {
-  const { it } = lease.value;
-  let ev = lease.value.first;
-  let ok: boolean | undefined;
-  try {
-    while (!ev.done) {
-      if (complete?.(ev.value)) ok = true;
-      yield each(ev.value);
-      ev = await it.next();
+class RoutedStream<T> implements AsyncIterableIterator<T> {
+  private lease: Lease<Started<T>> | undefined;
+  /** the first read, while the tries run */
+  private opening: Promise<IteratorResult<T>> | undefined;
+  /** no more reads: the end, a failure or the consumer's return() */
+  private over = false;
+  /** the verdict so far: true once the answer is whole */
+  private ok: boolean | undefined;
+
+  constructor(
+    private readonly open: () => Promise<Lease<Started<T>>>,
+    private readonly signal: AbortSignal | undefined,
+    private readonly seen: (item: T, lease: Lease<Started<T>>) => boolean,
+    private readonly map?: (item: T) => T,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.over) return Promise.resolve(DONE);
+    const lease = this.lease;
+    if (lease === undefined) {
+      // a second read while the tries run waits for them (one reader at a time is the rule; this keeps it safe)
+      if (this.opening !== undefined)
+        return this.opening.then(
+          () => this.next(),
+          () => this.next(),
+        );
+      return (this.opening = this.open().then(
+        (l) => {
+          this.lease = l;
+          // given up while the tries ran (a return() before the first output)
+          if (this.over) {
+            this.settle(l);
+            return DONE;
+          }
+          return this.take(l.value.first);
+        },
+        (e: unknown) => {
+          this.over = true;
+          throw e;
+        },
+      ));
     }
-    ok = true;
-  } catch (e) {
-    if (signal?.aborted) throw e;
-    ok = false;
+    return lease.value.it.next().then(this.onItem, this.onError);
+  }
+
+  private readonly onItem = (ev: IteratorResult<T>): IteratorResult<T> => (this.over ? DONE : this.take(ev));
+
+  private take(ev: IteratorResult<T>): IteratorResult<T> {
+    if (ev.done) {
+      this.ok = true;
+      this.finish();
+      return DONE;
+    }
+    const v = ev.value;
+    if (this.seen(v, this.lease!)) this.ok = true;
+    return this.map === undefined ? (ev as IteratorYieldResult<T>) : { value: this.map(v), done: false };
+  }
+
+  private readonly onError = (e: unknown): never => {
+    if (this.over) throw e;
+    const lease = this.lease!;
+    if (this.signal?.aborted) {
+      this.finish();
+      throw e;
+    }
+    this.ok = false;
     const err = Router.cause(lease, e);
     lease.end(false, err);
+    this.finish();
     throw err;
-  } finally {
-    lease.end(ok);
-    void Promise.resolve(it.return?.()).catch(() => {});
+  };
+
+  /** the consumer stopped: no verdict unless the answer was whole */
+  return(): Promise<IteratorResult<T>> {
+    if (!this.over) this.finish();
+    return Promise.resolve(DONE);
+  }
+
+  private finish(): void {
+    this.over = true;
+    if (this.lease !== undefined) this.settle(this.lease);
+  }
+
+  private settle(lease: Lease<Started<T>>): void {
+    lease.end(this.ok);
+    void Promise.resolve(lease.value.it.return?.()).catch(noop);
   }
 }
 

@@ -22,10 +22,11 @@ export function stopStreams(server: Server, err: AppError): { count: number; clo
  * Server-Sent Events on the raw socket: `event: <type>\ndata: <json>\n\n`, LF only. The reply is hijacked, so
  * Fastify sends nothing else on it.
  *
- * The events written in one turn of the event loop leave in one socket write: the first write of a turn corks
- * the response and a nextTick uncorks it, after the promise jobs of that turn (the consumer's loop over the
- * events an upstream chunk gave) have run. A stream of a dozen events that arrive together thus costs one write
- * system call instead of a dozen, and the first event waits for nothing but the end of its own turn.
+ * The events written in one turn of the event loop leave in one socket write: they are joined into one text and
+ * a nextTick writes it, after the promise jobs of that turn (the consumer's loop over the events an upstream chunk
+ * gave) have run. A stream of a dozen events that arrive together thus costs one write system call instead of a
+ * dozen, and one chunk of the chunked encoding (one response write: its length line, the text, its CRLF) instead
+ * of a dozen; the first event waits for nothing but the end of its own turn.
  */
 export class SseWriter {
   private started = false;
@@ -118,25 +119,27 @@ export class SseWriter {
     this.write(`data: ${JSON.stringify(payload)}\n\n`);
   }
 
-  private corked = false;
+  /** the text of this turn's events, written at its end (nextTick after the first event of a turn) */
+  private pending = '';
 
   private write(text: string) {
     if (!this.started) this.start();
     const raw = this.reply.raw;
     if (raw.writableEnded || raw.destroyed) return;
-    if (!this.corked) {
-      this.corked = true;
-      raw.cork();
-      process.nextTick(uncork, this);
-    }
-    raw.write(text);
+    if (this.pending === '') {
+      this.pending = text;
+      process.nextTick(flushPending, this);
+    } else this.pending += text;
   }
 
   /** the turn's events leave together (nextTick after the first write of a turn) */
   flush() {
-    if (!this.corked) return;
-    this.corked = false;
-    this.reply.raw.uncork();
+    const text = this.pending;
+    if (text === '') return;
+    this.pending = '';
+    const raw = this.reply.raw;
+    if (raw.writableEnded || raw.destroyed) return;
+    raw.write(text);
   }
 
   /**
@@ -165,13 +168,16 @@ export class SseWriter {
 
   end(done = true) {
     if (!this.started) this.start();
-    if (this.reply.raw.writableEnded || this.reply.raw.destroyed) return;
-    // end() writes what a cork holds back, with the last chunk
-    this.corked = false;
-    this.reply.raw.end(done ? 'data: [DONE]\n\n' : undefined);
+    const raw = this.reply.raw;
+    if (raw.writableEnded || raw.destroyed) return;
+    // the turn's events not written yet leave with the last chunk
+    const text = done ? this.pending + 'data: [DONE]\n\n' : this.pending;
+    this.pending = '';
+    if (text === '') raw.end();
+    else raw.end(text);
   }
 }
 
-function uncork(w: SseWriter) {
+function flushPending(w: SseWriter) {
   w.flush();
 }
