@@ -98,6 +98,24 @@ function lockDataDir(dataDir: string): () => void {
   throw new ConfigError(`could not lock ${path}`);
 }
 
+/** The migrations recorded in a database that this release does not have (a newer release made them), in order. */
+export function newerMigrations(done: Iterable<string>): string[] {
+  return [...done].filter((n) => !Object.hasOwn(builtIn, n)).sort();
+}
+
+/**
+ * A database a newer release has migrated is not opened by an older one: its code does not know the newer tables and
+ * columns, and could write rows the newer release misreads (a downgrade is a restore of the backup taken before the
+ * upgrade: docs/deployment.md, "Upgrades").
+ */
+function refuseNewer(done: Set<string>): void {
+  const newer = newerMigrations(done);
+  if (newer.length === 0) return;
+  throw new ConfigError(
+    `the database was migrated by a newer Portico: it has ${newer.length} migration${newer.length === 1 ? '' : 's'} this release does not know (${newer.join(', ')}). Run that release or a newer one; to go back to this release, restore the backup taken before the upgrade (docs/deployment.md, "Upgrades").`,
+  );
+}
+
 /** PGlite on the calling thread (PORTICO_PGLITE_THREAD=off): the comparison baseline of bench:memory. */
 async function openInThread(o: { dir?: string; postgresqlconf: string[]; template?: string }): Promise<PGliteQueryable & { dump(): Promise<Uint8Array> }> {
   const { PGlite } = await import('@electric-sql/pglite');
@@ -202,6 +220,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
     async pending() {
       const exists = await sql<{ t: string | null }>`select to_regclass('portico_migrations')::text as t`.execute(db);
       const done = exists.rows[0]?.t ? new Set((await sql<{ name: string }>`select name from portico_migrations`.execute(db)).rows.map((r) => r.name)) : new Set<string>();
+      refuseNewer(done);
       return Object.keys(builtIn)
         .sort()
         .filter((n) => !done.has(n));
@@ -213,6 +232,7 @@ export async function openDb(opts: DbOptions): Promise<OpenedDb> {
         try {
           await sql`create table if not exists portico_migrations (name varchar(255) not null primary key, timestamp varchar(255) not null)`.execute(conn);
           const done = new Set((await sql<{ name: string }>`select name from portico_migrations`.execute(conn)).rows.map((r) => r.name));
+          refuseNewer(done);
           for (const name of Object.keys(builtIn).sort()) {
             if (done.has(name)) continue;
             try {

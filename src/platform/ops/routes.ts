@@ -2,8 +2,8 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { AppError, msg } from '../errors.js';
 import { sql } from 'kysely';
-import type { Db } from '../db/index.js';
 import { migrations } from '../db/migrations.js';
+import { newerMigrations, type Db } from '../db/index.js';
 import type { Metrics } from './metrics.js';
 import type { FeatureModule } from '../module.js';
 
@@ -83,12 +83,21 @@ function registerOpsRoutes(app: FastifyInstance, s: OpsDeps) {
       let ready = true;
       let degraded = false;
       try {
-        const r = await withTimeout(sql<{ n: number }>`select count(*)::int as n from portico_migrations`.execute(s.db), 2000, 'the database');
-        const applied = Number(r.rows[0]?.n ?? 0);
+        const r = await withTimeout(sql<{ name: string }>`select name from portico_migrations`.execute(s.db), 2000, 'the database');
+        const done = new Set(r.rows.map((x) => x.name));
+        const missing = Object.keys(migrations).filter((n) => !done.has(n)).length;
         const known = Object.keys(migrations).length;
+        // a newer release migrated the database while this one runs (a rolling upgrade): this instance keeps serving
+        // until it is replaced (migrations only add), and says so; a restart of this release would refuse to start
+        const newer = newerMigrations(done);
         checks.database = 'ok';
-        checks.migrations = applied >= known ? 'ok' : `${applied} of ${known} applied`;
-        if (applied < known) ready = false;
+        checks.migrations =
+          missing > 0
+            ? `${known - missing} of ${known} applied`
+            : newer.length
+              ? `ok; ${newer.length} newer (${newer.join(', ')}): a newer release migrated the database; replace this instance with it`
+              : 'ok';
+        if (missing > 0) ready = false;
       } catch (e) {
         ready = false;
         checks.database = (e as Error).message;
