@@ -367,9 +367,12 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
     `Portico listening on ${server.url} (portal ${server.url}/v1/portal, API ${server.url}/v1, docs ${server.url}/docs)`,
   );
   // the hints once, not once per worker
+  // the page's address: PUBLIC_URL, or the address it listens on (with PORT=0, the port it was given); the command
+  // is told it too, so its link points at this server whatever PORT, HOST or PUBLIC_URL its own shell has
+  const pageUrl = config.port === 0 && !process.env.PUBLIC_URL ? server.url : config.web.publicUrl;
   if ((config.workerId ?? 1) === 1)
     log.info(
-      `Open the web page at ${config.web.publicUrl}/ and sign in with a link printed by: DATA_DIR=${config.dataDir} npx portico login --user alice` +
+      `Open the web page at ${pageUrl}/ and sign in with a link printed by: DATA_DIR=${config.dataDir} PUBLIC_URL=${pageUrl} npx portico login --user alice` +
         (config.web.oidc ? `, or with your identity provider (${config.web.oidc.issuer}) from the sign-in page` : ''),
     );
   if (config.jwt.secretGenerated) {

@@ -340,38 +340,59 @@ describe('web page settings and the CLI', () => {
     }
   });
 
-  test('npm start (portico serve) says in its first lines how to get into the page', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'portico-serve-'));
-    const child = spawn(process.execPath, ['dist/src/cli/main.js', 'serve'], {
-      env: { ...process.env, DATA_DIR: dir, PORT: '0', PORTICO_DB: 'memory', LOG_LEVEL: 'info', PUBLIC_URL: 'http://portico.test:8080' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    try {
-      const lines: string[] = [];
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no sign-in hint within 90 s: ${lines.join('\n')}`)), 90_000);
-        let buf = '';
-        child.stdout!.on('data', (d) => {
-          buf += d;
-          let i;
-          while ((i = buf.indexOf('\n')) >= 0) {
-            lines.push(JSON.parse(buf.slice(0, i)).msg);
-            buf = buf.slice(i + 1);
-            if (/portico login --user/.test(lines.at(-1)!)) {
-              clearTimeout(timer);
-              resolve();
-            }
-          }
-        });
-        child.on('exit', (code) => reject(new Error(`serve exited (${code}): ${lines.join('\n')}`)));
+  test('npm start (portico serve) says in its first lines how to get into the page, with the address the command needs', async () => {
+    /** the first lines of `portico serve` with this environment, until the sign-in hint */
+    const firstLines = async (extra: Record<string, string>) => {
+      const dir = mkdtempSync(join(tmpdir(), 'portico-serve-'));
+      const child = spawn(process.execPath, ['dist/src/cli/main.js', 'serve'], {
+        env: { ...process.env, DATA_DIR: dir, PORT: '0', PORTICO_DB: 'memory', LOG_LEVEL: 'info', ...extra },
+        stdio: ['ignore', 'pipe', 'inherit'],
       });
+      try {
+        const lines: string[] = [];
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`no sign-in hint within 90 s: ${lines.join('\n')}`)), 90_000);
+          let buf = '';
+          child.stdout!.on('data', (d) => {
+            buf += d;
+            let i;
+            while ((i = buf.indexOf('\n')) >= 0) {
+              lines.push(JSON.parse(buf.slice(0, i)).msg);
+              buf = buf.slice(i + 1);
+              if (/portico login --user/.test(lines.at(-1)!)) {
+                clearTimeout(timer);
+                resolve();
+              }
+            }
+          });
+          child.on('exit', (code) => reject(new Error(`serve exited (${code}): ${lines.join('\n')}`)));
+        });
+        return { lines, dir };
+      } finally {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    {
+      const { lines, dir } = await firstLines({ PUBLIC_URL: 'http://portico.test:8080' });
       const at = lines.findIndex((l) => /portico login --user/.test(l));
       assert.ok(at >= 0 && at < 4, `among the first lines: ${lines.join(' | ')}`);
-      assert.match(lines[at], new RegExp(`^Open the web page at http://portico\\.test:8080/ and sign in with a link printed by: DATA_DIR=${dir} npx portico login --user alice$`));
-    } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-      rmSync(dir, { recursive: true, force: true });
+      // the command is told the page's address: its link points at this server whatever its own shell has set
+      assert.match(
+        lines[at],
+        new RegExp(
+          `^Open the web page at http://portico\\.test:8080/ and sign in with a link printed by: DATA_DIR=${dir} PUBLIC_URL=http://portico\\.test:8080 npx portico login --user alice$`,
+        ),
+      );
+    }
+    {
+      // no PUBLIC_URL and PORT=0: the address it listens on, with the port it was given (not ":0")
+      const { lines } = await firstLines({});
+      const listening = /Portico listening on (http:\/\/[^ ]+:(\d+)) /.exec(lines.find((l) => l.startsWith('Portico listening on')) ?? '');
+      assert.ok(listening && listening[2] !== '0', lines.join(' | '));
+      const hint = lines.find((l) => /portico login --user/.test(l))!;
+      assert.ok(hint.startsWith(`Open the web page at ${listening[1]}/ `) && hint.includes(`PUBLIC_URL=${listening[1]} npx portico login`), hint);
     }
   });
 
