@@ -322,7 +322,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         beforeScrape: refreshGauges,
       }),
       createKeysModule({ management: core.keys.management, inference: core.keys.inference }),
-      createQueryModule({ jwt, verifier, usage: core.usage, adminRole: config.jwt.adminRole, authenticate: web.authenticatePortal }),
+      createQueryModule({ jwt, verifier, usage: core.usage, adminRole: config.jwt.adminRole, billingEnabled: config.billingEnabled, authenticate: web.authenticatePortal }),
       createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
       // the features, in the order their scopes are listed (keys' allowed values, the web page)
       responses,

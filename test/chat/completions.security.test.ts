@@ -144,7 +144,9 @@ describe('chat completions: budgets and rate limits apply', () => {
 
   const balance = async (user: string) => {
     const res = await fetch(`${e.url}/v1/portal/query/balance`, { headers: { authorization: `Bearer ${await e.t.token(user)}` } });
-    return ((await res.json()) as any).data;
+    const { billing_enabled, ...rest } = ((await res.json()) as any).data;
+    assert.equal(billing_enabled, true);
+    return rest;
   };
 
   test('no credits: 429 insufficient_quota before the upstream is called; credits are spent at the model price, then refused', async () => {

@@ -101,7 +101,7 @@ for (const db of testDatabases()) {
         const orgGrant = await portico(['credits', 'grant', '--org', 'acme', '--amount', '100'], env);
         assert.equal(orgGrant.code, 0, orgGrant.stderr);
         const after = (await t.app.inject({ method: 'GET', url: '/v1/portal/query/balance', headers: { authorization: `Bearer ${jwt}` } })).json().data;
-        assert.deepEqual(after, { granted: 7, used: 0, balance: 7, currency: 'credits' });
+        assert.deepEqual(after, { granted: 7, used: 0, balance: 7, currency: 'credits', billing_enabled: false });
         const admin = await t.token('boss', { acme: 'admin' });
         const org = (await t.app.inject({ method: 'GET', url: '/v1/portal/query/balance?org_id=acme', headers: { authorization: `Bearer ${admin}` } })).json().data;
         assert.equal(org.granted, 100);

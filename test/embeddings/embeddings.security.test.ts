@@ -109,7 +109,7 @@ describe('embeddings: budgets, rate limits, upstream credentials', () => {
     // 'x' x 2,000,000 is 500,000 tokens at 1 credit per million: 0.5 credits
     assert.equal((await embed('x'.repeat(2_000_000))).status, 200);
     const bal = ((await (await fetch(`${e.url}/v1/portal/query/balance`, { headers: { authorization: `Bearer ${await e.t.token('payer')}` } })).json()) as any).data;
-    assert.deepEqual(bal, { granted: 1, used: 0.5, balance: 0.5, currency: 'credits' });
+    assert.deepEqual(bal, { granted: 1, used: 0.5, balance: 0.5, currency: 'credits', billing_enabled: true });
   });
 
   test('requests per minute apply; the upstream key is used upstream and never shown', async () => {

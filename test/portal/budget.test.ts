@@ -32,7 +32,10 @@ for (const db of testDatabases()) {
         headers: { authorization: `Bearer ${await t.token(user, org ? { [org]: 'admin' } : {})}` },
       });
       assert.equal(res.statusCode, 200, res.body);
-      return res.json().data;
+      // billing on: the page shows this balance (a spent one refuses requests)
+      const { billing_enabled, ...rest } = res.json().data;
+      assert.equal(billing_enabled, true);
+      return rest;
     };
 
     test('no credits: 429 insufficient_quota in the OpenAI shape, and nothing is charged', async () => {

@@ -60,7 +60,7 @@ for (const db of testDatabases()) {
       assert.equal(u.total.input_tokens, 131);
       assert.equal(u.total.cost, 3.75);
       const b = assertOk(await call('GET', BALANCE, keys.all.api_key));
-      assert.deepEqual(b, { granted: 10, used: 3.75, balance: 6.25, currency: 'credits' });
+      assert.deepEqual(b, { granted: 10, used: 3.75, balance: 6.25, currency: 'credits', billing_enabled: false });
     });
 
     test('scopes: usage:read only -> 403 on balance; balance:read only -> 403 on usage', async () => {
@@ -74,7 +74,7 @@ for (const db of testDatabases()) {
       assert.equal(assertOk(await call('GET', USAGE, alice)).total.requests, 4);
       assert.equal(assertOk(await call('GET', BALANCE, alice)).balance, 6.25);
       const bob = await t.token('bob');
-      assert.deepEqual(assertOk(await call('GET', BALANCE, bob)), { granted: 1, used: 3, balance: -2, currency: 'credits' });
+      assert.deepEqual(assertOk(await call('GET', BALANCE, bob)), { granted: 1, used: 3, balance: -2, currency: 'credits', billing_enabled: false });
       assert.equal(assertOk(await call('GET', USAGE, bob)).total.requests, 1);
       // an org needs its admin
       assertPortalError(await call('GET', `${USAGE}?org_id=acme`, bob), 403, /^permission denied/, 40300);

@@ -222,7 +222,12 @@ describe('the portal page in Chromium', () => {
     await page.getByRole('heading', { name: 'Usage and balance' }).waitFor();
     await page.locator('.chart canvas').first().waitFor();
     assert.equal(await page.locator('.chart canvas').count(), 4, 'requests, tokens, characters, audio seconds');
-    assert.equal(await page.locator('#balance-value').innerText(), '25');
+    // billing is off here (BILLING_ENABLED unset): the card shows the credits used and says billing is off, not a
+    // balance (which would go below zero without anything being refused)
+    const card = page.locator('.stat').filter({ has: page.locator('#balance-value') });
+    assert.equal(await card.locator('.label').innerText(), 'Credits used');
+    assert.equal(await page.locator('#balance-value').innerText(), '0');
+    assert.match(await card.innerText(), /billing is off: usage is priced, not charged/);
     const table = await page.getByRole('table', { name: 'By model' }).innerText();
     assert.match(table, /chat-small\s+2\b/, 'two answered requests recorded for the model');
     assert.match(await page.locator('.chart figcaption').first().innerText(), /Requests/);
@@ -257,7 +262,9 @@ describe('the portal page in Chromium', () => {
     // the key reads the balance query API (25, granted above) and nothing it was not scoped for
     const balance = await fetch(`${t.url}/v1/portal/query/balance`, { headers: { authorization: `Bearer ${mk}` } });
     assert.equal(balance.status, 200);
-    assert.equal((await balance.json()).data.balance, 25);
+    const read = (await balance.json()).data;
+    assert.equal(read.balance, 25);
+    assert.equal(read.billing_enabled, false);
     const usage = await fetch(`${t.url}/v1/portal/query/usage`, { headers: { authorization: `Bearer ${mk}` } });
     assert.equal(usage.status, 403);
     await page.getByRole('tab', { name: 'Inference keys' }).click();

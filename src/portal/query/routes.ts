@@ -18,6 +18,8 @@ export interface QueryDeps {
   verifier: KeyVerifier;
   usage: UsageService;
   adminRole: string;
+  /** BILLING_ENABLED: whether a spent balance refuses requests (the balance answer says so) */
+  billingEnabled: boolean;
   /**
    * How a portal user is recognized when the caller sends no API key (default: the bearer JWT). The web page
    * passes the one that also accepts its session cookie.
@@ -103,7 +105,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
         },
       },
     },
-    async (req) => ok(req, await deps.usage.balance(await resolveScope(req, deps, QUERY_SCOPES.balance, req.query.org_id))),
+    async (req) => ok(req, { ...(await deps.usage.balance(await resolveScope(req, deps, QUERY_SCOPES.balance, req.query.org_id))), billing_enabled: deps.billingEnabled }),
   );
 }
 

@@ -107,6 +107,8 @@ export const en = {
   'usage.lastDays': 'Last {n} days',
   'usage.balance': 'Balance',
   'usage.granted': 'granted {granted}, used {used}',
+  'usage.used': 'Credits used',
+  'usage.billing_off': 'billing is off: usage is priced, not charged',
   'usage.requests': 'Requests',
   'usage.tokens': 'Tokens',
   'usage.inOut': '{input} in, {output} out',

@@ -109,6 +109,8 @@ export const zh: Record<keyof typeof en, string> = {
   'usage.lastDays': '最近 {n} 天',
   'usage.balance': '余额',
   'usage.granted': '已发放 {granted}，已使用 {used}',
+  'usage.used': '已使用额度',
+  'usage.billing_off': '计费未开启：用量只计价，不扣费',
   'usage.requests': '请求数',
   'usage.tokens': 'Token 数',
   'usage.inOut': '输入 {input}，输出 {output}',

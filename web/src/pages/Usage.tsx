@@ -131,13 +131,24 @@ export function Usage({ me }: { me: Me | null }) {
       <ErrorBox error={error} />
       {balance && usage && (
         <div class="cards" id="usage-totals">
-          <div class="stat">
-            <span class="label">{t('usage.balance')}</span>
-            <span class="value" id="balance-value">
-              {n(balance.balance, 4)}
-            </span>
-            <span class="muted">{t('usage.granted', { granted: n(balance.granted, 4), used: n(balance.used, 4) })}</span>
-          </div>
+          {balance.billing_enabled ? (
+            <div class="stat">
+              <span class="label">{t('usage.balance')}</span>
+              <span class="value" id="balance-value">
+                {n(balance.balance, 4)}
+              </span>
+              <span class="muted">{t('usage.granted', { granted: n(balance.granted, 4), used: n(balance.used, 4) })}</span>
+            </div>
+          ) : (
+            // billing off: nothing is refused for the balance, so a balance below zero would only alarm; the cost is shown
+            <div class="stat">
+              <span class="label">{t('usage.used')}</span>
+              <span class="value" id="balance-value">
+                {n(balance.used, 4)}
+              </span>
+              <span class="muted">{t('usage.billing_off')}</span>
+            </div>
+          )}
           <div class="stat">
             <span class="label">{t('usage.requests')}</span>
             <span class="value">{n(usage.total.requests)}</span>
