@@ -111,6 +111,12 @@ export interface Provider<O extends TObject = TObject> {
   forwardsChatCompletions?(spec: ProviderSpec<O>): boolean;
   /** one engine for every model of this provider (worker pools), instead of one per model */
   readonly shared?: boolean;
+  /**
+   * What an engine of this entry holds, as a key: entries with the same key share one engine (two names for one
+   * model file load it once: a pulled model under a second name, an alias in the model file). Absent: one engine
+   * per entry. Only for engines that keep nothing of the entry but what the key covers.
+   */
+  engineKey?(spec: ProviderSpec<O>, capability: Capability): string;
   readonly create: EngineFactories<ProviderSpec<O>>;
   /**
    * Loads the code a factory imports, creating nothing (no engine, no connection, no model): the runtime calls it

@@ -37,6 +37,8 @@ interface Closable {
 
 export class EngineRegistry {
   private readonly engines = new Map<string, Promise<Closable>>();
+  /** the names an engine shared by key serves (Provider.engineKey): it closes when the last of them goes */
+  private readonly users = new Map<string, Set<string>>();
   /** engines a reload retired, closing once their work in flight is done (shutdown closes them at once) */
   private readonly retiring = new Set<Promise<Closable>>();
   /**
@@ -82,13 +84,26 @@ export class EngineRegistry {
     if (!provider || !create) {
       return Promise.reject(new EngineError(`the model '${spec.name}' (provider ${spec.provider}) does not serve ${capability}`, 'engine_unavailable', 503));
     }
-    const id = provider.shared ? `${capability}\u0000provider\u0000${provider.name}` : `${capability}\u0000${spec.name}`;
+    const key = provider.shared ? undefined : provider.engineKey?.(spec as never, capability);
+    const id = provider.shared
+      ? `${capability}\u0000provider\u0000${provider.name}`
+      : key !== undefined
+        ? `${capability}\u0000key\u0000${provider.name}\u0000${key}`
+        : `${capability}\u0000${spec.name}`;
+    if (key !== undefined) {
+      let names = this.users.get(id);
+      if (!names) this.users.set(id, (names = new Set()));
+      names.add(spec.name);
+    }
     let p = this.engines.get(id) as Promise<Engines[C]> | undefined;
     if (!p) {
       // the spec was checked against the provider's options when the model file was read
       p = (create as (s: unknown, c: ProviderContext) => Promise<Engines[C]>)(spec, this.ctx);
       this.engines.set(id, p);
-      p.catch(() => this.engines.delete(id));
+      p.catch(() => {
+        this.engines.delete(id);
+        this.users.delete(id);
+      });
     }
     return p;
   }
@@ -110,14 +125,29 @@ export class EngineRegistry {
 
   /** Closes the engines of a model that went away or changed (the next request creates them anew). */
   async release(name: string): Promise<void> {
-    const gone: Array<Promise<{ close(): Promise<void> }>> = [];
-    for (const [id, p] of this.engines) {
-      if (id.endsWith(`\u0000${name}`) && !id.includes('\u0000provider\u0000')) {
+    const gone = this.takeEngines([name]);
+    await Promise.all(gone.map((p) => p.then((e) => e.close()).catch(() => {})));
+  }
+
+  /**
+   * Takes out the engines these names alone use: an engine of its own name, and one shared by key (engineKey) once
+   * none of the names it serves is left. The caller closes or retires them.
+   */
+  private takeEngines(names: Iterable<string>): Array<Promise<Closable>> {
+    const gone: Array<Promise<Closable>> = [];
+    for (const name of names) {
+      for (const [id, p] of this.engines) {
+        if (id.includes('\u0000provider\u0000')) continue;
+        const users = this.users.get(id);
+        if (users) {
+          if (!users.delete(name) || users.size > 0) continue;
+          this.users.delete(id);
+        } else if (!id.endsWith(`\u0000${name}`)) continue;
         this.engines.delete(id);
         gone.push(p);
       }
     }
-    await Promise.all(gone.map((p) => p.then((e) => e.close()).catch(() => {})));
+    return gone;
   }
 
   /**
@@ -128,15 +158,7 @@ export class EngineRegistry {
    */
   retire(names: Iterable<string>, stale: Iterable<object> = []): Promise<void> {
     for (const s of stale) this.stale.add(s);
-    const gone: Array<Promise<Closable>> = [];
-    for (const name of names) {
-      for (const [id, p] of this.engines) {
-        if (id.endsWith(`\u0000${name}`) && !id.includes('\u0000provider\u0000')) {
-          this.engines.delete(id);
-          gone.push(p);
-        }
-      }
-    }
+    const gone = this.takeEngines(names);
     return Promise.all(
       gone.map((p) => {
         this.retiring.add(p);
@@ -152,6 +174,7 @@ export class EngineRegistry {
     this.closed = true;
     const all = [...this.engines.values(), ...this.retiring];
     this.engines.clear();
+    this.users.clear();
     this.retiring.clear();
     await Promise.all(all.map((p) => p.then((e) => e.close()).catch(() => {})));
   }

@@ -21,6 +21,9 @@ export const llama = defineProvider({
     if (s.matryoshka !== undefined && s.type !== 'embeddings') return `matryoshka applies to embeddings models only (this one is ${s.type})`;
     return undefined;
   },
+  // the file and what it is loaded with: names for the same file with the same options load it once (issue 24 §4:
+  // `models pull ... --name qwen` made a second engine of the same 170 MB file, RSS 562 -> 860 MiB)
+  engineKey: (s, capability) => JSON.stringify([capability, s.path, s.context_window ?? null, capability === 'text' ? (s.parallel ?? null) : (s.matryoshka ?? null)]),
   create: {
     async text(s, ctx) {
       const { createLlamaEngine } = await import('./index.js');
