@@ -52,6 +52,19 @@ describe('pulled models answer Responses, Chat Completions and embeddings at onc
 
     const r = await e.client.responses.create({ model: 'tiny', input: 'Say hi', max_output_tokens: 4 });
     assert.ok(r.output_text.length > 0);
+    // the file's other name (the one the pull gave it) is the same model in memory: one engine, the file loaded once
+    const names = (await e.client.models.list()).data
+      .map((m) => m.id)
+      .filter(
+        (id) =>
+          id !== 'tiny' &&
+          e.t.services.models.get(id)?.provider === 'llama' &&
+          (e.t.services.models.get(id) as { path?: string }).path === (e.t.services.models.get('tiny') as { path?: string }).path,
+      );
+    assert.equal(names.length, 1, `one other name for the chat file: ${names.join(', ')}`);
+    const other = await e.client.responses.create({ model: names[0]!, input: 'Say hi', max_output_tokens: 4 });
+    assert.ok(other.output_text.length > 0);
+    assert.equal(await e.t.services.engines.text(e.t.services.models.get(names[0]!)!), await e.t.services.engines.text(e.t.services.models.get('tiny')!));
     const c = await e.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 4 });
     assert.ok(c.choices[0]!.message.content!.length > 0);
     assert.equal(c.model, 'tiny');
