@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { FakeHub, sha256 } from '../helpers/fake-hub.js';
@@ -221,6 +223,31 @@ test('HF_TOKEN (from the environment) opens a gated repository and is never prin
   assert.equal(ok.code, 0, ok.stderr);
   assert.ok(!(ok.stdout + ok.stderr).includes(TOKEN), 'the token is not printed');
   assert.ok(!readFileSync(join(d, 'models', 'models.json'), 'utf8').includes(TOKEN), 'nor stored');
+});
+
+test('no way to the hub (offline, a firewall): the error names the way forward: a mirror, a reachable URL, or a local file', async () => {
+  // a port nothing listens on: the connection is refused, as when the hub cannot be reached
+  const closed = await new Promise<number>((resolve) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+  const d = home();
+  const viaHub = await inProcess({ command: 'pull', ref: 'hf:acme/Tiny-Chat-GGUF' }, env(d, { PORTICO_HF_ENDPOINT: `http://127.0.0.1:${closed}` }));
+  assert.equal(viaHub.code, 1);
+  assert.match(viaHub.stderr, new RegExp(`cannot reach 127\\.0\\.0\\.1:${closed}: ECONNREFUSED\\.`));
+  assert.match(viaHub.stderr, /set PORTICO_HF_ENDPOINT \(or HF_ENDPOINT\) to a mirror of the hub/);
+  assert.match(viaHub.stderr, /pull the file from an https:\/\/ address this machine reaches/);
+  assert.match(viaHub.stderr, /copy the \.gguf here and name it in the model file \(PORTICO_CONFIG: provider llama, path/);
+  // a plain URL: no mirror of the hub to offer, the other two ways
+  const plain = await inProcess({ command: 'pull', ref: `http://127.0.0.1:${closed}/files/model.gguf` }, env(d));
+  assert.equal(plain.code, 1);
+  assert.match(plain.stderr, /cannot reach .*ECONNREFUSED/);
+  assert.ok(!/mirror/.test(plain.stderr), plain.stderr);
+  assert.match(plain.stderr, /name it in the model file/);
+  assert.ok(!/\n\s+at /.test(viaHub.stderr + plain.stderr), 'no stack');
 });
 
 test('a full disk (writes fail with ENOSPC): a clear error, exit 1, no crash, nothing left behind', async () => {

@@ -73,7 +73,19 @@ function networkError(hub: Hub, url: string, e: unknown): PullError {
   const err = e as Error & { cause?: { code?: string; message?: string } };
   if (err?.name === 'TimeoutError') return new PullError('hub_error', `${new URL(url).host} did not answer within ${Math.round((hub.timeoutMs ?? 60_000) / 1000)} s`);
   const why = err?.cause?.code ?? err?.cause?.message ?? err?.message ?? String(e);
-  return new PullError('hub_error', `cannot reach ${new URL(url).host}: ${why}`);
+  return new PullError('hub_error', `cannot reach ${new URL(url).host}: ${why}.${offlineWays(hub, url)}`);
+}
+
+/**
+ * What to do when the hub cannot be reached (no internet, a firewall): a mirror, a plain URL the network does reach,
+ * or a file copied here and named in the model file. A plain URL that cannot be reached gets the last two.
+ */
+function offlineWays(hub: Hub, url: string): string {
+  const fromHub = new URL(url).origin === new URL(hub.endpoint).origin;
+  return (
+    (fromHub ? ` Without access to ${new URL(hub.endpoint).host}: set PORTICO_HF_ENDPOINT (or HF_ENDPOINT) to a mirror of the hub;` : '') +
+    ` pull the file from an https:// address this machine reaches; or copy the .gguf here and name it in the model file (PORTICO_CONFIG: provider llama, path: the file; docs/models.md).`
+  );
 }
 
 /** Maps a hub refusal to a message that says what to do. `what` names the repository or file. */
