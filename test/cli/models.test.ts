@@ -261,6 +261,45 @@ test('a full disk (writes fail with ENOSPC): a clear error, exit 1, no crash, no
   assert.deepEqual(tree(models), [], 'no partial file, no model, no catalogue entry');
 });
 
+test('a transfer that stalls (the connection stays open, nothing arrives) is cut and resumed; one that keeps stalling gives up, keeping the part', async () => {
+  const d = home();
+  // one ranged transfer sends 1000 bytes, then nothing, and never ends: the pull must not wait for it forever
+  let stalls = 0;
+  hub.faults.stall = (start) => start > 0 && stalls++ === 0;
+  try {
+    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: '1500' }));
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(stalls >= 2, true, 'the stalled range was asked for again');
+    assert.match(r.stderr, /nothing arrived for \S+ at [\d.]+ [kM]?B of [\d.]+ MB; the transfer is cut and resumed \(try 2 of 4\)/);
+    assert.ok(readFileSync(join(d, 'models', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf')).equals(big), 'the file is whole');
+  } finally {
+    hub.faults.stall = undefined;
+  }
+  // every ranged transfer stalls: after the retries, a clear error; the part downloaded so far stays for a resume
+  const d2 = home();
+  hub.faults.stall = (start) => start > 0;
+  try {
+    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d2, { PORTICO_PULL_STALL_MS: '1500' }));
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      /portico: the transfer stalled: nothing arrived for 2 s, 4 times; the part downloaded so far is kept: run the same command again to resume \(PORTICO_PULL_STALL_MS sets the wait\)/,
+    );
+    assert.equal((r.stderr.match(/the transfer is cut and resumed/g) ?? []).length, 3);
+    assert.ok(
+      existsSync(join(d2, 'models', '.partial', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf.ipull')),
+      `the partial file stays: ${JSON.stringify(tree(join(d2, 'models')))} ${r.stderr}`,
+    );
+    assert.equal(existsSync(join(d2, 'models', 'models.json')), false, 'nothing served');
+  } finally {
+    hub.faults.stall = undefined;
+  }
+  // a bad setting is refused with its name
+  const bad = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(home(), { PORTICO_PULL_STALL_MS: 'soon' }));
+  assert.equal(bad.code, 2, bad.stderr);
+  assert.match(bad.stderr, /PORTICO_PULL_STALL_MS must be a whole number of milliseconds/);
+});
+
 test('Ctrl-C stops a pull (exit 130) keeping the partial file; the same command resumes it', async () => {
   const d = home();
   hub.faults.stall = (start) => start > 0;

@@ -65,6 +65,7 @@ async function pull(o: Extract<ModelsCommand, { command: 'pull' }>, io: Required
       modelsDir: settings.modelsDir,
       hubEndpoint: settings.hubEndpoint,
       token: settings.token,
+      stallMs: settings.stallMs,
       name: o.name,
       kind: o.kind,
       sha256: o.sha256,

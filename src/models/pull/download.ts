@@ -18,7 +18,16 @@ export interface DownloadOptions {
   token?: string;
   signal?: AbortSignal;
   onProgress?: (downloaded: number, total: number) => void;
+  /** a transfer that receives nothing for this long is cut and resumed (default 60 s: PORTICO_PULL_STALL_MS) */
+  stallMs?: number;
+  /** how many times a stalled transfer is resumed before the pull gives up (default 3) */
+  stallRetries?: number;
+  /** told when a stalled transfer is cut and resumed */
+  onStall?: (info: { downloaded: number; total: number; stalledMs: number; attempt: number; attempts: number }) => void;
 }
+
+export const DEFAULT_STALL_MS = 60_000;
+export const DEFAULT_STALL_RETRIES = 3;
 
 /** Errors of the local disk that no retry fixes. */
 const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EFBIG', 'EROFS', 'EACCES', 'EPERM', 'EIO']);
@@ -72,6 +81,50 @@ export async function partialSize(dir: string, fileName: string): Promise<number
  * on abort or a network failure the partial file stays for the next run (PullError 'interrupted', resumable).
  */
 export async function downloadModelFile(o: DownloadOptions): Promise<string> {
+  const stallMs = o.stallMs ?? DEFAULT_STALL_MS;
+  const attempts = 1 + (o.stallRetries ?? DEFAULT_STALL_RETRIES);
+  for (let attempt = 1; ; attempt++) {
+    // a watchdog on the bytes: ipull retries a cut connection, but one that stays open and sends nothing would
+    // hold the pull forever ("72% ... 0 B/s" for minutes); cut it, and resume from what is on disk
+    const stall = new AbortController();
+    let downloaded = 0;
+    let total = 0;
+    let lastChange = Date.now();
+    const watch = setInterval(
+      () => {
+        if (Date.now() - lastChange >= stallMs) stall.abort();
+      },
+      Math.max(10, Math.min(1000, stallMs / 4)),
+    );
+    watch.unref();
+    try {
+      return await downloadOnce({
+        ...o,
+        signal: o.signal ? AbortSignal.any([o.signal, stall.signal]) : stall.signal,
+        onProgress: (d, t) => {
+          if (d !== downloaded) lastChange = Date.now();
+          downloaded = d;
+          total = t;
+          o.onProgress?.(d, t);
+        },
+      });
+    } catch (e) {
+      if (!stall.signal.aborted || o.signal?.aborted) throw e;
+    } finally {
+      clearInterval(watch);
+    }
+    const stalledMs = Date.now() - lastChange;
+    if (attempt >= attempts)
+      throw new PullError(
+        'interrupted',
+        `the transfer stalled: nothing arrived for ${Math.round(stallMs / 1000)} s, ${attempts} times; the part downloaded so far is kept: run the same command again to resume (PORTICO_PULL_STALL_MS sets the wait)`,
+        true,
+      );
+    o.onStall?.({ downloaded, total, stalledMs, attempt: attempt + 1, attempts });
+  }
+}
+
+async function downloadOnce(o: DownloadOptions): Promise<string> {
   const { createModelDownloader } = await import('node-llama-cpp');
   if (o.signal?.aborted) throw new PullError('interrupted', 'stopped before the download began', true);
   // ipull lets a failed disk write escape as an unhandled rejection besides failing the download (its write

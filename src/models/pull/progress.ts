@@ -100,6 +100,14 @@ export function createProgressRenderer(out: ProgressOutput, opts: { now?: () => 
           }
           break;
         }
+        case 'stalled':
+          // a line of its own, also on a terminal (the bar resumes below it)
+          if (open) out.write('\n');
+          open = false;
+          line(
+            `${name}: nothing arrived for ${formatDuration(e.stalledMs / 1000)} at ${formatBytes(e.downloaded)}${e.total > 0 ? ` of ${formatBytes(e.total)}` : ''}; the transfer is cut and resumed (try ${e.attempt} of ${e.attempts})`,
+          );
+          break;
         case 'verifying':
           if (!verifyShown) {
             verifyShown = true;

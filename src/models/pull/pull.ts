@@ -30,6 +30,8 @@ export interface PullOptions {
   sha256?: string;
   signal?: AbortSignal;
   onEvent?: (e: PullEvent) => void;
+  /** a transfer that receives nothing for this long is cut and resumed (PORTICO_PULL_STALL_MS; default 60 s) */
+  stallMs?: number;
   /** free bytes in the models directory (tests inject a small quota); default statfs */
   freeBytes?: (dir: string) => Promise<number | undefined>;
 }
@@ -38,6 +40,7 @@ export type PullEvent =
   | { type: 'resolving'; ref: string }
   | { type: 'resolved'; ref: string; name: string; source: string; file: string; size?: number; sha256?: string; resumeFrom: number }
   | { type: 'progress'; downloaded: number; total: number }
+  | { type: 'stalled'; downloaded: number; total: number; stalledMs: number; attempt: number; attempts: number }
   | { type: 'verifying'; done: number; total: number }
   | { type: 'done'; model: PulledModel; status: PullResult['status'] };
 
@@ -309,6 +312,8 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
       token: hub.token,
       signal: o.signal,
       onProgress: (downloaded, total) => emit({ type: 'progress', downloaded, total }),
+      stallMs: o.stallMs,
+      onStall: (info) => emit({ type: 'stalled', ...info }),
     });
     const v = await verifyFile(downloaded, { size: t.size, sha256: t.sha256 }, t.what, (done, total) => emit({ type: 'verifying', done, total }));
     if (o.signal?.aborted) throw new PullError('interrupted', 'stopped during verification; the download is kept: run the same command again to finish', true);

@@ -13,6 +13,8 @@ export interface PullSettings {
   hubEndpoint: string;
   /** HF_TOKEN (or the token file `huggingface-cli login` writes); sent to the hub only */
   token?: string;
+  /** PORTICO_PULL_STALL_MS: a transfer that receives nothing for this long is cut and resumed (default 60 s) */
+  stallMs?: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -57,5 +59,13 @@ export function modelsDirFrom(env: Env): string {
 }
 
 export function pullSettings(env: Env = process.env): PullSettings {
-  return { modelsDir: modelsDirFrom(env), hubEndpoint: hubEndpointFrom(env), token: hubTokenFrom(env) };
+  return { modelsDir: modelsDirFrom(env), hubEndpoint: hubEndpointFrom(env), token: hubTokenFrom(env), stallMs: stallMsFrom(env) };
+}
+
+function stallMsFrom(env: Env): number | undefined {
+  const raw = env.PORTICO_PULL_STALL_MS?.trim();
+  if (!raw) return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 100 || n > 3_600_000) throw new ConfigError(`PORTICO_PULL_STALL_MS must be a whole number of milliseconds from 100 to 3600000 (got "${raw}")`);
+  return n;
 }
