@@ -39,6 +39,8 @@ export class EngineRegistry {
   private readonly engines = new Map<string, Promise<Closable>>();
   /** the names an engine shared by key serves (Provider.engineKey): it closes when the last of them goes */
   private readonly users = new Map<string, Set<string>>();
+  /** each entry's engine id per capability (the entries are the model file's objects: a reload makes new ones) */
+  private readonly ids = new WeakMap<object, Partial<Record<Capability, string>>>();
   /** engines a reload retired, closing once their work in flight is done (shutdown closes them at once) */
   private readonly retiring = new Set<Promise<Closable>>();
   /**
@@ -84,13 +86,20 @@ export class EngineRegistry {
     if (!provider || !create) {
       return Promise.reject(new EngineError(`the model '${spec.name}' (provider ${spec.provider}) does not serve ${capability}`, 'engine_unavailable', 503));
     }
-    const key = provider.shared ? undefined : provider.engineKey?.(spec as never, capability);
-    const id = provider.shared
-      ? `${capability}\u0000provider\u0000${provider.name}`
-      : key !== undefined
-        ? `${capability}\u0000key\u0000${provider.name}\u0000${key}`
-        : `${capability}\u0000${spec.name}`;
-    if (key !== undefined) {
+    // an entry's engine id, worked out once per entry and capability: a keyed one (engineKey) is not remade on
+    // every request
+    let ids = this.ids.get(spec);
+    if (!ids) this.ids.set(spec, (ids = {}));
+    let id = ids[capability];
+    if (id === undefined) {
+      const key = provider.shared ? undefined : provider.engineKey?.(spec as never, capability);
+      id = ids[capability] = provider.shared
+        ? `${capability}\u0000provider\u0000${provider.name}`
+        : key !== undefined
+          ? `${capability}\u0000key\u0000${provider.name}\u0000${key}`
+          : `${capability}\u0000${spec.name}`;
+    }
+    if (id.includes('\u0000key\u0000')) {
       let names = this.users.get(id);
       if (!names) this.users.set(id, (names = new Set()));
       names.add(spec.name);
