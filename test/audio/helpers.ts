@@ -2,6 +2,7 @@
  * Helpers of the audio API tests: ffprobe / ffmpeg on returned bytes, a strict SRT and WebVTT parser, word
  * error rate, the OpenAI SDK client against a listening Portico, and ffmpeg child processes of this process.
  */
+import { waitFor } from '../helpers/wait.js';
 import { encodeWav } from '../../src/codec/wav.js';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -171,11 +172,7 @@ export async function ffmpegChildren(): Promise<number> {
 }
 
 export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(check, { timeoutMs, what });
 }
 
 /** A mono 16-bit PCM WAV file (the codec's own writer). */

@@ -9,6 +9,7 @@ import { createCore } from '../../src/compose/core.js';
 import { ConfigError, loadConfig } from '../../src/platform/config.js';
 import { buildTestApp, testDatabases, TEST_JWT_SECRET, TEST_PG_URL } from '../helpers/app.js';
 import { pgliteTemplate } from '../helpers/db-template.js';
+import { testPgUrl } from '../helpers/services.js';
 import { portico } from '../cli/helpers.js';
 import pg from 'pg';
 
@@ -55,8 +56,7 @@ for (const db of testDatabases()) {
           return true;
         });
         // the command says the same, without a stack, and changes nothing
-        const cliEnv =
-          db === 'postgres' ? { ...env, DATABASE_URL: `${TEST_PG_URL}${TEST_PG_URL.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}` } : env;
+        const cliEnv = db === 'postgres' ? { ...env, DATABASE_URL: testPgUrl({ searchPath: schema }) } : env;
         for (const args of [['migrate', '--dry-run'], ['migrate']]) {
           const r = await portico(args, cliEnv);
           assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout} ${r.stderr}`);

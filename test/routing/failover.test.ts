@@ -10,25 +10,12 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { timed } from '../helpers/wait.js';
 import OpenAI from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { startBlackHole, type BlackHole } from '../helpers/black-hole.js';
 import { parseModelConfig } from '../../src/models/config.js';
-
-/** runs `f`, giving how long it took and the longest event-loop stall (ms) while it ran */
-async function timed<T>(f: () => Promise<T>): Promise<{ value: T; ms: number; stallMs: number }> {
-  const h = monitorEventLoopDelay({ resolution: 5 });
-  h.enable();
-  const t0 = performance.now();
-  try {
-    const value = await f();
-    return { value, ms: performance.now() - t0, stallMs: h.max / 1e6 };
-  } finally {
-    h.disable();
-  }
-}
 
 describe('failover bounded by the timeouts: a host whose connects hang', () => {
   let hole: BlackHole;
