@@ -7,13 +7,17 @@
  * on that DATA_DIR, and restarts on PostgreSQL (127.0.0.1:5432, a schema of its own). BENCH_RUNS runs each; the
  * median is reported with the range.
  *
+ * First, the build a first `npm start` runs: scripts/build.mjs --app (esbuild, file by file, no type-check) against
+ * what it replaced, tsc emitting the same files (the baseline, measured in the same run), each in a copy of the
+ * sources (BENCH_BUILD_RUNS, default 3).
+ *
  * RSS is read twice: 2 s after /readyz, and once settled, BENCH_SETTLE_MS (default 30000; 0 skips it) after
  * /readyz. In between V8's memory reducer, which runs a few seconds after the process goes quiet (8-30 s after
  * start here), gives back the young generation that start-up grew to 2 x 16 MiB; a forced GC does not (see
  * docs/performance.md, "Start-up and memory"). The settled figure is what an idle instance holds.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -79,7 +83,45 @@ function summary(name: string, xs: Run[]) {
   return `| ${name} | ${xs.length} | ${h.m.toFixed(0)} (${h.lo.toFixed(0)}-${h.hi.toFixed(0)}) | ${r.m.toFixed(0)} | ${m.m.toFixed(0)} (${m.lo.toFixed(0)}-${m.hi.toFixed(0)}) | ${settled} |`;
 }
 
+const ROOT = join(import.meta.dirname, '..', '..');
+
+/** ms to run `args` in a fresh copy of the sources (the build writes dist/ there, not here) */
+function timedInCopy(args: string[]): number {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-build-'));
+  try {
+    for (const f of ['src', 'web', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.app.json']) cpSync(join(ROOT, f), join(dir, f), { recursive: true });
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, args, { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status !== 0) throw new Error(`${args.join(' ')} failed`);
+    return performance.now() - t0;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function buildRows(): string[] {
+  const runs = Number(process.env.BENCH_BUILD_RUNS || 3);
+  const esb: number[] = [];
+  const tsc: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    esb.push(timedInCopy(['scripts/build.mjs', '--app', '--quiet']));
+    tsc.push(timedInCopy(['node_modules/typescript/bin/tsc', '-p', 'tsconfig.app.json']));
+  }
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const range = (xs: number[]) => `${Math.min(...xs).toFixed(0)}-${Math.max(...xs).toFixed(0)}`;
+  return [
+    `| Build | runs | wall ms, median (range) |`,
+    '|---|---:|---:|',
+    `| scripts/build.mjs --app (esbuild + vendored bundles + page) | ${runs} | ${med(esb).toFixed(0)} (${range(esb)}) |`,
+    `| baseline: tsc -p tsconfig.app.json (emit only, the old first-start build's main part) | ${runs} | ${med(tsc).toFixed(0)} (${range(tsc)}) |`,
+    `| ratio esbuild / tsc | | ${(med(esb) / med(tsc)).toFixed(2)} |`,
+    '',
+  ];
+}
+
 async function main() {
+  const builds = process.env.BENCH_BUILD_RUNS === '0' ? [] : buildRows();
   const secrets = { JWT_SECRET: 'bench-secret-0123456789abcdef0123456789abcdef', KEY_PEPPER: 'bench-pepper-0123456789abcdef0123456789abcdef' };
   const rows: string[] = [];
   const first: Run[] = [];
@@ -115,6 +157,7 @@ async function main() {
     [
       `Machine: ${cpus().length} cores (${cpus()[0]?.model.trim()}), Node ${process.version}. Median of ${RUNS} runs (range).`,
       '',
+      ...builds,
       `| Start | runs | to /healthz 200, ms | to /readyz 200, ms | RSS 2 s later, MiB | RSS settled (${SETTLE_MS / 1000} s), MiB |`,
       '|---|---:|---:|---:|---:|---:|',
       ...rows,

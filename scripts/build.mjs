@@ -1,15 +1,20 @@
 #!/usr/bin/env node
 // Builds Portico into dist/: the TypeScript (everything, or with --app only src/, which is what `npm start` and a
-// production install need: no test or benchmark dependencies), the web page (type-checked, then bundled by
-// scripts/build-web.mjs), and a stamp of the sources it was built from (dist/.build-stamp) so `npm start`
-// builds only when something changed (scripts/start.mjs).
+// production install need: no test or benchmark files), the web page (bundled by scripts/build-web.mjs), and a
+// stamp of the sources it was built from (dist/.build-stamp) so `npm start` builds only when something changed
+// (scripts/start.mjs).
+//
+// esbuild (a dependency) turns each .ts file into one .js file beside the same path under dist/, in about a
+// second; it strips types and checks none. Type-checking is `npm run lint` (tsc on src, test, bench and the page)
+// and `npm test` (--check: tsc before the tests run), never a user's first start (docs/architecture.md, "Build").
+// tsconfig.json's isolatedModules makes tsc refuse what a file-by-file compiler would get wrong.
 //
 // Three pure-ESM libraries come as hundreds of small modules each (typebox 373, kysely 262, jose 46 files loaded
 // at start): Node reads, compiles and links every one, ~0.35 s of a ~1 s start. The build bundles each into one
-// file under dist/vendor/ (esbuild, a dependency) and points the compiled code's imports of them there; the
-// packages themselves stay as npm installed them. See docs/performance.md, "Start-up and memory".
+// file under dist/vendor/ and points the compiled code's imports of them there; the packages themselves stay as
+// npm installed them. See docs/performance.md, "Start-up and memory".
 import { spawnSync } from 'node:child_process';
-import { chmodSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { sourcesHash } from './sources-hash.mjs';
@@ -17,62 +22,110 @@ import { sourcesHash } from './sources-hash.mjs';
 const VENDORED = ['typebox', 'kysely', 'jose'];
 
 const app = process.argv.includes('--app');
+const check = process.argv.includes('--check');
+const quiet = process.argv.includes('--quiet');
 const require = createRequire(import.meta.url);
-let tsc;
-try {
-  tsc = require.resolve('typescript/bin/tsc');
-} catch {
-  console.error('portico: building needs the typescript package (npm ci installs it); it is missing from node_modules');
-  process.exit(1);
-}
-const run = (args) => {
-  const r = spawnSync(process.execPath, args, { stdio: 'inherit' });
-  if (r.status !== 0) process.exit(r.status ?? 1);
+const say = (line) => {
+  if (!quiet) console.error(line);
 };
 
-/** dist/vendor/<name>.js: the package as one ES module */
-async function bundleVendored() {
-  const { build } = await import('esbuild');
-  for (const name of VENDORED) {
-    await build({
-      stdin: { contents: `export * from '${name}';`, resolveDir: process.cwd(), loader: 'js' },
-      bundle: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      outfile: `dist/vendor/${name}.js`,
-      logLevel: 'warning',
-    });
-  }
+let esbuild;
+try {
+  esbuild = await import('esbuild');
+} catch {
+  console.error('portico: building needs the esbuild package (a dependency npm ci installs); it is missing from node_modules');
+  process.exit(1);
 }
 
-/** `from 'kysely'` and `import('kysely')` in every compiled file become the relative path of the bundle */
-function pointImportsAtVendored(dir) {
-  const re = new RegExp(`(\\bfrom\\s*|\\bimport\\s*\\(\\s*)(['"])(${VENDORED.join('|')})\\2`, 'g');
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) {
-      if (p !== join('dist', 'vendor') && p !== join('dist', 'web')) pointImportsAtVendored(p);
-      continue;
+/** every .ts file under the roots (no .d.ts) */
+function sources(roots) {
+  const out = [];
+  const walk = (dir) => {
+    for (const name of readdirSync(dir)) {
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) out.push(p);
     }
-    if (!name.endsWith('.js')) continue;
-    const text = readFileSync(p, 'utf8');
-    const out = text.replace(re, (_m, lead, q, mod) => {
-      let rel = relative(dirname(p), join('dist', 'vendor', `${mod}.js`))
-        .split(sep)
-        .join('/');
-      if (!rel.startsWith('.')) rel = `./${rel}`;
-      return `${lead}${q}${rel}${q}`;
+  };
+  for (const r of roots) walk(r);
+  return out;
+}
+
+/** `from 'kysely'` and `import('kysely')` in a compiled file become the relative path of the bundle */
+const vendoredImport = new RegExp(`(\\bfrom\\s*|\\bimport\\s*\\(\\s*)(['"])(${VENDORED.join('|')})\\2`, 'g');
+const pointAtVendored = {
+  name: 'portico-vendored',
+  setup(b) {
+    b.onEnd((result) => {
+      for (const file of result.outputFiles ?? []) {
+        if (!file.path.endsWith('.js')) continue;
+        const text = file.text;
+        const out = text.replace(vendoredImport, (_m, lead, q, mod) => {
+          let rel = relative(dirname(file.path), join(process.cwd(), 'dist', 'vendor', `${mod}.js`))
+            .split(sep)
+            .join('/');
+          if (!rel.startsWith('.')) rel = `./${rel}`;
+          return `${lead}${q}${rel}${q}`;
+        });
+        if (out !== text) file.contents = Buffer.from(out);
+      }
     });
-    if (out !== text) writeFileSync(p, out);
+  },
+};
+
+/** tsc without output: the whole project (src, test, bench) and the page */
+function typeCheck() {
+  let tsc;
+  try {
+    tsc = require.resolve('typescript/bin/tsc');
+  } catch {
+    console.error('portico: --check needs the typescript package (a devDependency); it is missing from node_modules');
+    process.exit(1);
+  }
+  for (const project of ['tsconfig.json', 'web/tsconfig.json']) {
+    const r = spawnSync(process.execPath, [tsc, '-p', project, '--noEmit'], { stdio: 'inherit' });
+    if (r.status !== 0) process.exit(r.status ?? 1);
   }
 }
 
+const started = Date.now();
+if (check) {
+  say('portico: type-checking (tsc)...');
+  typeCheck();
+}
 rmSync('dist', { recursive: true, force: true });
-run([tsc, '-p', app ? 'tsconfig.app.json' : 'tsconfig.json']);
-await bundleVendored();
-pointImportsAtVendored('dist');
-run([tsc, '-p', 'web/tsconfig.json']);
-run(['scripts/build-web.mjs']);
+const entryPoints = sources(app ? ['src'] : ['src', 'test', 'bench']);
+const result = await esbuild.build({
+  entryPoints,
+  outdir: 'dist',
+  outbase: '.',
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  sourcemap: true,
+  logLevel: 'warning',
+  write: false,
+  plugins: [pointAtVendored],
+});
+// write after the plugin rewrote the imports
+const { mkdirSync, writeFileSync: write } = await import('node:fs');
+for (const f of result.outputFiles) {
+  mkdirSync(dirname(f.path), { recursive: true });
+  write(f.path, f.contents);
+}
+for (const name of VENDORED) {
+  await esbuild.build({
+    stdin: { contents: `export * from '${name}';`, resolveDir: process.cwd(), loader: 'js' },
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    outfile: `dist/vendor/${name}.js`,
+    logLevel: 'warning',
+  });
+}
+const r = spawnSync(process.execPath, ['scripts/build-web.mjs'], { stdio: quiet ? ['ignore', 'ignore', 'inherit'] : 'inherit' });
+if (r.status !== 0) process.exit(r.status ?? 1);
 chmodSync('dist/src/cli/main.js', 0o755);
 writeFileSync('dist/.build-stamp', JSON.stringify({ sources: sourcesHash(), scope: app ? 'app' : 'all', at: new Date().toISOString() }) + '\n');
+say(`portico: built ${entryPoints.length} files in ${((Date.now() - started) / 1000).toFixed(1)} s`);

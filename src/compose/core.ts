@@ -11,6 +11,7 @@ import type { Config } from '../platform/config.js';
 import { createLogger, type Logger } from '../platform/log.js';
 import { dbOptionsOf, openDb, type OpenedDb } from '../platform/db/index.js';
 import { secureDataDir } from '../platform/data-dir.js';
+import { withProgress } from '../platform/ops/progress.js';
 import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
 import { OrgRoles } from '../portal/keys/roles.js';
 import { assertSamePepper } from '../platform/db/fingerprints.js';
@@ -58,6 +59,8 @@ export interface CoreOptions {
   models?: ModelSpec[];
   /** where log lines go (default stdout) */
   logDestination?: DestinationStream;
+  /** told what the start is doing while it takes long (the early server answers /readyz with it) */
+  onPhase?: (what: string | undefined) => void;
 }
 
 export async function createCore(config: Config, opts: CoreOptions): Promise<Core> {
@@ -70,7 +73,15 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     const { fixed, dirWasOpen } = secureDataDir(config.dataDir);
     if (fixed) log.warn({ dataDir: config.dataDir, fixed, dirWasOpen }, `DATA_DIR held ${fixed} files or folders that other users could read or write: made private (0700/0600)`);
   }
-  const db = await openDb(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) }));
+  // a first start creates the embedded database (initdb: ~10 s on two cores); it says so while it goes on
+  const creating = !config.databaseUrl && !config.inMemoryDb && !existsSync(join(config.dataDir, 'pglite', 'PG_VERSION'));
+  const opening = creating
+    ? `creating the embedded database in ${join(config.dataDir, 'pglite')} (first start)`
+    : config.databaseUrl
+      ? 'connecting to the database'
+      : 'opening the database';
+  const progress = { onPhase: opts.onPhase };
+  const db = await withProgress(log, opening, () => openDb(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) })), progress);
   const closers: Array<() => Promise<void>> = [() => db.close()];
   const close = async () => {
     for (const c of closers.splice(0).reverse()) {
@@ -82,7 +93,7 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     }
   };
   try {
-    await db.migrate();
+    await withProgress(log, 'migrating the database', () => db.migrate(), progress);
     // instances sharing this database must share KEY_PEPPER: refuse to start with a message that says so. Only a
     // serving instance records and checks it: an operator command (keys disable, credits grant) reads no digest,
     // and must not pin its own pepper on a database before the first instance starts

@@ -27,6 +27,7 @@ import type { HttpLimits, TrustProxy } from '../platform/config.js';
 import { fastifyTrustProxy } from '../platform/http/proxy.js';
 import { capConnectionsPerAddress } from '../platform/http/address-cap.js';
 import { releaseWhenEnded } from '../platform/http/held.js';
+import { createLimitedServer } from '../platform/http/early.js';
 import http from 'node:http';
 
 /** How each kind of caller is recognized; the runtime builds these from the JWT verifier, the key verifier, limits and budgets. */
@@ -56,6 +57,8 @@ export interface HttpOptions {
   gracefulClose?: boolean;
   /** time limits and the connection cap (config.http); unset in tests that build the app alone: Node's defaults */
   limits?: HttpLimits;
+  /** the server to serve on, already listening (startServer's early server: src/platform/http/early.ts) */
+  serverFactory?: (handler: http.RequestListener) => http.Server;
   /** WebSocket upgrades (the Responses WebSocket mode): the largest frame read, and what closes the sockets at shutdown */
   websocket?: { maxPayload: number; preClose?: () => Promise<void> };
   /** OpenTelemetry traces (src/platform/ops/tracing-otel.ts); unset: off, and no hook of it runs */
@@ -79,14 +82,7 @@ export interface HttpOptions {
  * every second here instead of its default 30 s, so a slow client is cut close to the limit.
  */
 function limitedServer(l: HttpLimits) {
-  return (handler: http.RequestListener) => {
-    const server = http.createServer(
-      { connectionsCheckingInterval: 1000, requestTimeout: l.requestTimeoutMs, headersTimeout: l.headersTimeoutMs, keepAliveTimeout: l.keepAliveTimeoutMs },
-      handler,
-    );
-    server.maxConnections = l.maxConnections;
-    return server;
-  };
+  return (handler: http.RequestListener) => createLimitedServer(l, handler);
 }
 
 /**
@@ -208,7 +204,9 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     forceCloseConnections: opts.gracefulClose ? 'idle' : true,
     trustProxy: fastifyTrustProxy(opts.trustProxy),
     clientErrorHandler: (err, socket) => answerClientError(opts.log, err, socket),
-    ...(opts.limits ? { requestTimeout: opts.limits.requestTimeoutMs, keepAliveTimeout: opts.limits.keepAliveTimeoutMs, serverFactory: limitedServer(opts.limits) } : {}),
+    ...(opts.limits
+      ? { requestTimeout: opts.limits.requestTimeoutMs, keepAliveTimeout: opts.limits.keepAliveTimeoutMs, serverFactory: opts.serverFactory ?? limitedServer(opts.limits) }
+      : {}),
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(lazyValidatorCompiler);
   app.decorate('metrics', metrics);

@@ -18,6 +18,7 @@ import type { Router } from '../models/router/index.js';
 // not ../models/pull/index.js: that brings the puller and node-llama-cpp (~0.4 s of start-up) into every start
 import { ModelCatalogue, type CatalogueWatch, type PulledModel } from '../models/pull/catalogue.js';
 import { pulledModelSpecs } from '../models/pull/specs.js';
+import { withProgress } from '../platform/ops/progress.js';
 
 /** Checks a model's file (embedded engines); marks it unavailable, with the reason, when it is not there. */
 function checkFile(models: ModelRegistry, spec: ModelSpec, log: Logger): boolean {
@@ -48,7 +49,9 @@ function warm(models: ModelRegistry, engines: EngineRegistry, spec: ModelSpec, l
   }
   if (spec.provider !== 'llama' || (spec.type !== 'text' && spec.type !== 'embeddings') || !checkFile(models, spec, log)) return;
   const t0 = Date.now();
-  (spec.type === 'text' ? engines.text(spec) : engines.embeddings(spec)).then(
+  // a large model takes a while to load: the log says it goes on (requests for it wait until it has)
+  const loading: Promise<{ info?(): { device?: string } | undefined }> = spec.type === 'text' ? engines.text(spec) : engines.embeddings(spec);
+  withProgress(log, `loading model '${spec.name}'`, loading).then(
     (e) => {
       const info = e.info?.();
       log.info({ model: spec.name, device: info?.device, ms: Date.now() - t0 }, `model '${spec.name}' loaded on ${info?.device ?? 'CPU'}`);

@@ -10,7 +10,7 @@
 import { trustedProxyCheck } from '../platform/http/proxy.js';
 import type { FastifyInstance } from 'fastify';
 import type { Core } from './core.js';
-import { buildHttp, type Gate } from './http.js';
+import { buildHttp, type Gate, type HttpOptions } from './http.js';
 import { createJwtVerifier, type JwtVerifier } from '../platform/auth/jwt.js';
 import { bearerToken } from '../platform/http/auth.js';
 import { createWebModule } from '../web/index.js';
@@ -106,6 +106,8 @@ export interface RuntimeOptions {
   warmUp?: boolean;
   /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS; tests) */
   clientClosedWaitMs?: number;
+  /** serve on this server, already listening (startServer's early server) */
+  serverFactory?: HttpOptions['serverFactory'];
 }
 
 /** What the runtime gives every feature module it builds (each takes the part it names). */
@@ -388,6 +390,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       routeScopes: found.scopes,
       gracefulClose: opts.gracefulClose,
       limits: config.http,
+      serverFactory: opts.serverFactory,
       // a frame a little over the limit gets an error frame; far over it (it must be read whole), a 1009 close
       websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
       tracing,

@@ -5,6 +5,7 @@ import { compileDeferred } from '../platform/http/validation.js';
 import { createCore, type Core } from './core.js';
 import { startMetricsServer, type MetricsServer } from '../platform/ops/metrics-server.js';
 import { createRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
+import { listenEarly } from '../platform/http/early.js';
 
 export interface RunningServer {
   runtime: Runtime;
@@ -17,11 +18,21 @@ export interface RunningServer {
 
 /** Starts Portico: core, runtime, listening socket. */
 export async function startServer(config: Config, opts: RuntimeOptions = {}): Promise<RunningServer> {
-  const core = await createCore(config, { role: 'serve' });
+  // the socket first: /healthz answers while the database is created or opened (src/platform/http/early.ts)
+  const early = await listenEarly({ host: config.host, port: config.port, limits: config.http });
+  let core: Core;
+  try {
+    core = await createCore(config, { role: 'serve', onPhase: early.phase });
+  } catch (e) {
+    await early.close();
+    throw e;
+  }
   let runtime: Runtime;
   try {
-    runtime = await createRuntime(core, { gracefulClose: true, ...opts });
+    early.phase('loading the features');
+    runtime = await createRuntime(core, { gracefulClose: true, serverFactory: early.factory, ...opts });
   } catch (e) {
+    await early.close();
     await core.close();
     throw e;
   }
@@ -30,6 +41,7 @@ export async function startServer(config: Config, opts: RuntimeOptions = {}): Pr
     await app.listen({ port: config.port, host: config.host });
   } catch (e) {
     await app.close().catch(() => {});
+    await early.close();
     await runtime.close();
     await core.close();
     throw e;

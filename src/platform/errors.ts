@@ -195,6 +195,7 @@ export const MESSAGES = {
   url_nul: { en: 'the URL must not contain NUL characters (%00)', zh: 'URL 不能包含 NUL 字符（%00）' },
   path_param_too_long: { en: 'a path parameter is longer than {max} characters', zh: '路径参数超过 {max} 个字符' },
   malformed_url: { en: 'malformed URL: {reason}', zh: 'URL 格式错误：{reason}' },
+  server_starting: { en: 'Portico is starting ({phase}): send the request again in a few seconds', zh: 'Portico 正在启动（{phase}），请几秒后重试' },
   no_route: { en: 'no route {method} {path}', zh: '没有此路由：{method} {path}' },
   invalid_url: { en: 'Invalid URL ({method} {path})', zh: '无效的 URL（{method} {path}）' },
   method_not_allowed_on: { en: 'method {method} is not allowed on {path}; allowed: {allowed}', zh: '{path} 不允许使用 {method} 方法；允许的方法：{allowed}' },

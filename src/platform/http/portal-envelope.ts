@@ -15,7 +15,7 @@ export function ok<T>(req: FastifyRequest, data: T) {
 }
 
 /** A portal failure in the envelope. */
-export function portalErrorBody(e: AppError, req: FastifyRequest) {
+export function portalErrorBody(e: AppError, req: Pick<FastifyRequest, 'id' | 'headers'>) {
   return {
     meta: {
       code: ERRORS[e.code].portal,
