@@ -63,6 +63,8 @@ export interface CoreOptions {
   onPhase?: (what: string | undefined) => void;
 }
 
+const where = (config: Config) => join(config.dataDir, 'pglite');
+
 export async function createCore(config: Config, opts: CoreOptions): Promise<Core> {
   const base = createLogger(config.logLevel, opts.logDestination, config.logFormat);
   const log = config.workerId ? base.child({ worker: config.workerId }) : base;
@@ -76,12 +78,20 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
   // a first start creates the embedded database (initdb: ~10 s on two cores); it says so while it goes on
   const creating = !config.databaseUrl && !config.inMemoryDb && !existsSync(join(config.dataDir, 'pglite', 'PG_VERSION'));
   const opening = creating
-    ? `creating the embedded database in ${join(config.dataDir, 'pglite')} (first start)`
+    ? config.pgliteTemplate
+      ? `creating the embedded database in ${where(config)} from ${config.pgliteTemplate} (first start)`
+      : `creating the embedded database in ${where(config)} (first start)`
     : config.databaseUrl
       ? 'connecting to the database'
       : 'opening the database';
   const progress = { onPhase: opts.onPhase };
+  const t0 = Date.now();
   const db = await withProgress(log, opening, () => openDb(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) })), progress);
+  if (creating && !opts.dbTemplate)
+    log.info(
+      { dataDir: where(config), template: config.pgliteTemplate ?? null, ms: Date.now() - t0 },
+      `created the embedded database in ${where(config)} ${config.pgliteTemplate ? `as a copy of ${config.pgliteTemplate}` : 'with initdb'}`,
+    );
   const closers: Array<() => Promise<void>> = [() => db.close()];
   const close = async () => {
     for (const c of closers.splice(0).reverse()) {
