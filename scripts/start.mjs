@@ -6,7 +6,7 @@
 // host). An application folder that is read-only (a production install, a container) is never written to: when
 // its build is current nothing is built; when it is not, the start says what to run where it can write.
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import { sourcesHash } from './sources-hash.mjs';
@@ -41,8 +41,11 @@ if (!stamp || !built || (existsSync('src') && stamp.sources !== sourcesHash())) 
   } else {
     const t0 = Date.now();
     console.error(stamp ? 'portico: the sources changed since the last build; building (a few seconds)...' : 'portico: first start; building (a few seconds)...');
-    const r = spawnSync(process.execPath, ['scripts/build.mjs', '--app', '--quiet'], { stdio: 'inherit' });
-    if (r.status !== 0) process.exit(r.status ?? 1);
+    // a line every few seconds should the build take long (a slow or busy machine)
+    const ticker = setInterval(() => console.error(`portico: still building (${Math.round((Date.now() - t0) / 1000)} s)`), 3000);
+    const status = await new Promise((res) => spawn(process.execPath, ['scripts/build.mjs', '--app', '--quiet'], { stdio: 'inherit' }).once('exit', (code) => res(code)));
+    clearInterval(ticker);
+    if (status !== 0) process.exit(status ?? 1);
     console.error(`portico: built in ${((Date.now() - t0) / 1000).toFixed(1)} s; starting`);
   }
 }
