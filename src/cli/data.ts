@@ -9,8 +9,18 @@ import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
 import { dataDirOf, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../platform/config.js';
 import { lockDataDir, openDb, type OpenedDb } from '../platform/db/index.js';
-import { BackupFileError, encodeBackup, readBackup, snapshotDatabase, snapshotPath, writeFileAtomic, type BackupFileName, type Snapshot } from '../platform/db/backup.js';
-import { copyDatabase, tablesWithRows } from '../platform/db/copy.js';
+import {
+  BackupFileError,
+  encodeBackup,
+  readBackup,
+  snapshotDatabase,
+  snapshotPath,
+  tableNames,
+  writeFileAtomic,
+  type BackupFileName,
+  type Snapshot,
+} from '../platform/db/backup.js';
+import { copyDatabase, countRows, tablesWithRows } from '../platform/db/copy.js';
 import { controlSocketPath, ControlUnreachable, sendControl } from '../platform/ops/control.js';
 import { createLogger } from '../platform/log.js';
 import { UsageStore } from '../portal/usage/store.js';
@@ -241,8 +251,6 @@ export async function restoreCommand(file: string): Promise<void> {
     const db = await openEmbedded(dataDir, tmpTar);
     try {
       pending = await db.pending();
-      const { countRows } = await import('../platform/db/copy.js');
-      const { tableNames } = await import('../platform/db/backup.js');
       tables = await countRows(db.db, await tableNames(db.db));
     } finally {
       await db.close();
@@ -334,7 +342,7 @@ export async function migrateDataCommand(o: { to: string }): Promise<void> {
       } catch (e) {
         throw new UsageError(`cannot use the PostgreSQL database at ${shown}: ${describeConnectError(e)}. Nothing was written.`);
       }
-      const full = await tablesWithRows(dest.db);
+      const full = await tablesWithRows(dest.db, await tableNames(source.db));
       if (Object.keys(full).length)
         throw new UsageError(
           `${shown} already holds Portico data (${Object.entries(full)

@@ -79,13 +79,16 @@ export async function countRows(db: Kysely<any>, tables: string[]): Promise<Reco
   return out;
 }
 
-/** Portico's tables in the target that hold rows (its migration log aside): a target with data is not written to. */
-export async function tablesWithRows(db: Kysely<any>): Promise<Record<string, number>> {
+/**
+ * Portico's tables (`portico`: the names to look at, the source's) in the target that hold rows, its migration log
+ * aside: a target with data is not written to. Tables of other applications in the same schema are not looked at.
+ */
+export async function tablesWithRows(db: Kysely<any>, portico: string[]): Promise<Record<string, number>> {
   const have = await tableNames(db);
   if (!have.includes('portico_migrations')) return {};
   const counts = await countRows(
     db,
-    have.filter((t) => t !== 'portico_migrations'),
+    have.filter((t) => t !== 'portico_migrations' && portico.includes(t)),
   );
   return Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0));
 }
@@ -113,7 +116,7 @@ export async function copyDatabase(source: Kysely<any>, target: Kysely<any>, pro
       const missing = srcCols.get(t)!.filter((c) => !dst.some((d) => d.name === c.name));
       if (missing.length) throw new Error(`table ${t} of the target has no column ${missing.map((c) => c.name).join(', ')}`);
     }
-    const full = await tablesWithRows(tx);
+    const full = await tablesWithRows(tx, tables);
     if (Object.keys(full).length)
       throw new Error(
         `the target already holds Portico data (${Object.entries(full)

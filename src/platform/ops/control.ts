@@ -1,7 +1,7 @@
 /**
  * The control socket of a running `portico serve`: a Unix socket at DATA_DIR/portico.sock (a named pipe on
  * Windows) through which an operator command on the same machine asks the server to do something and reads the
- * answer (today: `portico models reload`). One JSON line in, one JSON line out, then the connection ends.
+ * answer (`portico models reload`, `portico backup`). One JSON line in, one JSON line out, then the connection ends.
  *
  * Why a socket in DATA_DIR rather than a pid file and a signal, or an HTTP endpoint (docs/architecture.md,
  * "Decisions"): only the user that owns DATA_DIR (0700) can reach it, so it needs no token and is never on the
