@@ -133,10 +133,15 @@ test(
   async () => {
     const c = tmp();
     assert.equal((await portico(['migrate'], { DATA_DIR: c })).code, 0);
+    // what a stopped server left in its journal (not shipped yet) travels with the backup; a torn last line does not
+    const journalLine = JSON.stringify({ record_id: 'rec-left', request_id: 'req-left', key_id: 'key_x', model: 'up' }) + '\n';
+    writeFileSync(join(c, 'usage-journal.ndjson'), journalLine + '{"record_id":"torn', { mode: 0o600 });
     const good = join(tmp(), 'good.bak');
     const made = await portico(['backup', good], { DATA_DIR: c });
     assert.equal(made.code, 0, made.stderr);
     assert.match(made.stdout, /copied from the data directory \(no server running\)/);
+    assert.match(made.stdout, /with: key-pepper, jwt-secret, usage-journal\.ndjson/);
+    writeFileSync(join(c, 'usage-journal.ndjson'), '', { mode: 0o600 });
 
     const state = () => JSON.stringify([readdirSync(c).sort(), readdirSync(join(c, 'pglite')).sort(), sha(join(c, 'key-pepper')), sha(join(c, 'pglite', 'PG_VERSION'))]);
     const before = state();
@@ -191,7 +196,8 @@ test(
     const aside = readdirSync(c).find((n) => n.startsWith('before-restore-'));
     assert.ok(aside, `the replaced database is kept: ${readdirSync(c).join(', ')}`);
     assert.match(ok.stdout, new RegExp(`moved to ${join(c, aside)}: delete it once the restore is checked`));
-    assert.deepEqual(readdirSync(join(c, aside)).sort(), ['jwt-secret', 'key-pepper', 'pglite']);
+    assert.deepEqual(readdirSync(join(c, aside)).sort(), ['jwt-secret', 'key-pepper', 'pglite', 'usage-journal.ndjson']);
+    assert.equal(readFileSync(join(c, 'usage-journal.ndjson'), 'utf8'), journalLine, 'the journal of the backup, shipped at the next start');
     assert.equal(existsSync(join(c, 'pglite', 'PG_VERSION')), true);
     const opens = await portico(['migrate', '--dry-run'], { DATA_DIR: c });
     assert.equal(opens.code, 0, opens.stderr);
