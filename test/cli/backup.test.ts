@@ -90,6 +90,28 @@ test('a backup taken while the server runs, restored into a new DATA_DIR: the sa
     assert.match(again.stderr, /exists: give --force to replace it/);
     assert.equal(sha(file), written, 'an existing file is left alone');
 
+    // a backup taken while requests keep writing: the copy is one moment, so the rows it counted are the rows it
+    // holds (restore opens the copy and checks every table against those counts)
+    let writing = true;
+    let sent = 0;
+    const writer = (async () => {
+      while (writing) {
+        assert.equal(await chat(server!.url, key), 200);
+        sent++;
+      }
+    })();
+    const busyFile = join(tmp(), 'busy.bak');
+    const busy = await portico(['backup', busyFile], { DATA_DIR: a });
+    writing = false;
+    await writer;
+    assert.equal(busy.code, 0, busy.stderr);
+    const counted = Number(/usage_records (\d+)\b/.exec(busy.stdout)?.[1]);
+    assert.ok(sent > 0, 'requests were answered while the backup ran');
+    assert.ok(counted >= 2 && counted <= 2 + sent, `${counted} usage records counted, ${sent} requests sent during the backup`);
+    const busyRestore = await portico(['restore', busyFile], { DATA_DIR: tmp() });
+    assert.equal(busyRestore.code, 0, busyRestore.stderr);
+    assert.match(busyRestore.stdout, new RegExp(`usage_records ${counted}\\b.*: as the backup counted them`));
+
     // the server holds the database: restore and migrate-data are refused, and nothing in DATA_DIR changes
     const listing = readdirSync(a).sort();
     const restoring = await portico(['restore', file], { DATA_DIR: a });
@@ -103,7 +125,7 @@ test('a backup taken while the server runs, restored into a new DATA_DIR: the sa
     assert.match(moving.stderr, /a Portico server \(process \d+\) is running on .*stop it first/);
     assert.deepEqual(readdirSync(a).sort(), listing);
 
-    // what comes after the backup is not in it
+    // what comes after the backup is not in it (the requests above, and this one)
     assert.equal(await chat(server.url, key), 200);
     await server.stop();
     server = undefined;
