@@ -3,7 +3,7 @@
  * file and back, or moved to PostgreSQL (docs/deployment.md, "Backups" and "From the embedded database to
  * PostgreSQL"). The server's side of an online backup (answerBackup) is asked over the control socket.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
@@ -107,6 +107,11 @@ export async function answerBackup(core: Core): Promise<Record<string, unknown>>
     await core.usage.flush();
   } catch {
     // what could not be shipped stays in the journal: it comes after the copy, as records made after it do
+  }
+  // a copy an earlier command never took (it was killed, or gave up waiting) is not kept for ever
+  for (const name of readdirSync(core.config.dataDir)) {
+    const p = join(core.config.dataDir, name);
+    if (/^backup-\d+-[0-9a-f]+\.tmp$/.test(name) && Date.now() - statSync(p).mtimeMs > 3_600_000) rmSync(p, { force: true });
   }
   const snap = await snapshotDatabase(core.db);
   const file = snapshotPath(core.config.dataDir);

@@ -5,7 +5,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanTmp, portico, startServe, tmp, type Served } from './helpers.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -70,6 +70,10 @@ test('a backup taken while the server runs, restored into a new DATA_DIR: the sa
     const usage = await usageOf(server.url, jwt);
     assert.match(JSON.stringify(usage), /"up"/, 'the usage names the model');
 
+    // a copy an earlier command never took, two hours old: removed by the next backup
+    const stale = join(a, 'backup-1-deadbeef.tmp');
+    writeFileSync(stale, 'left over');
+    utimesSync(stale, new Date(Date.now() - 7_200_000), new Date(Date.now() - 7_200_000));
     const r = await portico(['backup', file], { DATA_DIR: a });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`^backup written to ${file} \\(\\d+\\.\\d MiB, readable by you only\\)`));
@@ -82,7 +86,7 @@ test('a backup taken while the server runs, restored into a new DATA_DIR: the sa
     assert.deepEqual(
       readdirSync(a).filter((n) => n.endsWith('.tmp')),
       [],
-      'the server removed nothing it should have kept and the command took its snapshot away',
+      'the command took its copy away, and the stale one is gone',
     );
     const written = sha(file);
     const again = await portico(['backup', file], { DATA_DIR: a });
