@@ -116,7 +116,9 @@ export async function answerBackup(core: Core): Promise<Record<string, unknown>>
   const snap = await snapshotDatabase(core.db);
   const file = snapshotPath(core.config.dataDir);
   writeFileSync(file, snap.tar, { mode: 0o600 });
-  return { ok: true, file, migrations: snap.migrations, tables: snap.tables };
+  // the secrets this server takes from its environment rather than from DATA_DIR: the command leaves their files out
+  const fromEnv = [...(core.config.keyPepperFromEnv ? ['KEY_PEPPER'] : []), ...(core.config.jwt.secret && !core.config.jwt.secretGenerated ? ['JWT_SECRET'] : [])];
+  return { ok: true, file, migrations: snap.migrations, tables: snap.tables, secrets_from_env: fromEnv };
 }
 
 export async function backupCommand(file: string, o: { force: boolean }, version: string): Promise<void> {
@@ -132,6 +134,8 @@ export async function backupCommand(file: string, o: { force: boolean }, version
   const dataDir = dataDirOf();
   let snap: Snapshot;
   let online = false;
+  // the secrets set in the environment (of the server, when one makes the copy): not in DATA_DIR's files
+  let fromEnv: string[] = SECRETS.filter((s) => process.env[s.env]).map((s) => s.env);
   try {
     // a running server holds the database: it makes the copy
     const answer = await sendControl(controlSocketPath(dataDir), 'backup', 600_000);
@@ -142,6 +146,7 @@ export async function backupCommand(file: string, o: { force: boolean }, version
       rmSync(answer.file, { force: true });
     }
     online = true;
+    if (Array.isArray(answer.secrets_from_env)) fromEnv = answer.secrets_from_env as string[];
   } catch (e) {
     if (!(e instanceof ControlUnreachable) || !e.noServer) throw e instanceof ControlUnreachable ? new UsageError(e.message) : e;
     // no server: the data directory is opened here (and locked meanwhile)
@@ -162,8 +167,9 @@ export async function backupCommand(file: string, o: { force: boolean }, version
   const notes: string[] = [];
   for (const s of SECRETS) {
     const p = join(dataDir, s.file);
-    if (existsSync(p)) files.push({ name: s.file, data: readFileSync(p) });
-    if (process.env[s.env]) notes.push(`${s.env} is set in the environment: it is not in the backup; a restored installation needs the same ${s.env}`);
+    if (fromEnv.includes(s.env))
+      notes.push(`${s.env} is set in the ${online ? "server's " : ''}environment: it is not in the backup; a restored installation needs the same ${s.env}`);
+    else if (existsSync(p)) files.push({ name: s.file, data: readFileSync(p) });
   }
   // a stopped server's records not shipped yet (a running one shipped them before the copy)
   const journal = join(dataDir, 'usage-journal.ndjson');

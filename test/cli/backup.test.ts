@@ -200,7 +200,13 @@ test(
     await sql`insert into portico_migrations (name, timestamp) values ('9999_from_a_newer_release', ${new Date().toISOString()})`.execute(db.db);
     await db.close();
     const newer = join(dir, 'newer.bak');
-    assert.equal((await portico(['backup', newer], { DATA_DIR: d })).code, 0);
+    // KEY_PEPPER in the environment: the pepper file is not what the installation uses, and is left out (and said so)
+    const newerMade = await portico(['backup', newer], { DATA_DIR: d, KEY_PEPPER: 'a-pepper-of-the-environment-0123456789abcdef' });
+    assert.equal(newerMade.code, 0, newerMade.stderr);
+    assert.match(
+      newerMade.stdout,
+      /\n {2}with: jwt-secret\n {2}note: KEY_PEPPER is set in the environment: it is not in the backup; a restored installation needs the same KEY_PEPPER\n/,
+    );
     await refused(
       newer,
       /newer\.bak was made by a newer Portico .*1 migration this release does not know \(9999_from_a_newer_release\)\. Restore it with that release or a newer one\.; nothing was changed/,
