@@ -18,14 +18,12 @@ import { armWatchdog } from '../platform/ops/watchdog.js';
 import { MICROS } from '../portal/usage/service.js';
 import type { Core } from '../compose/core.js';
 import type { ModelsCommand } from '../models/pull/cli.js';
+import { UsageError } from './usage-error.js';
 
 const VERSION: string = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /** set by a command that decides its own exit code (models) */
 let commandExitCode = 0;
-
-/** A refusal of what the operator asked, said in one line (exit code 2). */
-class UsageError extends Error {}
 
 /** the largest grant accepted in one command, in credits */
 const MAX_GRANT = 1_000_000_000_000;
@@ -116,6 +114,8 @@ Examples:
   portico models list | portico models rm NAME
   portico models reload                           the running server reads PORTICO_CONFIG again (also: SIGHUP)
   portico migrate [--dry-run]
+  portico backup FILE [--force] | portico restore FILE   the embedded database, while it serves or not
+  portico migrate-data --to postgres://...        move the embedded database to PostgreSQL
 
 Every command takes --help and --version. Settings come from the environment (see the README).`,
     )
@@ -269,6 +269,24 @@ e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF`,
     )
     .action(reloadCommand);
 
+  const data = () => import('./data.js');
+  sub('backup', 'copy the embedded database (DATA_DIR) and its generated secrets to one file, while the server runs or not')
+    .argument('<file>', 'the backup file to write', nonEmpty('give the backup file to write, e.g. portico-backup.bin'))
+    .option('--force', 'replace the file if it exists', false)
+    .addHelpText(
+      'after',
+      '\nA running server on the same DATA_DIR makes the copy (through its control socket); otherwise the data directory is read here.\nDownloaded model files are not included. With DATABASE_URL set this prints the pg_dump command instead (exit 2).',
+    )
+    .action(async (file: string, o: { force: boolean }) => (await data()).backupCommand(file, o, VERSION));
+  sub('restore', 'replace the embedded database (DATA_DIR) with a backup file; the server must be stopped')
+    .argument('<file>', 'a file written by portico backup', nonEmpty('give the backup file to restore'))
+    .addHelpText('after', '\nThe database it replaces is moved aside (DATA_DIR/before-restore-<time>), not deleted. The file is checked whole first: a bad one changes nothing.')
+    .action(async (file: string) => (await data()).restoreCommand(file));
+  sub('migrate-data', 'copy everything in the embedded database (DATA_DIR) into an empty PostgreSQL database, in one transaction')
+    .requiredOption('--to <url>', 'the target: postgres://USER:PASSWORD@HOST:5432/DATABASE', nonEmpty('give --to postgres://...'))
+    .addHelpText('after', '\nThe server on DATA_DIR must be stopped. Start Portico on the target with the same KEY_PEPPER and JWT_SECRET (or the same generated files).')
+    .action(async (o: { to: string }) => (await data()).migrateDataCommand(o));
+
   sub('migrate', 'apply the database migrations and exit')
     .option('--dry-run', 'list the migrations that would run, change nothing', false)
     .action(async (o: { dryRun: boolean }) => {
@@ -393,7 +411,11 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
   else {
     const { controlSocketPath, startControlServer } = await import('../platform/ops/control.js');
     const c = await startControlServer(controlSocketPath(config.dataDir), async (command) =>
-      command === 'reload-models' ? { ...(await runtime.reloadModels('portico models reload')) } : { ok: false, error: `unknown command ${JSON.stringify(command)}` },
+      command === 'reload-models'
+        ? { ...(await runtime.reloadModels('portico models reload')) }
+        : command === 'backup'
+          ? (await import('./data.js')).answerBackup(server.core)
+          : { ok: false, error: `unknown command ${JSON.stringify(command)}` },
     );
     if ('refused' in c) log.warn({ reason: c.refused }, '`portico models reload` cannot reach this server (no control socket); SIGHUP still reloads the model file');
     else control = c;

@@ -10,7 +10,7 @@ import { isMainThread } from 'node:worker_threads';
  * The process umask (set to 077 by the `portico` command) keeps new files private from then on.
  */
 /** what Portico creates in DATA_DIR */
-const OWN_ENTRIES = /^(pglite|workers|models|usage-journal\.ndjson|usage-refused\.ndjson|jwt-secret|key-pepper|portico\.lock|web-.*|.*\.tmp)$/;
+const OWN_ENTRIES = /^(pglite|workers|models|usage-journal\.ndjson|usage-refused\.ndjson|jwt-secret|key-pepper|portico\.lock|web-.*|before-restore-.*|.*\.tmp)$/;
 
 export function secureDataDir(dir: string): { fixed: number; dirWasOpen: boolean } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });

@@ -91,7 +91,7 @@ describe('portico CLI: token and bad arguments', () => {
     // help exits 0 and lists the commands
     const help = await portico(['help'], env);
     assert.equal(help.code, 0);
-    for (const c of ['serve', 'login', 'token', 'keys disable', 'credits grant', 'migrate']) assert.ok(help.stdout.includes(c), c);
+    for (const c of ['serve', 'login', 'token', 'keys disable', 'credits grant', 'migrate', 'backup FILE', 'migrate-data']) assert.ok(help.stdout.includes(c), c);
   });
 
   test('--help and --version on every command do nothing else (no migration, no server, no token)', async () => {
@@ -110,6 +110,9 @@ describe('portico CLI: token and bad arguments', () => {
       ['credits', 'grant'],
       ['models', 'reload'],
       ['migrate'],
+      ['backup'],
+      ['restore'],
+      ['migrate-data'],
     ];
     const version = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version as string;
     const runs = await Promise.all(commands.flatMap((c) => [portico([...c, '--help'], env), portico([...c, '--version'], env)]));

@@ -65,7 +65,7 @@ export interface OpenedDb {
  * changes (an operator's `portico keys disable` would silently do nothing) and could damage them. The data
  * directory is locked by the process that has it open.
  */
-function lockDataDir(dataDir: string): () => void {
+export function lockDataDir(dataDir: string): () => void {
   const path = join(dataDir, 'portico.lock');
   const mine = String(process.pid);
   for (let attempt = 0; attempt < 2; attempt++) {

@@ -1,7 +1,7 @@
 /**
  * The control socket of a running `portico serve`: a Unix socket at DATA_DIR/portico.sock (a named pipe on
  * Windows) through which an operator command on the same machine asks the server to do something and reads the
- * answer (today: `portico models reload`). One JSON line in, one JSON line out, then the connection ends.
+ * answer (`portico models reload`, `portico backup`). One JSON line in, one JSON line out, then the connection ends.
  *
  * Why a socket in DATA_DIR rather than a pid file and a signal, or an HTTP endpoint (docs/architecture.md,
  * "Decisions"): only the user that owns DATA_DIR (0700) can reach it, so it needs no token and is never on the
@@ -103,8 +103,15 @@ export async function startControlServer(path: string, handle: ControlHandler): 
   };
 }
 
-/** Why a command could not reach a server: no server, or it did not answer. */
-export class ControlUnreachable extends Error {}
+/** Why a command could not reach a server: no server (`noServer`: nothing listens on the socket), or it did not answer. */
+export class ControlUnreachable extends Error {
+  constructor(
+    message: string,
+    readonly noServer = false,
+  ) {
+    super(message);
+  }
+}
 
 /** Sends one command to the server on that socket and gives its answer (within `timeoutMs`). */
 export function sendControl(path: string, command: string, timeoutMs: number): Promise<Record<string, unknown>> {
@@ -142,6 +149,7 @@ export function sendControl(path: string, command: string, timeoutMs: number): P
             e.code === 'ENOENT' || e.code === 'ECONNREFUSED'
               ? `no running Portico server uses this DATA_DIR (nothing answers on ${path}): start it, or run the command with the server's DATA_DIR`
               : `could not reach the server on ${path}: ${e.message}`,
+            e.code === 'ENOENT' || e.code === 'ECONNREFUSED',
           ),
         ),
       ),
