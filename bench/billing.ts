@@ -8,8 +8,9 @@
  * off/on so that drift of the machine hits both alike. The billing-on instance counts its ledger reads (the
  * balance queries its budget makes).
  *
- * Env: BENCH_DB (pglite | postgres, default pglite), BENCH_REDIS (a redis:// URL, or 1 for
- * redis://127.0.0.1:6379/8: the running spend in Redis), BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000),
+ * Env: BENCH_DB (pglite | postgres, default pglite; PostgreSQL is PORTICO_TEST_DATABASE_URL's), BENCH_REDIS (1: the
+ * running spend in the Redis of PORTICO_TEST_REDIS_URL, under a key prefix of each Portico's own, removed after),
+ * BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000),
  * BENCH_ROUNDS (3), BENCH_CONNECTIONS (8, for the throughput column).
  */
 import os from 'node:os';
@@ -18,13 +19,14 @@ import type { ModelSpec } from '../src/models/config.js';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
 import { startPortico, type BenchPortico } from './lib/portico.js';
+import { testRedisPrefix, testRedisUrl } from '../test/helpers/services.js';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 3000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS || 1000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
 const DB = (process.env.BENCH_DB || 'pglite') as 'pglite' | 'postgres';
-const REDIS = process.env.BENCH_REDIS === '1' ? 'redis://127.0.0.1:6379/8' : process.env.BENCH_REDIS || '';
+const REDIS = process.env.BENCH_REDIS === '1' ? testRedisUrl() : '';
 
 const f = (ms: number) => ms.toFixed(3);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -102,11 +104,13 @@ async function main() {
   let rtt = '';
   if (REDIS) {
     const r = new Redis(REDIS);
+    // a key nobody has (read only, never written)
+    const rttKey = `${testRedisPrefix('bench')}:rtt`;
     await r.ping();
     const xs: number[] = [];
     for (let i = 0; i < 3000; i++) {
       const t0 = process.hrtime.bigint();
-      await r.hmget('portico:bench:rtt', 'e', 'u', 'v');
+      await r.hmget(rttKey, 'e', 'u', 'v');
       xs.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
     r.disconnect();

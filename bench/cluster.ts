@@ -1,8 +1,8 @@
 /**
  * Several instances benchmark (npm run bench:cluster). Not a test: it prints figures.
  *
- * Two `portico serve` processes on PostgreSQL (127.0.0.1:5432, a schema of their own) and Redis
- * (127.0.0.1:6379, database BENCH_REDIS_DB), a fast scripted upstream in this process, and a steady-rate
+ * Two `portico serve` processes on PostgreSQL (PORTICO_TEST_DATABASE_URL, a schema of their own) and Redis
+ * (PORTICO_TEST_REDIS_URL, keys under a prefix of their own, removed after), a fast scripted upstream in this process, and a steady-rate
  * load (BENCH_RATE requests per second, BENCH_DURATION_MS measured after BENCH_WARMUP_MS) of
  * POST /v1/responses alternating between the two instances (round robin, as a load balancer would), once
  * with store false and once with store true. Reports requests per second, p50/p99, errors, and the resident
@@ -18,11 +18,10 @@ import { fmt } from './lib/stats.js';
 const RATE = Number(process.env.BENCH_RATE ?? 200);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 60_000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 3_000);
-const REDIS_DB = Number(process.env.BENCH_REDIS_DB ?? 7);
 
 async function main() {
   const up = await startScriptedUpstream({ record: false, defaultReply: { text: 'Hello from the scripted upstream.', chunks: 4 } });
-  const c = await startCluster({ upstreamUrl: up.url, redisDb: REDIS_DB, instances: 2, env: { LOG_LEVEL: 'info' } });
+  const c = await startCluster({ upstreamUrl: up.url, instances: 2, env: { LOG_LEVEL: 'info' } });
   const rows: Array<{ store: boolean; r: RateLoadResult; rssStart: number[]; rssEnd: number[] }> = [];
   try {
     const [a, b] = c.instances;

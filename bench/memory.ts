@@ -9,7 +9,7 @@
  *    BENCH_CONNECTIONS (8) connections. Aim: RSS at 100k within 10% of RSS at 10k.
  * 2. Store on against store off, one connection, BENCH_LATENCY requests each (2,000), alternating in rounds:
  *    added p50 of store on, on PGlite on its own thread (the default), PGlite on the main thread
- *    (PORTICO_PGLITE_THREAD=off, the baseline) and PostgreSQL (127.0.0.1:5432, a schema of its own).
+ *    (PORTICO_PGLITE_THREAD=off, the baseline) and PostgreSQL (PORTICO_TEST_DATABASE_URL, a schema of its own).
  * 3. Event-loop lag of the server's main thread (its own /metrics: prom-client's monitorEventLoopDelay,
  *    reset at each scrape) over a store-on load at 8 connections, for the same three databases.
  *
@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { startFastUpstream } from './lib/upstream-fast.js';
+import { TEST_PG_URL, testPgUrl } from '../test/helpers/services.js';
 import { signToken } from '../src/platform/auth/jwt.js';
 
 const FIRST = Number(process.env.BENCH_FIRST || 10_000);
@@ -32,7 +33,8 @@ const LATENCY_N = Number(process.env.BENCH_LATENCY || 2_000);
 const LAG_N = Number(process.env.BENCH_LAG || 5_000);
 const PARTS = (process.env.BENCH_PARTS || 'growth,latency,lag').split(',');
 const MAIN = join(import.meta.dirname, '..', 'src', 'cli', 'main.js');
-const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+/** the PostgreSQL of the tests (PORTICO_TEST_DATABASE_URL) */
+const PG_URL = TEST_PG_URL;
 const SECRET = 'bench-secret-0123456789abcdef0123456789abcdef';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -67,7 +69,7 @@ async function startServer(upstreamUrl: string, db: 'pglite' | 'pglite-main' | '
       ...(db === 'pglite-main' ? { PORTICO_PGLITE_THREAD: 'off' } : {}),
       // the embedded database's shared buffers, when the run compares them (default: Portico's own, 8 MB)
       ...(process.env.PGLITE_SHARED_BUFFERS_MB ? { PGLITE_SHARED_BUFFERS_MB: process.env.PGLITE_SHARED_BUFFERS_MB } : {}),
-      ...(schema ? { DATABASE_URL: `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}` } : {}),
+      ...(schema ? { DATABASE_URL: testPgUrl({ searchPath: schema }) } : {}),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -3,7 +3,7 @@
  * prints figures.
  *
  * A real `portico serve` process (the built command) in front of the fast mock upstream (a worker thread here),
- * LOG_LEVEL=warn, on PGlite files in a temporary DATA_DIR and, as the baseline, on PostgreSQL (127.0.0.1:5432, a
+ * LOG_LEVEL=warn, on PGlite files in a temporary DATA_DIR and, as the baseline, on PostgreSQL (PORTICO_TEST_DATABASE_URL, a
  * schema of its own, dropped at the end). The server's RSS (VmRSS of /proc/<pid>/status, sampled every 25 ms) idle
  * 2 s after start, at its peak during each phase, and idle after (BENCH_IDLE_MS, 5 s, after the last answer), with
  * the main thread's V8 heap then (its own /metrics); the kernel's VmHWM is printed too, but on PGlite it holds the
@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { startFastUpstream } from './lib/upstream-fast.js';
+import { TEST_PG_URL, testPgUrl } from '../test/helpers/services.js';
 import { signToken } from '../src/platform/auth/jwt.js';
 
 const LARGE = Number(process.env.BENCH_LARGE || 8);
@@ -36,7 +37,8 @@ const IDLE_MS = Number(process.env.BENCH_IDLE_MS || 5000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 1);
 const DBS = (process.env.BENCH_DBS || 'pglite,postgres').split(',') as Array<'pglite' | 'postgres'>;
 const MAIN = join(import.meta.dirname, '..', 'src', 'cli', 'main.js');
-const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+/** the PostgreSQL of the tests (PORTICO_TEST_DATABASE_URL) */
+const PG_URL = TEST_PG_URL;
 const SECRET = 'bench-secret-0123456789abcdef0123456789abcdef';
 const MiB = 1024 * 1024;
 
@@ -91,7 +93,7 @@ async function startServer(upstreamUrl: string, db: 'pglite' | 'postgres'): Prom
       JWT_SECRET: SECRET,
       KEY_PEPPER: 'bench-pepper-0123456789abcdef0123456789abcdef',
       ...passed,
-      ...(schema ? { DATABASE_URL: `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}` } : {}),
+      ...(schema ? { DATABASE_URL: testPgUrl({ searchPath: schema }) } : {}),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -4,7 +4,7 @@
  * What an orchestrator scaling out waits for: `portico serve` (the built command, as `npm start` runs it once
  * the build is current) from spawn to the first 200 of GET /healthz and of GET /readyz, and its resident memory
  * (VmRSS) once idle. Rows: the first start on an empty DATA_DIR (the embedded database is created), restarts
- * on that DATA_DIR, and restarts on PostgreSQL (127.0.0.1:5432, a schema of its own). BENCH_RUNS runs each; the
+ * on that DATA_DIR, and restarts on PostgreSQL (PORTICO_TEST_DATABASE_URL, a schema of its own). BENCH_RUNS runs each; the
  * median is reported with the range.
  *
  * First, the build a first `npm start` runs: scripts/build.mjs --app (esbuild, file by file, no type-check) against
@@ -22,11 +22,13 @@ import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { TEST_PG_URL, testPgUrl } from '../test/helpers/services.js';
 
 const RUNS = Number(process.env.BENCH_RUNS || 5);
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 30000);
 const MAIN = join(import.meta.dirname, '..', 'src', 'cli', 'main.js');
-const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+/** the PostgreSQL of the tests (PORTICO_TEST_DATABASE_URL) */
+const PG_URL = TEST_PG_URL;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const rssMiB = (pid: number) => {
@@ -142,7 +144,7 @@ async function main() {
   await admin.connect();
   await admin.query(`create schema ${schema}`);
   try {
-    const url = `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+    const url = testPgUrl({ searchPath: schema });
     const dir = mkdtempSync(join(tmpdir(), 'portico-startup-'));
     const pgRuns: Run[] = [];
     await once({ ...secrets, DATA_DIR: dir, DATABASE_URL: url }, 0); // migrations

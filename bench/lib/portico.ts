@@ -18,12 +18,15 @@ import type { FeatureModule } from '../../src/platform/module.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../../src/models/config.js';
+import { TEST_PG_URL, testRedisPrefix } from '../../test/helpers/services.js';
+import { dropInstallationKeys } from '../../test/helpers/redis-keys.js';
 
-export const PG_URL = process.env.PORTICO_BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+/** the PostgreSQL of the tests (PORTICO_TEST_DATABASE_URL) */
+export const PG_URL = TEST_PG_URL;
 export const BENCH_SECRET = 'bench-secret-0123456789abcdef0123456789abcdef';
 
 export interface BenchPorticoOptions {
-  /** 'postgres': PG_URL (PORTICO_BENCH_DATABASE_URL), in a fresh schema */
+  /** 'postgres': PG_URL (PORTICO_TEST_DATABASE_URL), in a fresh schema */
   db: 'pglite' | 'postgres';
   /**
    * Where PGlite keeps its data when db is 'pglite': 'memory' (PORTICO_DB=memory, the default) or 'files'
@@ -33,7 +36,7 @@ export interface BenchPorticoOptions {
   models: ModelSpec[];
   /** modules added to the built-in ones (e.g. a baseline route) */
   extraModules?: FeatureModule[];
-  /** more configuration variables (e.g. key limits) */
+  /** more configuration variables (e.g. key limits); with REDIS_URL and no REDIS_PREFIX, a prefix of its own, its keys removed by close() */
   env?: Record<string, string>;
 }
 
@@ -53,6 +56,7 @@ export interface BenchPortico {
 export async function startPortico(o: BenchPorticoOptions): Promise<BenchPortico> {
   const dataDir = mkdtempSync(join(tmpdir(), 'portico-bench-'));
   const schema = o.db === 'postgres' ? `bench_${randomBytes(5).toString('hex')}` : undefined;
+  const ownPrefix = o.env?.REDIS_URL && o.env.REDIS_PREFIX === undefined ? testRedisPrefix('bench') : undefined;
   const config = loadConfig({
     DATA_DIR: dataDir,
     PORTICO_DB: o.db === 'pglite' && (o.pglite ?? 'memory') === 'memory' ? 'memory' : '',
@@ -60,6 +64,7 @@ export async function startPortico(o: BenchPorticoOptions): Promise<BenchPortico
     JWT_SECRET: BENCH_SECRET,
     LOG_LEVEL: 'info',
     ...o.env,
+    ...(ownPrefix ? { REDIS_PREFIX: ownPrefix } : {}),
   });
   // production-like logging: one info line per request, written to /dev/null
   const devnull = createWriteStream('/dev/null');
@@ -86,6 +91,7 @@ export async function startPortico(o: BenchPorticoOptions): Promise<BenchPortico
       await runtime.close();
       await core.close();
       devnull.end();
+      if (ownPrefix) await dropInstallationKeys(config.redisUrl!, ownPrefix);
       if (schema) {
         const c = new pg.Client({ connectionString: PG_URL });
         await c.connect();

@@ -64,7 +64,7 @@ export async function measureWorkers(
 ): Promise<WorkersRow[]> {
   const rows: WorkersRow[] = [];
   for (const workers of o.counts ?? [1, 2]) {
-    const c = await startCluster({ upstreamUrl, redisDb: 7, instances: 1, models: [{ name: 'fast' }], env: { WORKERS: String(workers), LOG_LEVEL: 'warn' } });
+    const c = await startCluster({ upstreamUrl, instances: 1, models: [{ name: 'fast' }], env: { WORKERS: String(workers), LOG_LEVEL: 'warn' } });
     try {
       const inst = c.instances[0]!;
       await waitWorkers(inst, workers);

@@ -14,6 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { FakeHub, sha256 } from '../helpers/fake-hub.js';
 import { modelsCommand, type ModelsCommand } from '../../src/models/pull/cli.js';
 import { makeTinyGguf } from '../helpers/tiny-gguf.js';
+import { formatBytes } from '../../src/models/pull/format.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 const ENOSPC = pathToFileURL(fileURLToPath(new URL('../helpers/enospc-preload.js', import.meta.url))).href;
@@ -323,4 +324,34 @@ test('Ctrl-C stops a pull (exit 130) keeping the partial file; the same command 
   assert.match(again.stderr, /, resuming at \d+\.\d MB/);
   assert.ok(readFileSync(join(d, 'models', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf')).equals(big));
   assert.deepEqual(tree(join(d, 'models')), ['hf/acme/Big-GGUF/big-Q4_K_M.gguf', 'models.json']);
+});
+
+test('a resumed pull says how much was really downloaded before (not the partial file size), and ends with the right file', async () => {
+  const d = home();
+  const CHUNK = 5 * 1024 * 1024; // ipull's chunks
+  const have = 2 * CHUNK;
+  const blob = `/cdn/${sha256(big)}`;
+  hub.requests.length = 0;
+  // the hub gives the first `have` bytes of the file, then nothing more: the pull stalls, retries, and gives up
+  hub.faults.onlyBelow = have;
+  try {
+    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: '1500' }));
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /the part downloaded so far is kept/);
+  } finally {
+    hub.faults.onlyBelow = undefined;
+  }
+  // what arrived: the distinct bytes of the file the ranged transfers sent (not the 16-byte look at its head)
+  const received = hub.distinctBytesSent(
+    blob,
+    hub.requests.filter((q) => q.range !== 'bytes=0-15'),
+  );
+  assert.equal(received, have);
+  const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: '1500' }));
+  assert.equal(r.code, 0, r.stderr);
+  const line = r.stderr.split('\n').find((l) => l.startsWith('pulling '));
+  assert.ok(line?.endsWith(`, resuming at ${formatBytes(received)}`), `the resume names the ${received} bytes received: ${line}`);
+  assert.equal(formatBytes(received), '10.5 MB');
+  const file = join(d, 'models', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf');
+  assert.equal(sha256(readFileSync(file)), sha256(big), 'the resumed file is the model');
 });

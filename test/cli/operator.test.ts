@@ -6,9 +6,8 @@ import { KeyVerifier } from '../../src/portal/keys/verifier.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { cleanTmp, portico, tmp } from './helpers.js';
 import { pgliteTemplate } from '../helpers/db-template.js';
-import { randomBytes } from 'node:crypto';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
-import { TEST_REDIS, testRedisUrl } from '../helpers/services.js';
+import { TEST_REDIS, testRedisPrefix, testRedisUrl } from '../helpers/services.js';
 
 for (const db of testDatabases()) {
   describe(`portico keys disable/enable and credits grant against ${db === 'pglite' ? 'a PGlite DATA_DIR' : 'a PostgreSQL schema'}`, () => {
@@ -110,10 +109,10 @@ for (const db of testDatabases()) {
       test('with Redis set and background jobs waiting, every command exits at once and takes no job', async () => {
         // an installation prefix of its own (REDIS_PREFIX: nothing else in that Redis is read, written or removed), with
         // three jobs waiting in the installation's queue as a serving instance would have queued them
-        const redisUrl = testRedisUrl(6);
-        const prefix = `t_operator_${randomBytes(6).toString('hex')}`;
+        const redisUrl = testRedisUrl();
+        const prefix = testRedisPrefix('operator');
         const { Queue } = await import('bullmq');
-        const queue = new Queue('portico-responses', { prefix: `${prefix}:bull`, connection: { ...TEST_REDIS, db: 6 } });
+        const queue = new Queue('portico-responses', { prefix: `${prefix}:bull`, connection: TEST_REDIS });
         try {
           for (const id of ['resp_wait1', 'resp_wait2', 'resp_wait3']) await queue.add('respond', { id }, { jobId: id });
           const withRedis = { ...env, REDIS_URL: redisUrl, REDIS_PREFIX: prefix };

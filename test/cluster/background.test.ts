@@ -33,7 +33,7 @@ describe('background responses across two instances (BullMQ on Redis)', () => {
 
   before(async () => {
     up = await startScriptedUpstream();
-    c = await startCluster({ upstreamUrl: up.url, redisDb: 12, env: { BACKGROUND_STALE_MS: '3000', SHUTDOWN_GRACE_MS: '2000' } });
+    c = await startCluster({ upstreamUrl: up.url, env: { BACKGROUND_STALE_MS: '3000', SHUTDOWN_GRACE_MS: '2000' } });
     key = (await c.createKey(c.instances[0], 'bob')).key;
   });
   after(async () => {

@@ -17,7 +17,6 @@ describe('budgets across two instances and the credits command', () => {
     up = await startScriptedUpstream({ record: false, defaultReply: { text: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } } });
     c = await startCluster({
       upstreamUrl: up.url,
-      redisDb: 15,
       env: { BILLING_ENABLED: 'true' },
       models: [{ name: 'paid', pricing: { input_per_million: 100_000, output_per_million: 100_000 } }],
     });

@@ -40,7 +40,6 @@ describe('PostgreSQL and Redis going away under load (two instances, through cut
     up = await startScriptedUpstream({ record: false });
     c = await startCluster({
       upstreamUrl: up.url,
-      redisDb: 14,
       proxyPostgres: true,
       proxyRedis: true,
       // every request counts against a (high) per-key limit, so every request needs Redis too

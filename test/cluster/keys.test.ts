@@ -48,7 +48,7 @@ describe('key changes and rate limits across two instances', () => {
     // verified keys stay fresh for a minute here (1 s by default): a change the other instance sees within
     // seconds came through the change feed, not from its entry expiring. The bounds below are that clock's,
     // generous for a busy machine, not the default second, which a loaded machine can exceed on its own.
-    c = await startCluster({ upstreamUrl: up.url, redisDb: 11, env: { KEY_CACHE_FRESH_MS: String(FRESH_MS) } });
+    c = await startCluster({ upstreamUrl: up.url, env: { KEY_CACHE_FRESH_MS: String(FRESH_MS) } });
     [a, b] = c.instances;
     jwt = await c.token('alice');
   });

@@ -31,7 +31,7 @@ describe('health, readiness, metrics and graceful shutdown of real processes', (
 
   before(async () => {
     up = await startScriptedUpstream({ record: false });
-    c = await startCluster({ upstreamUrl: up.url, redisDb: 13, proxyPostgres: true, env: { SHUTDOWN_GRACE_MS: '8000' } });
+    c = await startCluster({ upstreamUrl: up.url, proxyPostgres: true, env: { SHUTDOWN_GRACE_MS: '8000' } });
     [a, b] = c.instances;
     key = (await c.createKey(a, 'carol')).key;
   });

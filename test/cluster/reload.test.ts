@@ -315,7 +315,7 @@ describe('WORKERS=2 on PostgreSQL and Redis: every worker reloads', () => {
   let dataDir: string;
   before(async () => {
     up = await startScriptedUpstream();
-    c = await startCluster({ upstreamUrl: up.url, redisDb: 4, instances: 1, env: { WORKERS: '2', LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '3000' } });
+    c = await startCluster({ upstreamUrl: up.url, instances: 1, env: { WORKERS: '2', LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '3000' } });
     p = c.instances[0]!;
     await until('both workers listening', () => (/2 workers serving on port/.test(p.output()) ? true : undefined), 30_000);
     key = (await c.createKey(p, 'wes')).key;

@@ -85,7 +85,6 @@ describe('serve --workers 2: one port, two processes, the rules of two instances
     // the tests (with the default second, a worker would read it again soon whatever the feed did)
     c = await startCluster({
       upstreamUrl: up.url,
-      redisDb: 10,
       instances: 1,
       env: { WORKERS: '2', LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '3000', KEY_CACHE_FRESH_MS: '60000' },
     });

@@ -10,13 +10,14 @@ import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/comp
 import { loadConfig, type Config } from '../../src/platform/config.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import type { ModelSpec } from '../../src/models/config.js';
+import { DEFAULT_SPEND_PREFIX } from '../../src/portal/usage/spend.js';
 import { dropInstallationKeys } from './redis-keys.js';
 import { databaseFromTemplate, pgliteTemplate } from './db-template.js';
 
 export type TestDb = 'pglite' | 'postgres';
 
 /** The PostgreSQL server the suite also runs on (CI starts it; PORTICO_TEST_DATABASE_URL); PORTICO_TEST_PG=off skips it. */
-import { TEST_PG_URL, testPgUrl } from './services.js';
+import { TEST_PG_URL, testPgUrl, testRedisPrefix } from './services.js';
 export { TEST_PG_URL };
 
 /** Every database the suite runs on: PGlite always, PostgreSQL unless turned off. */
@@ -68,8 +69,25 @@ export interface TestAppOptions {
   logDestination?: DestinationStream;
   /** listen on a real port too (returns url) */
   listen?: boolean;
-  /** PostgreSQL: this schema (shared by several apps, like instances on one database; the caller drops it) */
+  /**
+   * PostgreSQL: this schema (shared by several apps, like instances on one database; the caller drops it). With
+   * REDIS_URL, such apps are one installation: the caller gives them one REDIS_PREFIX (testRedisPrefix()) and
+   * removes its keys after.
+   */
   dbSchema?: string;
+}
+
+/**
+ * REDIS_PREFIX of an app given REDIS_URL: the one the test gives (its keys are the test's to remove), or one of its
+ * own made here and removed at close; REDIS_PREFIX '' asks for the default (`portico:<installation id>`), whose keys
+ * (and the running spend's `portico:spend:<ledger id>:*`) are removed at close too when the app is its own
+ * installation.
+ */
+function redisPrefixOf(opts: TestAppOptions): { env: Record<string, string>; own?: string } {
+  if (!opts.env?.REDIS_URL || opts.env.REDIS_PREFIX !== undefined) return { env: {} };
+  if (opts.dbSchema) throw new Error('apps sharing a PostgreSQL schema with REDIS_URL are one installation: give them one REDIS_PREFIX (testRedisPrefix())');
+  const own = testRedisPrefix('app');
+  return { env: { REDIS_PREFIX: own }, own };
 }
 
 export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp & { url?: string }> {
@@ -80,6 +98,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
   const copied =
     db === 'postgres' && !opts.dbSchema && opts.env?.DATABASE_URL === undefined && process.env.PORTICO_TEST_PG_TEMPLATE !== 'off' ? await databaseFromTemplate() : undefined;
   const schema = db === 'postgres' && !copied ? (opts.dbSchema ?? `t_${randomBytes(6).toString('hex')}`) : undefined;
+  const redis = redisPrefixOf(opts);
   const config = loadConfig({
     DATA_DIR: dataDir,
     PORTICO_DB: db === 'pglite' ? 'memory' : '',
@@ -90,6 +109,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     // instances on one database share KEY_PEPPER (a core refuses to start on a database made with another)
     ...(opts.dbSchema ? { KEY_PEPPER: SHARED_SCHEMA_PEPPER } : {}),
     ...opts.env,
+    ...redis.env,
   });
   const dbTemplate = db === 'pglite' && config.inMemoryDb && process.env.PORTICO_TEST_PGLITE_TEMPLATE !== 'off' ? await pgliteTemplate() : undefined;
   const core = await createCore(config, { role: 'serve', dbSchema: schema, dbTemplate, models: opts.models, logDestination: opts.logDestination });
@@ -129,11 +149,15 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
       return res.json().data.api_key;
     },
     async close() {
+      // the default prefix of an installation of its own (its own database): its keys, and its running spend's
+      const byDefault = config.redisUrl && core.redisPrefix && !config.redisPrefix && !opts.dbSchema;
+      const ledger = byDefault && config.billingEnabled ? await core.usage.ledgerId().catch(() => undefined) : undefined;
       await app.close();
       await runtime.close();
       await core.close();
-      // an installation of its own (its own database, the default prefix): its Redis keys go with it
-      if (config.redisUrl && core.redisPrefix && !config.redisPrefix && !opts.dbSchema) await dropInstallationKeys(config.redisUrl, core.redisPrefix);
+      if (redis.own) await dropInstallationKeys(config.redisUrl!, redis.own);
+      if (byDefault) await dropInstallationKeys(config.redisUrl!, core.redisPrefix!);
+      if (ledger) await dropInstallationKeys(config.redisUrl!, `${DEFAULT_SPEND_PREFIX}${ledger}`);
       if (copied) await copied.drop();
       if (schema && !opts.dbSchema) {
         const c = new pg.Client({ connectionString: TEST_PG_URL });

@@ -2,17 +2,18 @@
  * Several real Portico processes (`node dist/src/cli/main.js serve`) on one PostgreSQL and one Redis, for the
  * multi-instance tests and the cluster benchmark.
  *
- *   const c = await startCluster({ upstreamUrl: up.url, redisDb: 11 });
+ *   const c = await startCluster({ upstreamUrl: up.url });
  *   const [a, b] = c.instances;
  *   const { key, id } = await c.createKey(a, 'alice');
  *   await fetch(`${b.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
  *   await c.cli(['keys', 'disable', id]);
  *   await c.close();
  *
- * Each cluster gets a PostgreSQL schema of its own (search_path in DATABASE_URL; created here, dropped at
- * close) and a Redis database number of its own (REDIS_URL redis://127.0.0.1:6379/N; BullMQ, the change feed
- * and the rate-limit windows all use it). PostgreSQL and Redis may be reached through TCP proxies the test
- * can cut and restore (see tcp-proxy.ts): the machine's servers are never stopped.
+ * Each cluster gets a PostgreSQL schema of its own in PORTICO_TEST_DATABASE_URL's database (search_path in
+ * DATABASE_URL; created here, dropped at close) and a Redis key prefix of its own in PORTICO_TEST_REDIS_URL's
+ * database (REDIS_PREFIX: BullMQ, the change feed, the rate-limit windows and the running spend all live under
+ * it; its keys are removed at close). PostgreSQL and Redis may be reached through TCP proxies the test can cut
+ * and restore (see tcp-proxy.ts): the machine's servers are never stopped.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -25,7 +26,7 @@ import pg from 'pg';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { dropInstallationKeys } from './redis-keys.js';
-import { TEST_PG, TEST_PG_URL, TEST_REDIS, testPgUrl, testRedisUrl } from './services.js';
+import { TEST_PG, TEST_PG_URL, TEST_REDIS, testPgUrl, testRedisPrefix, testRedisUrl } from './services.js';
 
 export const MAIN_JS = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 export const CLUSTER_PG_URL = TEST_PG_URL;
@@ -60,8 +61,6 @@ export interface ClusterOptions {
   /** base URL of the scripted upstream (…/v1) */
   upstreamUrl: string;
   models?: ModelEntry[];
-  /** Redis database number of this cluster (keep them distinct between test files that run at once) */
-  redisDb: number;
   /** no REDIS_URL at all (PostgreSQL LISTEN/NOTIFY feed, in-process queue and limits) */
   noRedis?: boolean;
   /** reach PostgreSQL / Redis through a proxy the test can cut */
@@ -95,6 +94,8 @@ export interface Cluster {
   /** DATABASE_URL the processes use (through the proxy when there is one) */
   databaseUrl: string;
   redisUrl?: string;
+  /** REDIS_PREFIX of the cluster's installation (its own unless `env` gave one) */
+  redisPrefix?: string;
   pgProxy?: TcpProxy;
   redisProxy?: TcpProxy;
   /** the env every process gets */
@@ -196,7 +197,10 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const pgProxy = opts.proxyPostgres ? await startTcpProxy(TEST_PG.port, TEST_PG.host) : undefined;
   const redisProxy = opts.proxyRedis && !opts.noRedis ? await startTcpProxy(CLUSTER_REDIS.port, CLUSTER_REDIS.host) : undefined;
   const databaseUrl = testPgUrl({ viaPort: pgProxy?.port, searchPath: schema });
-  const redisUrl = opts.noRedis ? undefined : testRedisUrl(opts.redisDb, redisProxy?.port);
+  const redisUrl = opts.noRedis ? undefined : testRedisUrl(redisProxy?.port);
+  // one prefix for the instances and commands of this cluster (one installation), none other uses
+  const ownPrefix = redisUrl && !opts.env?.REDIS_PREFIX ? testRedisPrefix('cluster') : undefined;
+  const redisPrefix = opts.env?.REDIS_PREFIX || ownPrefix;
 
   const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-'));
   const configPath = join(dir, 'models.yaml');
@@ -212,6 +216,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     PORTICO_CONFIG: configPath,
     LOG_LEVEL: 'warn',
     ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+    ...(ownPrefix ? { REDIS_PREFIX: ownPrefix } : {}),
     ...opts.env,
   };
 
@@ -231,6 +236,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     schema,
     databaseUrl,
     redisUrl,
+    redisPrefix,
     pgProxy,
     redisProxy,
     env,
@@ -270,10 +276,8 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       await pgProxy?.close();
       await redisProxy?.close();
       try {
-        // the installation's Redis keys (under its default prefix, named after the id in its database) go with it
-        const id = await admin.query(`select value from ${schema}.settings where key = 'installation_id'`).catch(() => ({ rows: [] }));
-        const installation = (id.rows[0] as { value?: string } | undefined)?.value;
-        if (redisUrl && installation && !opts.env?.REDIS_PREFIX) await dropInstallationKeys(testRedisUrl(opts.redisDb), `portico:${installation}`);
+        // the installation's Redis keys (under its own prefix) go with it; a prefix the test gave is the test's
+        if (ownPrefix) await dropInstallationKeys(testRedisUrl(), ownPrefix);
         await admin.query(`drop schema if exists ${schema} cascade`);
       } finally {
         await admin.end();

@@ -11,7 +11,8 @@
  * Private repositories answer 401 without a valid token (as the hub does, also for repositories that do not
  * exist); gated ones list their files to anyone but serve them only with a token that was granted access (401
  * without a token, 403 with a token of an account that did not accept the conditions). Faults for tests: cut a
- * transfer once after N bytes, stall ranged transfers, corrupt a byte while announcing the right checksum.
+ * transfer once after N bytes, stall ranged transfers, give nothing past an offset, corrupt a byte while announcing
+ * the right checksum.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -55,6 +56,11 @@ export interface HubFaults {
   cutAfterBytes?: number;
   /** ranged /cdn requests for which this returns true send 1000 bytes and then hang until the hub closes */
   stall?: (start: number) => boolean;
+  /**
+   * ranged /cdn requests send the file's bytes before this offset only: a range reaching past it sends what it has
+   * below it, then hangs until the hub closes (a transfer that dies at that point of the file, every time)
+   */
+  onlyBelow?: number;
 }
 
 export class FakeHub {
@@ -105,6 +111,27 @@ export class FakeHub {
   /** Requests whose path starts with this prefix. */
   requestsTo(prefix: string): HubRequest[] {
     return this.requests.filter((r) => r.path.startsWith(prefix));
+  }
+
+  /**
+   * How many distinct bytes of the file at `path` the ranged requests among `requests` sent (a byte sent twice, by a
+   * range asked again, counts once): what the client received of it.
+   */
+  distinctBytesSent(path: string, requests: HubRequest[] = this.requests): number {
+    const spans = requests
+      .filter((q) => q.path === path && q.range)
+      .map((q): [number, number] => {
+        const start = Number(/^bytes=(\d+)-/.exec(q.range!)?.[1] ?? 0);
+        return [start, start + q.sent];
+      })
+      .sort((x, y) => x[0] - y[0]);
+    let total = 0;
+    let reach = 0;
+    for (const [a, b] of spans) {
+      total += Math.max(0, b - Math.max(a, reach));
+      reach = Math.max(reach, b);
+    }
+    return total;
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
@@ -214,6 +241,14 @@ export class FakeHub {
     if (m && this.faults.stall?.(start)) {
       rec.sent += 1000;
       res.write(body.subarray(0, 1000));
+      return; // never ends; close() destroys the socket
+    }
+    const limit = this.faults.onlyBelow;
+    if (m && limit !== undefined && end >= limit) {
+      const part = body.subarray(0, Math.max(0, limit - start));
+      rec.sent += part.length;
+      if (part.length) res.write(part);
+      else res.flushHeaders(); // the answer begins; its body never comes
       return; // never ends; close() destroys the socket
     }
     const cut = this.faults.cutAfterBytes;

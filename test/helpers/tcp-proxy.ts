@@ -2,8 +2,8 @@
  * A small TCP proxy on 127.0.0.1 for fault tests: it forwards to a real service (PostgreSQL, Redis) and can
  * be cut (every open connection destroyed, new ones refused) and restored, without touching the service.
  *
- *   const p = await startTcpProxy(5432);
- *   ... DATABASE_URL=postgres://postgres@127.0.0.1:${p.port}/test
+ *   const p = await startTcpProxy(TEST_PG.port, TEST_PG.host);   // services.ts: the test PostgreSQL
+ *   ... DATABASE_URL=testPgUrl({ viaPort: p.port })
  *   await p.cut();      // like the server going away
  *   await p.restore();  // it is back (same port)
  */

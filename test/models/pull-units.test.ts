@@ -4,6 +4,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, openSync, rmSync, writeFileSync, writeSync, closeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { partialProgress } from '../../src/models/pull/download.js';
 import { parseModelRef } from '../../src/models/pull/refs.js';
 import { defaultModelName, checkModelName, quantInFileName } from '../../src/models/pull/names.js';
 import { pickGguf } from '../../src/models/pull/pull.js';
@@ -161,7 +165,7 @@ test('progress: a terminal gets one redrawn bar with size, speed and time left',
   let now = 0;
   const { out, stream } = sink(true, 100);
   const r = createProgressRenderer(stream, { now: () => now });
-  r.event({ type: 'resolved', ref: 'hf:o/r', name: 'm:q4_k_m', source: 'https://hub/o/r/resolve/x/m.gguf', file: 'hf/o/r/m.gguf', size: 100_000_000, resumeFrom: 0 });
+  r.event({ type: 'resolved', ref: 'hf:o/r', name: 'm:q4_k_m', source: 'https://hub/o/r/resolve/x/m.gguf', file: 'hf/o/r/m.gguf', size: 100_000_000, resumeFrom: 0, kept: 0 });
   for (let i = 0; i <= 10; i++) {
     now = i * 1000;
     r.event({ type: 'progress', downloaded: i * 10_000_000, total: 100_000_000 });
@@ -195,7 +199,7 @@ test('progress: not a terminal gets plain lines, one per 10 %, without escape co
   const { out, stream } = sink(false);
   const r = createProgressRenderer(stream, { now: () => now });
   r.event({ type: 'resolving', ref: 'hf:o/r' });
-  r.event({ type: 'resolved', ref: 'hf:o/r', name: 'm', source: 's', file: 'f', size: 200_000_000, sha256: 'a'.repeat(64), resumeFrom: 100_000_000 });
+  r.event({ type: 'resolved', ref: 'hf:o/r', name: 'm', source: 's', file: 'f', size: 200_000_000, sha256: 'a'.repeat(64), resumeFrom: 100_000_000, kept: 100_000_000 });
   for (let i = 0; i <= 100; i++) {
     now = i * 100;
     r.event({ type: 'progress', downloaded: 100_000_000 + i * 1_000_000, total: 200_000_000 });
@@ -213,6 +217,55 @@ test('progress: not a terminal gets plain lines, one per 10 %, without escape co
   );
   assert.match(progress[3], /^downloading m: 80% \(160.0 MB \/ 200.0 MB, 10.0 MB\/s, 0:04 left\)$/);
   assert.equal(lines.filter((l) => l.startsWith('verifying')).length, 1);
+  // complete chunks past a gap are said too (they are not fetched again), apart from where the transfer goes on
+  const gap = sink(false);
+  createProgressRenderer(gap.stream).event({ type: 'resolved', ref: 'r', name: 'm', source: 's', file: 'f', size: 30_000_000, resumeFrom: 5_000_000, kept: 15_000_000 });
+  assert.equal(gap.out.join(''), 'pulling m from s (30.0 MB), resuming at 5.0 MB (15.0 MB already downloaded)\n');
+});
+
+test('partialProgress: what a partial file holds is read from its record of complete chunks, never from its size', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-partial-'));
+  const CHUNK = 5 * 1024 * 1024;
+  const total = 4 * CHUNK + 1234;
+  const file = join(dir, 'm.gguf.ipull');
+  /** a partial file as ipull leaves it: data written at `written` offsets (holes between), then its record at `total` */
+  const partial = (written: Array<[number, number]>, record?: string) => {
+    writeFileSync(file, '');
+    const fd = openSync(file, 'r+');
+    try {
+      for (const [at, n] of written) writeSync(fd, Buffer.alloc(n, 1), 0, n, at);
+      if (record !== undefined) writeSync(fd, Buffer.from(record), 0, Buffer.byteLength(record), total);
+    } finally {
+      closeSync(fd);
+    }
+  };
+  const rec = (chunks: number[], extra: Record<string, unknown> = {}) => JSON.stringify({ part: 0, chunks, chunkSize: CHUNK, parallelStreams: 3, ...extra });
+  try {
+    assert.deepEqual(await partialProgress(dir, 'm.gguf', total), { contiguous: 0, kept: 0 }, 'no partial file');
+    // three transfers at once wrote 3 MB at the start and 4 MB in the middle: the file is 14 MB long, nothing is complete
+    partial([
+      [0, 3_000_000],
+      [2 * CHUNK, 4_000_000],
+    ]);
+    assert.deepEqual(await partialProgress(dir, 'm.gguf', total), { contiguous: 0, kept: 0 }, 'the size of a file without a record says nothing');
+    // chunks 0 and 1 complete, 2 under way (fetched again from its start), the last (short) one complete
+    partial([[0, total]], rec([2, 2, 1, 0, 2]));
+    assert.deepEqual(await partialProgress(dir, 'm.gguf', total), { contiguous: 2 * CHUNK, kept: 2 * CHUNK + 1234 });
+    partial([[0, total]], rec([2, 2, 2, 2, 2]));
+    assert.deepEqual(await partialProgress(dir, 'm.gguf', total), { contiguous: total, kept: total });
+    partial([[0, CHUNK]], rec([0, 2, 0, 0, 0]));
+    assert.deepEqual(await partialProgress(dir, 'm.gguf', total), { contiguous: 0, kept: CHUNK }, 'a gap at the start: nothing to go on from');
+    // records ipull would not resume from either: unreadable, another file's, another part
+    for (const bad of ['{"part":0,"chu', rec([2, 2]), rec([2, 2, 2, 2, 2], { part: 1 }), rec([2, 2, 2, 2, 2], { chunkSize: -1 }), 'null']) {
+      partial([[0, total]], bad);
+      assert.deepEqual(await partialProgress(dir, 'm.gguf', total), { contiguous: 0, kept: 0 }, bad);
+    }
+    // without the size, where the record starts is unknown: ipull cannot resume, nothing counts
+    partial([[0, total]], rec([2, 2, 2, 2, 2]));
+    assert.deepEqual(await partialProgress(dir, 'm.gguf', undefined), { contiguous: 0, kept: 0 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('registry entries: one per name and alias, the engine by kind', () => {

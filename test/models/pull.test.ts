@@ -449,6 +449,39 @@ describe('resume', () => {
     assert.deepEqual(tree(dir), ['hf/acme/Big-GGUF/big-Q4_K_M.gguf', 'models.json']);
   });
 
+  test('a resume reports what the interrupted run received (complete from the start), not the partial file size', async () => {
+    const dir = modelsDir();
+    const CHUNK = 5 * 1024 * 1024; // ipull fetches, records and resumes in chunks of this size
+    const have = 2 * CHUNK;
+    assert.ok(big.length > have + CHUNK, 'more of the file is missing than was received');
+    const blob = `/cdn/${sha256(big)}`;
+    const ranged = (from: number) => hub.requests.slice(from).filter((q) => q.path === blob && q.range && q.range !== 'bytes=0-15');
+    hub.requests.length = 0;
+    // the hub gives the bytes before `have` (to whichever transfer asks, in whatever order), then nothing more
+    hub.faults.onlyBelow = have;
+    try {
+      await refused(pullModel('hf:acme/Big-GGUF', opts(dir, { stallMs: 1500 })), 'interrupted', /the transfer stalled/);
+    } finally {
+      hub.faults.onlyBelow = undefined;
+    }
+    // the distinct bytes of the file that arrived (a range asked again counts once; not the 16-byte look at its head)
+    const received = hub.distinctBytesSent(blob, ranged(0));
+    assert.equal(received, have, 'every byte before the hub stopped arrived');
+    const partial = join(dir, '.partial', 'hf', 'acme', 'Big-GGUF', 'big-Q4_K_M.gguf.ipull');
+    assert.ok(statSync(partial).size > big.length, 'the partial file is longer than the whole model (its progress record follows the full size)');
+
+    const events: PullEvent[] = [];
+    const firstRun = hub.requests.length;
+    const r = await pullModel('hf:acme/Big-GGUF', opts(dir, { onEvent: (e) => events.push(e) }));
+    const resolved = events.find((e) => e.type === 'resolved') as Extract<PullEvent, { type: 'resolved' }>;
+    assert.equal(resolved.resumeFrom, received, 'resumed at the bytes received');
+    assert.equal(resolved.kept, received);
+    const again = ranged(firstRun).map((q) => Number(/bytes=(\d+)-/.exec(q.range!)![1]));
+    assert.ok(again.length > 0 && again.every((start) => start >= have), `only what was missing was fetched: ${again.join(' ')}`);
+    assert.equal(r.model.sha256, sha256(big));
+    assert.equal(sha256(readFileSync(r.model.path)), sha256(big), 'the file on disk is the model');
+  });
+
   test('a second pull of the same file while one runs is refused (busy), and does not disturb it', async () => {
     const dir = modelsDir();
     hub.faults.stall = (start) => start > 0;

@@ -20,19 +20,9 @@ import type { FeatureModule } from '../../src/platform/module.js';
 import { clientGone } from '../../src/platform/http/client-gone.js';
 import { SseWriter } from '../../src/platform/http/sse.js';
 import { openWs } from '../responses/ws-util.js';
+import { waitFor } from '../helpers/wait.js';
 
 type Line = Record<string, unknown>;
-
-/** polls `check` until it returns something other than undefined, or fails after `ms` */
-async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** A point where a request waits until the test lets it go (a key check or a database read that takes its time). */
 function holdPoint() {
@@ -97,7 +87,7 @@ describe('requests the client abandons: one line, one count, their usage', () =>
   const requestLines = (reqId: string) => lines().filter((l) => l.reqId === reqId && l.msg === 'request');
   /** waits for the request line of `reqId`, and checks there is exactly one */
   const lineOf = async (reqId: string): Promise<Line> => {
-    const found = await until(`the request line of ${reqId}`, () => (requestLines(reqId).length ? requestLines(reqId) : undefined));
+    const found = await waitFor(() => (requestLines(reqId).length ? requestLines(reqId) : undefined), { what: `the request line of ${reqId}` });
     assert.equal(found.length, 1, `one request line for ${reqId}: ${JSON.stringify(found)}`);
     return found[0]!;
   };
@@ -190,7 +180,7 @@ describe('requests the client abandons: one line, one count, their usage', () =>
     r.abort();
     const l = await lineOf('cc-resp-stream');
     assertClosed(l, '/v1/responses', 'm1');
-    const usage = await until('the usage record', async () => ((await usageOf('cc-resp-stream')).length ? usageOf('cc-resp-stream') : undefined));
+    const usage = await waitFor(async () => ((await usageOf('cc-resp-stream')).length ? usageOf('cc-resp-stream') : undefined), { what: 'the usage record' });
     assert.equal(usage.length, 1, 'charged once');
     assert.ok(usage[0]!.output_tokens > 0, 'what the client was sent is charged');
     assert.equal(l.tokens_out, usage[0]!.output_tokens, 'the line says what was charged');
@@ -223,7 +213,7 @@ describe('requests the client abandons: one line, one count, their usage', () =>
     s.abort();
     const l = await lineOf('cc-chat-stream');
     assertClosed(l, '/v1/chat/completions', 'm1');
-    const usage = await until('the usage record', async () => ((await usageOf('cc-chat-stream')).length ? usageOf('cc-chat-stream') : undefined));
+    const usage = await waitFor(async () => ((await usageOf('cc-chat-stream')).length ? usageOf('cc-chat-stream') : undefined), { what: 'the usage record' });
     assert.equal(l.tokens_out, usage[0]!.output_tokens);
 
     const n = up.requests.length;
@@ -262,7 +252,7 @@ describe('requests the client abandons: one line, one count, their usage', () =>
     r.abort();
     const l = await lineOf('cc-speech');
     assertClosed(l, '/v1/audio/speech', 'tts');
-    const usage = await until('the usage record', async () => ((await usageOf('cc-speech')).length ? usageOf('cc-speech') : undefined));
+    const usage = await waitFor(async () => ((await usageOf('cc-speech')).length ? usageOf('cc-speech') : undefined), { what: 'the usage record' });
     assert.equal(l.characters, usage[0]!.characters);
     assert.equal(l.characters, 'Hello there, this goes on.'.length);
     const c1 = await counts('/v1/audio/speech', 'tts');
@@ -350,12 +340,15 @@ describe('requests the client abandons: one line, one count, their usage', () =>
     for (let f = await c.next(); !(f.type === 'response.output_text.delta' && String(f.delta).includes('piece1')); f = await c.next());
     c.ws.terminate();
     const turnLines = () => lines().filter((l) => l.msg === 'websocket turn');
-    const closedLine = await until('the websocket closed line', () => lines().find((l) => l.msg === 'websocket closed'));
+    const closedLine = await waitFor(() => lines().find((l) => l.msg === 'websocket closed'), { what: 'the websocket closed line' });
     const connection = String(closedLine.reqId);
-    const mine = await until('three turn lines', () => {
-      const found = turnLines().filter((l) => l.reqId === connection);
-      return found.length >= 3 ? found : undefined;
-    });
+    const mine = await waitFor(
+      () => {
+        const found = turnLines().filter((l) => l.reqId === connection);
+        return found.length >= 3 ? found : undefined;
+      },
+      { what: 'three turn lines' },
+    );
     // (the waiting turns are written as the socket closes, the one in flight once it has stopped)
     assert.deepEqual(
       mine.map((l) => [l.turn, l.status, l.outcome]).sort(),
@@ -363,7 +356,7 @@ describe('requests the client abandons: one line, one count, their usage', () =>
     );
     assert.equal(closedLine.turns, 3);
     // the turn in flight is charged what it was sent, under the id its line names
-    const usage = await until('the usage record', async () => ((await usageOf(`${connection}:1`)).length ? usageOf(`${connection}:1`) : undefined));
+    const usage = await waitFor(async () => ((await usageOf(`${connection}:1`)).length ? usageOf(`${connection}:1`) : undefined), { what: 'the usage record' });
     assert.ok(usage[0]!.output_tokens > 0);
     assert.equal((await usageOf(`${connection}:2`)).length, 0, 'a turn that never ran is not charged');
     assert.equal(requestLines(connection).length, 0, 'the upgrade request itself is not a request line (its connection has its own)');
@@ -421,7 +414,7 @@ describe('a request whose client left and whose work does not stop', () => {
       await held.inside.reachedP;
       ac.abort();
       // its handler is still held: the line comes when the wait is over
-      const l = await until('the line of the stuck request', () => lines()[0]);
+      const l = await waitFor(() => lines()[0], { what: 'the line of the stuck request' });
       assert.equal(l.status, 499);
       assert.equal(l.outcome, 'client_closed');
       held.inside.release();

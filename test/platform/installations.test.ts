@@ -2,9 +2,10 @@
  * Installations sharing one Redis, or one PostgreSQL database (docs/deployment.md, "What is shared, and how"): what
  * one installation shares (change-feed messages: key changes, breaker openings, cancels; rate-limit windows;
  * background jobs) is named after it (REDIS_PREFIX, by default `portico:<installation id>`, the id kept in its
- * database), so its own instances hear it and no other installation does: not one on the same Redis database
- * number, not one on another (Redis pub/sub ignores the number), not one in another schema of the same
- * PostgreSQL database (NOTIFY ignores the schema).
+ * database), so its own instances hear it and no other installation on the same Redis does (whichever database
+ * number it uses: Redis pub/sub ignores the number), and none in another schema of the same PostgreSQL database
+ * (NOTIFY ignores the schema). Every installation here uses the one Redis database of PORTICO_TEST_REDIS_URL; most
+ * use the default prefix (REDIS_PREFIX ''), which is what is tested, and their keys are removed after.
  *
  * "Never hears": after the message, the other installation publishes a marker on its own feed and waits for it on
  * its own subscriber connection; Redis delivers a connection's messages in the order it handled the PUBLISHes (and
@@ -22,23 +23,14 @@ import { metricValue } from '../helpers/metrics.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
-import { testRedisUrl } from '../helpers/services.js';
+import { testRedisPrefix, testRedisUrl } from '../helpers/services.js';
+import { waitFor } from '../helpers/wait.js';
 
-/** A's and B's Redis database number, and C's: another one */
-const REDIS_AB = testRedisUrl(8);
-const REDIS_C = testRedisUrl(5);
+/** the one Redis (and database number) every installation here uses */
+const REDIS = testRedisUrl();
+/** REDIS_PREFIX '': the default prefix, `portico:<installation id>` */
+const DEFAULT_PREFIX = { REDIS_PREFIX: '' };
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
-
-/** polls `check` until it returns something other than undefined, or fails after `ms` */
-async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 type Heard = Array<{ channel: string; message: Record<string, unknown> }>;
 
@@ -53,7 +45,7 @@ function listen(t: TestApp, channels: string[]): Heard {
 async function marker(t: TestApp, heard: Heard, channel = 'probe'): Promise<void> {
   const id = randomBytes(6).toString('hex');
   await t.core.feed.publish(channel, { marker: id });
-  await until(`the marker on ${channel}`, () => (heard.some((h) => h.message.marker === id) ? true : undefined));
+  await waitFor(() => heard.some((h) => h.message.marker === id), { what: `the marker on ${channel}` });
 }
 
 const notMarkers = (heard: Heard) => heard.filter((h) => h.message.marker === undefined);
@@ -80,7 +72,7 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
   const schemaB = `t_inst_b_${run}`;
   let a: ScriptedUpstream;
   let b: ScriptedUpstream;
-  /** installation A: two instances on one PostgreSQL schema; B: another schema, the same Redis database number; C: PGlite, another number */
+  /** installation A: two instances on one PostgreSQL schema; B: another schema; C: PGlite; all on one Redis */
   let a1: TestApp;
   let a2: TestApp;
   let inB: TestApp;
@@ -91,17 +83,17 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
     a = await startScriptedUpstream();
     b = await startScriptedUpstream();
     // a request limit makes every key's requests counted in Redis (high enough never to refuse one here)
-    const env = { REDIS_URL: REDIS_AB, RATE_LIMIT_RPM: '100000', BACKGROUND_STALE_MS: '1000' };
+    const env = { REDIS_URL: REDIS, ...DEFAULT_PREFIX, RATE_LIMIT_RPM: '100000', BACKGROUND_STALE_MS: '1000' };
     a1 = await buildTestApp({ db: 'postgres', dbSchema: schemaA, models: models(a, b), env });
     a2 = await buildTestApp({ db: 'postgres', dbSchema: schemaA, models: models(a, b), env });
     inB = await buildTestApp({ db: 'postgres', dbSchema: schemaB, models: models(a, b), env });
-    inC = await buildTestApp({ db: 'pglite', models: models(a, b), env: { ...env, REDIS_URL: REDIS_C } });
-    redis = new Redis(REDIS_AB);
+    inC = await buildTestApp({ db: 'pglite', models: models(a, b), env });
+    redis = new Redis(REDIS);
   });
   after(async () => {
     for (const t of [a1, a2, inB, inC]) await t?.close();
     // A's and B's keys (their databases are schemas the test made); C's went with it
-    for (const t of [a1, inB]) if (t?.core.redisPrefix) await dropInstallationKeys(REDIS_AB, t.core.redisPrefix);
+    for (const t of [a1, inB]) if (t?.core.redisPrefix) await dropInstallationKeys(REDIS, t.core.redisPrefix);
     redis?.disconnect();
     await a?.close();
     await b?.close();
@@ -122,17 +114,17 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
     assert.notEqual(inC.core.redisPrefix, inB.core.redisPrefix);
   });
 
-  test('a feed message reaches the other instance, and no other installation on the same or another Redis database number', async () => {
+  test('a feed message reaches the other instance, and no other installation on the same Redis', async () => {
     const heard = [a2, inB, inC].map((t) => listen(t, ['probe']));
     // each listener is subscribed before anything is published
     for (const [i, t] of [a2, inB, inC].entries()) await marker(t, heard[i]!);
     await a1.core.feed.publish('probe', { from: 'a1' });
-    await until('the message on the other instance', () => (notMarkers(heard[0]!).length ? true : undefined));
+    await waitFor(() => notMarkers(heard[0]!).length, { what: 'the message on the other instance' });
     assert.deepEqual(notMarkers(heard[0]!), [{ channel: 'probe', message: { from: 'a1' } }]);
     await marker(inB, heard[1]!);
     await marker(inC, heard[2]!);
-    assert.deepEqual(notMarkers(heard[1]!), [], 'B (same Redis database number) heard nothing of A');
-    assert.deepEqual(notMarkers(heard[2]!), [], 'C (another database number) heard nothing of A');
+    assert.deepEqual(notMarkers(heard[1]!), [], 'B (another schema) heard nothing of A');
+    assert.deepEqual(notMarkers(heard[2]!), [], 'C (PGlite) heard nothing of A');
   });
 
   test('a key revoked on one instance is refused by the other at once; other installations hear nothing of it', async () => {
@@ -152,9 +144,9 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
     });
     assert.equal(revoked.statusCode, 200, revoked.body);
     // well inside KEY_CACHE_FRESH_MS would not do: the entry is fresh for 1 s, so only the message can drop it this soon
-    await until('A2 refuses the key', async () =>
-      (await a2.app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${key}` } })).statusCode === 401 ? true : undefined,
-    );
+    await waitFor(async () => (await a2.app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${key}` } })).statusCode === 401, {
+      what: 'A2 refuses the key',
+    });
     for (const [i, t] of [inB, inC].entries()) {
       await marker(t, heard[i]!, 'keys');
       assert.deepEqual(notMarkers(heard[i]!), [], 'another installation heard nothing of the revocation');
@@ -174,7 +166,7 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
     assert.equal((await call(a1, keys[0]!)).statusCode, 200, 'answered by br-b');
     assert.equal((await call(a1, keys[0]!)).statusCode, 200);
     assert.equal(await circuit(a1), 2, 'open on A1');
-    await until('open on A2', async () => ((await circuit(a2)) === 2 ? true : undefined));
+    await waitFor(async () => (await circuit(a2)) === 2, { what: 'open on A2' });
     for (const [i, t] of [inB, inC].entries()) {
       await marker(t, heard[i]!);
       assert.deepEqual(
@@ -208,10 +200,13 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
     });
     assert.equal(made.statusCode, 200, made.body);
     const id = made.json().id;
-    const done = await until<{ output: Array<{ content: Array<{ text: string }> }> }>('the background response completed', async () => {
-      const r = await a2.app.inject({ method: 'GET', url: `/v1/responses/${id}`, headers: { authorization: `Bearer ${key}` } });
-      return r.json().status === 'completed' ? r.json() : undefined;
-    });
+    const done = await waitFor<{ output: Array<{ content: Array<{ text: string }> }> } | undefined>(
+      async () => {
+        const r = await a2.app.inject({ method: 'GET', url: `/v1/responses/${id}`, headers: { authorization: `Bearer ${key}` } });
+        return r.json().status === 'completed' ? r.json() : undefined;
+      },
+      { what: 'the background response completed' },
+    );
     assert.equal(done.output[0]!.content[0]!.text, 'later');
     const [, found] = await redis.scan('0', 'MATCH', `${a1.core.redisPrefix}:bull:portico-responses:*`, 'COUNT', 10_000);
     assert.ok(found.length > 0, "BullMQ's keys are under the installation's prefix");
@@ -228,10 +223,13 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
     });
     const source = made.json().id;
     const read = (id: string) => a1.app.inject({ method: 'GET', url: `/v1/responses/${id}`, headers: { authorization: `Bearer ${key}` } }).then((r) => r.json());
-    const first = await until('the first response ended', async () => {
-      const r = await read(source);
-      return r.status === 'completed' || r.status === 'failed' ? r : undefined;
-    });
+    const first = await waitFor(
+      async () => {
+        const r = await read(source);
+        return r.status === 'completed' || r.status === 'failed' ? r : undefined;
+      },
+      { what: 'the first response ended' },
+    );
     assert.equal(first.status, 'completed', JSON.stringify(first));
     // a copy of it, queued a minute ago, whose job no queue of this installation holds
     const id = `resp_${randomBytes(16).toString('hex')}`;
@@ -242,10 +240,13 @@ describe('installations on one Redis: each hears only its own', { skip: pgOff &&
              input_items, request, null, null, created_at - 60, updated_at, null
         from responses where id = ${source}`.execute(a1.core.db.db);
     assert.equal((await read(id)).status, 'queued');
-    const done = await until('the stranded response ran', async () => {
-      const r = await read(id);
-      return r.status === 'completed' ? r : undefined;
-    });
+    const done = await waitFor(
+      async () => {
+        const r = await read(id);
+        return r.status === 'completed' ? r : undefined;
+      },
+      { what: 'the stranded response ran' },
+    );
     assert.equal(done!.output[0].content[0].text, 'again');
   });
 });
@@ -262,7 +263,7 @@ describe('installations on one PostgreSQL database, without Redis (LISTEN/NOTIFY
       const heard = [two, other].map((t) => listen(t, ['probe']));
       for (const [i, t] of [two, other].entries()) await marker(t, heard[i]!);
       await one.core.feed.publish('probe', { from: 'one' });
-      await until('the message on the other instance', () => (notMarkers(heard[0]!).length ? true : undefined));
+      await waitFor(() => notMarkers(heard[0]!).length, { what: 'the message on the other instance' });
       await marker(other, heard[1]!);
       assert.deepEqual(notMarkers(heard[1]!), [], 'the installation in another schema heard nothing');
     } finally {
@@ -277,12 +278,12 @@ describe('installations on one PostgreSQL database, without Redis (LISTEN/NOTIFY
 
 describe('installations on embedded databases sharing one Redis', () => {
   test('each has its own prefix and hears nothing of the other; REDIS_PREFIX makes two processes one installation', async () => {
-    const shared = `t_inst_${randomBytes(6).toString('hex')}`;
+    const shared = testRedisPrefix('inst');
     const apps = [
-      await buildTestApp({ env: { REDIS_URL: REDIS_AB } }),
-      await buildTestApp({ env: { REDIS_URL: REDIS_AB } }),
-      await buildTestApp({ env: { REDIS_URL: REDIS_AB, REDIS_PREFIX: `${shared}:` } }),
-      await buildTestApp({ env: { REDIS_URL: REDIS_C, REDIS_PREFIX: shared } }),
+      await buildTestApp({ env: { REDIS_URL: REDIS, ...DEFAULT_PREFIX } }),
+      await buildTestApp({ env: { REDIS_URL: REDIS, ...DEFAULT_PREFIX } }),
+      await buildTestApp({ env: { REDIS_URL: REDIS, REDIS_PREFIX: `${shared}:` } }),
+      await buildTestApp({ env: { REDIS_URL: REDIS, REDIS_PREFIX: shared } }),
     ];
     try {
       const [x, y, p, q] = apps as [TestApp, TestApp, TestApp, TestApp];
@@ -292,9 +293,9 @@ describe('installations on embedded databases sharing one Redis', () => {
       const heard = apps.map((t) => listen(t, ['probe']));
       for (const [i, t] of apps.entries()) await marker(t, heard[i]!);
       await x.core.feed.publish('probe', { from: 'x' });
-      // p and q share a prefix: one installation, whatever the database number
+      // p and q share a prefix: one installation, whatever their databases
       await p.core.feed.publish('probe', { from: 'p' });
-      await until('q hears p', () => (notMarkers(heard[3]!).length ? true : undefined));
+      await waitFor(() => notMarkers(heard[3]!).length, { what: 'q hears p' });
       assert.deepEqual(notMarkers(heard[3]!), [{ channel: 'probe', message: { from: 'p' } }], 'q heard p, not x');
       await marker(y, heard[1]!);
       assert.deepEqual(notMarkers(heard[1]!), [], 'y heard nothing of x');
@@ -306,8 +307,7 @@ describe('installations on embedded databases sharing one Redis', () => {
       );
     } finally {
       for (const t of apps) await t.close();
-      await dropInstallationKeys(REDIS_AB, shared);
-      await dropInstallationKeys(REDIS_C, shared);
+      await dropInstallationKeys(REDIS, shared);
     }
   });
 });

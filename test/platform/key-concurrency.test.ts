@@ -8,6 +8,7 @@ import net from 'node:net';
 import { setup, expectError, MODEL, type Env } from '../responses/util.js';
 import { openWs, refusedUpgrade, finalOf, type WsClient } from '../responses/ws-util.js';
 import { testDatabases } from '../helpers/app.js';
+import { waitFor } from '../helpers/wait.js';
 
 const LIMIT = 3;
 
@@ -30,15 +31,6 @@ const post = (e: Env, key: string, body: unknown, signal?: AbortSignal) =>
     body: JSON.stringify(body),
     signal,
   });
-
-/** Waits until `ok()` holds (checked every 10 ms; fails after 5 s). */
-async function until(ok: () => boolean, what: string) {
-  const end = Date.now() + 5000;
-  while (!ok()) {
-    if (Date.now() > end) assert.fail(`not reached in 5 s: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Asserts the 429 of a key at its limit, in the OpenAI shape with retry-after. */
 async function expectConcurrency429(r: Response) {
@@ -89,17 +81,17 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
 
     // a place comes back when the stream is abandoned, and when a socket closes
     ac.abort();
-    await until(() => held(a.id) === LIMIT - 1, 'the aborted stream gave its place back');
+    await waitFor(() => held(a.id) === LIMIT - 1, { what: 'the aborted stream gave its place back', timeoutMs: 5000 });
     const again = await openWs(e.url, a.key);
     await expectConcurrency429(await post(e, a.key, { model: MODEL, input: 'still over' }));
     await sockets[0]!.close();
-    await until(() => held(a.id) === LIMIT - 1, 'the closed socket gave its place back');
+    await waitFor(() => held(a.id) === LIMIT - 1, { what: 'the closed socket gave its place back', timeoutMs: 5000 });
     const ok = await post(e, a.key, { model: MODEL, input: 'fits again' });
     assert.equal(ok.status, 200);
     await ok.arrayBuffer();
     await sockets[1]!.close();
     await again.close();
-    await until(() => held(a.id) === 0 && held(b.id) === 0, 'every place back');
+    await waitFor(() => held(a.id) === 0 && held(b.id) === 0, { what: 'every place back', timeoutMs: 5000 });
   });
 
   test('a WebSocket holds one place for its whole life, however many turns it runs', async () => {
@@ -108,7 +100,7 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
     for (let i = 0; i < LIMIT + 2; i++) finalOf(await ws.turn({ model: MODEL, input: `turn ${i}` }));
     assert.equal(held(a.id), 1);
     await ws.close();
-    await until(() => held(a.id) === 0, 'the socket gave its place back');
+    await waitFor(() => held(a.id) === 0, { what: 'the socket gave its place back', timeoutMs: 5000 });
   });
 
   test('the place comes back after answers, errors, aborted streams and closed sockets: after many, the key still opens its full number', async () => {
@@ -121,7 +113,7 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
         assert.equal(r.status, 200);
         await r.arrayBuffer();
       }
-      await until(() => held(a.id) === 0, 'answers gave their places back');
+      await waitFor(() => held(a.id) === 0, { what: 'answers gave their places back', timeoutMs: 5000 });
     }
     // errors: refused by the schema (after the gate), an unknown model, an upstream failure, an unknown route
     for (let i = 0; i < N; i++) {
@@ -143,7 +135,7 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
       const asked = e.up.requests.length;
       const ac2 = new AbortController();
       const pending = post(e, a.key, { model: MODEL, input: 'never answered' }, ac2.signal).catch(() => undefined);
-      await until(() => e.up.requests.length > asked, 'the request reached the upstream');
+      await waitFor(() => e.up.requests.length > asked, { what: 'the request reached the upstream', timeoutMs: 5000 });
       ac2.abort();
       await pending;
     }
@@ -158,13 +150,13 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
       const bad = await refusedUpgrade(e.url, { authorization: `Bearer ${a.key}` }, '/v1/responses?unknown=1');
       assert.equal(bad.status, 400);
     }
-    await until(() => held(a.id) === 0, `every place back (held: ${held(a.id)})`);
+    await waitFor(() => held(a.id) === 0, { what: `every place back (held: ${held(a.id)})`, timeoutMs: 5000 });
     // the full number, and not one more
     const open: WsClient[] = [];
     for (let i = 0; i < LIMIT; i++) open.push(await openWs(e.url, a.key));
     assert.equal((await refusedUpgrade(e.url, { authorization: `Bearer ${a.key}` })).status, 429);
     for (const c of open) await c.close();
-    await until(() => held(a.id) === 0, 'the sockets gave their places back');
+    await waitFor(() => held(a.id) === 0, { what: 'the sockets gave their places back', timeoutMs: 5000 });
   });
 
   test('an upgrade whose client leaves before the answer gives its place back', async () => {
@@ -180,7 +172,7 @@ describe('per-key concurrency: requests and WebSockets of one key, counted toget
       await new Promise<void>((r) => s.once('data', () => r()));
       s.destroy();
     }
-    await until(() => held(a.id) === 0, 'every place back');
+    await waitFor(() => held(a.id) === 0, { what: 'every place back', timeoutMs: 5000 });
   });
 });
 
@@ -244,7 +236,7 @@ for (const db of testDatabases()) {
       assert.equal(mput.status, 400);
 
       for (const c of [one, ...more]) await c.close();
-      await until(() => e.t.runtime.concurrency.inUse(a.id) === 0, 'every place back');
+      await waitFor(() => e.t.runtime.concurrency.inUse(a.id) === 0, { what: 'every place back', timeoutMs: 5000 });
     });
 
     test('the operator (portico keys limit --concurrency) may raise a key above the default; its rpm and tpm stay', async () => {
@@ -257,7 +249,7 @@ for (const db of testDatabases()) {
       for (let i = 0; i < LIMIT + 2; i++) open.push(await openWs(e.url, a.key));
       assert.equal((await refusedUpgrade(e.url, { authorization: `Bearer ${a.key}` })).status, 429);
       for (const c of open) await c.close();
-      await until(() => e.t.runtime.concurrency.inUse(a.id) === 0, 'every place back');
+      await waitFor(() => e.t.runtime.concurrency.inUse(a.id) === 0, { what: 'every place back', timeoutMs: 5000 });
       await assert.rejects(e.t.services.managementKeys.setConcurrency('mkey_none', 1), /inference keys only/);
     });
   });

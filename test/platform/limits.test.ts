@@ -10,7 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { ConcurrencyLimiter, createWindowStore, RateLimiter, type LimitedKey } from '../../src/platform/cluster/limits.js';
 import { AppError } from '../../src/platform/errors.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
-import { testRedisUrl } from '../helpers/services.js';
+import { testRedisPrefix, testRedisUrl } from '../helpers/services.js';
+import { dropInstallationKeys } from '../helpers/redis-keys.js';
 import { stallWatch } from '../helpers/wait.js';
 
 const key = (over: Partial<LimitedKey> = {}): LimitedKey => ({ keyId: `k_${randomBytes(6).toString('hex')}`, rpmLimit: null, tpmLimit: null, ...over });
@@ -112,12 +113,13 @@ describe('RateLimiter (memory windows)', () => {
 });
 
 describe('RateLimiter on Redis (shared by instances)', () => {
-  const url = testRedisUrl(9);
-  // one installation's prefix (REDIS_PREFIX), its own: keys no other test or installation uses
-  const redis = { url, prefix: `t_${randomBytes(6).toString('hex')}` };
+  const url = testRedisUrl();
+  // one installation's prefix (REDIS_PREFIX), its own: keys no other test or installation uses, removed after
+  const redis = { url, prefix: testRedisPrefix('limits') };
   const stores = [createWindowStore(redis), createWindowStore(redis)];
   after(async () => {
     for (const s of stores) await s.close();
+    await dropInstallationKeys(url, redis.prefix);
   });
 
   test('a request right after start waits for the first connection instead of failing', async () => {

@@ -13,25 +13,13 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripte
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { CLUSTER_REDIS } from '../helpers/cluster.js';
 import { TEST_PG, testPgUrl, testRedisUrl } from '../helpers/services.js';
+import { waitFor } from '../helpers/wait.js';
 import { createOpsModule } from '../../src/platform/ops/routes.js';
 import { Metrics } from '../../src/platform/ops/metrics.js';
 import { PGliteWorkerClient } from '../../src/platform/db/pglite-client.js';
 import { PGliteDialect } from '../../src/platform/db/pglite-dialect.js';
 import { migrations } from '../../src/platform/db/migrations.js';
 import type { ModelSpec } from '../../src/models/config.js';
-
-/** this file's Redis database (the other test files use others) */
-const REDIS_DB = 5;
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 for (const db of testDatabases()) {
   describe(`/readyz on ${db} with Redis: Redis away is degraded (200), the database away is not ready (503)`, () => {
@@ -57,7 +45,7 @@ for (const db of testDatabases()) {
       redis = await startTcpProxy(CLUSTER_REDIS.port, CLUSTER_REDIS.host);
       pg = db === 'postgres' ? await startTcpProxy(TEST_PG.port, TEST_PG.host) : undefined;
       const models = [{ name: 'm', provider: 'openai-compatible', type: 'text', base_url: up.url } as ModelSpec];
-      const env: Record<string, string> = { REDIS_URL: testRedisUrl(REDIS_DB, redis.port) };
+      const env: Record<string, string> = { REDIS_URL: testRedisUrl(redis.port) };
       if (pg) env.DATABASE_URL = testPgUrl({ viaPort: pg.port });
       t = await buildTestApp({ db, listen: true, models, env });
       key = await t.inferenceKey('rita');
@@ -90,7 +78,7 @@ for (const db of testDatabases()) {
         await redis.restore();
       }
       // back to ready once Redis answers again (ioredis reconnects by itself)
-      await until('Redis ok again', async () => ((await readyz()).body.checks.redis === 'ok' ? true : undefined));
+      await waitFor(async () => (await readyz()).body.checks.redis === 'ok', { what: 'Redis ok again', timeoutMs: 15_000 });
       assert.equal((await readyz()).body.status, 'ready');
     });
 
@@ -112,10 +100,13 @@ for (const db of testDatabases()) {
           await redis.restore();
           await pg!.restore();
         }
-        await until('ready again, Redis ok', async () => {
-          const r = await readyz();
-          return r.status === 200 && r.body.checks.redis === 'ok' ? true : undefined;
-        });
+        await waitFor(
+          async () => {
+            const r = await readyz();
+            return r.status === 200 && r.body.checks.redis === 'ok';
+          },
+          { what: 'ready again, Redis ok', timeoutMs: 15_000 },
+        );
       });
     }
   });

@@ -1,8 +1,8 @@
 /**
  * Budgets across instances: two applications in this process on one PostgreSQL schema, each with its own
- * DATA_DIR (usage journal), sharing Redis database 10 (REDIS_URL; PORTICO_TEST_REDIS_URL picks another
- * server; only the installation's prefixed keys are touched), or sharing nothing but PostgreSQL. The payers are new names on every run, so runs of other
- * checkouts on the same Redis do not meet them.
+ * DATA_DIR (usage journal), sharing one Redis (PORTICO_TEST_REDIS_URL; only the keys under the installation's
+ * prefix of its own are touched, and removed after), or sharing nothing but PostgreSQL. The payers are new names
+ * on every run too.
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,15 +16,16 @@ import { RedisSpendStore } from '../../src/portal/usage/spend.js';
 import { BudgetGuard } from '../../src/portal/usage/budget.js';
 import type { UsageScope } from '../../src/portal/usage/store.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
-import { testRedisUrl } from '../helpers/services.js';
+import { testRedisPrefix, testRedisUrl } from '../helpers/services.js';
 import { stallWatch } from '../helpers/wait.js';
 
-const REDIS_URL = testRedisUrl(10);
+const REDIS_URL = testRedisUrl();
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 const run = randomBytes(4).toString('hex');
 
 test('the Redis scripts keep the spend store contract', async () => {
-  const s = new RedisSpendStore(REDIS_URL);
+  const prefix = testRedisPrefix('spend');
+  const s = new RedisSpendStore(REDIS_URL, async () => '', `${prefix}:spend:`);
   const payer = BudgetGuard.payerOf({ orgId: 'default', userId: `contract-${run}` });
   try {
     const first = await s.read(payer, 'e1');
@@ -65,6 +66,7 @@ test('the Redis scripts keep the spend store contract', async () => {
   } finally {
     await s.reset(payer);
     await s.close();
+    await dropInstallationKeys(REDIS_URL, prefix);
   }
 });
 
@@ -73,6 +75,8 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
   let b: TestApp;
   let up: ScriptedUpstream;
   const schema = `t_budget_${run}`;
+  // one installation (one schema): one prefix of its own, its keys removed after
+  const prefix = testRedisPrefix('budget');
   const user = `shared-${run}`;
   const scope: UsageScope = { orgId: 'default', userId: user };
   let keyA: string;
@@ -82,7 +86,7 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     const opts = {
       db: 'postgres' as const,
       dbSchema: schema,
-      env: { BILLING_ENABLED: 'true', REDIS_URL },
+      env: { BILLING_ENABLED: 'true', REDIS_URL, REDIS_PREFIX: prefix },
       models: [
         { name: 'paid', provider: 'openai-compatible' as const, base_url: up.url, type: 'text' as const, pricing: { input_per_million: 123_457, output_per_million: 98_765 } },
       ],
@@ -93,10 +97,9 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     keyB = await b.inferenceKey(user);
   });
   after(async () => {
-    const prefix = a?.core.redisPrefix;
     await a?.close();
     await b?.close();
-    if (prefix) await dropInstallationKeys(REDIS_URL, prefix);
+    await dropInstallationKeys(REDIS_URL, prefix);
     await up?.close();
     const c = new pg.Client({ connectionString: TEST_PG_URL });
     await c.connect();
@@ -134,7 +137,7 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     await assertExact();
     // Redis loses the entry while records are still on their way to PostgreSQL
     const redis = new Redis(REDIS_URL);
-    const entry = `portico:spend:${await a.services.usage.ledgerId()}:${BudgetGuard.payerOf(scope)}`;
+    const entry = `${prefix}:spend:${await a.services.usage.ledgerId()}:${BudgetGuard.payerOf(scope)}`;
     try {
       assert.equal(await redis.exists(entry), 1);
       const burst = Promise.all(Array.from({ length: 40 }, (_, i) => respond(i % 2 ? a : b, i % 2 ? keyA : keyB)));
@@ -151,9 +154,10 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
   });
 
   test('another database on the same Redis (another deployment, a test schema) keeps its own entries', async () => {
+    // even under the same prefix (a copy of the database started with the same REDIS_PREFIX): the ledger id tells them apart
     const other = await buildTestApp({
       db: 'postgres',
-      env: { BILLING_ENABLED: 'true', REDIS_URL },
+      env: { BILLING_ENABLED: 'true', REDIS_URL, REDIS_PREFIX: prefix },
       models: [{ name: 'paid', provider: 'openai-compatible', base_url: up.url, type: 'text', pricing: { input_per_million: 1 } }],
     });
     try {

@@ -13,11 +13,11 @@ import { buildTestApp, TEST_PG_URL, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
-import { testRedisUrl } from '../helpers/services.js';
+import { testRedisPrefix, testRedisUrl } from '../helpers/services.js';
 import { eventually } from './util.js';
 import type { UsageScope } from '../../src/portal/usage/store.js';
 
-const REDIS_URL = testRedisUrl(10);
+const REDIS_URL = testRedisUrl();
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 const run = randomBytes(4).toString('hex');
 
@@ -212,12 +212,14 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
   let b: TestApp;
   let up: ScriptedUpstream;
   const schema = `t_reserve_${run}`;
+  // one installation (one schema): one prefix of its own, its keys removed after
+  const prefix = testRedisPrefix('reserve');
   before(async () => {
     up = await startScriptedUpstream({ record: false, defaultReply: { text: 'ok', usage: { prompt_tokens: 3, completion_tokens: 5 } } });
     const opts = {
       db: 'postgres' as const,
       dbSchema: schema,
-      env: { BILLING_ENABLED: 'true', REDIS_URL },
+      env: { BILLING_ENABLED: 'true', REDIS_URL, REDIS_PREFIX: prefix },
       // 0.01 credit a token
       models: [
         { name: 'paid', provider: 'openai-compatible' as const, base_url: up.url, type: 'text' as const, pricing: { input_per_million: 10_000, output_per_million: 10_000 } },
@@ -227,10 +229,9 @@ describe('two instances on one PostgreSQL and one Redis', { skip: pgOff && 'PORT
     b = await buildTestApp(opts);
   });
   after(async () => {
-    const prefix = a?.core.redisPrefix;
     await a?.close();
     await b?.close();
-    if (prefix) await dropInstallationKeys(REDIS_URL, prefix);
+    await dropInstallationKeys(REDIS_URL, prefix);
     await up?.close();
     const c = new pg.Client({ connectionString: TEST_PG_URL });
     await c.connect();

@@ -10,14 +10,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { metricValue } from '../helpers/metrics.js';
 import { parseModelConfig, ModelConfigError } from '../../src/models/config.js';
-
-async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { waitFor } from '../helpers/wait.js';
 
 describe('active health checks', () => {
   let a: ScriptedUpstream;
@@ -50,7 +43,7 @@ models:
 
   test('probes run at start; failing probes open the breaker before any request; a good probe closes it', async () => {
     const h = () => t.runtime.router.health.peek('ck-a');
-    await until('the first probe of ck-a', () => h()?.checkOk === true);
+    await waitFor(() => h()?.checkOk === true, { what: 'the first probe of ck-a' });
     assert.ok(
       a.requests.some((r) => r.method === 'GET' && r.path === '/v1/models'),
       'GET /models was asked',
@@ -60,7 +53,7 @@ models:
     // the upstream starts failing: two failed probes in a row open the breaker, with no request at all
     a.modelsReply = { status: 500 };
     const chats = a.requests.filter((r) => r.path === '/v1/responses' || r.path === '/v1/chat/completions').length;
-    await until('ck-a opened by its health check', () => h()!.state(Date.now()) === 'open');
+    await waitFor(() => h()!.state(Date.now()) === 'open', { what: 'ck-a opened by its health check' });
     assert.equal(a.requests.filter((r) => r.path === '/v1/responses' || r.path === '/v1/chat/completions').length, chats, 'no user request was needed');
     assert.match(h()!.lastError ?? '', /health check/);
     const scrape = await t.runtime.scrape();
@@ -73,24 +66,24 @@ models:
 
     // it recovers: the next good probe closes the breaker (long before its cooldown of 30 s)
     a.modelsReply = undefined;
-    await until('ck-a closed by a good probe', () => h()!.state(Date.now()) === 'closed' && h()!.checkOk === true);
+    await waitFor(() => h()!.state(Date.now()) === 'closed' && h()!.checkOk === true, { what: 'ck-a closed by a good probe' });
   });
 
   test('a completion probe that hangs past timeout_ms fails (and with failures: 1 opens the breaker at once)', async () => {
     const h = () => t.runtime.router.health.peek('cg-a');
-    await until('the first probe of cg-a', () => h()?.checkOk === true);
+    await waitFor(() => h()?.checkOk === true, { what: 'the first probe of cg-a' });
     assert.ok(
       a.requests.some((r) => r.method === 'POST' && r.path === '/v1/embeddings' && r.body.input === 'ping'),
       'a one-input embeddings request',
     );
     a.defaultReply = { hang: true };
     try {
-      await until('cg-a opened by a hanging probe', () => h()!.state(Date.now()) === 'open');
+      await waitFor(() => h()!.state(Date.now()) === 'open', { what: 'cg-a opened by a hanging probe' });
       assert.match(h()!.lastError ?? '', /within 300 ms/);
     } finally {
       a.defaultReply = { text: 'Hello from the scripted upstream.', chunks: 4 };
     }
-    await until('cg-a closed again', () => h()!.state(Date.now()) === 'closed');
+    await waitFor(() => h()!.state(Date.now()) === 'closed', { what: 'cg-a closed again' });
   });
 
   test('the model file: health_check keys are checked, and refused where the provider cannot be probed', () => {

@@ -9,7 +9,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { parseModelConfig, ModelConfigError } from '../../src/models/config.js';
 import { dropInstallationKeys } from '../helpers/redis-keys.js';
-import { testRedisUrl } from '../helpers/services.js';
+import { testRedisPrefix, testRedisUrl } from '../helpers/services.js';
 
 const REFUSED = 'http://127.0.0.1:9/v1';
 
@@ -340,7 +340,7 @@ describe('the breaker state is shared through Redis', () => {
     const models = parseModelConfig(yaml(a, b)).models;
     // two processes of one installation: on embedded databases they cannot share one, so they share a REDIS_PREFIX
     // (installations are otherwise named after their database, and never hear each other: test/platform/installations.test.ts)
-    const env = { REDIS_URL: testRedisUrl(7), REDIS_PREFIX: `t_breaker_${Date.now().toString(36)}${process.pid}` };
+    const env = { REDIS_URL: testRedisUrl(), REDIS_PREFIX: testRedisPrefix('breaker') };
     const one = await buildTestApp({ listen: true, models, env });
     const two = await buildTestApp({ listen: true, models, env });
     try {

@@ -4,7 +4,7 @@
  * progress at its end, so a later run fetches only the missing 5 MB chunks). This file is the glue: where the
  * file goes, which token goes to which host, what an abort and a failure mean.
  */
-import { stat, truncate } from 'node:fs/promises';
+import { open, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PullError } from './errors.js';
 
@@ -67,12 +67,68 @@ export async function settle(path: string, quietMs = 150, maxMs = 5000): Promise
   }
 }
 
-/** The partial file a previous, interrupted run left (bytes so far), if any. */
-export async function partialSize(dir: string, fileName: string): Promise<number> {
+/** What a partial file of an interrupted run holds that a resume keeps. */
+export interface PartialProgress {
+  /** bytes complete from the start of the file, with no gap: where the transfer goes on from */
+  contiguous: number;
+  /** every byte complete (further complete chunks too, which a resume does not fetch again) */
+  kept: number;
+}
+
+const NOTHING: PartialProgress = { contiguous: 0, kept: 0 };
+/** ipull's chunk states (its ChunkStatus) */
+const CHUNK_COMPLETE = 2;
+
+/**
+ * What the partial file `<fileName>.ipull` of an interrupted run holds, read as ipull reads it when it resumes. The
+ * file's size says nothing: its bytes are written at their offsets by several ranged transfers at once (the file is
+ * as long as the furthest write, with holes before it), and once a chunk is complete ipull records its progress as
+ * JSON after the file's full size (`totalSize`), so the partial file is then longer than the model itself. The
+ * record lists which chunks are complete (`{part, chunks: [0 not started | 1 in progress | 2 complete], chunkSize}`);
+ * chunks not complete are fetched again from their start, whatever of them was written. A file without a readable
+ * record is started again from 0 by ipull, and counts nothing here either. `totalSize`: the size the hub announces
+ * (without it ipull cannot resume, and nothing counts).
+ */
+export async function partialProgress(dir: string, fileName: string, totalSize: number | undefined): Promise<PartialProgress> {
+  if (!totalSize || totalSize <= 0) return NOTHING;
+  let fh;
   try {
-    return (await stat(join(dir, `${fileName}.ipull`))).size;
+    fh = await open(join(dir, `${fileName}.ipull`), 'r');
   } catch {
-    return 0;
+    return NOTHING;
+  }
+  try {
+    const { size } = await fh.stat();
+    const recordLength = size - totalSize;
+    // no record yet (nothing complete), or an implausible one (a record lists a few bytes per 5 MB chunk)
+    if (recordLength <= 0 || recordLength > 1_000_000 + totalSize / 1000) return NOTHING;
+    const b = Buffer.alloc(recordLength);
+    const { bytesRead } = await fh.read(b, 0, recordLength, totalSize);
+    let record: { part?: unknown; chunks?: unknown; chunkSize?: unknown };
+    try {
+      record = JSON.parse(b.subarray(0, bytesRead).toString('utf8'));
+    } catch {
+      return NOTHING;
+    }
+    const { part, chunks, chunkSize } = record ?? {};
+    // a single-file model: one part; the chunks must cover the file exactly
+    if (part !== 0 || !Array.isArray(chunks) || typeof chunkSize !== 'number' || !Number.isInteger(chunkSize) || chunkSize <= 0) return NOTHING;
+    if (chunks.length !== Math.ceil(totalSize / chunkSize)) return NOTHING;
+    const bytesOf = (i: number) => Math.min(chunkSize, totalSize - i * chunkSize);
+    let contiguous = 0;
+    let kept = 0;
+    let gap = false;
+    chunks.forEach((c, i) => {
+      if (c !== CHUNK_COMPLETE) {
+        gap = true;
+        return;
+      }
+      kept += bytesOf(i);
+      if (!gap) contiguous += bytesOf(i);
+    });
+    return { contiguous, kept };
+  } finally {
+    await fh.close();
   }
 }
 

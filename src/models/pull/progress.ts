@@ -71,7 +71,7 @@ export function createProgressRenderer(out: ProgressOutput, opts: { now?: () => 
           meter = new SpeedMeter();
           line(
             `pulling ${e.name} from ${e.source} (${e.size !== undefined ? formatBytes(e.size) : 'size unknown'}${e.sha256 ? ', SHA-256 announced' : ''})` +
-              (e.resumeFrom > 0 ? `, resuming at ${formatBytes(e.resumeFrom)}` : ''),
+              (e.kept > 0 ? `, resuming at ${formatBytes(e.resumeFrom)}${e.kept > e.resumeFrom ? ` (${formatBytes(e.kept)} already downloaded)` : ''}` : ''),
           );
           break;
         case 'progress': {

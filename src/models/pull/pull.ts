@@ -6,7 +6,7 @@
 import { open, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { basename, dirname, join, normalize, sep } from 'node:path';
 import { ModelCatalogue, type PulledModel, type StoredModel } from './catalogue.js';
-import { downloadModelFile, partialSize, settle } from './download.js';
+import { downloadModelFile, partialProgress, settle } from './download.js';
 import { PullError } from './errors.js';
 import { formatBytes } from './format.js';
 import { displayUrl, headOfFile, listRepoFiles, repoPageUrl, resolveUrl, type Hub, type RepoFile } from './hub.js';
@@ -38,7 +38,19 @@ export interface PullOptions {
 
 export type PullEvent =
   | { type: 'resolving'; ref: string }
-  | { type: 'resolved'; ref: string; name: string; source: string; file: string; size?: number; sha256?: string; resumeFrom: number }
+  | {
+      type: 'resolved';
+      ref: string;
+      name: string;
+      source: string;
+      file: string;
+      size?: number;
+      sha256?: string;
+      /** bytes an interrupted run completed from the start of the file, without a gap: where the transfer goes on */
+      resumeFrom: number;
+      /** every byte of it complete (more than resumeFrom when chunks further on are complete too); not fetched again */
+      kept: number;
+    }
   | { type: 'progress'; downloaded: number; total: number }
   | { type: 'stalled'; downloaded: number; total: number; stalledMs: number; attempt: number; attempts: number }
   | { type: 'verifying'; done: number; total: number }
@@ -292,10 +304,11 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
     }
   };
   try {
-    const resumeFrom = Math.min(await partialSize(stagingDir, fileName), t.size ?? Infinity);
+    // what an interrupted run left: read from the downloader's own record of complete chunks, not the file's size
+    const partial = await partialProgress(stagingDir, fileName, t.size);
     if (t.size !== undefined) {
       const free = await (o.freeBytes ?? freeSpace)(o.modelsDir);
-      const need = t.size - resumeFrom;
+      const need = t.size - partial.kept;
       if (free !== undefined && free < need + (16 << 20)) {
         throw new PullError(
           'disk_full',
@@ -303,7 +316,17 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
         );
       }
     }
-    emit({ type: 'resolved', ref: ref.text, name: names.name, source: displayUrl(t.url), file: t.relPath, size: t.size, sha256: t.sha256, resumeFrom });
+    emit({
+      type: 'resolved',
+      ref: ref.text,
+      name: names.name,
+      source: displayUrl(t.url),
+      file: t.relPath,
+      size: t.size,
+      sha256: t.sha256,
+      resumeFrom: partial.contiguous,
+      kept: partial.kept,
+    });
     const downloaded = await downloadModelFile({
       url: t.url,
       dir: stagingDir,
