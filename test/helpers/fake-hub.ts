@@ -61,6 +61,8 @@ export interface HubFaults {
    * below it, then hangs until the hub closes (a transfer that dies at that point of the file, every time)
    */
   onlyBelow?: number;
+  /** ranged /cdn requests for which this returns true are read and never answered: no status, no headers */
+  noAnswer?: (start: number) => boolean;
 }
 
 export class FakeHub {
@@ -232,6 +234,7 @@ export class FakeHub {
       }
       status = 206;
     }
+    if (m && this.faults.noAnswer?.(start)) return; // hangs until the hub closes
     const body = data.subarray(start, end + 1);
     const headers: Record<string, string> = { 'accept-ranges': 'bytes', 'content-length': String(body.length), 'content-type': 'application/octet-stream', ...extra };
     if (status === 206) headers['content-range'] = `bytes ${start}-${end}/${data.length}`;

@@ -449,6 +449,25 @@ describe('resume', () => {
     assert.deepEqual(tree(dir), ['hf/acme/Big-GGUF/big-Q4_K_M.gguf', 'models.json']);
   });
 
+  test('a server that takes the range requests and never answers them (no status, no headers): the pull gives up on them as stalled', async () => {
+    const dir = modelsDir();
+    hub.faults.noAnswer = (start) => start > 0;
+    const stalls: string[] = [];
+    try {
+      await refused(
+        pullModel('hf:acme/Big-GGUF', opts(dir, { stallMs: 800, stallRetries: 1, onEvent: (e) => e.type === 'stalled' && stalls.push(JSON.stringify(e)) })),
+        'interrupted',
+        /stalled|no answer/,
+      );
+    } finally {
+      hub.faults.noAnswer = undefined;
+    }
+    assert.notEqual(globalThis.fetch.name, 'bounded', 'the process’s fetch is given back once the pull ends');
+    // the hub answers again: the same command resumes and completes
+    const r = await pullModel('hf:acme/Big-GGUF', opts(dir));
+    assert.equal(r.model.sha256, sha256(big));
+  });
+
   test('a resume reports what the interrupted run received (complete from the start), not the partial file size', async () => {
     const dir = modelsDir();
     const CHUNK = 5 * 1024 * 1024; // ipull fetches, records and resumes in chunks of this size

@@ -137,7 +137,49 @@ export async function partialProgress(dir: string, fileName: string, totalSize: 
  * on abort or a network failure the partial file stays for the next run (PullError 'interrupted', resumable).
  */
 export async function downloadModelFile(o: DownloadOptions): Promise<string> {
-  const stallMs = o.stallMs ?? DEFAULT_STALL_MS;
+  return downloadWithWatchdog(o, o.stallMs ?? DEFAULT_STALL_MS);
+}
+
+/** the pulls running in this process: each one's stall wait and the signal that stops its attempt */
+const pulls = new Map<symbol, { ms: number; signal: AbortSignal }>();
+let unboundFetch: typeof fetch | undefined;
+
+/**
+ * The downloader hooks its abort to a request only once the answer's headers came, and retries a failed request up
+ * to 150 times: a server that takes the request and never answers would hold the pull past any signal. While a
+ * pull runs, the global fetch (which the downloader calls) gives up on headers that do not come within the stall
+ * wait (an error: the downloader retries), and once the pull's attempt is stopped it fails at once with an
+ * AbortError (the downloader's transfer then ends). Given back as it was when the last pull ends.
+ */
+function boundFetch(ms: number, signal: AbortSignal): () => void {
+  const mine = Symbol('pull');
+  pulls.set(mine, { ms, signal });
+  if (!unboundFetch) {
+    const plain = (unboundFetch = globalThis.fetch);
+    const bounded = async (input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+      if (pulls.size === 0) return plain(input, init);
+      const wait = Math.min(...[...pulls.values()].map((p) => p.ms));
+      const noHeaders = new AbortController();
+      const timer = setTimeout(() => noHeaders.abort(new Error(`no answer within ${Math.round(wait / 1000)} s`)), wait);
+      const signals = [noHeaders.signal, ...[...pulls.values()].map((p) => p.signal), ...(init?.signal ? [init.signal] : [])];
+      try {
+        return await plain(input, { ...init, signal: AbortSignal.any(signals) });
+      } finally {
+        clearTimeout(timer); // the headers came (or the request failed): the body is the stall watchdog's
+      }
+    };
+    globalThis.fetch = bounded as typeof fetch;
+  }
+  return () => {
+    pulls.delete(mine);
+    if (pulls.size === 0 && unboundFetch) {
+      globalThis.fetch = unboundFetch;
+      unboundFetch = undefined;
+    }
+  };
+}
+
+async function downloadWithWatchdog(o: DownloadOptions, stallMs: number): Promise<string> {
   const attempts = 1 + (o.stallRetries ?? DEFAULT_STALL_RETRIES);
   for (let attempt = 1; ; attempt++) {
     // a watchdog on the bytes: ipull retries a cut connection, but one that stays open and sends nothing would
@@ -153,10 +195,12 @@ export async function downloadModelFile(o: DownloadOptions): Promise<string> {
       Math.max(10, Math.min(1000, stallMs / 4)),
     );
     watch.unref();
+    const signal = o.signal ? AbortSignal.any([o.signal, stall.signal]) : stall.signal;
+    const releaseFetch = boundFetch(stallMs, signal);
     try {
       return await downloadOnce({
         ...o,
-        signal: o.signal ? AbortSignal.any([o.signal, stall.signal]) : stall.signal,
+        signal,
         onProgress: (d, t) => {
           if (d !== downloaded) lastChange = Date.now();
           downloaded = d;
@@ -168,6 +212,7 @@ export async function downloadModelFile(o: DownloadOptions): Promise<string> {
       if (!stall.signal.aborted || o.signal?.aborted) throw e;
     } finally {
       clearInterval(watch);
+      releaseFetch();
     }
     const stalledMs = Date.now() - lastChange;
     if (attempt >= attempts)
