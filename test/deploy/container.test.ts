@@ -9,9 +9,10 @@
  * localhost/node-base:test). The build reaches the npm registry and Debian's mirror as this machine does.
  * The podman flags are those that work on these machines (runc, cgroupfs, ulimits, the host's network).
  *
- * Cost: the dependency layers (apt, npm ci, npm ci --omit=dev) are kept in podman's storage as the build cache,
- * untagged; what this run made on top of them (its sources, dist/, the final image), its containers and volumes
- * are removed at the end. Without podman (or runc), this file says so and skips.
+ * Cost: the layers of the build stay in podman's storage, untagged, as the next build's cache (unchanged sources:
+ * nothing is rebuilt; changed sources: only the build of the server and the layers after it); an earlier build's
+ * layers this one did not use, the image this run tagged, its containers and volumes are removed at the end.
+ * Without podman (or runc), this file says so and skips.
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -86,38 +87,19 @@ const whySkip =
   (!baseExists && !onPath('mmdebstrap') ? `mmdebstrap is not installed (apt-get install mmdebstrap): the local base image ${BASE_IMAGE} cannot be made` : undefined);
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 
-/**
- * The image ids a build printed (`all`), and those above its dependency layers (`npm ci` in each stage): what
- * depends on the sources. podman prints, per stage, "STEP n/m: INSTRUCTION" then "--> [Using cache ]ID".
- */
-function buildLayers(buildOutput: string): { all: string[]; aboveDependencies: string[] } {
-  const out: string[] = [];
-  const all: string[] = [];
-  let afterDeps = false;
-  let instruction = '';
-  for (const line of buildOutput.split('\n')) {
-    const step = /^\[\d+\/\d+\] STEP (\d+)\/\d+: (.*)$/.exec(line) ?? /^STEP (\d+)\/\d+: (.*)$/.exec(line);
-    if (step) {
-      if (step[1] === '1') afterDeps = false;
-      instruction = step[2]!;
-      continue;
-    }
-    const id = /^--> (?:Using cache )?([0-9a-f]{11,64})$/.exec(line.trim());
-    if (!id) continue;
-    all.push(id[1]!);
-    if (!instruction) continue;
-    if (afterDeps && !out.some((x) => id[1]!.startsWith(x) || x.startsWith(id[1]!))) out.push(id[1]!);
-    if (/\bnpm ci\b/.test(instruction)) afterDeps = true;
-    instruction = '';
-  }
-  return { all, aboveDependencies: out };
+/** The image ids a build printed: podman prints "--> [Using cache ]ID" after each step. */
+function builtIds(buildOutput: string): string[] {
+  return buildOutput
+    .split('\n')
+    .map((l) => /^--> (?:Using cache )?([0-9a-f]{11,64})$/.exec(l.trim())?.[1])
+    .filter((id): id is string => id !== undefined);
 }
 
 /**
- * Earlier builds' dependency layers that this build no longer uses (the lock or the Dockerfile changed since): the
+ * Earlier builds' layers that this build did not use (the sources, the lock or the Dockerfile changed since): the
  * untagged images built on the test base that are nobody's parent and not among this build's, removed with their
- * untagged parents (podman keeps a parent that another image still builds on). Without this, every change of the
- * dependencies would leave ~1.5 GB behind.
+ * untagged parents (podman keeps a parent that another image still builds on, such as the `npm ci` layers). So one
+ * build's layers stay as the cache of the next, and a change of the dependencies does not leave ~1.5 GB behind.
  */
 async function removeStaleBuilds(keep: string[]): Promise<void> {
   const ids = (await podmanOk(['images', '-aq'])).split('\n').filter(Boolean);
@@ -166,7 +148,7 @@ describe('the container image (Dockerfile, podman)', { skip: whySkip }, () => {
   const tag = `localhost/portico:test-${run}`;
   const containers: string[] = [];
   const volumes: string[] = [];
-  let layers: ReturnType<typeof buildLayers> = { all: [], aboveDependencies: [] };
+  let layers: string[] = [];
   const timings: string[] = [];
   let dir = '';
 
@@ -218,7 +200,7 @@ describe('the container image (Dockerfile, podman)', { skip: whySkip }, () => {
       }
       // docker format: the OCI format has no HEALTHCHECK
       const built = await podman(['build', '--format', 'docker', ...ULIMITS, '--network', 'host', ...caArgs, '--build-arg', `BASE=${BASE_IMAGE}`, '-t', tag, ROOT], 30 * 60_000);
-      layers = buildLayers(built.stdout);
+      layers = builtIds(built.stdout);
       if (built.code !== 0) throw new Error(`podman build failed (${built.code}):\n${built.stdout.slice(-6000)}\n${built.stderr.slice(-6000)}`);
       timings.push(`image built in ${Math.round(built.ms / 1000)} s`);
     },
@@ -229,10 +211,9 @@ describe('the container image (Dockerfile, podman)', { skip: whySkip }, () => {
     async () => {
       for (const c of containers) await podman(['rm', '-f', '-t', '0', c]);
       for (const v of volumes) await podman(['volume', 'rm', '-f', v]);
-      // the image of this run and the layers of its sources; the dependency layers stay as the build cache
+      // the image this run tagged; the layers under it stay (untagged) as the next build's cache, an earlier build's go
       await podman(['rmi', '--no-prune', tag]);
-      for (const id of [...layers.aboveDependencies].reverse()) await podman(['rmi', '--no-prune', id]);
-      if (layers.all.length) await removeStaleBuilds(layers.all);
+      if (layers.length) await removeStaleBuilds(layers);
       if (dir) rmSync(dir, { recursive: true, force: true });
     },
     { timeout: 5 * 60_000 },
