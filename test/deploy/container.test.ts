@@ -2,7 +2,9 @@
  * The Dockerfile, built and run with podman (docs/deployment.md, "Container"): one instance on its embedded
  * database in a volume (non-root, read-only application folder, the CPU engines working, the health check, the
  * data kept across a new container), then two instances of the image on the test PostgreSQL and Redis behind
- * HAProxy run with deploy/haproxy.cfg (a key made on one works on the other and through the proxy).
+ * HAProxy run with deploy/haproxy.cfg (a key made on one works on the other and through the proxy); last,
+ * deploy/portico.service run by systemd in a container of the image (its sandbox in force, the engines working in it;
+ * skipped, saying so, where systemd does not boot in a container).
  *
  * No registry is needed: the image's base (the build argument BASE) is a local stand-in for node:22-bookworm-slim
  * made from Debian's packages and this machine's node by test/deploy/node-base.sh, once (kept and reused as
@@ -18,7 +20,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, chmodSync, constants, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
@@ -209,10 +211,10 @@ describe('the container image (Dockerfile, podman)', { skip: whySkip }, () => {
 
   after(
     async () => {
-      for (const c of containers) await podman(['rm', '-f', '-t', '0', c]);
+      for (const c of containers) await podman(['rm', '-f', '-v', '-t', '0', c]);
       for (const v of volumes) await podman(['volume', 'rm', '-f', v]);
-      // the image this run tagged; the layers under it stay (untagged) as the next build's cache, an earlier build's go
-      await podman(['rmi', '--no-prune', tag]);
+      // the tags this run made go; the images stay (untagged) as the next build's cache, an earlier build's go
+      for (const t of [tag, `${tag}-systemd`]) await podman(['untag', t]);
       if (layers.length) await removeStaleBuilds(layers);
       if (dir) rmSync(dir, { recursive: true, force: true });
     },
@@ -385,4 +387,99 @@ describe('the container image (Dockerfile, podman)', { skip: whySkip }, () => {
       }
     },
   );
+  test('the systemd unit, run by systemd in a container of the image: its sandbox applied, the engines work in it', { timeout: 15 * 60_000 }, async (t) => {
+    // the image plus systemd; deploy/portico.service with the image's paths (node in /usr/local/bin, the app in /app)
+    const sd = join(dir, 'systemd');
+    mkdirSync(sd, { recursive: true });
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const unit = readFileSync(join(ROOT, 'deploy/portico.service'), 'utf8')
+      .replace('/usr/bin/node /opt/portico/', '/usr/local/bin/node /app/')
+      .replace(/^(Environment=.*\bPORT=)8080\b/m, `$1${port}`);
+    assert.ok(unit.includes('/usr/local/bin/node /app/dist/src/cli/main.js serve') && unit.includes(`PORT=${port}`), 'deploy/portico.service changed shape');
+    writeFileSync(join(sd, 'portico.service'), unit);
+    writeFileSync(join(sd, 'models.conf'), '[Service]\nEnvironment=PORTICO_CONFIG=/etc/portico/models.yaml\n');
+    writeFileSync(join(sd, 'models.yaml'), 'models:\n  - name: tiny\n    provider: llama\n    path: /etc/portico/tiny.gguf\n    context_window: 512\n');
+    copyFileSync(await makeTinyGguf(), join(sd, 'tiny.gguf'));
+    writeFileSync(
+      join(sd, 'Containerfile'),
+      [
+        `FROM ${tag}`,
+        'USER root',
+        'RUN apt-get update && apt-get install -y --no-install-recommends systemd && rm -rf /var/lib/apt/lists/*',
+        'COPY tiny.gguf models.yaml /etc/portico/',
+        'COPY models.conf /etc/systemd/system/portico.service.d/models.conf',
+        'COPY portico.service /etc/systemd/system/portico.service',
+        'RUN chmod 0644 /etc/portico/* && systemctl enable portico',
+        'STOPSIGNAL SIGRTMIN+3',
+        'ENTRYPOINT ["/lib/systemd/systemd"]',
+        'CMD []',
+        '',
+      ].join('\n'),
+    );
+    const built = await podman(['build', ...ULIMITS, '--network', 'host', '-t', `${tag}-systemd`, sd], 15 * 60_000);
+    layers.push(...builtIds(built.stdout));
+    assert.equal(built.code, 0, `${built.stdout.slice(-4000)}\n${built.stderr.slice(-4000)}`);
+    // CAP_SYS_ADMIN lets systemd set up the unit's mount namespace (ProtectSystem, PrivateTmp...) in the container;
+    // the image's /data volume is not used here (the unit's DATA_DIR is /var/lib/portico): a tmpfs, nothing left behind
+    const name = `portico-test-${run}-systemd`;
+    containers.push(name);
+    await podmanOk(['run', '-d', '--name', name, '--systemd=always', '--cap-add', 'SYS_ADMIN', '--tmpfs', '/data', ...ULIMITS, '--network', 'host', `${tag}-systemd`]);
+    const booted = await waitFor(
+      async () => {
+        const r = await podman(['exec', name, 'systemctl', 'is-system-running']);
+        return ['running', 'degraded', 'starting'].includes(r.stdout.trim()) ? r.stdout.trim() : undefined;
+      },
+      { timeoutMs: 60_000, everyMs: 500, what: 'systemd in the container' },
+    ).catch(() => undefined);
+    if (!booted) {
+      t.skip('systemd does not boot in a container on this machine: the unit is only verified (test/deploy/unit.test.ts)');
+      return;
+    }
+    const t0 = performance.now();
+    await waitFor(
+      async () => {
+        const state = (await podman(['exec', name, 'systemctl', 'is-active', 'portico'])).stdout.trim();
+        if (state === 'failed') throw new Error(`portico.service failed:\n${(await podman(['exec', name, 'journalctl', '-u', 'portico', '--no-pager'])).stdout.slice(-4000)}`);
+        return state === 'active' && (await get(`${url}/readyz`).catch(() => ({ status: 0 }))).status === 200;
+      },
+      { timeoutMs: 240_000, everyMs: 250, what: 'portico.service to answer /readyz' },
+    );
+    t.diagnostic(`portico.service ready in ${Math.round(performance.now() - t0)} ms`);
+
+    // the sandbox is in force: its user, no capabilities, no new privileges, a seccomp filter, a read-only system
+    const pid = await podmanOk(['exec', name, 'systemctl', 'show', '-p', 'MainPID', '--value', 'portico']);
+    const status = await podmanOk(['exec', name, 'cat', `/proc/${pid}/status`]);
+    for (const re of [/^Uid:\s+10001\s/m, /^NoNewPrivs:\s+1$/m, /^Seccomp:\s+2$/m, /^CapEff:\s+0+$/m, /^CapBnd:\s+0+$/m]) assert.match(status, re);
+    const mounts = (await podmanOk(['exec', name, 'cat', `/proc/${pid}/mountinfo`])).split('\n').map((l) => l.split(' '));
+    const opts = (at: string) => mounts.filter((m) => m[4] === at).map((m) => m[5]!.split(','));
+    assert.ok(opts('/').at(-1)?.includes('ro'), 'the root is writable for the service (ProtectSystem=strict)');
+    assert.ok(opts('/var/lib/portico').at(-1)?.includes('rw'), 'the data directory is not writable for the service');
+    assert.ok(opts('/tmp').length > 0, 'no private /tmp');
+
+    // what runs inside it: the CLI as the service's user, a key, llama.cpp, a voice through ffmpeg, pocketsphinx
+    const token = await podmanOk(['exec', '-u', 'portico', '-e', 'DATA_DIR=/var/lib/portico', name, 'portico', 'token', '--user', 'carol']);
+    const made = await post(`${url}/v1/portal/api-keys`, token, { name: 'systemd' });
+    const key = ((await made.json()) as any).data?.api_key as string;
+    assert.equal(made.status, 200);
+    const chat = await post(`${url}/v1/chat/completions`, key, { model: 'tiny', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 4 });
+    assert.equal(chat.status, 200, await chat.clone().text());
+    assert.ok(((await chat.json()) as any).usage.completion_tokens > 0);
+    const speech = await post(`${url}/v1/audio/speech`, key, { model: 'tts-1', voice: 'alloy', input: 'Hello from systemd.', response_format: 'mp3' });
+    const mp3 = Buffer.from(await speech.arrayBuffer());
+    assert.equal(speech.status, 200, mp3.toString('utf8', 0, 300));
+    const form = new FormData();
+    form.append('model', 'whisper-1');
+    form.append('file', new Blob([mp3], { type: 'audio/mpeg' }), 'hello.mp3');
+    const heard = await fetch(`${url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form, signal: AbortSignal.timeout(120_000) });
+    const heardBody = (await heard.json()) as any;
+    assert.equal(heard.status, 200, JSON.stringify(heardBody));
+    assert.ok(heardBody.usage?.seconds > 0.5, JSON.stringify(heardBody));
+    // nothing the sandbox refused on the way, and a stop is a clean one
+    await podmanOk(['exec', name, 'systemctl', 'stop', 'portico']);
+    const journal = await podmanOk(['exec', name, 'journalctl', '-u', 'portico', '--no-pager', '-o', 'cat']);
+    assert.doesNotMatch(journal, /EPERM|operation not permitted|SIGSYS|status=\d+\/|"level":50/i, journal.slice(-3000));
+    assert.match(journal, /Deactivated successfully|Stopped portico/);
+    await podmanOk(['rm', '-f', '-v', '-t', '0', name]);
+  });
 });

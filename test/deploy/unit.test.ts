@@ -2,7 +2,7 @@
  * deploy/portico.service is `systemd-analyze verify`-clean: a copy with this machine's node and this checkout in
  * place of /usr/bin/node and /opt/portico (verify checks that the program exists) gives no output at all. A copy
  * with a mistake in it gives some, so a silent verify means a checked unit, not a check that did nothing.
- * Without systemd-analyze this file says so and skips.
+ * Without systemd-analyze this file says so and skips. The unit is run by systemd in test/deploy/container.test.ts.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
