@@ -27,6 +27,9 @@ files.sort();
 
 const isCluster = (f) => f.includes(`${sep}test${sep}cluster${sep}`);
 const isBrowser = (f) => f.endsWith('.browser.test.js');
+// the container test builds an image and runs several containers (CPU-heavy for minutes): with the cluster tests,
+// one file at a time, not beside the timing checks of the main pass
+const isContainer = (f) => f.includes(`${sep}test${sep}deploy${sep}container`);
 // the cluster tests are several instances sharing PostgreSQL: without PostgreSQL there is nothing they can run on
 const pgOff = process.env.PORTICO_TEST_PG === 'off';
 const clusterFiles = files.filter(isCluster);
@@ -34,9 +37,9 @@ if (pgOff && clusterFiles.length) console.log(`# PORTICO_TEST_PG=off: the ${clus
 const passes = [
   // three files at once on two cores: most files spend much of their time waiting (on upstreams, processes,
   // timers), and their bounds allow for a busy machine (docs/performance.md, "The test suite")
-  { files: files.filter((f) => !isCluster(f) && !isBrowser(f)), concurrency: process.env.TEST_CONCURRENCY || 3 },
+  { files: files.filter((f) => !isCluster(f) && !isBrowser(f) && !isContainer(f)), concurrency: process.env.TEST_CONCURRENCY || 3 },
   { files: files.filter(isBrowser), concurrency: 1 },
-  { files: pgOff ? [] : clusterFiles, concurrency: 1 },
+  { files: [...(pgOff ? [] : clusterFiles), ...files.filter(isContainer)], concurrency: 1 },
 ].filter((p) => p.files.length > 0);
 
 // the embedded database every test app starts from: created and migrated once for the run instead of once per app

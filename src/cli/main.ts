@@ -390,12 +390,12 @@ async function serve(o: { workers?: string } = {}): Promise<void> {
   const pageUrl = config.port === 0 && !process.env.PUBLIC_URL ? server.url : config.web.publicUrl;
   if ((config.workerId ?? 1) === 1)
     log.info(
-      `Open the web page at ${pageUrl}/ and sign in with a link printed by: DATA_DIR=${config.dataDir} PUBLIC_URL=${pageUrl} npx portico login --user alice` +
+      `Open the web page at ${pageUrl}/ and sign in with a link printed by: DATA_DIR=${config.dataDir} PUBLIC_URL=${pageUrl} portico login --user alice` +
         (config.web.oidc ? `, or with your identity provider (${config.web.oidc.issuer}) from the sign-in page` : ''),
     );
   if (config.jwt.secretGenerated) {
     log.info(
-      `No JWT_SECRET or JWT_JWKS_URL is set: portal tokens are signed with a secret generated in ${config.dataDir}/jwt-secret. Mint one with: DATA_DIR=${config.dataDir} npx portico token --user alice`,
+      `No JWT_SECRET or JWT_JWKS_URL is set: portal tokens are signed with a secret generated in ${config.dataDir}/jwt-secret. Mint one with: DATA_DIR=${config.dataDir} portico token --user alice`,
     );
   }
   const runtime = server.runtime;

@@ -386,7 +386,7 @@ describe('web page settings and the CLI', () => {
       assert.match(
         lines[at],
         new RegExp(
-          `^Open the web page at http://portico\\.test:8080/ and sign in with a link printed by: DATA_DIR=${dir} PUBLIC_URL=http://portico\\.test:8080 npx portico login --user alice$`,
+          `^Open the web page at http://portico\\.test:8080/ and sign in with a link printed by: DATA_DIR=${dir} PUBLIC_URL=http://portico\\.test:8080 portico login --user alice$`,
         ),
       );
     }
@@ -396,7 +396,7 @@ describe('web page settings and the CLI', () => {
       const listening = /Portico listening on (http:\/\/[^ ]+:(\d+)) /.exec(lines.find((l) => l.startsWith('Portico listening on')) ?? '');
       assert.ok(listening && listening[2] !== '0', lines.join(' | '));
       const hint = lines.find((l) => /portico login --user/.test(l))!;
-      assert.ok(hint.startsWith(`Open the web page at ${listening[1]}/ `) && hint.includes(`PUBLIC_URL=${listening[1]} npx portico login`), hint);
+      assert.ok(hint.startsWith(`Open the web page at ${listening[1]}/ `) && hint.includes(`PUBLIC_URL=${listening[1]} portico login`), hint);
     }
   });
 

@@ -27,7 +27,7 @@ export function SignIn({ reason, linkError }: { reason?: Key; linkError?: unknow
         <h2>{t('signin.linkTitle')}</h2>
         <p>{t('signin.linkText')}</p>
         <pre class="command">
-          <code>npx portico login --user YOUR_NAME</code>
+          <code>portico login --user YOUR_NAME</code>
         </pre>
         <p class="hint">{t('signin.linkHint')}</p>
       </div>
