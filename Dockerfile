@@ -8,7 +8,8 @@
 # The tests build this file on a base made without a registry (test/deploy/node-base.sh).
 ARG BASE=node:22-bookworm-slim
 
-# ---- build: every dependency, then the server's build (node scripts/build.mjs --app: dist/src and the page) --------
+# ---- build: every dependency, then the server's build (node scripts/build.mjs --app: dist/src and the page, esbuild, a
+# few seconds; --pglite-template: a dump of an empty migrated database, so a new /data starts in ~2 s, not ~10 s of initdb)
 FROM ${BASE} AS build
 WORKDIR /app
 # the lock and the stubs it names first: this layer is rebuilt only when the dependencies change
@@ -16,7 +17,7 @@ COPY package.json package-lock.json ./
 COPY stubs ./stubs
 RUN --mount=type=cache,target=/root/.npm,sharing=locked npm ci --no-audit --no-fund --loglevel=error
 COPY . .
-RUN node scripts/build.mjs --app
+RUN node scripts/build.mjs --app --pglite-template
 
 # ---- runtime: what `npm ci --omit=dev` installs, the built dist/, the engines' Debian packages -------------------
 FROM ${BASE} AS runtime
