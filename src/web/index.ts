@@ -34,6 +34,8 @@ export interface WebDeps {
   log: FastifyBaseLogger;
   /** the built page (default: dist/web under the package root) */
   pageDir?: string;
+  /** told of each user a session recognizes (bearer tokens are told by `jwt`) */
+  onSessionUser?: (user: UserPrincipal) => Promise<void>;
 }
 
 export interface WebModule {
@@ -65,6 +67,7 @@ export function createWebModule(deps: WebDeps): WebModule {
     sessions: new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000)),
     oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper) : undefined,
     page: loadPageAssets(pageDir),
+    onSessionUser: deps.onSessionUser,
   });
   if (!ctx.page.index) deps.log.warn({ dir: pageDir }, 'the web page is not built (run npm run build); / answers 503 until it is');
   const { httpsOnly } = ctx;
@@ -149,8 +152,8 @@ export function createWebModule(deps: WebDeps): WebModule {
           strictPreflight: true,
         };
         await app.register(cors, {
-          // the plugin's OPTIONS route matches /v1/portal/... too: the portal is for the page on Portico's own origin
-          delegator: (req, cb) => cb(null, req.url.startsWith('/v1/portal') ? { origin: false } : options),
+          // the plugin's OPTIONS route matches /v1/portal/... and /v1/admin/... too: they are for the page on Portico's own origin
+          delegator: (req, cb) => cb(null, /^\/v1\/(portal|admin)(\/|\?|$)/.test(req.url) ? { origin: false } : options),
         });
       },
     },

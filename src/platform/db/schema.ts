@@ -124,7 +124,35 @@ export interface OrgAdminTable {
   updated_at: number;
 }
 
+/** Operators of the installation recorded in the database (besides those a token's claim names). */
+export interface OperatorTable {
+  user_id: string;
+  /** cli (`portico operators add`), api (another operator), first_user (a fresh embedded install), claim (seen with PORTICO_OPERATOR_CLAIM) */
+  source: 'cli' | 'api' | 'first_user' | 'claim';
+  /** who added them (a user id, or `cli`) */
+  added_by: string;
+  created_at: number;
+}
+
+/** One change made by an operator: who, what, when, the record before and after (never a secret). */
+export interface AuditLogTable {
+  id: Generated<string>;
+  at: number;
+  /** the operator's user id (`cli` for an operator command) */
+  actor: string;
+  /** the Management API Key the change was made with (null: a token, a session or the CLI) */
+  actor_key_id: string | null;
+  action: string;
+  /** what was changed: a user id, an organization id, a key id */
+  target: string;
+  before: unknown;
+  after: unknown;
+  request_id: string | null;
+}
+
 export interface Database {
+  operators: OperatorTable;
+  audit_log: AuditLogTable;
   org_admins: OrgAdminTable;
   web_sessions: WebSessionTable;
   web_sign_in_links: WebSignInLinkTable;
