@@ -213,7 +213,10 @@ export class AdminService {
     if (input.org_id === DEFAULT_ORG) throw new AppError('validation_error', msg('admin_grant_default_org'), 'org_id');
     const a = input.amount;
     const micros = Math.round(a * MICROS);
-    if (!Number.isFinite(a) || micros === 0 || Math.abs(a) > MAX_GRANT || Math.abs(micros - a * MICROS) > 1e-6 * Math.max(1, Math.abs(a * MICROS))) {
+    // the decimals as the JSON number was written (1e-7 reads as an exponent): the ledger counts whole micro-credits
+    const digits = String(Math.abs(a));
+    const decimals = /e-/.test(digits) ? 7 : (digits.split('.')[1]?.length ?? 0);
+    if (!Number.isFinite(a) || micros === 0 || Math.abs(a) > MAX_GRANT || decimals > 6) {
       throw new AppError('validation_error', msg('admin_grant_amount', { max: MAX_GRANT, amount: String(a) }), 'amount', { detail: 'invalid_value' });
     }
     const amount = micros / MICROS;
