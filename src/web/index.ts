@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import helmet from '@fastify/helmet';
 import cors from '@fastify/cors';
-import type { WebConfig } from '../platform/config.js';
+import type { OperatorClaim, WebConfig } from '../platform/config.js';
 import type { Db } from '../platform/db/index.js';
 import type { JwtVerifier, UserPrincipal } from '../platform/auth/jwt.js';
 import { packageRoot } from '../platform/paths.js';
@@ -24,7 +24,7 @@ import sessionLink from './routes/session-link.js';
 import sessionDelete from './routes/session-delete.js';
 
 export interface WebDeps {
-  config: { web: WebConfig; keyPepper: Buffer; jwt: { orgRolesClaim: string; adminRole: string } };
+  config: { web: WebConfig; keyPepper: Buffer; jwt: { orgRolesClaim: string; adminRole: string; operatorClaim?: OperatorClaim } };
   db: Db;
   /** verifies portal bearer JWTs (scripts keep using them beside the page's session) */
   jwt: JwtVerifier;
@@ -65,7 +65,7 @@ export function createWebModule(deps: WebDeps): WebModule {
     web,
     jwt: deps.jwt,
     sessions: new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000)),
-    oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper) : undefined,
+    oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper, deps.config.jwt.operatorClaim) : undefined,
     page: loadPageAssets(pageDir),
     onSessionUser: deps.onSessionUser,
   });

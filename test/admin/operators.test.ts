@@ -2,6 +2,24 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
 import { adminKey, bearer, tokenWith } from './helpers.js';
+import { ConfigError, loadConfig } from '../../src/platform/config.js';
+import { operatorFromClaims } from '../../src/platform/auth/jwt.js';
+
+test('PORTICO_OPERATOR_CLAIM: NAME or NAME=VALUE, anything else refused at start with what it takes', () => {
+  const jwt = (v: string) => loadConfig({ JWT_SECRET: 'x'.repeat(32), KEY_PEPPER: 'p'.repeat(32), PORTICO_OPERATOR_CLAIM: v }).jwt.operatorClaim;
+  assert.deepEqual(jwt('portico_operator'), { name: 'portico_operator' });
+  assert.deepEqual(jwt(' groups = ops team '), { name: 'groups', value: 'ops team' });
+  assert.equal(jwt(''), undefined);
+  for (const bad of ['groups=', 'a b', '=x', 'x'.repeat(101)]) {
+    assert.throws(
+      () => jwt(bad),
+      (e: Error) => e instanceof ConfigError && /PORTICO_OPERATOR_CLAIM must be/.test(e.message),
+      bad,
+    );
+  }
+  assert.equal(operatorFromClaims({ groups: ['ops'] }, undefined), false);
+  assert.equal(operatorFromClaims({ groups: [['ops']] }, { name: 'groups', value: 'ops' }), false);
+});
 
 for (const db of testDatabases()) {
   describe(`who is an operator: the identity provider's claim (${db})`, () => {
@@ -77,6 +95,26 @@ for (const db of testDatabases()) {
       const third = bearer(await t.token('third'));
       assert.equal((await t.app.inject({ method: 'GET', url: '/v1/portal/me', headers: third })).statusCode, 200);
       assert.deepEqual(await t.core.operators.list(), []);
+    });
+  });
+
+  describe(`the first user, seen at once by many requests (${db})`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp({ db, env: { JWT_SECRET: '' } });
+    });
+    after(() => t.close());
+    test('exactly one of them becomes the operator', async () => {
+      const users = ['u1', 'u2', 'u3', 'u4', 'u5'];
+      const res = await Promise.all(users.map(async (u) => t.app.inject({ method: 'GET', url: '/v1/portal/me', headers: bearer(await t.token(u)) })));
+      assert.deepEqual(
+        res.map((r) => r.statusCode),
+        users.map(() => 200),
+      );
+      const ops = await t.core.operators.list();
+      assert.equal(ops.length, 1);
+      assert.ok(users.includes(ops[0]!.user_id));
+      assert.equal(ops[0]!.source, 'first_user');
     });
   });
 

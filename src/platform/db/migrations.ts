@@ -224,6 +224,11 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('audit_log_at').on('audit_log').columns(['at', 'id']).execute();
       await db.schema.createIndex('audit_log_actor').on('audit_log').columns(['actor', 'at']).execute();
       await db.schema.createIndex('audit_log_action').on('audit_log').columns(['action', 'at']).execute();
+      // a session signed in through the identity provider keeps whether its ID token named an operator
+      await db.schema
+        .alterTable('web_sessions')
+        .addColumn('operator', 'boolean', (c) => c.notNull().defaultTo(false))
+        .execute();
       // an installation that already has users is not fresh: its next user to sign in does not become an operator
       await sql`insert into settings (key, value)
         select 'first_operator', '' where exists (select 1 from api_keys) or exists (select 1 from usage_records) or exists (select 1 from credit_grants)

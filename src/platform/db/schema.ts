@@ -103,6 +103,8 @@ export interface WebSessionTable {
   csrf_token: string;
   /** link | oidc */
   method: string;
+  /** the ID token's claim made the user an operator (PORTICO_OPERATOR_CLAIM), as at sign-in */
+  operator: boolean;
   created_at: number;
   expires_at: number;
 }
