@@ -182,3 +182,34 @@ export const RequestSchema = Type.Object({
 
 export const UserParams = Type.Object({ user_id: Id('the user') }, { additionalProperties: false });
 export const OrgParams = Type.Object({ org_id: Id('the organization') }, { additionalProperties: false });
+
+export const BudgetBody = Type.Object(
+  {
+    scope: Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('org')]),
+    target: Id('the key id, user id or organization id'),
+    period: Type.Union([Type.Literal('daily'), Type.Literal('weekly'), Type.Literal('monthly')], {
+      description: 'resets at 00:00 UTC: each day, each Monday, the first of each month',
+    }),
+    limit: Type.Number({ description: 'credits spent in the period past which requests are refused' }),
+    soft_limit: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'credits past which a warning is logged and the webhook told (once per period)' })),
+    webhook_url: Type.Optional(Type.Union([Type.String({ maxLength: 2000 }), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+
+export const BudgetSchema = Type.Object({
+  id: Type.String(),
+  scope: Type.String(),
+  target: Type.String(),
+  period: Type.String(),
+  limit: Type.Number(),
+  soft_limit: Type.Union([Type.Number(), Type.Null()]),
+  webhook_url: Type.Union([Type.String(), Type.Null()]),
+  created_by: Type.String(),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+});
+
+export const BudgetListSchema = Type.Object({
+  list: Type.Array(Type.Object({ ...BudgetSchema.properties, period_start: Type.Integer(), resets_at: Type.Integer(), spent: Type.Number() })),
+});

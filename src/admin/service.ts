@@ -5,6 +5,7 @@ import type { OperatorRow } from '../portal/operators/store.js';
 import { MICROS, type UsageService } from '../portal/usage/service.js';
 import type { ApiKeyTable } from '../platform/db/schema.js';
 import type { AuditLog, AuditRecord } from './audit.js';
+import { periodBounds, type BudgetPeriod, type BudgetRow, type BudgetScope, type Budgets, type BudgetStore } from './budgets.js';
 import type { AdminGroupBy, AdminStore, LedgerFilter, OrgSummaryRow, RequestRow, UserSummaryRow } from './store.js';
 
 const DEFAULT_ORG = 'default';
@@ -119,6 +120,7 @@ export class AdminService {
       operators: Operators;
       usage: UsageService;
       keys: { management: KeyService; inference: KeyService };
+      budgets: { store: BudgetStore; guard: Budgets };
     },
   ) {}
 
@@ -211,15 +213,7 @@ export class AdminService {
   async grant(actor: Actor, input: { user_id?: string; org_id?: string; amount: number; note?: string }) {
     if ((input.user_id === undefined) === (input.org_id === undefined)) throw new AppError('validation_error', msg('admin_grant_target'), 'user_id');
     if (input.org_id === DEFAULT_ORG) throw new AppError('validation_error', msg('admin_grant_default_org'), 'org_id');
-    const a = input.amount;
-    const micros = Math.round(a * MICROS);
-    // the decimals as the JSON number was written (1e-7 reads as an exponent): the ledger counts whole micro-credits
-    const digits = String(Math.abs(a));
-    const decimals = /e-/.test(digits) ? 7 : (digits.split('.')[1]?.length ?? 0);
-    if (!Number.isFinite(a) || micros === 0 || Math.abs(a) > MAX_GRANT || decimals > 6) {
-      throw new AppError('validation_error', msg('admin_grant_amount', { max: MAX_GRANT, amount: String(a) }), 'amount', { detail: 'invalid_value' });
-    }
-    const amount = micros / MICROS;
+    const amount = wholeMicros(input.amount, 'amount', true) / MICROS;
     const note = input.note ?? '';
     const scope = input.user_id !== undefined ? { orgId: DEFAULT_ORG, userId: input.user_id } : { orgId: input.org_id! };
     const who = input.user_id !== undefined ? { user_id: input.user_id } : { org_id: input.org_id! };
@@ -229,6 +223,59 @@ export class AdminService {
     const target = input.user_id !== undefined ? `user:${input.user_id}` : `org:${input.org_id}`;
     await this.record(actor, amount > 0 ? 'credits.grant' : 'credits.remove', target, { ...who, ...before }, { ...who, ...after, amount, note });
     return { ...who, amount, note, balance: after };
+  }
+
+  /** every budget with what is spent in its current period and when that resets */
+  async budgetList() {
+    await this.d.usage.flush();
+    const now = new Date();
+    const rows = await this.d.budgets.store.list();
+    const list = [];
+    for (const b of rows) {
+      const { start, end } = periodBounds(b.period, now);
+      list.push({ ...budgetView(b), period_start: start, resets_at: end, spent: (await this.d.budgets.store.spent(b.scope, b.target, start)) / MICROS });
+    }
+    return { list };
+  }
+
+  /** sets (makes or replaces) the budget of a key, user or organization for a period; audited */
+  async budgetSet(actor: Actor, input: { scope: BudgetScope; target: string; period: BudgetPeriod; limit: number; soft_limit?: number | null; webhook_url?: string | null }) {
+    const limit = wholeMicros(input.limit, 'limit', false);
+    const soft = input.soft_limit === undefined || input.soft_limit === null ? null : wholeMicros(input.soft_limit, 'soft_limit', false);
+    if (soft !== null && soft >= limit) throw new AppError('validation_error', msg('budget_soft_over_limit'), 'soft_limit', { detail: 'invalid_value' });
+    const hook = input.webhook_url ?? null;
+    if (hook !== null) {
+      let ok = false;
+      try {
+        ok = ['http:', 'https:'].includes(new URL(hook).protocol);
+      } catch {
+        ok = false;
+      }
+      if (!ok) throw new AppError('validation_error', msg('budget_webhook_url'), 'webhook_url', { detail: 'invalid_value' });
+    }
+    if (input.scope === 'org' && input.target === DEFAULT_ORG) throw new AppError('validation_error', msg('admin_grant_default_org'), 'target');
+    const before = await this.d.budgets.store.get(input.scope, input.target, input.period);
+    const row = await this.d.budgets.store.put({
+      scope: input.scope,
+      target: input.target,
+      period: input.period,
+      limit_micros: limit,
+      soft_micros: soft,
+      webhook_url: hook,
+      created_by: actor.userId,
+      updated_at: Math.floor(Date.now() / 1000),
+    });
+    await this.d.budgets.guard.changed();
+    await this.record(actor, 'budget.set', row.id, before ? budgetView(before) : null, budgetView(row));
+    return budgetView(row);
+  }
+
+  async budgetRemove(actor: Actor, id: string) {
+    const row = await this.d.budgets.store.remove(id);
+    if (!row) throw new AppError('not_found', msg('budget_not_found', { id }), 'budget_id');
+    await this.d.budgets.guard.changed();
+    await this.record(actor, 'budget.remove', row.id, budgetView(row), null);
+    return budgetView(row);
   }
 
   async operatorList() {
@@ -305,6 +352,35 @@ export class AdminService {
     }
     return lines.join('\r\n') + '\r\n';
   }
+}
+
+/**
+ * Credits as whole micro-credits: non-zero, at most MAX_GRANT either way (negative only when `signed`), at most 6
+ * decimals as the JSON number was written (1e-7 reads as an exponent); otherwise a 400 naming `field`.
+ */
+function wholeMicros(a: number, field: string, signed: boolean): number {
+  const micros = Math.round(a * MICROS);
+  const digits = String(Math.abs(a));
+  const decimals = /e-/.test(digits) ? 7 : (digits.split('.')[1]?.length ?? 0);
+  if (!Number.isFinite(a) || micros === 0 || (!signed && micros < 0) || Math.abs(a) > MAX_GRANT || decimals > 6) {
+    throw new AppError('validation_error', msg('admin_grant_amount', { field, max: MAX_GRANT, amount: String(a) }), field, { detail: 'invalid_value' });
+  }
+  return micros;
+}
+
+export function budgetView(b: BudgetRow) {
+  return {
+    id: b.id,
+    scope: b.scope,
+    target: b.target,
+    period: b.period,
+    limit: b.limit_micros / MICROS,
+    soft_limit: b.soft_micros === null ? null : b.soft_micros / MICROS,
+    webhook_url: b.webhook_url,
+    created_by: b.created_by,
+    created_at: b.created_at,
+    updated_at: b.updated_at,
+  };
 }
 
 export function operatorView(r: OperatorRow) {

@@ -107,6 +107,8 @@ export interface RuntimeOptions {
   warmUp?: boolean;
   /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS; tests) */
   clientClosedWaitMs?: number;
+  /** how a budget's soft-limit webhook is posted (default: fetch; tests) */
+  postWebhook?: (url: string, body: unknown) => Promise<void>;
 }
 
 /** What the runtime gives every feature module it builds (each takes the part it names). */
@@ -323,6 +325,9 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       usage: core.usage,
       keys: { management: core.keys.management, inference: core.keys.inference },
       verifier,
+      feed: core.feed,
+      log,
+      postWebhook: opts.postWebhook,
       authenticate: web.authenticatePortal,
     });
 
@@ -365,6 +370,13 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       async key(req) {
         const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
         routeScopes.assert(key, req.routeOptions.config?.scope);
+        // the budgets an operator set on the key, its owner or its organization (429 budget_exceeded past one)
+        try {
+          await admin.checkBudgets(key);
+        } catch (e) {
+          metrics.rateLimited.inc({ reason: 'budget' });
+          throw e;
+        }
         // a route whose service reserves its worst case (balance and TPM window) is admitted there, in one round
         // trip per store; here only its request is counted (RPM)
         const reserves = req.routeOptions.config?.reserves === true;

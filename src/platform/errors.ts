@@ -145,6 +145,13 @@ export const ERRORS = {
     message: 'too many requests and WebSocket connections in progress for this API key',
     zh: '此 API 密钥进行中的请求和 WebSocket 连接过多',
   },
+  budget_exceeded: {
+    status: 429,
+    portal: 42903,
+    type: 'insufficient_quota',
+    message: 'budget exceeded: the spending limit of this period is reached',
+    zh: '超出预算：本周期的消费上限已达到',
+  },
   insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent', zh: '额度不足：余额已用完' },
   // 5xx
   internal_error: { status: 500, portal: 50000, type: 'server_error', message: 'internal server error', zh: '服务器内部错误' },
@@ -370,14 +377,27 @@ export const MESSAGES = {
     en: "the key '{key}' is revoked: its owner may restore it, an operator cannot disable or enable it",
     zh: "密钥 '{key}' 已被吊销：其所有者可以恢复它，运维人员不能停用或启用它",
   },
+  budget_reached: {
+    en: 'Budget exceeded: the {period} budget of {scope} {target} is {limit} credits and {spent} are spent; it resets at {resets} (UTC).',
+    zh: '超出预算：{scope} {target} 的{period}预算为 {limit} 额度，已花费 {spent}；将于 {resets}（UTC）重置。',
+  },
+  budget_period_daily: { en: 'daily', zh: '每日' },
+  budget_period_weekly: { en: 'weekly', zh: '每周' },
+  budget_period_monthly: { en: 'monthly', zh: '每月' },
+  budget_scope_key: { en: 'key', zh: '密钥' },
+  budget_scope_user: { en: 'user', zh: '用户' },
+  budget_scope_org: { en: 'organization', zh: '组织' },
+  budget_soft_over_limit: { en: 'soft_limit must be below limit', zh: 'soft_limit 必须小于 limit' },
+  budget_webhook_url: { en: 'webhook_url must be an http or https URL', zh: 'webhook_url 必须是 http 或 https 的 URL' },
+  budget_not_found: { en: "no budget '{id}'", zh: "没有预算 '{id}'" },
   admin_grant_target: { en: 'give user_id (personal credits) or org_id (organization credits), not both', zh: '请提供 user_id（个人额度）或 org_id（组织额度）之一，不能同时提供' },
   admin_grant_default_org: {
     en: "org_id 'default' is the personal scope of each user: give user_id to grant a user's personal credits",
     zh: "org_id 'default' 是每个用户的个人范围：如需发放个人额度，请提供 user_id",
   },
   admin_grant_amount: {
-    en: 'amount must be a non-zero number of credits (negative removes credits) with at most 6 decimals, at most {max} either way; got {amount}',
-    zh: 'amount 必须是非零的额度数（负数表示扣除），最多 6 位小数，绝对值不超过 {max}；收到 {amount}',
+    en: '{field} must be a non-zero number of credits with at most 6 decimals, at most {max} (a negative grant removes credits; a limit is positive); got {amount}',
+    zh: '{field} 必须是非零的额度数，最多 6 位小数，绝对值不超过 {max}（发放额度为负数表示扣除；限额必须为正数）；收到 {amount}',
   },
   admin_operator_exists: { en: "user '{user}' is already a recorded operator", zh: "用户 '{user}' 已经是记录在案的运维人员" },
   admin_operator_not_recorded: {

@@ -73,4 +73,7 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; url: string; pay
   { method: 'GET', url: '/v1/admin/usage' },
   { method: 'GET', url: '/v1/admin/requests' },
   { method: 'GET', url: '/v1/admin/requests.csv' },
+  { method: 'GET', url: '/v1/admin/budgets' },
+  { method: 'POST', url: '/v1/admin/budgets', payload: { scope: 'user', target: 'mia', period: 'daily', limit: 1 } },
+  { method: 'DELETE', url: '/v1/admin/budgets/budget_x' },
 ];

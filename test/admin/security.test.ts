@@ -47,6 +47,7 @@ for (const db of testDatabases()) {
       assert.equal(await t.core.operators.get('newop'), undefined, 'the refused add changed nothing');
       const bal = await t.services.usage.balance({ orgId: 'default', userId: 'mia' });
       assert.equal(bal.granted, 0, 'the refused grant changed nothing');
+      assert.equal((await t.core.db.db.selectFrom('budgets').selectAll().execute()).length, 0, 'the refused budget changed nothing');
     });
 
     test('the refusal is in the envelope and in Chinese when asked', async () => {

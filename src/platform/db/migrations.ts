@@ -235,4 +235,23 @@ export const migrations: Record<string, Migration> = {
         on conflict (key) do nothing`.execute(db);
     },
   },
+  '0013_budgets': {
+    async up(db: Kysely<any>) {
+      // spending limits an operator sets per key, user or organization, for a period that resets (the admin API)
+      await db.schema
+        .createTable('budgets')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('scope', 'text', (c) => c.notNull().check(sql`scope in ('key', 'user', 'org')`))
+        .addColumn('target', 'text', (c) => c.notNull())
+        .addColumn('period', 'text', (c) => c.notNull().check(sql`period in ('daily', 'weekly', 'monthly')`))
+        .addColumn('limit_micros', 'bigint', (c) => c.notNull())
+        .addColumn('soft_micros', 'bigint')
+        .addColumn('webhook_url', 'text')
+        .addColumn('created_by', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addUniqueConstraint('budgets_scope_target_period', ['scope', 'target', 'period'])
+        .execute();
+    },
+  },
 };

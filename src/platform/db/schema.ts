@@ -152,7 +152,25 @@ export interface AuditLogTable {
   request_id: string | null;
 }
 
+/** A spending limit per key, user or organization for a period that resets (UTC days, ISO weeks, months). */
+export interface BudgetTable {
+  id: string;
+  scope: 'key' | 'user' | 'org';
+  /** a key id, a user id or an organization id */
+  target: string;
+  period: 'daily' | 'weekly' | 'monthly';
+  /** past it, requests are refused until the period resets */
+  limit_micros: number;
+  /** past it, a warning: a log line and the webhook (null: none) */
+  soft_micros: number | null;
+  webhook_url: string | null;
+  created_by: string;
+  created_at: number;
+  updated_at: number;
+}
+
 export interface Database {
+  budgets: BudgetTable;
   operators: OperatorTable;
   audit_log: AuditLogTable;
   org_admins: OrgAdminTable;
