@@ -130,8 +130,11 @@ export class Budgets {
 
   /** the budgets are read again at the next check */
   invalidate() {
-    this.loaded = false;
+    this.stale = true;
   }
+
+  /** the budgets held are to be read again; they stay in use if the database cannot be read */
+  private stale = false;
 
   private async load(): Promise<void> {
     this.loading ??= (async () => {
@@ -169,7 +172,14 @@ export class Budgets {
     const { start } = periodBounds(b.period, now);
     const had = this.spend.get(b.id);
     if (had && had.start === start && Date.now() - had.at < this.freshMs) return had.micros;
-    const micros = await this.store.spent(b.scope, b.target, start);
+    let micros: number;
+    try {
+      micros = await this.store.spent(b.scope, b.target, start);
+    } catch (e) {
+      // the database is away: the spend last read (and counted here since) stands rather than refusing every request
+      if (had && had.start === start) return had.micros;
+      throw e;
+    }
     this.spend.set(b.id, { start, micros, at: Date.now() });
     return micros;
   }
@@ -177,6 +187,13 @@ export class Budgets {
   /** the gate: refuses a request whose key, owner or organization has spent a budget's limit */
   async check(key: KeyPrincipal): Promise<void> {
     if (!this.loaded) await this.load();
+    else if (this.stale) {
+      this.stale = false;
+      await this.load().catch((e) => {
+        this.stale = true;
+        this.opts.log.warn({ err: (e as Error).message }, 'budgets not read again (the database is away): the ones held stay in use');
+      });
+    }
     if (this.count === 0) return;
     const now = new Date();
     for (const b of this.applying(key)) {
