@@ -326,11 +326,26 @@ export class AdminService {
       { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, cost_micros: 0 },
     );
     const { audio_micros, cost_micros, ...counts } = total;
+    // grouped by key: each key's name, owner and state beside its id (null: no such key was ever made)
+    const keys = new Map<string, ApiKeyTable>();
+    if (groupBy.includes('key')) {
+      const ids = [...new Set(rows.map((r) => (r as { key_id?: unknown }).key_id).filter((k): k is string => typeof k === 'string'))];
+      for (let i = 0; i < ids.length; i += 500) for (const k of await this.d.store.keysById(ids.slice(i, i + 500))) keys.set(k.id, k);
+    }
+    const keyInfo = (id: unknown) => {
+      const k = typeof id === 'string' ? keys.get(id) : undefined;
+      return k ? { name: k.name, kind: k.kind, user_id: k.user_id, org_id: k.org_id, status: k.deleted_at !== null ? 'deleted' : k.status } : null;
+    };
     return {
       start_time: f.from,
       end_time: f.to,
       group_by: groupBy,
-      list: rows.map(({ cost_micros: c, audio_seconds, ...r }) => ({ ...r, audio_seconds: Math.round(audio_seconds * MICROS) / MICROS, cost: credits(c) })),
+      list: rows.map(({ cost_micros: c, audio_seconds, ...r }) => ({
+        ...r,
+        ...(groupBy.includes('key') ? { key: keyInfo((r as { key_id?: unknown }).key_id) } : {}),
+        audio_seconds: Math.round(audio_seconds * MICROS) / MICROS,
+        cost: credits(c),
+      })),
       total: { ...counts, audio_seconds: audio_micros / MICROS, cost: credits(cost_micros) },
     };
   }

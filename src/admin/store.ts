@@ -206,6 +206,12 @@ export class AdminStore {
     return this.db.selectFrom('api_keys').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
   }
 
+  /** keys by id, either kind, deleted ones too (usage outlives its key) */
+  keysById(ids: string[]): Promise<ApiKeyTable[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.db.selectFrom('api_keys').selectAll().where('id', 'in', ids).execute();
+  }
+
   /** the organizations a user is recorded an administrator of */
   async adminOrgsOf(userId: string): Promise<string[]> {
     const rows = await this.db.selectFrom('org_admins').select('org_id').where('user_id', '=', userId).where('is_admin', '=', true).orderBy('org_id').execute();

@@ -34,6 +34,8 @@ for (const db of testDatabases()) {
         ],
       );
       assert.equal(d.total.cost, 7.5);
+      // a key that was never made (these records name invented ids) has no details
+      assert.equal(d.list[0].key, null);
       assert.equal(d.total.requests, 4);
       const byOrg = (await get('/v1/admin/usage?group_by=org,user')).json().data.list;
       assert.deepEqual(
@@ -137,6 +139,17 @@ for (const db of testDatabases()) {
       assert.equal(csvCell('-1+2'), "'-1+2");
       assert.equal(csvCell('a,b'), '"a,b"');
       assert.equal(csvCell(null), '');
+    });
+
+    test('usage per key names each key, its owner and its state, deleted keys too', async () => {
+      const h = { authorization: `Bearer ${await t.token('dee')}` };
+      const made = (await t.app.inject({ method: 'POST', url: '/v1/portal/api-keys', headers: h, payload: { name: 'dee laptop' } })).json().data;
+      await use(t, { keyId: made.id, userId: 'dee' }, { cost: 0.25 });
+      const row = (await get(`/v1/admin/usage?key_id=${made.id}`)).json().data.list[0];
+      assert.deepEqual(row.key, { name: 'dee laptop', kind: 'inference', user_id: 'dee', org_id: 'default', status: 'active' });
+      await t.app.inject({ method: 'DELETE', url: `/v1/portal/api-keys/${made.id}`, headers: h });
+      assert.equal((await get(`/v1/admin/usage?key_id=${made.id}`)).json().data.list[0].key.status, 'deleted');
+      assert.equal((await get(`/v1/admin/usage?key_id=${made.id}&group_by=day`)).json().data.list[0].key, undefined, 'only when grouped by key');
     });
   });
 }
