@@ -14,8 +14,9 @@ export default function (app: FastifyInstance, { service }: AdminContext) {
         tags: ['Admin'],
         summary: 'The requests of GET /requests as CSV (UTF-8, RFC 4180), newest first, at most `limit` rows',
         querystring: RequestsCsvQuery,
-        produces: ['text/csv'],
-        response: { 200: Type.String({ description: 'CSV: a header line, then one line per record' }) },
+        response: {
+          200: { description: 'CSV: a header line, then one line per record', content: { 'text/csv': { schema: Type.String() } } },
+        },
       },
     },
     async (req, reply) => {
