@@ -16,6 +16,7 @@ import { AppError } from '../platform/errors.js';
 import { PRIVATE_UMASK } from '../platform/data-dir.js';
 import { armWatchdog } from '../platform/ops/watchdog.js';
 import { MICROS } from '../portal/usage/service.js';
+import { toRecord } from '../portal/keys/service.js';
 import type { Core } from '../compose/core.js';
 import type { ModelsCommand } from '../models/pull/cli.js';
 import { UsageError } from './usage-error.js';
@@ -110,6 +111,8 @@ Examples:
   portico keys disable key_...                    operator-only: refuse a key at once on every instance
   portico keys limit key_... --rpm 60 --tpm 100000
   portico credits grant --user alice --amount 100 personal credits (or --org acme for the organization)
+  portico operators add alice                     alice may use the admin API (/v1/admin) and the console
+  portico operators list | portico operators rm alice
   portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF   a small instruct model for the embedded engine
   portico models list | portico models rm NAME
   portico models reload                           the running server reads PORTICO_CONFIG again (also: SIGHUP)
@@ -179,7 +182,16 @@ Every command takes --help and --version. Settings come from the environment (se
       .argument('<id>', 'key_... or mkey_...', keyId)
       .action((id: string) =>
         withCore(async (core) => {
-          const rec = await keyService(core, id).setDisabled(id, action === 'disable');
+          const svc = keyService(core, id);
+          const prior = await core.keys.store.getById(svc.kind, id);
+          const rec = await svc.setDisabled(id, action === 'disable');
+          await core.audit.write({
+            actor: 'cli',
+            action: `key.${action}`,
+            target: rec.id,
+            before: prior ? { ...toRecord(prior), kind: prior.kind, user_id: prior.user_id } : null,
+            after: { ...rec, kind: svc.kind, user_id: prior?.user_id },
+          });
           console.log(`${rec.id}: ${rec.status}`);
         }),
       );
@@ -218,11 +230,68 @@ Every command takes --help and --version. Settings come from the environment (se
       if (!o.user && !o.org) throw new UsageError('give --user ID (personal credits) or --org ORG (organization credits)');
       return withCore(async (core) => {
         const scope = o.user ? { orgId: 'default', userId: o.user } : { orgId: o.org! };
+        const who = o.user ? { user_id: o.user } : { org_id: o.org! };
+        const before = await core.usage.balance(scope);
         await core.usage.grant(o.user ?? '', o.user ? 'default' : o.org!, o.amount, o.note);
         const bal = await core.usage.balance(scope);
+        await core.audit.write({
+          actor: 'cli',
+          action: 'credits.grant',
+          target: o.user ? `user:${o.user}` : `org:${o.org}`,
+          before: { ...who, ...before },
+          after: { ...who, ...bal, amount: o.amount, note: o.note },
+        });
         console.log(`granted ${o.amount} credits to ${o.user ? `user ${o.user}` : `organization ${o.org}`}; balance ${bal.balance}`);
       });
     });
+
+  const operators = sub('operators', 'operators of the installation: they see every user and organization (the admin API, /v1/admin)');
+  const operatorCmd = (name: string, description: string) => operators.command(name).description(description).version(VERSION, '-v, --version').exitOverride();
+  operatorCmd('add', 'make a user an operator (the user id their tokens carry as sub)')
+    .argument('<user>', 'the user id', identifier('USER'))
+    .action((user: string) =>
+      withCore(async (core) => {
+        const row = await core.operators.add(user, 'cli', 'cli');
+        if (!row) {
+          console.log(`${user} is already an operator`);
+          return;
+        }
+        await core.audit.write({
+          actor: 'cli',
+          action: 'operator.add',
+          target: user,
+          before: null,
+          after: { user_id: user, source: row.source, added_by: row.added_by, created_at: Number(row.created_at) },
+        });
+        console.log(`${user} is an operator`);
+      }),
+    );
+  operatorCmd('rm', "take a recorded operator's role away (their Management API Keys with the admin scope stop working at once)")
+    .argument('<user>', 'the user id', identifier('USER'))
+    .action((user: string) =>
+      withCore(async (core) => {
+        const row = await core.operators.remove(user);
+        if (!row) throw new UsageError(`${user} is not a recorded operator (see portico operators list)`);
+        await core.audit.write({
+          actor: 'cli',
+          action: 'operator.remove',
+          target: user,
+          before: { user_id: user, source: row.source, added_by: row.added_by, created_at: Number(row.created_at) },
+          after: null,
+        });
+        console.log(`${user} is no longer an operator`);
+      }),
+    );
+  operatorCmd('list', 'the recorded operators (a claim of the identity provider, PORTICO_OPERATOR_CLAIM, may make others operators too)').action(() =>
+    withCore(async (core) => {
+      const rows = await core.operators.list();
+      if (rows.length === 0) {
+        console.log('no operators recorded');
+        return;
+      }
+      for (const r of rows) console.log(`${r.user_id}\t${r.source}${r.added_by ? ` (by ${r.added_by})` : ''}\t${new Date(Number(r.created_at) * 1000).toISOString()}`);
+    }),
+  );
 
   const models = sub('models', 'models for the embedded engines: pull from Hugging Face or a URL, list, remove (MODELS_DIR)').addHelpText(
     'after',

@@ -24,6 +24,9 @@ import { RefusedRecords, UsageJournal } from '../portal/usage/journal.js';
 import { BudgetGuard } from '../portal/usage/budget.js';
 import { loadModelConfig, type ModelSpec } from '../models/config.js';
 import { ModelRegistry } from '../models/registry.js';
+import { OperatorStore } from '../portal/operators/store.js';
+import { Operators } from '../portal/operators/service.js';
+import { AuditLog } from '../admin/audit.js';
 
 export interface Core {
   readonly config: Config;
@@ -31,6 +34,10 @@ export interface Core {
   readonly db: OpenedDb;
   readonly keys: { readonly store: KeyStore; readonly management: KeyService; readonly inference: KeyService; readonly roles: OrgRoles };
   readonly usage: UsageService;
+  /** who operates the installation (a token's claim, `portico operators add`, the first user of a fresh embedded install) */
+  readonly operators: Operators;
+  /** every change an operator makes (the admin API, `portico operators`) */
+  readonly audit: AuditLog;
   /**
    * the running spend of budgets: checks requests when serving with BILLING_ENABLED; in every process it tells
    * the running instances about grants (Redis, or the change feed), its Redis connection opened on first use
@@ -145,7 +152,18 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     if (journal) await usage.recover().catch((e) => log.warn({ err: (e as Error).message }, 'usage journal not shipped yet; it will be retried'));
     // who administers which organization now, as the tokens say: org keys follow it (docs/api.md, "Organization keys")
     const roles = new OrgRoles(keyStore, config.jwt.adminRole, (row) => (row.kind === 'management' ? management : inference).changed(row));
-    return { config, log, db, keys: { store: keyStore, management, inference, roles }, usage, budget, models, feed, redisPrefix, close };
+    // the first user of a fresh install is an operator when Portico signs its own tokens (the embedded default: no
+    // JWT_SECRET, no JWT_JWKS_URL, no OpenID Connect provider) — elsewhere the identity provider or the CLI names them
+    const operators = new Operators(new OperatorStore(db.db), config.jwt.secretGenerated && !config.web.oidc);
+    // only an operator makes a Management API Key with the operator scope; one named by a token's claim alone is
+    // recorded then, so that the key works without a token (src/portal/operators/service.ts, followClaim)
+    management.guardOperatorScope(async (user) => {
+      if (!(await operators.isOperator(user))) return false;
+      if (user.operator) await operators.followClaim(user);
+      return true;
+    });
+    const audit = new AuditLog(db.db);
+    return { config, log, db, keys: { store: keyStore, management, inference, roles }, usage, operators, audit, budget, models, feed, redisPrefix, close };
   } catch (e) {
     await close();
     throw e;

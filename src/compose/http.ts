@@ -22,7 +22,7 @@ import { RequestFacts } from '../platform/ops/facts.js';
 import type { Tracing } from '../platform/ops/tracing.js';
 import type { FeatureModule, RouteGroup } from '../platform/module.js';
 import type { UserPrincipal } from '../platform/auth/jwt.js';
-import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { KeyPrincipal, OperatorPrincipal } from '../platform/auth/principal.js';
 import type { HttpLimits, TrustProxy } from '../platform/config.js';
 import { fastifyTrustProxy } from '../platform/http/proxy.js';
 import { capConnectionsPerAddress } from '../platform/http/address-cap.js';
@@ -34,6 +34,8 @@ import http from 'node:http';
 export interface Gate {
   /** a portal user (JWT bearer) */
   user(req: FastifyRequest): Promise<UserPrincipal>;
+  /** an operator of the installation (/v1/admin); unset: every operator route answers 401 */
+  operator?(req: FastifyRequest): Promise<OperatorPrincipal>;
   /** an inference key, allowed to call this route now (scope, rate limit, budget) */
   key(req: FastifyRequest): Promise<KeyPrincipal>;
   /**
@@ -174,6 +176,8 @@ const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** the path of a request's URL, without its query */
 const pathOf = (req: FastifyRequest) => req.url.split('?')[0] ?? req.url;
+/** the URLs answered in the portal's envelope: {portal_base_url} and the operators' /v1/admin */
+const ENVELOPED = /^\/v1\/(portal|admin)(\/|\?|$)/;
 /** the outcome of a request whose client closed the connection before its answer was finished (status 499) */
 export const CLIENT_CLOSED = 'client_closed';
 /** how long, at most, a request whose client left waits for its work to stop before it is written */
@@ -198,7 +202,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
           ? new AppError('uri_too_long', msg('path_param_too_long', { max: 200 }))
           : new AppError('validation_error', msg('malformed_url', { reason: err.message }));
       reply.header('x-request-id', req.id);
-      return (req.url.startsWith('/v1/portal') ? sendPortalError : sendOpenAIError)(e, req, reply);
+      return (ENVELOPED.test(req.url) ? sendPortalError : sendOpenAIError)(e, req, reply);
     },
     // production (startServer) lets running streams finish within the grace period; tests close at once
     forceCloseConnections: opts.gracefulClose ? 'idle' : true,
@@ -432,6 +436,28 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       await mount(portal, 'portal');
     },
     { prefix: '/v1/portal' },
+  );
+
+  // ------------------------------------------------------------ /v1/admin (the operators' API)
+  await app.register(
+    async (admin) => {
+      admin.setErrorHandler((err, req, reply) => sendPortalError(err, req, reply));
+      admin.setNotFoundHandler(notFound(sendPortalError, 'no_route'));
+      admin.addHook('onRoute', (r) => {
+        if ((r.config?.auth ?? 'operator') === 'operator') r.schema = { ...(r.schema ?? {}), security: [{ portalJwt: [] }, { apiKey: [] }] };
+        r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('portal'), ...((r.schema?.response as object) ?? {}) } };
+      });
+      // credentials are checked from the headers, before the body is read (docs/security.md)
+      admin.addHook('onRequest', async (req, reply) => {
+        if ((req.routeOptions.config?.auth ?? 'operator') !== 'operator') return;
+        req.operator = await beforeBody(req, reply, async () => {
+          if (!gate.operator) throw new AppError('unauthorized');
+          return gate.operator(req);
+        });
+      });
+      await mount(admin, 'admin');
+    },
+    { prefix: '/v1/admin' },
   );
 
   // ------------------------------------------------------------ {base_url}

@@ -49,6 +49,7 @@ import { createAudioModule } from '../audio/module.js';
 import { AnswerSpeakerService } from '../audio/answer-speaker.js';
 import { createChatModule } from '../chat/module.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
+import { createAdminModule } from '../admin/module.js';
 
 export interface Runtime {
   readonly core: Core;
@@ -108,6 +109,8 @@ export interface RuntimeOptions {
   clientClosedWaitMs?: number;
   /** serve on this server, already listening (startServer's early server) */
   serverFactory?: HttpOptions['serverFactory'];
+  /** how a budget's soft-limit webhook is posted (default: fetch; tests) */
+  postWebhook?: (url: string, body: unknown) => Promise<void>;
 }
 
 /** What the runtime gives every feature module it builds (each takes the part it names). */
@@ -152,6 +155,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       async verify(token) {
         const user = await verifyJwt.verify(token);
         await core.keys.roles.sync(user);
+        // the first user of a fresh embedded install becomes an operator (one flag read after that)
+        await core.operators.seen(user);
         return user;
       },
     };
@@ -297,6 +302,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       inferenceKeys: core.keys.inference,
       models,
       log,
+      onSessionUser: (user) => core.operators.seen(user),
     });
     closing(() => web.close());
 
@@ -313,6 +319,20 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       }
     };
 
+    // the operators' API (/v1/admin): an operator's token or session, or their Management API Key with the operator scope
+    const admin = createAdminModule({
+      db: core.db.db,
+      operators: core.operators,
+      audit: core.audit,
+      usage: core.usage,
+      keys: { management: core.keys.management, inference: core.keys.inference },
+      verifier,
+      feed: core.feed,
+      log,
+      postWebhook: opts.postWebhook,
+      authenticate: web.authenticatePortal,
+    });
+
     const modules: FeatureModule[] = [
       web,
       createOpsModule({
@@ -325,6 +345,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       }),
       createKeysModule({ management: core.keys.management, inference: core.keys.inference }),
       createQueryModule({ jwt, verifier, usage: core.usage, adminRole: config.jwt.adminRole, billingEnabled: config.billingEnabled, authenticate: web.authenticatePortal }),
+      admin,
       createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
       // the features, in the order their scopes are listed (keys' allowed values, the web page)
       responses,
@@ -347,9 +368,17 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const gate: Gate = {
       // a bearer JWT, or the web page's session cookie (with its CSRF check on changes)
       user: (req) => web.authenticatePortal(req),
+      operator: (req) => admin.authenticate(req),
       async key(req) {
         const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
         routeScopes.assert(key, req.routeOptions.config?.scope);
+        // the budgets an operator set on the key, its owner or its organization (429 budget_exceeded past one)
+        try {
+          await admin.checkBudgets(key);
+        } catch (e) {
+          metrics.rateLimited.inc({ reason: 'budget' });
+          throw e;
+        }
         // a route whose service reserves its worst case (balance and TPM window) is admitted there, in one round
         // trip per store; here only its request is counted (RPM)
         const reserves = req.routeOptions.config?.reserves === true;

@@ -50,6 +50,12 @@ export interface Config {
     audience?: string;
     orgRolesClaim: string;
     adminRole: string;
+    /**
+     * PORTICO_OPERATOR_CLAIM: the claim of a token (or of an OpenID Connect sign-in) that makes its user an operator
+     * of the installation: `NAME` (the claim is true or "true") or `NAME=VALUE` (the claim is VALUE, or a list that
+     * holds it, such as a groups claim); unset: no token makes an operator (`portico operators add` does)
+     */
+    operatorClaim?: OperatorClaim;
     /** JWT_MAX_AGE_SECONDS: tokens need iat and are refused once older than this (default 7 days; 0 = no cap) */
     maxAgeSeconds: number;
   };
@@ -112,6 +118,12 @@ export interface Config {
   metrics: { port?: number; host: string; token?: string };
   /** the web page (src/web): its public address, sessions, OpenID Connect sign-in, CORS of {base_url} */
   web: WebConfig;
+}
+
+/** PORTICO_OPERATOR_CLAIM, parsed: the claim's name, and the value that makes an operator (none: the claim is true) */
+export interface OperatorClaim {
+  name: string;
+  value?: string;
 }
 
 /**
@@ -332,6 +344,7 @@ export function loadConfig(env: Env = process.env): Config {
       audience: env.JWT_AUDIENCE || undefined,
       orgRolesClaim: env.JWT_ORG_ROLES_CLAIM || 'org_roles',
       adminRole: env.JWT_ADMIN_ROLE || 'admin',
+      operatorClaim: operatorClaimSetting(env),
       // a token is refused 7 days after it was issued, whatever its exp (an exp in the year 9999 was accepted)
       maxAgeSeconds: int(env, 'JWT_MAX_AGE_SECONDS', 7 * 86400, 0, 10 * 365 * 86400),
     },
@@ -373,6 +386,19 @@ export function loadConfig(env: Env = process.env): Config {
     backgroundStaleMs: int(env, 'BACKGROUND_STALE_MS', 30_000, 1_000, 3_600_000),
     web: webConfig(env, host, port),
   };
+}
+
+/** PORTICO_OPERATOR_CLAIM: `NAME` or `NAME=VALUE`, the name a claim's (letters, digits and `_.:/-`, at most 100) */
+function operatorClaimSetting(env: Env): OperatorClaim | undefined {
+  const raw = env.PORTICO_OPERATOR_CLAIM?.trim();
+  if (!raw) return undefined;
+  const eq = raw.indexOf('=');
+  const name = (eq < 0 ? raw : raw.slice(0, eq)).trim();
+  const value = eq < 0 ? undefined : raw.slice(eq + 1).trim();
+  if (!/^[A-Za-z0-9_.:/-]{1,100}$/.test(name) || value === '' || (value !== undefined && (value.length > 200 || /[\u0000-\u001f\u007f]/.test(value)))) {
+    throw new ConfigError(`PORTICO_OPERATOR_CLAIM must be a claim name (letters, digits, "_.:/-") or NAME=VALUE (e.g. portico_operator or groups=portico-operators); got "${raw}"`);
+  }
+  return value === undefined ? { name } : { name, value };
 }
 
 /** REDIS_PREFIX: letters, digits and `:._-`, at most 100 characters; a trailing `:` is dropped (one is put after it). */

@@ -109,6 +109,9 @@ export const ERRORS = {
   model_not_found: { status: 404, portal: 40402, type: 'invalid_request_error', message: 'model not found', zh: '未找到模型' },
   previous_response_not_found: { status: 404, portal: 40403, type: 'invalid_request_error', message: 'previous response not found', zh: '未找到上一个响应' },
   response_not_found: { status: 404, portal: 40404, type: 'invalid_request_error', message: 'response not found', zh: '未找到响应' },
+  user_not_found: { status: 404, portal: 40405, type: 'invalid_request_error', message: 'user not found', zh: '未找到用户' },
+  organization_not_found: { status: 404, portal: 40406, type: 'invalid_request_error', message: 'organization not found', zh: '未找到组织' },
+  operator_not_found: { status: 404, portal: 40407, type: 'invalid_request_error', message: 'operator not found', zh: '未找到运维人员' },
   // 405 / 408 / 409 / 413 / 415 / 431
   /** the request's headers or whole body did not arrive in time (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS) */
   request_timeout: {
@@ -141,6 +144,13 @@ export const ERRORS = {
     type: 'requests',
     message: 'too many requests and WebSocket connections in progress for this API key',
     zh: '此 API 密钥进行中的请求和 WebSocket 连接过多',
+  },
+  budget_exceeded: {
+    status: 429,
+    portal: 42903,
+    type: 'insufficient_quota',
+    message: 'budget exceeded: the spending limit of this period is reached',
+    zh: '超出预算：本周期的消费上限已达到',
   },
   insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent', zh: '额度不足：余额已用完' },
   // 5xx
@@ -311,6 +321,14 @@ export const MESSAGES = {
     en: 'this key was disabled by the operator; it cannot be revoked or restored (delete it instead)',
     zh: '此密钥已被运维人员停用，不能吊销或恢复（可以删除它）',
   },
+  key_operator_scope_operators_only: {
+    en: "permission denied: only an operator of this installation can make a Management API Key with the '{scope}' scope",
+    zh: "权限不足：只有本安装的运维人员才能创建带有 '{scope}' 作用域的管理 API 密钥",
+  },
+  key_operator_scope_personal: {
+    en: 'a Management API Key with the \'{scope}\' scope is personal: omit org_id (or give "default")',
+    zh: '带有 \'{scope}\' 作用域的管理 API 密钥只能是个人密钥：请省略 org_id（或传 "default"）',
+  },
   key_restore_only_revoked: { en: 'only revoked keys can be restored', zh: '只能恢复已吊销的密钥' },
   key_enable_only_disabled: { en: 'only a disabled key can be enabled', zh: '只能启用已停用的密钥' },
   key_failed_checks: {
@@ -339,6 +357,57 @@ export const MESSAGES = {
   key_concurrency_over_default: {
     en: "max_concurrency may be at most {max} (this server's KEY_MAX_CONCURRENCY); a key's owner may lower its limit, not raise it, or give null for the default",
     zh: 'max_concurrency 最多为 {max}（本服务器的 KEY_MAX_CONCURRENCY）；密钥的所有者只能调低其限制，不能调高；传 null 表示使用默认值',
+  },
+  // the operators' API (/v1/admin) and `portico operators`
+  admin_operators_only: {
+    en: 'permission denied: only an operator of this installation can use the admin API',
+    zh: '权限不足：只有本安装的运维人员才能使用管理后台 API',
+  },
+  admin_key_scope_missing: {
+    en: "permission denied: this Management API Key lacks the '{scope}' scope, which the admin API needs",
+    zh: "权限不足：此管理 API 密钥缺少管理后台 API 所需的 '{scope}' 作用域",
+  },
+  admin_key_owner_not_operator: {
+    en: 'permission denied: the owner of this Management API Key is not an operator of this installation (any more)',
+    zh: '权限不足：此管理 API 密钥的所有者（已）不是本安装的运维人员',
+  },
+  admin_user_unknown: { en: "no user '{user}': no key, usage, credits or operator role is recorded for it", zh: "没有用户 '{user}'：没有记录它的密钥、用量、额度或运维角色" },
+  admin_org_unknown: { en: "no organization '{org}': no key, usage, credits or administrator is recorded for it", zh: "没有组织 '{org}'：没有记录它的密钥、用量、额度或管理员" },
+  admin_key_of_other_user: { en: "the key '{key}' is not a key of user '{user}'", zh: "密钥 '{key}' 不是用户 '{user}' 的密钥" },
+  admin_key_revoked: {
+    en: "the key '{key}' is revoked: its owner may restore it, an operator cannot disable or enable it",
+    zh: "密钥 '{key}' 已被吊销：其所有者可以恢复它，运维人员不能停用或启用它",
+  },
+  budget_reached: {
+    en: 'Budget exceeded: the {period} budget of {scope} {target} is {limit} credits and {spent} are spent; it resets at {resets} (UTC).',
+    zh: '超出预算：{scope} {target} 的{period}预算为 {limit} 额度，已花费 {spent}；将于 {resets}（UTC）重置。',
+  },
+  budget_period_daily: { en: 'daily', zh: '每日' },
+  budget_period_weekly: { en: 'weekly', zh: '每周' },
+  budget_period_monthly: { en: 'monthly', zh: '每月' },
+  budget_scope_key: { en: 'key', zh: '密钥' },
+  budget_scope_user: { en: 'user', zh: '用户' },
+  budget_scope_org: { en: 'organization', zh: '组织' },
+  budget_soft_over_limit: { en: 'soft_limit must be below limit', zh: 'soft_limit 必须小于 limit' },
+  budget_webhook_url: { en: 'webhook_url must be an http or https URL', zh: 'webhook_url 必须是 http 或 https 的 URL' },
+  budget_not_found: { en: "no budget '{id}'", zh: "没有预算 '{id}'" },
+  admin_grant_target: { en: 'give user_id (personal credits) or org_id (organization credits), not both', zh: '请提供 user_id（个人额度）或 org_id（组织额度）之一，不能同时提供' },
+  admin_grant_default_org: {
+    en: "org_id 'default' is the personal scope of each user: give user_id to grant a user's personal credits",
+    zh: "org_id 'default' 是每个用户的个人范围：如需发放个人额度，请提供 user_id",
+  },
+  admin_grant_amount: {
+    en: '{field} must be a non-zero number of credits with at most 6 decimals, at most {max} (a negative grant removes credits; a limit is positive); got {amount}',
+    zh: '{field} 必须是非零的额度数，最多 6 位小数，绝对值不超过 {max}（发放额度为负数表示扣除；限额必须为正数）；收到 {amount}',
+  },
+  admin_operator_exists: { en: "user '{user}' is already a recorded operator", zh: "用户 '{user}' 已经是记录在案的运维人员" },
+  admin_operator_not_recorded: {
+    en: "user '{user}' is not a recorded operator (one named by the identity provider's claim stays one until the claim is taken away)",
+    zh: "用户 '{user}' 不是记录在案的运维人员（由身份提供方的声明指定的运维人员，在该声明被撤销前一直保持该身份）",
+  },
+  admin_operator_self: {
+    en: 'you cannot remove your own operator role: another operator (or `portico operators rm` on the server) can',
+    zh: '不能移除自己的运维角色：可由其他运维人员（或在服务器上运行 `portico operators rm`）移除',
   },
   // the {base_url} gate's scopes (api/scopes.ts)
   scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },

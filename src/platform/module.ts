@@ -6,9 +6,11 @@ import type { FastifyInstance } from 'fastify';
  *   config says otherwise (`auth`).
  * - `portal`: under {portal_base_url} (/v1/portal): the portal's error envelope; routes authenticate a portal
  *   user (JWT) unless their config says otherwise.
+ * - `admin`: under /v1/admin: the portal's error envelope; routes authenticate an operator of the installation (an
+ *   operator's JWT or session, or a Management API Key with the operator scope) unless their config says otherwise.
  * - `root`: at /, no authentication of its own (operations, documents, the web page).
  */
-export type RouteGroup = 'root' | 'portal' | 'api';
+export type RouteGroup = 'root' | 'portal' | 'admin' | 'api';
 
 export type RouteRegistrar = (app: FastifyInstance) => void | Promise<void>;
 

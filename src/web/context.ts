@@ -39,7 +39,15 @@ export interface WebContext {
   authenticatePortal(req: FastifyRequest): Promise<UserPrincipal>;
 }
 
-export function createWebContext(d: { web: WebConfig; jwt: JwtVerifier; sessions: SessionService; oidc?: OidcSignIn; page: PageAssets }): WebContext {
+export function createWebContext(d: {
+  web: WebConfig;
+  jwt: JwtVerifier;
+  sessions: SessionService;
+  oidc?: OidcSignIn;
+  page: PageAssets;
+  /** told of each user a session recognizes (the first user of a fresh install becomes an operator) */
+  onSessionUser?: (user: UserPrincipal) => Promise<void>;
+}): WebContext {
   const { web, sessions } = d;
   const httpsOnly = web.publicUrl.startsWith('https:');
   // Secure cookies when people reach Portico over https (PUBLIC_URL, or the request itself); the __Host- prefix
@@ -93,6 +101,7 @@ export function createWebContext(d: { web: WebConfig; jwt: JwtVerifier; sessions
         assertSameOrigin(req);
         if (!csrfMatches(req.headers['x-csrf-token'], session.csrfToken)) throw new AppError('csrf_failed');
       }
+      await d.onSessionUser?.(session.principal);
       return session.principal;
     },
   };

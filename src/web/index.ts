@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import helmet from '@fastify/helmet';
 import cors from '@fastify/cors';
-import type { WebConfig } from '../platform/config.js';
+import type { OperatorClaim, WebConfig } from '../platform/config.js';
 import type { Db } from '../platform/db/index.js';
 import type { JwtVerifier, UserPrincipal } from '../platform/auth/jwt.js';
 import { packageRoot } from '../platform/paths.js';
@@ -24,7 +24,7 @@ import sessionLink from './routes/session-link.js';
 import sessionDelete from './routes/session-delete.js';
 
 export interface WebDeps {
-  config: { web: WebConfig; keyPepper: Buffer; jwt: { orgRolesClaim: string; adminRole: string } };
+  config: { web: WebConfig; keyPepper: Buffer; jwt: { orgRolesClaim: string; adminRole: string; operatorClaim?: OperatorClaim } };
   db: Db;
   /** verifies portal bearer JWTs (scripts keep using them beside the page's session) */
   jwt: JwtVerifier;
@@ -34,6 +34,8 @@ export interface WebDeps {
   log: FastifyBaseLogger;
   /** the built page (default: dist/web under the package root) */
   pageDir?: string;
+  /** told of each user a session recognizes (bearer tokens are told by `jwt`) */
+  onSessionUser?: (user: UserPrincipal) => Promise<void>;
 }
 
 export interface WebModule {
@@ -63,8 +65,9 @@ export function createWebModule(deps: WebDeps): WebModule {
     web,
     jwt: deps.jwt,
     sessions: new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000)),
-    oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper) : undefined,
+    oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper, deps.config.jwt.operatorClaim) : undefined,
     page: loadPageAssets(pageDir),
+    onSessionUser: deps.onSessionUser,
   });
   if (!ctx.page.index) deps.log.warn({ dir: pageDir }, 'the web page is not built (run npm run build); / answers 503 until it is');
   const { httpsOnly } = ctx;
@@ -149,8 +152,8 @@ export function createWebModule(deps: WebDeps): WebModule {
           strictPreflight: true,
         };
         await app.register(cors, {
-          // the plugin's OPTIONS route matches /v1/portal/... too: the portal is for the page on Portico's own origin
-          delegator: (req, cb) => cb(null, req.url.startsWith('/v1/portal') ? { origin: false } : options),
+          // the plugin's OPTIONS route matches /v1/portal/... and /v1/admin/... too: they are for the page on Portico's own origin
+          delegator: (req, cb) => cb(null, /^\/v1\/(portal|admin)(\/|\?|$)/.test(req.url) ? { origin: false } : options),
         });
       },
     },

@@ -1,8 +1,8 @@
 import { createHmac } from 'node:crypto';
 import type * as client from 'openid-client';
 import { EncryptJWT, jwtDecrypt } from 'jose';
-import type { WebConfig } from '../platform/config.js';
-import { orgRolesFromClaims, subjectProblem, type UserPrincipal } from '../platform/auth/jwt.js';
+import type { OperatorClaim, WebConfig } from '../platform/config.js';
+import { operatorFromClaims, orgRolesFromClaims, subjectProblem, type UserPrincipal } from '../platform/auth/jwt.js';
 
 /** What the browser keeps between the redirect to the identity provider and its return (sealed in a cookie). */
 interface Transaction {
@@ -36,6 +36,8 @@ export class OidcSignIn {
     private readonly cfg: NonNullable<WebConfig['oidc']>,
     private readonly orgRolesClaim: string,
     pepper: Buffer,
+    /** PORTICO_OPERATOR_CLAIM: the ID token's claim that makes its user an operator */
+    private readonly operatorClaim?: OperatorClaim,
   ) {
     this.sealKey = createHmac('sha256', pepper).update('portico/web/oidc-transaction/v1').digest();
   }
@@ -113,7 +115,12 @@ export class OidcSignIn {
       const sub = claims?.sub;
       const problem = subjectProblem(sub);
       if (problem) throw new OidcError(`the ID token is refused: ${problem.en}`);
-      return { userId: sub as string, orgRoles: orgRolesFromClaims(claims as Record<string, unknown>, this.orgRolesClaim) };
+      const all = claims as Record<string, unknown>;
+      return {
+        userId: sub as string,
+        orgRoles: orgRolesFromClaims(all, this.orgRolesClaim),
+        ...(operatorFromClaims(all, this.operatorClaim) ? { operator: true as const } : {}),
+      };
     } catch (e) {
       if (e instanceof OidcError) throw e;
       const err = e as { error?: string; error_description?: string; message?: string };

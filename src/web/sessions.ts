@@ -45,6 +45,7 @@ export class SessionService {
       id: digest(value),
       user_id: principal.userId,
       org_roles: principal.orgRoles,
+      operator: principal.operator === true,
       csrf_token: session.csrfToken,
       method,
       created_at: t,
@@ -64,7 +65,11 @@ export class SessionService {
     }
     const roles = typeof row.org_roles === 'string' ? JSON.parse(row.org_roles) : row.org_roles;
     return {
-      principal: { userId: row.user_id, orgRoles: roles && typeof roles === 'object' ? (roles as Record<string, string>) : {} },
+      principal: {
+        userId: row.user_id,
+        orgRoles: roles && typeof roles === 'object' ? (roles as Record<string, string>) : {},
+        ...(row.operator === true ? { operator: true as const } : {}),
+      },
       csrfToken: row.csrf_token,
       method: row.method === 'oidc' ? 'oidc' : 'link',
       createdAt: row.created_at,

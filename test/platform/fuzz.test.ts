@@ -134,6 +134,9 @@ describe('no input breaks any route', () => {
     auth.api = `Bearer ${await t.inferenceKey('fuzzer')}`;
     const mk = await t.app.inject({ method: 'POST', url: '/v1/portal/management/api-keys', headers: { authorization: auth.portal }, payload: { name: 'fuzz' } });
     auth.query = `Bearer ${mk.json().data.api_key}`;
+    // the admin API, as an operator (its routes then run, not only its gate)
+    await t.core.operators.add('fuzz-operator', 'cli', 'test');
+    auth.admin = `Bearer ${await t.token('fuzz-operator')}`;
   });
   after(async () => {
     await t.close();
@@ -155,7 +158,7 @@ describe('no input breaks any route', () => {
         const url =
           route.path.replace(/\{[^}]+\}/g, () => odd[Math.floor(r() * odd.length)]) +
           (r() < 0.5 ? `?page=${q(value(r), 500)}&per_page=${q(value(r), 50)}&stream=${q(value(r), 50)}&limit=${q(value(r), 50)}&order=${q(value(r), 50)}` : '');
-        const group = route.path.startsWith('/v1/portal/query') ? 'query' : route.path.startsWith('/v1/portal') ? 'portal' : 'api';
+        const group = route.path.startsWith('/v1/portal/query') ? 'query' : route.path.startsWith('/v1/portal') ? 'portal' : route.path.startsWith('/v1/admin') ? 'admin' : 'api';
         const headers: Record<string, string> = {
           authorization:
             r() < 0.9
@@ -174,7 +177,7 @@ describe('no input breaks any route', () => {
         assert.ok(res.statusCode < 500 || res.statusCode === 502 || res.statusCode === 503, where);
         if (res.statusCode >= 400) {
           const e = res.json();
-          if (url.startsWith('/v1/portal')) {
+          if (url.startsWith('/v1/portal') || url.startsWith('/v1/admin')) {
             assert.equal(typeof e.meta?.code, 'number', where);
             assert.notEqual(e.meta.code, 0, where);
             assert.equal(typeof e.meta.request_id, 'string', where);

@@ -50,14 +50,14 @@ for (const db of testDatabases()) {
       for (const p of ['/', '/keys', '/assets/{file}', '/auth/oidc/login', '/auth/oidc/callback']) assert.equal(doc.paths[p], undefined, p);
       assert.ok(doc.components.securitySchemes.portalJwt);
       assert.ok(doc.components.securitySchemes.apiKey);
-      // every operation declares its error shape: the envelope on the portal, the OpenAI object under /v1
+      // every operation declares its error shape: the envelope on the portal and the admin API, the OpenAI object under /v1
       for (const [path, ops] of Object.entries<Record<string, any>>(doc.paths)) {
         if (!path.startsWith('/v1')) continue;
         for (const [method, op] of Object.entries<any>(ops)) {
           for (const status of ['4XX', '5XX']) {
             const schema = op.responses?.[status]?.content?.['application/json']?.schema;
             assert.ok(schema, `${method.toUpperCase()} ${path} declares ${status}`);
-            if (path.startsWith('/v1/portal')) assert.deepEqual(Object.keys(schema.properties).sort(), ['data', 'meta'], `${path} ${status}`);
+            if (path.startsWith('/v1/portal') || path.startsWith('/v1/admin')) assert.deepEqual(Object.keys(schema.properties).sort(), ['data', 'meta'], `${path} ${status}`);
             else assert.deepEqual(Object.keys(schema.properties.error.properties).sort(), ['code', 'message', 'param', 'type'], `${path} ${status}`);
           }
         }

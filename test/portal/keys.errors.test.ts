@@ -235,12 +235,12 @@ for (const db of testDatabases()) {
     test('scopes: unknown values and repeats -> 400 naming the item and listing the allowed values of that kind of key (en, zh)', async () => {
       const u = await t.token('scope-words');
       let b = assertPortalError(await create({ name: 's', scopes: ['usage.read'] }, u), 400, undefined, 40000);
-      assert.equal(b.meta.message, "Invalid value for 'scopes[0]': 'usage.read' is not a scope of Management API Keys. Allowed values: 'usage:read', 'balance:read'.");
+      assert.equal(b.meta.message, "Invalid value for 'scopes[0]': 'usage.read' is not a scope of Management API Keys. Allowed values: 'usage:read', 'balance:read', 'admin'.");
       assert.equal(b.meta.detail, 'invalid_value');
       b = assertPortalError(
         await create({ name: 's', scopes: ['balance:read', 'usage:read', 'usage:read'] }, u),
         400,
-        /'scopes\[2\]': 'usage:read' is listed twice\. Allowed values: 'usage:read', 'balance:read'\./,
+        /'scopes\[2\]': 'usage:read' is listed twice\. Allowed values: 'usage:read', 'balance:read', 'admin'\./,
         40000,
       );
       // an inference-key scope on a Management API Key, and the other way round
@@ -255,7 +255,7 @@ for (const db of testDatabases()) {
       assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['model:x', 'model:x'] }), 400, /listed twice/, 40000);
       b = assertPortalError(await create({ name: 's', scopes: ['usage.read'] }, u), 400, undefined, 40000);
       const zh = (await call('POST', MGMT, u, { name: 's', scopes: ['usage.read'] }, { 'accept-language': 'zh-CN' })).json();
-      assert.equal(zh.meta.message, "'scopes[0]' 的值无效：'usage.read' 不是管理 API 密钥的作用域。允许的值：'usage:read'、'balance:read'。");
+      assert.equal(zh.meta.message, "'scopes[0]' 的值无效：'usage.read' 不是管理 API 密钥的作用域。允许的值：'usage:read'、'balance:read'、'admin'。");
       // nothing was made; every allowed value is accepted
       assert.equal(assertOk(await call('GET', MGMT, u)).total, 0);
       assert.deepEqual(assertOk(await create({ name: 's', scopes: ['usage:read', 'balance:read'] }, u)).scopes, ['usage:read', 'balance:read']);

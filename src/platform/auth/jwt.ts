@@ -1,7 +1,7 @@
 import { SignJWT, createRemoteJWKSet, jwtVerify, errors, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { AppError, msg, type Texts } from '../errors.js';
 import { codePoints } from '../code-points.js';
-import type { Config } from '../config.js';
+import type { Config, OperatorClaim } from '../config.js';
 
 /** Where the verifier reports an identity provider it cannot reach (pino's logger fits). */
 export interface JwtLog {
@@ -15,6 +15,11 @@ export interface UserPrincipal {
   orgRoles: Record<string, string>;
   /** when the token that says so was issued (Unix seconds), if it says */
   issuedAt?: number;
+  /**
+   * the token's claim makes the user an operator of the installation (PORTICO_OPERATOR_CLAIM); absent: it does
+   * not say so (the user may still be one by `portico operators add`, which the operators service knows)
+   */
+  operator?: true;
 }
 
 export const DEFAULT_ORG = 'default';
@@ -102,7 +107,12 @@ export function createJwtVerifier(jwt: Config['jwt'], log?: JwtLog): JwtVerifier
       }
       const problem = subjectProblem(payload.sub);
       if (problem) throw new AppError('invalid_token', msg('token_bad_subject', { problem }));
-      return { userId: payload.sub!, orgRoles: orgRolesFromClaims(payload, jwt.orgRolesClaim), issuedAt: typeof payload.iat === 'number' ? payload.iat : undefined };
+      return {
+        userId: payload.sub!,
+        orgRoles: orgRolesFromClaims(payload, jwt.orgRolesClaim),
+        issuedAt: typeof payload.iat === 'number' ? payload.iat : undefined,
+        ...(operatorFromClaims(payload, jwt.operatorClaim) ? { operator: true as const } : {}),
+      };
     },
   };
 }
@@ -118,6 +128,18 @@ export function orgRolesFromClaims(claims: Record<string, unknown>, claim: strin
     }
   }
   return orgRoles;
+}
+
+/**
+ * Whether a token's claims make its user an operator (PORTICO_OPERATOR_CLAIM): `NAME` wants the claim true (or the
+ * string "true"); `NAME=VALUE` wants the claim VALUE, or a list holding VALUE (a groups claim). Unset: never.
+ */
+export function operatorFromClaims(claims: Record<string, unknown>, spec: OperatorClaim | undefined): boolean {
+  if (!spec) return false;
+  const v = claims[spec.name];
+  if (spec.value === undefined) return v === true || v === 'true';
+  if (Array.isArray(v)) return v.some((x) => x === spec.value);
+  return v === spec.value;
 }
 
 export function isOrgAdmin(p: UserPrincipal, orgId: string, adminRole: string): boolean {
@@ -137,9 +159,18 @@ export function parseTtl(ttl: string): number {
 /** Mints an HS256 token (the `portico token` command and tests). */
 export async function signToken(
   secret: Uint8Array,
-  opts: { userId: string; orgRoles?: Record<string, string>; ttlSeconds?: number; issuer?: string; audience?: string; claim?: string },
+  opts: {
+    userId: string;
+    orgRoles?: Record<string, string>;
+    ttlSeconds?: number;
+    issuer?: string;
+    audience?: string;
+    claim?: string;
+    /** other claims the token carries (an operator claim, groups) */
+    claims?: Record<string, unknown>;
+  },
 ): Promise<string> {
-  const jwt = new SignJWT({ [opts.claim ?? 'org_roles']: opts.orgRoles ?? {} })
+  const jwt = new SignJWT({ ...opts.claims, [opts.claim ?? 'org_roles']: opts.orgRoles ?? {} })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(opts.userId)
     .setIssuedAt()

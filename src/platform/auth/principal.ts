@@ -12,3 +12,10 @@ export interface KeyPrincipal {
   /** requests and open WebSockets at once on one instance (null = KEY_MAX_CONCURRENCY, 0 = unlimited) */
   maxConcurrency: number | null;
 }
+
+/** Who calls an operator route (/v1/admin): an operator, by their token or session, or by their Management API Key. */
+export interface OperatorPrincipal {
+  userId: string;
+  /** the Management API Key used (its id), when the call was made with one */
+  keyId?: string;
+}

@@ -197,4 +197,61 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('api_keys').addColumn('max_concurrency', 'integer').execute();
     },
   },
+  '0012_operators_audit': {
+    async up(db: Kysely<any>) {
+      // who operates the installation besides those a token's claim names (PORTICO_OPERATOR_CLAIM): added by
+      // `portico operators add`, by another operator, or the first user of a fresh embedded install
+      await db.schema
+        .createTable('operators')
+        .addColumn('user_id', 'text', (c) => c.primaryKey())
+        .addColumn('source', 'text', (c) => c.notNull().check(sql`source in ('cli', 'api', 'first_user', 'claim')`))
+        .addColumn('added_by', 'text', (c) => c.notNull().defaultTo(''))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      // every change an operator makes (the admin API, the operator commands): who, what, when, before and after
+      await db.schema
+        .createTable('audit_log')
+        .addColumn('id', 'bigserial', (c) => c.primaryKey())
+        .addColumn('at', 'bigint', (c) => c.notNull())
+        .addColumn('actor', 'text', (c) => c.notNull())
+        .addColumn('actor_key_id', 'text')
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('target', 'text', (c) => c.notNull())
+        .addColumn('before', 'jsonb')
+        .addColumn('after', 'jsonb')
+        .addColumn('request_id', 'text')
+        .execute();
+      await db.schema.createIndex('audit_log_at').on('audit_log').columns(['at', 'id']).execute();
+      await db.schema.createIndex('audit_log_actor').on('audit_log').columns(['actor', 'at']).execute();
+      await db.schema.createIndex('audit_log_action').on('audit_log').columns(['action', 'at']).execute();
+      // a session signed in through the identity provider keeps whether its ID token named an operator
+      await db.schema
+        .alterTable('web_sessions')
+        .addColumn('operator', 'boolean', (c) => c.notNull().defaultTo(false))
+        .execute();
+      // an installation that already has users is not fresh: its next user to sign in does not become an operator
+      await sql`insert into settings (key, value)
+        select 'first_operator', '' where exists (select 1 from api_keys) or exists (select 1 from usage_records) or exists (select 1 from credit_grants)
+        on conflict (key) do nothing`.execute(db);
+    },
+  },
+  '0013_budgets': {
+    async up(db: Kysely<any>) {
+      // spending limits an operator sets per key, user or organization, for a period that resets (the admin API)
+      await db.schema
+        .createTable('budgets')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('scope', 'text', (c) => c.notNull().check(sql`scope in ('key', 'user', 'org')`))
+        .addColumn('target', 'text', (c) => c.notNull())
+        .addColumn('period', 'text', (c) => c.notNull().check(sql`period in ('daily', 'weekly', 'monthly')`))
+        .addColumn('limit_micros', 'bigint', (c) => c.notNull())
+        .addColumn('soft_micros', 'bigint')
+        .addColumn('webhook_url', 'text')
+        .addColumn('created_by', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addUniqueConstraint('budgets_scope_target_period', ['scope', 'target', 'period'])
+        .execute();
+    },
+  },
 };

@@ -103,6 +103,8 @@ export interface WebSessionTable {
   csrf_token: string;
   /** link | oidc */
   method: string;
+  /** the ID token's claim made the user an operator (PORTICO_OPERATOR_CLAIM), as at sign-in */
+  operator: boolean;
   created_at: number;
   expires_at: number;
 }
@@ -124,7 +126,53 @@ export interface OrgAdminTable {
   updated_at: number;
 }
 
+/** Operators of the installation recorded in the database (besides those a token's claim names). */
+export interface OperatorTable {
+  user_id: string;
+  /** cli (`portico operators add`), api (another operator), first_user (a fresh embedded install), claim (seen with PORTICO_OPERATOR_CLAIM) */
+  source: 'cli' | 'api' | 'first_user' | 'claim';
+  /** who added them (a user id, or `cli`) */
+  added_by: string;
+  created_at: number;
+}
+
+/** One change made by an operator: who, what, when, the record before and after (never a secret). */
+export interface AuditLogTable {
+  id: Generated<string>;
+  at: number;
+  /** the operator's user id (`cli` for an operator command) */
+  actor: string;
+  /** the Management API Key the change was made with (null: a token, a session or the CLI) */
+  actor_key_id: string | null;
+  action: string;
+  /** what was changed: a user id, an organization id, a key id */
+  target: string;
+  before: unknown;
+  after: unknown;
+  request_id: string | null;
+}
+
+/** A spending limit per key, user or organization for a period that resets (UTC days, ISO weeks, months). */
+export interface BudgetTable {
+  id: string;
+  scope: 'key' | 'user' | 'org';
+  /** a key id, a user id or an organization id */
+  target: string;
+  period: 'daily' | 'weekly' | 'monthly';
+  /** past it, requests are refused until the period resets */
+  limit_micros: number;
+  /** past it, a warning: a log line and the webhook (null: none) */
+  soft_micros: number | null;
+  webhook_url: string | null;
+  created_by: string;
+  created_at: number;
+  updated_at: number;
+}
+
 export interface Database {
+  budgets: BudgetTable;
+  operators: OperatorTable;
+  audit_log: AuditLogTable;
   org_admins: OrgAdminTable;
   web_sessions: WebSessionTable;
   web_sign_in_links: WebSignInLinkTable;

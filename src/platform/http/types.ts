@@ -1,6 +1,6 @@
 import type {} from 'fastify';
 import type { UserPrincipal } from '../auth/jwt.js';
-import type { KeyPrincipal } from '../auth/principal.js';
+import type { KeyPrincipal, OperatorPrincipal } from '../auth/principal.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -9,6 +9,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** portal caller (JWT) */
     user?: UserPrincipal;
+    /** /v1/admin caller (an operator) */
+    operator?: OperatorPrincipal;
     /** {base_url} caller (inference key) */
     apiKey?: KeyPrincipal;
     /** what the request did (model, deployment, tokens, upstream latency...): filled by the services, read by the request log line */
@@ -19,10 +21,11 @@ declare module 'fastify' {
     scope?: string;
     /**
      * Who may call the route (default: `key` under {base_url}, `user` under {portal_base_url}):
-     * `key` an inference key, `user` a portal user (JWT), `own` the handler authenticates itself (the query
-     * APIs take a Management API Key or a JWT), `none` anyone.
+     * `key` an inference key, `user` a portal user (JWT), `operator` an operator of the installation (the default
+     * under /v1/admin), `own` the handler authenticates itself (the query APIs take a Management API Key or a JWT),
+     * `none` anyone.
      */
-    auth?: 'key' | 'user' | 'own' | 'none';
+    auth?: 'key' | 'user' | 'operator' | 'own' | 'none';
     /**
      * The route's service reserves each request's worst case itself (src/api/admission.ts: the balance and the
      * TPM window, once it knows the model and the most output): the gate then counts only the request (RPM)

@@ -12,6 +12,11 @@ import type { KeyKind } from '../../platform/auth/api-key-format.js';
  */
 /** Management API Key scopes: one per query API. */
 export const QUERY_SCOPES = { usage: 'usage:read', balance: 'balance:read' } as const;
+/**
+ * The Management API Key scope of the operators' API (/v1/admin): only an operator may make a key with it, and the key
+ * works there only while its owner is an operator. A key made without scopes does not have it.
+ */
+export const OPERATOR_SCOPE = 'admin';
 /** an inference-key scope that opens no endpoint family: listing the models is open to every key anyway */
 export const MODELS_SCOPE = 'models';
 
@@ -24,7 +29,7 @@ export function endpointScopes(routeScopes: readonly string[]): string[] {
 }
 
 export function allowedScopes(kind: KeyKind, routeScopes: readonly string[]): string[] {
-  return kind === 'management' ? Object.values(QUERY_SCOPES) : [...endpointScopes(routeScopes), '*', 'model:NAME'];
+  return kind === 'management' ? [...Object.values(QUERY_SCOPES), OPERATOR_SCOPE] : [...endpointScopes(routeScopes), '*', 'model:NAME'];
 }
 
 /** Refuses unknown and repeated scopes with a 400 that lists the allowed values (in English and Chinese). */

@@ -3,7 +3,7 @@ import { AppError, msg } from '../../platform/errors.js';
 import { DEFAULT_ORG, isOrgAdmin, type UserPrincipal } from '../../platform/auth/jwt.js';
 import { displayOf, displayParts, generateApiKey, keyDigest, type KeyKind } from '../../platform/auth/api-key-format.js';
 import type { KeyRow, KeyStore } from './store.js';
-import { assertScopes } from './scopes.js';
+import { assertScopes, OPERATOR_SCOPE } from './scopes.js';
 
 /** The key record of spec section 2.2, as the portal shows it. */
 export interface KeyRecord {
@@ -97,9 +97,24 @@ export class KeyService {
     for (const l of this.listeners) l({ id: row.id, digest: row.digest, kind: this.kind, what });
   }
 
+  private mayHoldOperatorScope?: (user: UserPrincipal) => Promise<boolean>;
+  /**
+   * Who may make a Management API Key with the operator scope (an operator: the operators service answers); until
+   * it is told, no one may.
+   */
+  guardOperatorScope(may: (user: UserPrincipal) => Promise<boolean>) {
+    this.mayHoldOperatorScope = may;
+  }
+
   async create(user: UserPrincipal, input: CreateKeyInput): Promise<CreatedKeyRecord> {
     assertScopes(this.kind, input.scopes ?? [], this.declaredRouteScopes);
     const orgId = input.org_id === undefined || input.org_id === '' ? DEFAULT_ORG : input.org_id;
+    if (this.kind === 'management' && input.scopes?.includes(OPERATOR_SCOPE)) {
+      if (!this.mayHoldOperatorScope || !(await this.mayHoldOperatorScope(user))) {
+        throw new AppError('permission_denied', msg('key_operator_scope_operators_only', { scope: OPERATOR_SCOPE }), 'scopes');
+      }
+      if (orgId !== DEFAULT_ORG) throw new AppError('validation_error', msg('key_operator_scope_personal', { scope: OPERATOR_SCOPE }), 'org_id', { detail: 'invalid_value' });
+    }
     if (orgId !== DEFAULT_ORG && !isOrgAdmin(user, orgId, this.adminRole)) {
       throw new AppError('permission_denied', msg('key_org_admin_required'), 'org_id');
     }

@@ -1,0 +1,13 @@
+import type { FastifyRequest } from 'fastify';
+import type { Actor, AdminService } from './service.js';
+
+/** What the operators' routes share (./routes/<endpoint>.ts). */
+export interface AdminContext {
+  service: AdminService;
+}
+
+/** the operator the gate recognized, and the request, as the audit log records them */
+export function actorOf(req: FastifyRequest): Actor {
+  const op = req.operator!;
+  return { userId: op.userId, keyId: op.keyId, requestId: req.id };
+}

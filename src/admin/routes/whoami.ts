@@ -1,0 +1,20 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { envelope, ok } from '../../platform/http/portal-envelope.js';
+import type { AdminContext } from '../context.js';
+
+/** GET /v1/admin/whoami: whether the caller is an operator (200), and by what (the page asks before it shows the console). */
+export default function (app: FastifyInstance, _ctx: AdminContext) {
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    '/whoami',
+    {
+      schema: {
+        tags: ['Admin'],
+        summary: 'The operator calling (403 for anyone who is not one)',
+        response: { 200: envelope(Type.Object({ user_id: Type.String(), key_id: Type.Union([Type.String(), Type.Null()]) })) },
+      },
+    },
+    async (req) => ok(req, { user_id: req.operator!.userId, key_id: req.operator!.keyId ?? null }),
+  );
+}

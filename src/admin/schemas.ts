@@ -1,0 +1,215 @@
+import { Type } from 'typebox';
+import { KeyRecordSchema } from '../portal/keys/schemas.js';
+
+const MAX_UNIX = 253402300799;
+/** a user or organization id as tokens carry it (src/platform/auth/jwt.ts, MAX_SUBJECT) */
+export const Id = (description: string) => Type.String({ minLength: 1, maxLength: 255, description });
+
+export const PageQuery = {
+  page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+  per_page: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+};
+
+export const SearchQuery = Type.Object(
+  { ...PageQuery, search: Type.Optional(Type.String({ maxLength: 255, description: 'ids that contain this text (case-insensitive)' })) },
+  { additionalProperties: false },
+);
+
+const Keys = Type.Object(
+  { total: Type.Integer(), active: Type.Integer(), disabled: Type.Integer() },
+  { description: 'keys not deleted (both kinds), and how many are active and disabled' },
+);
+const Balance = Type.Object(
+  { granted: Type.Number(), used: Type.Number(), balance: Type.Number() },
+  { description: 'credits: a user their personal ones (the default organization), an organization its shared ones' },
+);
+const Period = Type.Object(
+  { start_time: Type.Integer({ description: 'the first second of this calendar month (UTC)' }), requests: Type.Integer(), tokens: Type.Integer(), cost: Type.Number() },
+  { description: 'usage since start_time: a user every record they made (personal and organization keys), an organization every record of its keys' },
+);
+
+export const UserSummary = Type.Object({
+  user_id: Type.String(),
+  operator: Type.Boolean({ description: 'recorded as an operator (a claim of the identity provider may make others operators too)' }),
+  keys: Keys,
+  balance: Balance,
+  period: Period,
+  last_activity: Type.Integer({ description: 'Unix seconds of the latest usage record or key use; 0 = none' }),
+});
+
+export const AdminKeySchema = Type.Object({
+  ...KeyRecordSchema.properties,
+  kind: Type.Union([Type.Literal('management'), Type.Literal('inference')]),
+  user_id: Type.String(),
+});
+
+export const OperatorSchema = Type.Object({
+  user_id: Type.String(),
+  source: Type.Union([Type.Literal('cli'), Type.Literal('api'), Type.Literal('first_user'), Type.Literal('claim')]),
+  added_by: Type.String(),
+  created_at: Type.Integer(),
+});
+
+export const UserDetail = Type.Object({
+  ...UserSummary.properties,
+  operator_record: Type.Union([OperatorSchema, Type.Null()]),
+  admin_orgs: Type.Array(Type.String(), { description: 'organizations whose keys the user made as a recorded administrator' }),
+  api_keys: Type.Array(AdminKeySchema),
+});
+
+export const OrgSummary = Type.Object({
+  org_id: Type.String(),
+  members: Type.Integer({ description: 'users who made keys in it, used it or administer it' }),
+  admins: Type.Integer(),
+  keys: Keys,
+  balance: Balance,
+  period: Period,
+  last_activity: Type.Integer(),
+});
+
+export const OrgDetail = Type.Object({ ...OrgSummary.properties, api_keys: Type.Array(AdminKeySchema) });
+
+export const Paged = <T extends object>(item: T) => Type.Object({ list: Type.Array(item as never), total: Type.Integer(), page: Type.Integer(), per_page: Type.Integer() });
+
+export const KeyChangeBody = Type.Object(
+  { api_key_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'one key of the user; omitted: every key of the user' })) },
+  { additionalProperties: false },
+);
+
+export const KeyChangeAnswer = Type.Object({
+  user_id: Type.String(),
+  api_keys: Type.Array(AdminKeySchema, { description: 'the keys now in the state asked' }),
+  failed: Type.Array(Type.Object({ id: Type.String(), error: Type.String(), message: Type.String() }), { description: 'keys that could not be changed, and why' }),
+});
+
+export const GrantBody = Type.Object(
+  {
+    user_id: Type.Optional(Id("a user's personal credits")),
+    org_id: Type.Optional(Id("an organization's credits (shared by its members' organization keys)")),
+    amount: Type.Number({ description: 'credits: positive grants, negative removes; at most 6 decimals' }),
+    note: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+
+const BalanceAnswer = Type.Object({ granted: Type.Number(), used: Type.Number(), balance: Type.Number(), currency: Type.String() });
+export const GrantAnswer = Type.Object({
+  user_id: Type.Optional(Type.String()),
+  org_id: Type.Optional(Type.String()),
+  amount: Type.Number(),
+  note: Type.String(),
+  balance: BalanceAnswer,
+});
+
+export const AuditQuery = Type.Object(
+  {
+    ...PageQuery,
+    actor: Type.Optional(Id('the operator who made the change (`cli` for an operator command)')),
+    action: Type.Optional(Type.String({ maxLength: 100, description: 'credits.grant, credits.remove, key.disable, key.enable, operator.add, operator.remove' })),
+    target: Type.Optional(Type.String({ maxLength: 300 })),
+    start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX })),
+    end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX })),
+  },
+  { additionalProperties: false },
+);
+
+export const AuditSchema = Type.Object({
+  id: Type.String(),
+  at: Type.Integer(),
+  actor: Type.String(),
+  actor_key_id: Type.Union([Type.String(), Type.Null()]),
+  action: Type.String(),
+  target: Type.String(),
+  before: Type.Unknown({ description: 'the record before the change (null: there was none)' }),
+  after: Type.Unknown({ description: 'the record after the change (null: it is gone)' }),
+  request_id: Type.Union([Type.String(), Type.Null()]),
+});
+
+/** the filters of the ledger's reads (usage, requests, CSV) */
+export const LedgerQuery = {
+  start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX, description: 'Unix seconds, inclusive; default 30 days before end_time' })),
+  end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX, description: 'Unix seconds, exclusive; default now' })),
+  user_id: Type.Optional(Id('only this user')),
+  org_id: Type.Optional(Id('only this organization (`default`: personal keys)')),
+  key_id: Type.Optional(Type.String({ maxLength: 100, description: 'only this key' })),
+  model: Type.Optional(Type.String({ maxLength: 200 })),
+  deployment: Type.Optional(Type.String({ maxLength: 200 })),
+  operation: Type.Optional(Type.String({ maxLength: 100 })),
+  request_id: Type.Optional(Type.String({ maxLength: 200 })),
+};
+
+export const GROUPS = ['day', 'model', 'key', 'operation', 'user', 'org', 'deployment'] as const;
+const groupList = GROUPS.join('|');
+
+export const UsageQuery = Type.Object(
+  {
+    ...LedgerQuery,
+    group_by: Type.Optional(
+      Type.String({
+        pattern: `^(${groupList})(,(${groupList}))*$`,
+        description: `comma list of ${GROUPS.join(', ')}; default key`,
+        'x-expected': `a comma-separated list of ${GROUPS.map((g) => `'${g}'`).join(', ')} (for example key,day)`,
+        'x-expected-zh': `以逗号分隔的 ${GROUPS.map((g) => `'${g}'`).join('、')} 列表（例如 key,day）`,
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const RequestsQuery = Type.Object({ ...LedgerQuery, ...PageQuery }, { additionalProperties: false });
+export const RequestsCsvQuery = Type.Object(
+  { ...LedgerQuery, limit: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'the most rows, newest first' }) },
+  { additionalProperties: false },
+);
+
+export const RequestSchema = Type.Object({
+  id: Type.String(),
+  request_id: Type.String(),
+  created_at: Type.Integer(),
+  user_id: Type.String(),
+  org_id: Type.String(),
+  key_id: Type.String(),
+  model: Type.String(),
+  deployment: Type.Union([Type.String(), Type.Null()]),
+  operation: Type.String(),
+  input_tokens: Type.Integer(),
+  output_tokens: Type.Integer(),
+  cached_tokens: Type.Integer(),
+  characters: Type.Integer(),
+  audio_seconds: Type.Number(),
+  cost: Type.Number(),
+});
+
+export const UserParams = Type.Object({ user_id: Id('the user') }, { additionalProperties: false });
+export const OrgParams = Type.Object({ org_id: Id('the organization') }, { additionalProperties: false });
+
+export const BudgetBody = Type.Object(
+  {
+    scope: Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('org')]),
+    target: Id('the key id, user id or organization id'),
+    period: Type.Union([Type.Literal('daily'), Type.Literal('weekly'), Type.Literal('monthly')], {
+      description: 'resets at 00:00 UTC: each day, each Monday, the first of each month',
+    }),
+    limit: Type.Number({ description: 'credits spent in the period past which requests are refused' }),
+    soft_limit: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'credits past which a warning is logged and the webhook told (once per period)' })),
+    webhook_url: Type.Optional(Type.Union([Type.String({ maxLength: 2000 }), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+
+export const BudgetSchema = Type.Object({
+  id: Type.String(),
+  scope: Type.String(),
+  target: Type.String(),
+  period: Type.String(),
+  limit: Type.Number(),
+  soft_limit: Type.Union([Type.Number(), Type.Null()]),
+  webhook_url: Type.Union([Type.String(), Type.Null()]),
+  created_by: Type.String(),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+});
+
+export const BudgetListSchema = Type.Object({
+  list: Type.Array(Type.Object({ ...BudgetSchema.properties, period_start: Type.Integer(), resets_at: Type.Integer(), spent: Type.Number() })),
+});
