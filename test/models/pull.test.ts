@@ -455,7 +455,7 @@ describe('resume', () => {
     const stalls: string[] = [];
     try {
       await refused(
-        pullModel('hf:acme/Big-GGUF', opts(dir, { stallMs: 800, stallRetries: 1, onEvent: (e) => e.type === 'stalled' && stalls.push(JSON.stringify(e)) })),
+        pullModel('hf:acme/Big-GGUF', opts(dir, { stallMs: 800, onEvent: (e) => e.type === 'stalled' && stalls.push(JSON.stringify(e)) })),
         'interrupted',
         /stalled|no answer/,
       );
