@@ -5,7 +5,7 @@
 import type { Static } from 'typebox';
 import type { CreatedKeyRecordSchema, CreateKeyBody, KeyListSchema, KeyRecordSchema, UpdateKeyBody } from '../../src/portal/keys/schemas.js';
 import type { MeSchema } from '../../src/portal/me/schemas.js';
-import type { BalanceSchema } from '../../src/portal/query/schemas.js';
+import type { BalanceSchema, UsageReportSchema } from '../../src/portal/query/schemas.js';
 import type { SessionSchema, SignInMethodsSchema } from '../../src/web/schemas.js';
 
 export class ApiError extends Error {
@@ -102,6 +102,9 @@ export type CreateKeyRequest = Static<typeof CreateKeyBody>;
 export type UpdateKeyRequest = Static<typeof UpdateKeyBody>;
 /** GET /query/balance */
 export type Balance = Static<typeof BalanceSchema>;
+/** GET /query/usage: the usage report; its rows carry the columns named in `group_by` */
+export type UsageReport = Static<typeof UsageReportSchema>;
+export type UsageRow = UsageReport['list'][number];
 
 export type KeyKind = 'api_keys' | 'management_api_keys';
 export const KEY_PATH: Record<KeyKind, string> = { api_keys: '/api-keys', management_api_keys: '/management/api-keys' };

@@ -71,3 +71,11 @@ export function formatDate(lang: Lang, unix: number, withTime = false): string {
 export function formatNumber(lang: Lang, n: number, digits = 0): string {
   return new Intl.NumberFormat(lang === 'zh' ? 'zh-CN' : 'en-US', { maximumFractionDigits: digits }).format(n);
 }
+
+const dayFormats = new Map<Lang, Intl.DateTimeFormat>();
+/** A UTC day (YYYY-MM-DD) as a short date without a clock time: "20 Nov", "11月20日". */
+export function formatDay(lang: Lang, day: string): string {
+  let f = dayFormats.get(lang);
+  if (!f) dayFormats.set(lang, (f = new Intl.DateTimeFormat(lang === 'zh' ? 'zh-CN' : 'en-GB', { month: 'short', day: 'numeric', timeZone: 'UTC' })));
+  return f.format(new Date(`${day}T00:00:00Z`));
+}

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import type { UserPrincipal } from '../../platform/auth/jwt.js';
 import type { ModelRegistry } from '../../models/registry.js';
+import type { ModelSpec } from '../../models/config.js';
 import type { KeyService } from '../keys/service.js';
 import { QUERY_SCOPES } from '../query/routes.js';
 import { MeSchema } from './schemas.js';
@@ -14,6 +15,8 @@ export interface MeDeps {
   inferenceKeys: KeyService;
   models: ModelRegistry;
   adminRole: string;
+  /** the voices a speech model speaks (the audio feature knows them; the runtime hands them down) */
+  voices?: (model: ModelSpec) => readonly string[];
 }
 
 /**
@@ -37,7 +40,7 @@ export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
     },
     async (req) => {
       const user = await deps.authenticate(req);
-      const models = deps.models.list().map((m) => ({ id: m.name, type: m.type }));
+      const models = deps.models.list().map((m) => ({ id: m.name, type: m.type, ...(m.type === 'speech' && deps.voices ? { voices: [...deps.voices(m)] } : {}) }));
       const [inference, management] = await Promise.all([deps.inferenceKeys.activeSummary(user), deps.managementKeys.activeSummary(user)]);
       return ok(req, {
         user_id: user.userId,

@@ -9,7 +9,7 @@ import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier, type UserPrincipal } from '.
 import type { KeyVerifier } from '../keys/verifier.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope, GroupBy } from '../usage/store.js';
-import { BalanceSchema } from './schemas.js';
+import { BalanceSchema, UsageReportSchema } from './schemas.js';
 import type { FeatureModule } from '../../platform/module.js';
 import { QUERY_SCOPES } from '../keys/scopes.js';
 
@@ -69,7 +69,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
             group_by: Type.Optional(
               Type.String({
                 pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$',
-                description: 'comma list of day, model, key, operation; default day,model',
+                description: 'comma list of day, model, key, operation; default day,model. With key, each row also names the key (key_name, key_deleted)',
                 'x-expected': "a comma-separated list of 'day', 'model', 'key', 'operation' (for example day,model)",
                 'x-expected-zh': "以逗号分隔的 'day'、'model'、'key'、'operation' 列表（例如 day,model）",
               }),
@@ -79,7 +79,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
           },
           { additionalProperties: false },
         ),
-        response: { 200: envelope(Type.Any()) },
+        response: { 200: envelope(UsageReportSchema) },
       },
     },
     async (req) => {
