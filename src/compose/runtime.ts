@@ -295,7 +295,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       managementKeys: core.keys.management,
       inferenceKeys: core.keys.inference,
       models,
-      voices: voicesOf,
+      voices: (m) => (m.type === 'speech' ? voicesOf(m) : undefined),
       log,
     });
     closing(() => web.close());

@@ -33,7 +33,7 @@ export interface WebDeps {
   inferenceKeys: KeyService;
   models: ModelRegistry;
   /** the voices a speech model speaks (GET /me lists them for the playground) */
-  voices?: (model: ModelSpec) => readonly string[];
+  voices?: (model: ModelSpec) => readonly string[] | undefined;
   log: FastifyBaseLogger;
   /** the built page (default: dist/web under the package root) */
   pageDir?: string;

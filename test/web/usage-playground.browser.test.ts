@@ -287,6 +287,8 @@ describe('usage per key and the playground in Chromium', () => {
     const count = Number(/\((\d+)\)/.exec(summary)![1]);
     assert.ok(count >= N + 3, summary);
     await page.getByText(/^Raw events \(\d+\)$/).click();
+    // the box is filled when it opens (its toggle event)
+    await page.waitForFunction((n) => document.querySelector('#text-events')!.textContent!.trimEnd().split('\n').length === n, count);
     const lines = (await page.locator('#text-events').textContent())!.trimEnd().split('\n');
     assert.equal(lines.length, count);
     assert.equal(lines.filter((l) => l.includes('"type":"response.output_text.delta"')).length, N);
@@ -333,6 +335,69 @@ describe('usage per key and the playground in Chromium', () => {
     await screenshot(page, 'playground-zh', true);
     await page.getByLabel('语言').selectOption('en');
     await page.getByRole('heading', { name: 'Playground' }).waitFor();
+    assert.deepEqual(a11y, []);
+  });
+
+  test('errors in plain words, in English and Chinese: a lost connection, a gateway, a server message’s category, an expired session', async () => {
+    await page.getByRole('link', { name: 'Playground' }).click();
+    await page.getByRole('heading', { name: 'Playground' }).waitFor();
+    const alert = page.locator('#play-text').getByRole('alert');
+    const sendWith = async (text: string) => {
+      await page.locator('#text-input').fill(text);
+      await page.locator('#text-send').click();
+    };
+    for (const lang of ['en', 'zh'] as const) {
+      const en = lang === 'en';
+      if (!en) {
+        await page.getByLabel('Language').selectOption('zh');
+        await page.getByRole('heading', { name: '试用' }).waitFor();
+      }
+      // the connection fails: not the browser's "Failed to fetch"
+      await page.route('**/v1/responses', (r) => r.abort('failed'));
+      await sendWith('hello');
+      await alert.waitFor();
+      assert.equal(await alert.innerText(), en ? 'Portico cannot be reached. Check your connection and try again.' : '无法连接 Portico。请检查网络后重试。');
+      await check(`network error (${lang})`);
+      await page.unroute('**/v1/responses');
+      // a gateway in front of Portico answers with its own page
+      const gateway: Record<number, [string, string]> = {
+        502: ['Portico cannot be reached through the gateway in front of it (HTTP 502). Try again in a moment.', '无法通过前面的网关连接到 Portico（HTTP 502）。请稍后重试。'],
+        503: ['Portico is unavailable for a moment (HTTP 503). Try again shortly.', 'Portico 暂时不可用（HTTP 503）。请稍后重试。'],
+        504: ['Portico took too long to answer (HTTP 504). Try again in a moment.', 'Portico 响应超时（HTTP 504）。请稍后重试。'],
+      };
+      for (const [status, words] of Object.entries(gateway)) {
+        await page.route('**/v1/responses', (r) => r.fulfill({ status: Number(status), contentType: 'text/html', body: '<html><body><h1>Bad Gateway</h1></body></html>' }));
+        await sendWith('hello');
+        await alert.filter({ hasText: `HTTP ${status}` }).waitFor();
+        assert.equal(await alert.innerText(), en ? words[0] : words[1]);
+        await page.unroute('**/v1/responses');
+      }
+      if (en) await screenshot(page, 'error-gateway');
+      // a server message: without its category prefix, as a sentence
+      await page.getByLabel(en ? 'Inference key' : '推理密钥').selectOption('__paste');
+      await page.getByLabel(en ? 'Key (sk-…)' : '密钥（sk-…）').fill(`sk-${'A'.repeat(38)}`);
+      await sendWith('hello');
+      await alert.waitFor();
+      const said = await alert.innerText();
+      assert.equal(said.split('\n')[0], en ? 'Invalid API key format.' : 'API 密钥格式无效。');
+      assert.doesNotMatch(said, /unauthorized|未授权/);
+      await check(`server error (${lang})`);
+      await page.getByLabel(en ? 'Inference key' : '推理密钥').selectOption({ index: 1 });
+    }
+    // a portal call that fails the same way: the usage screen
+    await page.route('**/v1/portal/query/usage?*', (r) => r.fulfill({ status: 502, contentType: 'text/html', body: 'bad gateway' }));
+    await page.getByRole('link', { name: '用量' }).click();
+    await page.getByRole('alert').filter({ hasText: '无法通过前面的网关连接到 Portico（HTTP 502）。请稍后重试。' }).waitFor();
+    await page.unroute('**/v1/portal/query/usage?*');
+    // an expired session says so, in the page's language, and offers the sign-in
+    await t.services.db.db.updateTable('web_sessions').set({ expires_at: 1 }).where('user_id', '=', 'alice').execute();
+    await page.getByRole('link', { name: 'API 密钥' }).click();
+    await page.getByRole('heading', { name: '登录 Portico' }).waitFor();
+    await page.getByText('会话已结束（已过期或已退出）。请重新登录以继续。').waitFor();
+    await page.locator('.command').waitFor();
+    await check('expired session (zh)');
+    await page.getByLabel('语言').selectOption('en');
+    await page.getByText('Your session has ended (it expired or was signed out). Sign in again to continue.').waitFor();
     assert.deepEqual(a11y, []);
   });
 

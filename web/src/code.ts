@@ -2,18 +2,20 @@
  * The playground's request as code a person can run: curl, Python and JavaScript with OpenAI's official SDKs
  * (`openai` on PyPI and npm) pointed at this Portico. The key is read from PORTICO_API_KEY, never written out.
  */
+import type { Static } from 'typebox';
+import type { CreateResponseBody } from '../../src/responses/schemas.js';
+
 export type CodeLanguage = 'curl' | 'python' | 'javascript';
 export const CODE_LANGUAGES: CodeLanguage[] = ['curl', 'python', 'javascript'];
 
-/** The body of POST /v1/responses the playground sends (and the code shows). */
-export interface ResponsesBody {
-  model: string;
-  instructions?: string;
+/**
+ * The body of POST /v1/responses the playground sends (and the code shows): the server's own schema's fields
+ * (a field renamed there fails the build), its input narrowed to the messages of a conversation.
+ */
+export type ResponsesBody = Pick<Static<typeof CreateResponseBody>, 'model' | 'instructions' | 'temperature' | 'max_output_tokens'> & {
   input: Array<{ role: 'user' | 'assistant'; content: string }>;
-  temperature?: number;
-  max_output_tokens?: number;
   stream: true;
-}
+};
 
 const indent = (s: string, by: string) => s.split('\n').join(`\n${by}`);
 

@@ -15,8 +15,8 @@ export interface MeDeps {
   inferenceKeys: KeyService;
   models: ModelRegistry;
   adminRole: string;
-  /** the voices a speech model speaks (the audio feature knows them; the runtime hands them down) */
-  voices?: (model: ModelSpec) => readonly string[];
+  /** the voices a model speaks, undefined for a model that does not speak (the audio feature knows; the runtime hands it down) */
+  voices?: (model: ModelSpec) => readonly string[] | undefined;
 }
 
 /**
@@ -40,7 +40,10 @@ export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
     },
     async (req) => {
       const user = await deps.authenticate(req);
-      const models = deps.models.list().map((m) => ({ id: m.name, type: m.type, ...(m.type === 'speech' && deps.voices ? { voices: [...deps.voices(m)] } : {}) }));
+      const models = deps.models.list().map((m) => {
+        const voices = deps.voices?.(m);
+        return { id: m.name, type: m.type, ...(voices ? { voices: [...voices] } : {}) };
+      });
       const [inference, management] = await Promise.all([deps.inferenceKeys.activeSummary(user), deps.managementKeys.activeSummary(user)]);
       return ok(req, {
         user_id: user.userId,

@@ -39,3 +39,22 @@ export const UsageReportSchema = Type.Object({
   list: Type.Array(UsageRowSchema, { description: 'one row per group, ordered by the group_by columns' }),
   total: Type.Object(UsageCounts),
 });
+
+/** GET /query/usage's parameters (the web page builds its query from this type). */
+export const UsageQuerySchema = Type.Object(
+  {
+    start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, inclusive; default 30 days ago' })),
+    end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, exclusive; default now' })),
+    group_by: Type.Optional(
+      Type.String({
+        pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$',
+        description: 'comma list of day, model, key, operation; default day,model. With key, each row also names the key (key_name, key_deleted)',
+        'x-expected': "a comma-separated list of 'day', 'model', 'key', 'operation' (for example day,model)",
+        'x-expected-zh': "以逗号分隔的 'day'、'model'、'key'、'operation' 列表（例如 day,model）",
+      }),
+    ),
+    key_id: Type.Optional(Type.String({ maxLength: 100 })),
+    org_id: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);

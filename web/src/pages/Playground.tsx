@@ -415,6 +415,7 @@ function TextPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
             type="button"
             class="secondary small"
             id="text-code-copy"
+            aria-label={t('play.copyCode')}
             onClick={async () => {
               await navigator.clipboard.writeText(code);
               setCopied(true);

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { portal, type Balance, type Me, type UsageReport, type UsageRow } from '../api.js';
+import { portal, type Balance, type Me, type UsageQuery, type UsageReport, type UsageRow } from '../api.js';
 import { formatNumber, useI18n, type Key } from '../i18n.js';
 import { ErrorBox, Field } from '../components/ui.js';
 import { BarChart } from '../components/BarChart.js';
@@ -45,9 +45,10 @@ export function Usage({ me }: { me: Me | null }) {
   const load = async (f = from, tt = to) => {
     const mine = ++latest.current;
     setError(null);
-    const q = new URLSearchParams({ start_time: String(localSeconds(f)), end_time: String(localSeconds(tt, true)), group_by: 'day,model,key' });
+    const params: UsageQuery = { start_time: localSeconds(f), end_time: localSeconds(tt, true), group_by: 'day,model,key' };
+    if (org !== 'default') params.org_id = org;
+    const q = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
     const o = org === 'default' ? '' : `org_id=${encodeURIComponent(org)}`;
-    if (o) q.set('org_id', org);
     try {
       const [u, b] = await Promise.all([portal<UsageReport>('GET', `/query/usage?${q}`), portal<Balance>('GET', `/query/balance${o ? '?' + o : ''}`)]);
       if (mine !== latest.current) return;
