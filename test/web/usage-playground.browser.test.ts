@@ -119,7 +119,6 @@ describe('usage per key and the playground in Chromium', () => {
     assert.deepEqual(await rows('usage-by-model'), ['chat-small 3 195 0 0 2.25', 'tts-1 1 0 1,200 0 0.018']);
     assert.deepEqual(await rows('usage-by-key'), ['ci runner (deleted) 2 30 1,200 0 0.518', 'laptop 2 165 0 0 1.75']);
     await check('usage by model');
-    await screenshot(page, 'usage-models', true);
 
     // the charts split by key
     await page.getByRole('radio', { name: 'Key' }).check();
