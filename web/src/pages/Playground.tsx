@@ -68,7 +68,8 @@ export function Playground({ me, sessionExpiresAt }: { me: Me | null; sessionExp
       const k = await portal<CreatedKeyRecord>('POST', KEY_PATH.api_keys, {
         name: t('play.keyName'),
         description: t('play.keyDescription', { date: new Date().toISOString().slice(0, 10) }),
-        scopes: PLAYGROUND_SCOPES.filter((s) => offered.has(s)),
+        // never an empty list: that would be a key of every scope
+        scopes: PLAYGROUND_SCOPES.some((s) => offered.has(s)) ? PLAYGROUND_SCOPES.filter((s) => offered.has(s)) : PLAYGROUND_SCOPES,
         expires_at: expiresAt,
       } satisfies CreateKeyRequest);
       own = { id: k.id, name: k.name, key: k.api_key, expiresAt: k.expires_at || expiresAt };
