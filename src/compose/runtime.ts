@@ -47,6 +47,7 @@ import { keepModels } from './models.js';
 import { defaultAudioModels } from '../audio/models.js';
 import { createAudioModule } from '../audio/module.js';
 import { AnswerSpeakerService } from '../audio/answer-speaker.js';
+import { voicesOf } from '../audio/service.js';
 import { createChatModule } from '../chat/module.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
@@ -301,6 +302,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       managementKeys: core.keys.management,
       inferenceKeys: core.keys.inference,
       models,
+      voices: (m) => (m.type === 'speech' ? voicesOf(m) : undefined),
       log,
       onSessionUser: (user) => core.operators.seen(user),
     });

@@ -7,6 +7,7 @@ import type { Db } from '../platform/db/index.js';
 import type { JwtVerifier, UserPrincipal } from '../platform/auth/jwt.js';
 import { packageRoot } from '../platform/paths.js';
 import type { ModelRegistry } from '../models/registry.js';
+import type { ModelSpec } from '../models/config.js';
 import type { KeyService } from '../portal/keys/service.js';
 import { registerMeRoutes } from '../portal/me/routes.js';
 import { WebSessionStore } from './store.js';
@@ -31,6 +32,8 @@ export interface WebDeps {
   managementKeys: KeyService;
   inferenceKeys: KeyService;
   models: ModelRegistry;
+  /** the voices a speech model speaks (GET /me lists them for the playground) */
+  voices?: (model: ModelSpec) => readonly string[] | undefined;
   log: FastifyBaseLogger;
   /** the built page (default: dist/web under the package root) */
   pageDir?: string;
@@ -125,6 +128,7 @@ export function createWebModule(deps: WebDeps): WebModule {
           managementKeys: deps.managementKeys,
           inferenceKeys: deps.inferenceKeys,
           models: deps.models,
+          voices: deps.voices,
           adminRole: deps.config.jwt.adminRole,
         });
       },

@@ -46,6 +46,13 @@ for (const db of testDatabases()) {
         assert.deepEqual(q, ['org_id', 'page', 'per_page', 'search', 'status']);
       }
       assert.deepEqual(doc.paths['/v1/models'].get.security, [{ apiKey: [] }]);
+      // the usage report documents its rows (the page types them from the same schema), key names included
+      const report = doc.paths['/v1/portal/query/usage'].get.responses['200'].content['application/json'].schema.properties.data;
+      assert.deepEqual(Object.keys(report.properties).sort(), ['end_time', 'group_by', 'list', 'start_time', 'total']);
+      for (const f of ['date', 'model', 'key_id', 'key_name', 'key_deleted', 'operation', 'requests', 'cost'])
+        assert.ok(report.properties.list.items.properties[f], `usage row ${f}`);
+      assert.match(doc.paths['/v1/portal/query/usage'].get.parameters.find((p: any) => p.name === 'group_by').description, /key_name/);
+      assert.ok(doc.paths['/v1/portal/me'].get.responses['200'].content['application/json'].schema.properties.data.properties.models.items.properties.voices);
       // the page's own paths are not API
       for (const p of ['/', '/keys', '/assets/{file}', '/auth/oidc/login', '/auth/oidc/callback']) assert.equal(doc.paths[p], undefined, p);
       assert.ok(doc.components.securitySchemes.portalJwt);

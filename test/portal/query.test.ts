@@ -136,6 +136,49 @@ for (const db of testDatabases()) {
           [aliceSk2, 2],
         ],
       );
+      // ids that name no key (records written here by hand): no name
+      assert.deepEqual(
+        byKey.list.map((r: any) => [r.key_name, r.key_deleted]),
+        [
+          [null, false],
+          [null, false],
+        ],
+      );
+      // grouped by key (and day and model, as the page asks), each row names its key as it is now; a deleted key
+      // is still named and says so; other groupings carry no key columns
+      const sk = assertOk(await call('POST', '/v1/portal/api-keys', alice, { name: 'laptop' }));
+      const gone = assertOk(await call('POST', '/v1/portal/api-keys', alice, { name: 'old script' }));
+      await t.services.usage.record({
+        requestId: 'k1',
+        key: { keyId: sk.id, userId: 'alice', orgId: 'default' },
+        model: 'm1',
+        operation: 'responses',
+        inputTokens: 3,
+        outputTokens: 4,
+        costMicros: 10,
+      });
+      await t.services.usage.record({
+        requestId: 'k2',
+        key: { keyId: gone.id, userId: 'alice', orgId: 'default' },
+        model: 'm2',
+        operation: 'responses',
+        inputTokens: 5,
+        outputTokens: 6,
+        costMicros: 20,
+      });
+      assertOk(await call('DELETE', `/v1/portal/api-keys/${gone.id}`, alice));
+      assertOk(await call('PUT', `/v1/portal/api-keys/${sk.id}`, alice, { name: 'work laptop' }));
+      const named = assertOk(await call('GET', `${USAGE}?group_by=day,model,key&start_time=${nowS() - DAY}`, alice));
+      assert.deepEqual(named.group_by, ['day', 'model', 'key']);
+      const mine = named.list.filter((r: any) => r.key_id === sk.id || r.key_id === gone.id).map((r: any) => [r.model, r.key_name, r.key_deleted, r.requests, r.input_tokens]);
+      assert.deepEqual(mine, [
+        ['m1', 'work laptop', false, 1, 3],
+        ['m2', 'old script', true, 1, 5],
+      ]);
+      for (const r of named.list) assert.ok(r.date && r.model && r.key_id, 'every group column is there');
+      assert.equal(named.total.requests, 5);
+      for (const r of assertOk(await call('GET', `${USAGE}?group_by=model`, alice)).list) assert.ok(!('key_name' in r) && !('key_id' in r));
+      await t.services.db.db.deleteFrom('usage_records').where('request_id', 'in', ['k1', 'k2']).execute();
       // default grouping: day and model
       const def = assertOk(await call('GET', USAGE, alice));
       assert.deepEqual(def.group_by, ['day', 'model']);

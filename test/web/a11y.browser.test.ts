@@ -195,7 +195,7 @@ describe('accessibility, phone-sized screens and the playground’s audio in Chr
     await page.goto(await signInLink(t, 'nia'));
     await page.getByRole('heading', { name: 'API keys' }).waitFor();
     await page.getByRole('link', { name: 'Playground' }).click();
-    await page.getByRole('button', { name: 'Create a key for the playground' }).click();
+    await page.getByRole('button', { name: 'Use a playground key' }).click();
     await page.waitForFunction(() => (document.querySelector('#play-key') as HTMLSelectElement).selectedOptions[0]?.textContent?.startsWith('Playground (sk-'));
 
     await page.getByRole('tab', { name: 'Speech' }).click();

@@ -210,6 +210,10 @@ for (const db of testDatabases()) {
       assert.ok(me.api_keys.scopes.includes('responses') && me.api_keys.scopes.includes('audio') && me.api_keys.scopes.includes('model:tts-1'));
       assert.deepEqual(me.management_api_keys.scopes, ['usage:read', 'balance:read']);
       assert.ok(me.models.some((m: any) => m.id === 'whisper-1' && m.type === 'transcription'));
+      // every voice the speech models speak (the thirteen OpenAI voices on the embedded ones), for the playground
+      const tts = me.models.find((m: any) => m.id === 'tts-1');
+      assert.deepEqual(tts.voices, ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar']);
+      assert.equal(me.models.find((m: any) => m.id === 'whisper-1').voices, undefined, 'only speech models have voices');
       for (const org of [undefined, 'acme', 'acme']) {
         assertOk(await t.app.inject({ method: 'POST', url: INFER, payload: { name: 'k', ...(org ? { org_id: org } : {}) }, headers: { cookie, 'x-csrf-token': csrf } }));
       }

@@ -5,7 +5,9 @@
 import type { Static } from 'typebox';
 import type { CreatedKeyRecordSchema, CreateKeyBody, KeyListSchema, KeyRecordSchema, UpdateKeyBody } from '../../src/portal/keys/schemas.js';
 import type { MeSchema } from '../../src/portal/me/schemas.js';
-import type { BalanceSchema } from '../../src/portal/query/schemas.js';
+import type { BalanceSchema, UsageQuerySchema, UsageReportSchema } from '../../src/portal/query/schemas.js';
+import type { PortalErrorSchema } from '../../src/platform/http/portal-envelope.js';
+import type { OpenAIErrorSchema } from '../../src/platform/http/error-schemas.js';
 import type { SessionSchema, SignInMethodsSchema } from '../../src/web/schemas.js';
 
 export class ApiError extends Error {
@@ -52,12 +54,13 @@ export async function portal<T>(method: string, path: string, body?: unknown, op
   const res = await network(
     fetch(`/v1/portal${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' }),
   );
-  let json: any;
+  let json: { meta?: PortalAnswer; data?: T } | undefined;
   try {
     json = await res.json();
   } catch {
     throw new ApiError(res.status, 'bad_response', `HTTP ${res.status}`);
   }
+  if (!res.ok && typeof json?.meta?.message !== 'string') throw new ApiError(res.status, 'bad_response', `HTTP ${res.status}`);
   if (!res.ok || json?.meta?.code !== 0) {
     const err = new ApiError(res.status, json?.meta?.error ?? 'error', json?.meta?.message ?? `HTTP ${res.status}`, json?.meta?.request_id);
     if (res.status === 401 && !opts.quietAuth && (err.code === 'session_expired' || err.code === 'unauthorized')) sessionEnded(err.code);
@@ -73,13 +76,15 @@ export async function v1(path: string, key: string, init: RequestInit = {}): Pro
   headers.set('accept-language', acceptLanguage);
   const res = await network(fetch(`/v1${path}`, { ...init, headers, credentials: 'omit', cache: 'no-store' }));
   if (res.ok) return res;
-  let e: any;
+  let e: Partial<V1Error> | undefined;
   try {
     e = (await res.json())?.error;
   } catch {
     e = undefined;
   }
-  throw new ApiError(res.status, e?.code ?? 'error', e?.message ?? `HTTP ${res.status}`, res.headers.get('x-request-id') ?? undefined);
+  // no error object: not Portico's answer (a gateway's or proxy's page)
+  if (!e || typeof e.message !== 'string') throw new ApiError(res.status, 'bad_response', `HTTP ${res.status}`, res.headers.get('x-request-id') ?? undefined);
+  throw new ApiError(res.status, e.code ?? 'error', e.message, res.headers.get('x-request-id') ?? undefined);
 }
 
 // ------------------------------------------------------------------------------------------ shapes
@@ -102,6 +107,14 @@ export type CreateKeyRequest = Static<typeof CreateKeyBody>;
 export type UpdateKeyRequest = Static<typeof UpdateKeyBody>;
 /** GET /query/balance */
 export type Balance = Static<typeof BalanceSchema>;
+/** GET /query/usage: the usage report; its rows carry the columns named in `group_by` */
+export type UsageReport = Static<typeof UsageReportSchema>;
+export type UsageRow = UsageReport['list'][number];
+/** GET /query/usage's parameters */
+export type UsageQuery = Static<typeof UsageQuerySchema>;
+/** the portal's envelope (its meta is the same on success, with code 0) and the OpenAI error object of {base_url} */
+type PortalAnswer = Static<typeof PortalErrorSchema>['meta'];
+type V1Error = Static<typeof OpenAIErrorSchema>['error'];
 
 export type KeyKind = 'api_keys' | 'management_api_keys';
 export const KEY_PATH: Record<KeyKind, string> = { api_keys: '/api-keys', management_api_keys: '/management/api-keys' };

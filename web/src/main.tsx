@@ -125,7 +125,7 @@ function App() {
   if (session === undefined) content = <p class="loading">{t('common.loading')}</p>;
   else if (!session || path === '/signin') content = <SignIn reason={reason} linkError={linkError} />;
   else if (path === '/usage') content = <Usage me={me} />;
-  else if (path === '/playground') content = <Playground me={me} />;
+  else if (path === '/playground') content = <Playground me={me} sessionExpiresAt={session.expires_at} />;
   else content = <Keys me={me} reloadMe={loadMe} />;
 
   return (

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import type { UserPrincipal } from '../../platform/auth/jwt.js';
 import type { ModelRegistry } from '../../models/registry.js';
+import type { ModelSpec } from '../../models/config.js';
 import type { KeyService } from '../keys/service.js';
 import { QUERY_SCOPES } from '../query/routes.js';
 import { MeSchema } from './schemas.js';
@@ -14,6 +15,8 @@ export interface MeDeps {
   inferenceKeys: KeyService;
   models: ModelRegistry;
   adminRole: string;
+  /** the voices a model speaks, undefined for a model that does not speak (the audio feature knows; the runtime hands it down) */
+  voices?: (model: ModelSpec) => readonly string[] | undefined;
 }
 
 /**
@@ -37,7 +40,10 @@ export function registerMeRoutes(app: FastifyInstance, deps: MeDeps) {
     },
     async (req) => {
       const user = await deps.authenticate(req);
-      const models = deps.models.list().map((m) => ({ id: m.name, type: m.type }));
+      const models = deps.models.list().map((m) => {
+        const voices = deps.voices?.(m);
+        return { id: m.name, type: m.type, ...(voices ? { voices: [...voices] } : {}) };
+      });
       const [inference, management] = await Promise.all([deps.inferenceKeys.activeSummary(user), deps.managementKeys.activeSummary(user)]);
       return ok(req, {
         user_id: user.userId,

@@ -14,5 +14,11 @@ export const MeSchema = Type.Object({
   admin_orgs: Type.Array(Type.String(), { description: 'organizations where the caller may create organization-level keys' }),
   api_keys: KindSummarySchema,
   management_api_keys: KindSummarySchema,
-  models: Type.Array(Type.Object({ id: Type.String(), type: Type.String({ description: 'text, speech, transcription or embeddings' }) })),
+  models: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      type: Type.String({ description: 'text, speech, transcription or embeddings' }),
+      voices: Type.Optional(Type.Array(Type.String(), { description: 'speech models: the voices it speaks (the `voice` of /audio/speech)' })),
+    }),
+  ),
 });

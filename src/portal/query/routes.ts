@@ -9,7 +9,7 @@ import { DEFAULT_ORG, isOrgAdmin, type JwtVerifier, type UserPrincipal } from '.
 import type { KeyVerifier } from '../keys/verifier.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope, GroupBy } from '../usage/store.js';
-import { BalanceSchema } from './schemas.js';
+import { BalanceSchema, UsageQuerySchema, UsageReportSchema } from './schemas.js';
 import type { FeatureModule } from '../../platform/module.js';
 import { QUERY_SCOPES } from '../keys/scopes.js';
 
@@ -62,24 +62,8 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
       schema: {
         tags: ['Query APIs'],
         summary: "Usage of the caller's keys over a time range, grouped (Management API Key with usage:read, or a portal JWT)",
-        querystring: Type.Object(
-          {
-            start_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, inclusive; default 30 days ago' })),
-            end_time: Type.Optional(Type.Integer({ minimum: 0, maximum: 253402300799, description: 'Unix seconds, exclusive; default now' })),
-            group_by: Type.Optional(
-              Type.String({
-                pattern: '^(day|model|key|operation)(,(day|model|key|operation))*$',
-                description: 'comma list of day, model, key, operation; default day,model',
-                'x-expected': "a comma-separated list of 'day', 'model', 'key', 'operation' (for example day,model)",
-                'x-expected-zh': "以逗号分隔的 'day'、'model'、'key'、'operation' 列表（例如 day,model）",
-              }),
-            ),
-            key_id: Type.Optional(Type.String({ maxLength: 100 })),
-            org_id: Type.Optional(Type.String({ maxLength: 100 })),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: envelope(Type.Any()) },
+        querystring: UsageQuerySchema,
+        response: { 200: envelope(UsageReportSchema) },
       },
     },
     async (req) => {

@@ -19,6 +19,10 @@ export interface UsageRow {
   date?: string;
   model?: string;
   key_id?: string;
+  /** with `key`: the key's name now (null for an id no key has: records written by tests or tools) */
+  key_name?: string | null;
+  /** with `key`: whether the key has been deleted */
+  key_deleted?: boolean;
   operation?: string;
   requests: number;
   input_tokens: number;
@@ -97,6 +101,12 @@ export class UsageStore {
       sql<number>`coalesce(sum(cost_micros), 0)`.as('cost_micros'),
     ]);
     for (const g of groupBy) s = s.select(cols[g]);
+    // a key's name as it is now, for people reading the report (the ledger keeps the id; a deleted key keeps its row)
+    if (groupBy.includes('key'))
+      s = s.select([
+        sql<string | null>`(select k.name from api_keys k where k.id = usage_records.key_id)`.as('key_name'),
+        sql<boolean>`coalesce((select k.deleted_at is not null from api_keys k where k.id = usage_records.key_id), false)`.as('key_deleted'),
+      ]);
     for (const g of groupBy) s = s.groupBy(sql.ref(names[g]) as any).orderBy(sql.ref(names[g]) as any);
     const rows = await s.execute();
     return rows.map((r: any) => ({

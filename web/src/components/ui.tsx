@@ -1,6 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useLayoutEffect, useRef } from 'preact/hooks';
 import { describeError, useI18n } from '../i18n.js';
+import { linkClick } from '../router.js';
 
 /** A modal dialog on the native <dialog> element: focus stays inside, Escape closes it, focus returns after. */
 export function Dialog(props: { open: boolean; title: string; onClose: () => void; children: ComponentChildren; id?: string; wide?: boolean }) {
@@ -49,6 +50,13 @@ export function ErrorBox({ error }: { error: unknown }) {
     <div class="alert error" role="alert">
       <strong>{message}</strong>
       {detail && <div class="detail">{detail}</div>}
+      {(error as { code?: string }).code === 'session_expired' && (
+        <div>
+          <a href="/signin" onClick={linkClick}>
+            {t('err.signInAgain')}
+          </a>
+        </div>
+      )}
     </div>
   );
 }

@@ -2,6 +2,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { KEY_PATH, portal, v1, type CreatedKeyRecord, type CreateKeyRequest, type Me } from '../api.js';
 import { useI18n } from '../i18n.js';
 import { ErrorBox, Field, Notice } from '../components/ui.js';
+import { CODE_LANGUAGES, requestCode, type CodeLanguage, type ResponsesBody } from '../code.js';
 
 export interface PlaygroundKey {
   id: string;
@@ -17,6 +18,14 @@ export interface PlaygroundKey {
 let keys: PlaygroundKey[] = [];
 /** the chosen key's id (the page's markup never holds a full key outside the field that shows it once) */
 let chosen = '';
+/**
+ * The key the playground made for itself in this tab: reused while it is valid, so using the playground makes one
+ * key per session rather than one per click. It expires when the session does, and may call only what the
+ * playground calls (docs/portal.md, "Playground").
+ */
+let own: (PlaygroundKey & { expiresAt: number }) | undefined;
+/** the scopes the playground's own key needs: text (Responses) and audio (speech, transcription) */
+export const PLAYGROUND_SCOPES = ['responses', 'audio'];
 
 export function rememberPlaygroundKey(k: PlaygroundKey) {
   keys = [k, ...keys.filter((x) => x.id !== k.id)];
@@ -25,14 +34,14 @@ export function rememberPlaygroundKey(k: PlaygroundKey) {
 export function forgetPlaygroundKeys() {
   keys = [];
   chosen = '';
+  own = undefined;
 }
 
 type Tab = 'text' | 'speech' | 'transcription';
-const VOICES = ['alloy', 'echo', 'fable', 'onyx', 'nova', 'shimmer'];
 const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'];
 const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'];
 
-export function Playground({ me }: { me: Me | null }) {
+export function Playground({ me, sessionExpiresAt }: { me: Me | null; sessionExpiresAt: number }) {
   const { t } = useI18n();
   const [key, setKey] = useState(chosen);
   const [pasted, setPasted] = useState('');
@@ -44,12 +53,27 @@ export function Playground({ me }: { me: Me | null }) {
 
   const createKey = async () => {
     setError(null);
+    const now = Date.now() / 1000;
+    // the key made earlier in this tab, while it has a minute left: no new key
+    if (own && own.expiresAt > now + 60) {
+      rememberPlaygroundKey(own);
+      setKey(own.id);
+      setVersion((v) => v + 1);
+      return;
+    }
     try {
+      // the session's end, or an hour when that is closer than a minute away (the key outlives it by that at most)
+      const expiresAt = Math.max(sessionExpiresAt, Math.ceil(now) + 3600);
+      const offered = new Set(me?.api_keys.scopes ?? PLAYGROUND_SCOPES);
       const k = await portal<CreatedKeyRecord>('POST', KEY_PATH.api_keys, {
         name: t('play.keyName'),
         description: t('play.keyDescription', { date: new Date().toISOString().slice(0, 10) }),
+        // never an empty list: that would be a key of every scope
+        scopes: PLAYGROUND_SCOPES.some((s) => offered.has(s)) ? PLAYGROUND_SCOPES.filter((s) => offered.has(s)) : PLAYGROUND_SCOPES,
+        expires_at: expiresAt,
       } satisfies CreateKeyRequest);
-      rememberPlaygroundKey({ id: k.id, name: k.name, key: k.api_key });
+      own = { id: k.id, name: k.name, key: k.api_key, expiresAt: k.expires_at || expiresAt };
+      rememberPlaygroundKey(own);
       setKey(k.id);
       setVersion((v) => v + 1);
     } catch (e) {
@@ -110,7 +134,7 @@ export function Playground({ me }: { me: Me | null }) {
       {!active && <Notice kind="info">{t('play.needKey')}</Notice>}
       <div role="tabpanel" id={`play-${tab}`} aria-labelledby={`play-tab-${tab}`} class="card">
         {tab === 'text' && <TextPanel apiKey={active} models={models('text')} />}
-        {tab === 'speech' && <SpeechPanel apiKey={active} models={models('speech')} />}
+        {tab === 'speech' && <SpeechPanel apiKey={active} models={models('speech')} voicesOf={(m) => me?.models.find((x) => x.id === m)?.voices ?? []} />}
         {tab === 'transcription' && <TranscriptionPanel apiKey={active} models={models('transcription')} />}
       </div>
     </section>
@@ -157,84 +181,252 @@ async function* sse(res: Response): AsyncGenerator<string> {
   }
 }
 
+interface Turn {
+  role: 'user' | 'assistant';
+  text: string;
+  /** the answer was stopped before it was complete */
+  stopped?: boolean;
+}
+
+/**
+ * A conversation with a text model over the Responses API (POST /v1/responses, streamed), each request carrying the
+ * conversation so far. A streamed answer is appended to the page as it comes, in O(1) per event: the text goes into
+ * one text node (appendData), the raw events into their <pre> only while it is open, and the component renders at
+ * most once a frame (the event count); the answer joins the conversation's state once, when it ends.
+ */
 function TextPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
   const { t } = useI18n();
   const [model, setModel] = useState('');
   const [instructions, setInstructions] = useState('');
+  const [temperature, setTemperature] = useState('');
+  const [maxTokens, setMaxTokens] = useState('');
   const [input, setInput] = useState('');
-  const [answer, setAnswer] = useState('');
-  const [events, setEvents] = useState<string[]>([]);
+  const [turns, setTurns] = useState<Turn[]>([]);
+  const [streaming, setStreaming] = useState(false);
+  const [eventCount, setEventCount] = useState(0);
   const [status, setStatus] = useState('');
   const [error, setError] = useState<unknown>(null);
+  const [codeLang, setCodeLang] = useState<CodeLanguage>('curl');
+  const [copied, setCopied] = useState(false);
   const abort = useRef<AbortController | null>(null);
+  const live = useRef<HTMLDivElement>(null);
+  const eventsBox = useRef<HTMLPreElement>(null);
+  const eventsOpen = useRef(false);
+  const events = useRef<string[]>([]);
 
-  const send = async (e: Event) => {
-    e.preventDefault();
-    abort.current?.abort();
+  const body = (history: Turn[]): ResponsesBody => {
+    const b: ResponsesBody = { model, input: history.map((m) => ({ role: m.role, content: m.text })), stream: true };
+    if (instructions.trim()) b.instructions = instructions;
+    if (temperature.trim() !== '' && Number.isFinite(Number(temperature))) b.temperature = Number(temperature);
+    if (maxTokens.trim() !== '' && Number.isInteger(Number(maxTokens))) b.max_output_tokens = Number(maxTokens);
+    return b;
+  };
+
+  const send = async (e?: Event) => {
+    e?.preventDefault();
+    if (streaming || !apiKey || !model || !input.trim()) return;
+    const asked = input;
+    const history: Turn[] = [...turns, { role: 'user', text: asked }];
+    const req = body(history);
     const ac = new AbortController();
     abort.current = ac;
-    setAnswer('');
-    setEvents([]);
+    setTurns(history);
+    setInput('');
     setError(null);
     setStatus(t('play.sending'));
-    const seen: string[] = [];
+    setStreaming(true);
+    events.current = [];
+    setEventCount(0);
+    if (eventsBox.current) eventsBox.current.textContent = '';
+    let text = '';
+    let node: Text | null = null;
+    let frame = 0;
+    let stopped = false;
+    let failed = false;
+    const tick = () => {
+      frame = 0;
+      setEventCount(events.current.length);
+    };
     try {
-      const body: Record<string, unknown> = { model, input, stream: true };
-      if (instructions.trim()) body.instructions = instructions;
-      const res = await v1('/responses', apiKey, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: ac.signal });
-      let text = '';
+      const res = await v1('/responses', apiKey, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(req), signal: ac.signal });
       for await (const data of sse(res)) {
-        seen.push(data);
-        setEvents([...seen]);
+        events.current.push(data);
+        if (eventsOpen.current) eventsBox.current?.append(`${data}\n`);
+        if (!frame) frame = requestAnimationFrame(tick);
         if (data === '[DONE]') break;
         const ev = JSON.parse(data);
         if (ev.type === 'response.output_text.delta') {
           text += ev.delta;
-          setAnswer(text);
+          if (node) node.appendData(ev.delta);
+          else if (live.current) live.current.append((node = document.createTextNode(text)));
         } else if (ev.type === 'response.completed' || ev.type === 'response.incomplete') {
           setStatus(t('play.done', { tokens: ev.response?.usage?.output_tokens ?? 0 }));
         } else if (ev.type === 'response.failed' || ev.type === 'error') {
           const err = ev.response?.error ?? ev.error ?? ev;
+          failed = true;
           setError({ code: err.code ?? 'engine_error', message: err.message ?? 'failed', status: 0 });
+          setStatus('');
         }
       }
     } catch (err) {
-      if ((err as Error).name !== 'AbortError') setError(err);
-      setStatus('');
+      if ((err as Error).name === 'AbortError') stopped = true;
+      else {
+        failed = true;
+        setError(err);
+        setStatus('');
+      }
     } finally {
+      cancelAnimationFrame(frame);
+      setEventCount(events.current.length);
       if (abort.current === ac) abort.current = null;
+      setStreaming(false);
+      if (text || stopped) setTurns([...history, { role: 'assistant', text, stopped }]);
+      else if (failed) {
+        // nothing came back: the message goes back into the box, to send again
+        setTurns(turns);
+        setInput(asked);
+      }
+      if (stopped) setStatus(t('play.stopped'));
     }
   };
+  const onKey = (e: KeyboardEvent) => {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      void send();
+    }
+  };
+  const code = requestCode(codeLang, location.origin, body([...turns, { role: 'user', text: input }]));
+  const lastAnswer = turns.length && turns[turns.length - 1].role === 'assistant' ? turns.length - 1 : -1;
+
   return (
     <form onSubmit={send}>
       <ModelSelect id="text-model" models={models} value={model} onChange={setModel} />
       <Field id="text-instructions" label={t('play.instructions')}>
         <textarea id="text-instructions" rows={2} value={instructions} onInput={(e) => setInstructions(e.currentTarget.value)} />
       </Field>
-      <Field id="text-input" label={t('play.message')}>
-        <textarea id="text-input" rows={3} required value={input} onInput={(e) => setInput(e.currentTarget.value)} />
+      <div class="row">
+        <Field id="text-temperature" label={t('play.temperature')} hint={t('play.defaultHint')}>
+          <input
+            id="text-temperature"
+            type="number"
+            min="0"
+            max="2"
+            step="0.1"
+            inputMode="decimal"
+            aria-describedby="text-temperature-hint"
+            value={temperature}
+            onInput={(e) => setTemperature(e.currentTarget.value)}
+          />
+        </Field>
+        <Field id="text-max-tokens" label={t('play.maxTokens')} hint={t('play.defaultHint')}>
+          <input
+            id="text-max-tokens"
+            type="number"
+            min="1"
+            step="1"
+            inputMode="numeric"
+            aria-describedby="text-max-tokens-hint"
+            value={maxTokens}
+            onInput={(e) => setMaxTokens(e.currentTarget.value)}
+          />
+        </Field>
+      </div>
+      {(turns.length > 0 || streaming) && (
+        <ol class="conversation" aria-label={t('play.conversation')}>
+          {turns.map((m, i) => (
+            <li key={i} class={`msg ${m.role}`}>
+              <span class="who">{m.role === 'user' ? t('play.you') : t('play.assistant')}</span>
+              <div class="text" id={i === lastAnswer && !streaming ? 'text-answer' : undefined}>
+                {m.text}
+              </div>
+              {m.stopped && <span class="hint">{t('play.stoppedNote')}</span>}
+            </li>
+          ))}
+          {streaming && (
+            <li key="live" class="msg assistant">
+              <span class="who">{t('play.assistant')}</span>
+              <div class="text" id="text-answer" ref={live} />
+            </li>
+          )}
+        </ol>
+      )}
+      <Field id="text-input" label={t('play.message')} hint={t('play.ctrlEnter')}>
+        <textarea
+          id="text-input"
+          rows={3}
+          required={turns.length === 0}
+          aria-describedby="text-input-hint"
+          value={input}
+          onInput={(e) => setInput(e.currentTarget.value)}
+          onKeyDown={onKey}
+        />
       </Field>
       <div class="buttons">
-        <button type="submit" id="text-send" disabled={!apiKey || !model}>
+        <button type="submit" id="text-send" disabled={!apiKey || !model || streaming}>
           {t('play.send')}
         </button>
-        <button type="button" class="secondary" onClick={() => abort.current?.abort()}>
+        <button type="button" class="secondary" id="text-stop" disabled={!streaming} onClick={() => abort.current?.abort()}>
           {t('play.stop')}
+        </button>
+        <button
+          type="button"
+          class="secondary"
+          id="text-clear"
+          disabled={streaming || turns.length === 0}
+          onClick={() => {
+            setTurns([]);
+            setStatus('');
+            setError(null);
+          }}
+        >
+          {t('play.clear')}
         </button>
       </div>
       <ErrorBox error={error} />
-      <h2 class="small-head">{t('play.answer')}</h2>
-      <div class="answer" id="text-answer" aria-live="polite">
-        {answer}
-      </div>
       <p class="hint" role="status">
         {status}
       </p>
-      <details>
-        <summary>{t('play.rawEvents', { n: events.length })}</summary>
-        <pre class="events" id="text-events">
-          {events.join('\n')}
+      <details
+        onToggle={(e) => {
+          eventsOpen.current = e.currentTarget.open;
+          // filled once on opening, then appended to per event while open
+          if (eventsOpen.current && eventsBox.current) eventsBox.current.textContent = events.current.map((x) => `${x}\n`).join('');
+        }}
+      >
+        <summary>{t('play.rawEvents', { n: eventCount })}</summary>
+        <pre class="events" id="text-events" ref={eventsBox} />
+      </details>
+      <details class="code-view" id="text-code">
+        <summary>{t('play.code')}</summary>
+        <p class="hint">{t('play.codeHint')}</p>
+        <fieldset class="split">
+          <legend>{t('play.codeLanguage')}</legend>
+          {CODE_LANGUAGES.map((l) => (
+            <label>
+              <input type="radio" name="code-language" value={l} checked={codeLang === l} onChange={() => setCodeLang(l)} />
+              {l === 'curl' ? 'curl' : l === 'python' ? 'Python' : 'JavaScript'}
+            </label>
+          ))}
+        </fieldset>
+        <pre class="result" id="text-code-body" tabIndex={0} aria-label={t('play.code')}>
+          <code>{code}</code>
         </pre>
+        <div class="buttons">
+          <button
+            type="button"
+            class="secondary small"
+            id="text-code-copy"
+            aria-label={t('play.copyCode')}
+            onClick={async () => {
+              await navigator.clipboard.writeText(code);
+              setCopied(true);
+              setTimeout(() => setCopied(false), 2000);
+            }}
+          >
+            {t('keys.copy')}
+          </button>
+          {copied && <span role="status">{t('keys.copied')}</span>}
+        </div>
       </details>
     </form>
   );
@@ -259,11 +451,16 @@ function pcmToWav(pcm: ArrayBuffer): Blob {
   return new Blob([h.buffer, pcm], { type: 'audio/wav' });
 }
 
-function SpeechPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
+function SpeechPanel({ apiKey, models, voicesOf }: { apiKey: string; models: string[]; voicesOf: (model: string) => string[] }) {
   const { t } = useI18n();
   const [model, setModel] = useState('');
   const [text, setText] = useState('');
   const [voice, setVoice] = useState('alloy');
+  // every voice the server says the model speaks (GET /me)
+  const voices = voicesOf(model);
+  useLayoutEffect(() => {
+    if (voices.length && !voices.includes(voice)) setVoice(voices[0]);
+  }, [voices.join(',')]);
   const [format, setFormat] = useState('mp3');
   const [speed, setSpeed] = useState('1');
   const [audio, setAudio] = useState<{ url: string; name: string; bytes: number } | null>(null);
@@ -299,7 +496,7 @@ function SpeechPanel({ apiKey, models }: { apiKey: string; models: string[] }) {
       <div class="row">
         <Field id="speech-voice" label={t('play.voice')}>
           <select id="speech-voice" value={voice} onChange={(e) => setVoice(e.currentTarget.value)}>
-            {VOICES.map((v) => (
+            {voices.map((v) => (
               <option value={v}>{v}</option>
             ))}
           </select>

@@ -1,27 +1,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { portal, type Balance, type Me } from '../api.js';
+import { portal, type Balance, type Me, type UsageQuery, type UsageReport, type UsageRow } from '../api.js';
 import { formatNumber, useI18n, type Key } from '../i18n.js';
 import { ErrorBox, Field } from '../components/ui.js';
-import type { Series } from '../chart.js';
-
-interface UsageRow {
-  /** UTC day, YYYY-MM-DD */
-  date?: string;
-  model?: string;
-  requests: number;
-  input_tokens: number;
-  output_tokens: number;
-  cached_tokens: number;
-  characters: number;
-  audio_seconds: number;
-  cost: number;
-}
-interface UsageResult {
-  start_time: number;
-  end_time: number;
-  list: UsageRow[];
-  total: Omit<UsageRow, 'date' | 'model'>;
-}
+import { BarChart } from '../components/BarChart.js';
 
 const day = (d: Date) => `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
 const daysAgo = (n: number) => day(new Date(Date.now() - n * 86_400_000));
@@ -30,20 +11,32 @@ const localSeconds = (date: string, endOfDay = false) => {
   return Math.floor(new Date(y, m - 1, d + (endOfDay ? 1 : 0)).getTime() / 1000);
 };
 
-const METRICS: Array<{ key: 'requests' | 'tokens' | 'characters' | 'audio_seconds'; label: Key }> = [
-  { key: 'requests', label: 'usage.requests' },
-  { key: 'tokens', label: 'usage.tokens' },
-  { key: 'characters', label: 'usage.characters' },
-  { key: 'audio_seconds', label: 'usage.audioSeconds' },
+type Metric = 'cost' | 'requests' | 'tokens' | 'characters' | 'audio_seconds';
+/** the charts, spend first; a chart whose figure is zero all through the range is left out */
+const METRICS: Array<{ key: Metric; label: Key; digits: number }> = [
+  { key: 'cost', label: 'usage.spend', digits: 4 },
+  { key: 'requests', label: 'usage.requests', digits: 0 },
+  { key: 'tokens', label: 'usage.tokens', digits: 0 },
+  { key: 'characters', label: 'usage.characters', digits: 0 },
+  { key: 'audio_seconds', label: 'usage.audioSeconds', digits: 1 },
 ];
-const value = (r: UsageRow, k: (typeof METRICS)[number]['key']) => (k === 'tokens' ? r.input_tokens + r.output_tokens : r[k]);
+const value = (r: UsageRow, k: Metric) => (k === 'tokens' ? r.input_tokens + r.output_tokens : r[k]);
+type Split = 'model' | 'key';
+
+interface Group {
+  id: string;
+  label: string;
+  rows: UsageRow[];
+}
+const sum = (rows: UsageRow[], k: Metric) => rows.reduce((a, r) => a + value(r, k), 0);
 
 export function Usage({ me }: { me: Me | null }) {
   const { t, lang } = useI18n();
   const [from, setFrom] = useState(daysAgo(29));
   const [to, setTo] = useState(day(new Date()));
   const [org, setOrg] = useState('default');
-  const [usage, setUsage] = useState<UsageResult | null>(null);
+  const [usage, setUsage] = useState<UsageReport | null>(null);
+  const [split, setSplit] = useState<Split>('model');
   const [balance, setBalance] = useState<Balance | null>(null);
   const [error, setError] = useState<unknown>(null);
 
@@ -52,11 +45,12 @@ export function Usage({ me }: { me: Me | null }) {
   const load = async (f = from, tt = to) => {
     const mine = ++latest.current;
     setError(null);
-    const q = new URLSearchParams({ start_time: String(localSeconds(f)), end_time: String(localSeconds(tt, true)), group_by: 'day,model' });
+    const params: UsageQuery = { start_time: localSeconds(f), end_time: localSeconds(tt, true), group_by: 'day,model,key' };
+    if (org !== 'default') params.org_id = org;
+    const q = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
     const o = org === 'default' ? '' : `org_id=${encodeURIComponent(org)}`;
-    if (o) q.set('org_id', org);
     try {
-      const [u, b] = await Promise.all([portal<UsageResult>('GET', `/query/usage?${q}`), portal<Balance>('GET', `/query/balance${o ? '?' + o : ''}`)]);
+      const [u, b] = await Promise.all([portal<UsageReport>('GET', `/query/usage?${q}`), portal<Balance>('GET', `/query/balance${o ? '?' + o : ''}`)]);
       if (mine !== latest.current) return;
       setUsage(u);
       setBalance(b);
@@ -78,19 +72,23 @@ export function Usage({ me }: { me: Me | null }) {
   // the ledger's days are UTC days: one point for each UTC day the range touches
   const days: string[] = [];
   if (usage) for (let s = usage.start_time - (usage.start_time % 86_400); s < usage.end_time; s += 86_400) days.push(new Date(s * 1000).toISOString().slice(0, 10));
-  const models = usage ? [...new Set(usage.list.map((r) => r.model ?? ''))].sort() : [];
-  const byModel = models.map((m) => {
-    const rows = usage!.list.filter((r) => r.model === m);
-    const sum = (f: (r: UsageRow) => number) => rows.reduce((a, r) => a + f(r), 0);
-    return {
-      model: m,
-      requests: sum((r) => r.requests),
-      tokens: sum((r) => r.input_tokens + r.output_tokens),
-      characters: sum((r) => r.characters),
-      audio: sum((r) => r.audio_seconds),
-      cost: sum((r) => r.cost),
-    };
-  });
+  // the groups that have records in the range (a model or key without any is not shown)
+  const groupsBy = (by: Split): Group[] => {
+    const m = new Map<string, Group>();
+    for (const r of usage?.list ?? []) {
+      const id = (by === 'model' ? r.model : r.key_id) ?? '';
+      let g = m.get(id);
+      if (!g) {
+        const label = by === 'model' ? id : `${r.key_name ?? id}${r.key_deleted ? ` (${t('usage.deleted')})` : ''}`;
+        m.set(id, (g = { id, label, rows: [] }));
+      }
+      g.rows.push(r);
+    }
+    return [...m.values()].sort((a, b) => a.label.localeCompare(b.label));
+  };
+  const models = groupsBy('model');
+  const keys = groupsBy('key');
+  const groups = split === 'model' ? models : keys;
   const n = (x: number, d = 0) => formatNumber(lang, x, d);
 
   return (
@@ -175,69 +173,63 @@ export function Usage({ me }: { me: Me | null }) {
       {usage && usage.list.length === 0 && <p class="empty">{t('usage.none')}</p>}
       {usage && usage.list.length > 0 && (
         <>
-          <div class="charts">
-            {METRICS.map((m) => (
-              <Chart
-                title={t(m.label)}
-                days={days}
-                series={models.map((model) => ({
-                  label: model,
-                  values: days.map((d) => usage.list.filter((r) => r.model === model && r.date === d).reduce((a, r) => a + value(r, m.key), 0)),
-                }))}
-              />
+          <fieldset class="split">
+            <legend>{t('usage.splitBy')}</legend>
+            {(['model', 'key'] as const).map((b) => (
+              <label>
+                <input type="radio" name="usage-split" value={b} checked={split === b} onChange={() => setSplit(b)} />
+                {t(b === 'model' ? 'usage.byModelShort' : 'usage.byKeyShort')}
+              </label>
             ))}
+          </fieldset>
+          <div class="charts">
+            {METRICS.map((m) => {
+              // only the series with something to show in this chart, and only charts with something in them
+              const series = groups
+                .filter((g) => sum(g.rows, m.key) > 0)
+                .map((g) => ({ label: g.label, values: days.map((d) => g.rows.filter((r) => r.date === d).reduce((a, r) => a + value(r, m.key), 0)) }));
+              if (series.length === 0) return null;
+              return <BarChart id={`chart-${m.key}`} title={t(m.label)} days={days} series={series} format={(x) => n(x, m.digits)} whole={m.digits === 0} />;
+            })}
           </div>
-          <div class="table-wrap">
-            <table>
-              <caption>{t('usage.byModel')}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t('play.model')}</th>
-                  <th scope="col">{t('usage.requests')}</th>
-                  <th scope="col">{t('usage.tokens')}</th>
-                  <th scope="col">{t('usage.characters')}</th>
-                  <th scope="col">{t('usage.audioSeconds')}</th>
-                  <th scope="col">{t('usage.cost')}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {byModel.map((r) => (
-                  <tr>
-                    <th scope="row">{r.model}</th>
-                    <td data-label={t('usage.requests')}>{n(r.requests)}</td>
-                    <td data-label={t('usage.tokens')}>{n(r.tokens)}</td>
-                    <td data-label={t('usage.characters')}>{n(r.characters)}</td>
-                    <td data-label={t('usage.audioSeconds')}>{n(r.audio, 1)}</td>
-                    <td data-label={t('usage.cost')}>{n(r.cost, 4)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <UsageTable id="usage-by-model" caption={t('usage.byModel')} head={t('play.model')} groups={models} n={n} />
+          <UsageTable id="usage-by-key" caption={t('usage.byKey')} head={t('keys.key')} groups={keys} n={n} />
         </>
       )}
     </section>
   );
 }
 
-/** One chart; the charting library is loaded the first time a chart is shown (not with the first page). */
-function Chart({ title, days, series }: { title: string; days: string[]; series: Series[] }) {
-  const box = useRef<HTMLDivElement>(null);
-  useEffect(() => {
-    let dispose: (() => void) | undefined;
-    let gone = false;
-    void import('../chart.js').then(({ drawChart }) => {
-      if (!gone && box.current) dispose = drawChart(box.current, days, series);
-    });
-    return () => {
-      gone = true;
-      dispose?.();
-    };
-  }, [JSON.stringify([days, series])]);
+/** One row per group (model or key), with the range's totals. */
+function UsageTable({ id, caption, head, groups, n }: { id: string; caption: string; head: string; groups: Group[]; n: (x: number, d?: number) => string }) {
+  const { t } = useI18n();
   return (
-    <figure class="chart">
-      <figcaption>{title}</figcaption>
-      <div ref={box} class="plot" role="img" aria-label={`${title}: ${series.map((s) => `${s.label} ${s.values.reduce((a, b) => a + b, 0)}`).join(', ')}`} />
-    </figure>
+    <div class="table-wrap">
+      <table id={id}>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            <th scope="col">{head}</th>
+            <th scope="col">{t('usage.requests')}</th>
+            <th scope="col">{t('usage.tokens')}</th>
+            <th scope="col">{t('usage.characters')}</th>
+            <th scope="col">{t('usage.audioSeconds')}</th>
+            <th scope="col">{t('usage.cost')}</th>
+          </tr>
+        </thead>
+        <tbody>
+          {groups.map((g) => (
+            <tr>
+              <th scope="row">{g.label}</th>
+              <td data-label={t('usage.requests')}>{n(sum(g.rows, 'requests'))}</td>
+              <td data-label={t('usage.tokens')}>{n(sum(g.rows, 'tokens'))}</td>
+              <td data-label={t('usage.characters')}>{n(sum(g.rows, 'characters'))}</td>
+              <td data-label={t('usage.audioSeconds')}>{n(sum(g.rows, 'audio_seconds'), 1)}</td>
+              <td data-label={t('usage.cost')}>{n(sum(g.rows, 'cost'), 4)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
