@@ -145,7 +145,7 @@ async function post(url: string, auth: string, body: unknown): Promise<Response>
   });
 }
 
-describe('the container image (Dockerfile, podman)', { skip: whySkip }, () => {
+describe('the container image (Dockerfile, podman)', { skip: whySkip, timeout: 60 * 60_000 }, () => {
   const run = randomBytes(4).toString('hex');
   const tag = `localhost/portico:test-${run}`;
   const containers: string[] = [];
