@@ -82,6 +82,13 @@ test('while migrations wait for another instance’s lock, the server answers "s
   assert.match(portal.body.meta.message, /正在启动/);
   assert.match(portal.body.meta.request_id, /^req_/);
   assert.equal(portal.body.data, null);
+  // a person opening the page meanwhile gets a page that says so and reloads itself
+  const page = await fetch(`${base}/`, { headers: { accept: 'text/html,application/xhtml+xml' } });
+  assert.equal(page.status, 503);
+  assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+  const html = await page.text();
+  assert.match(html, /<meta http-equiv="refresh" content="2">/);
+  assert.match(html, /Portico is starting \(migrating the database\)/);
   // a second server on the same port is refused at once, before it touches any database
   const second = spawn(process.execPath, [MAIN_JS, 'serve'], {
     env: {

@@ -51,6 +51,16 @@ export async function listenEarly(opts: { host: string; port: number; limits: Ht
         .end(JSON.stringify({ status: 'starting', checks: { startup: `${doing} (${Math.round((Date.now() - startedAt) / 1000)} s)` } }));
       return;
     }
+    // a person opening the page: a page that says so and looks again by itself
+    if (req.method === 'GET' && !path.startsWith('/v1/') && /text\/html/.test(req.headers.accept ?? '')) {
+      const text = escapeHtml(`Portico is starting (${doing}). This page reloads by itself.`);
+      res
+        .writeHead(503, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'retry-after': '2', 'content-security-policy': "default-src 'none'" })
+        .end(
+          `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2"><title>Portico is starting</title></head><body><p>${text}</p></body></html>`,
+        );
+      return;
+    }
     const e = new AppError('service_unavailable', msg('server_starting', { phase: doing }));
     const id = `req_${randomUUID().replace(/-/g, '')}`;
     const lang = req.headers['accept-language'];
@@ -90,3 +100,5 @@ export async function listenEarly(opts: { host: string; port: number; limits: Ht
     },
   };
 }
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
