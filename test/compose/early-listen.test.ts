@@ -8,6 +8,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { databaseFromTemplate } from '../helpers/db-template.js';
 import { freePort, MAIN_JS } from '../helpers/cluster.js';
@@ -26,12 +29,15 @@ test('while migrations wait for another instance’s lock, the server answers "s
   // cleaned in this order: the server, the lock's session, the database
   await holder.query(`select pg_advisory_lock(hashtext('portico_migrations:' || current_schema()))`);
 
+  // the process's files (its journal, a generated secret) go to a folder of the test's, not the working directory
+  const dataDir = mkdtempSync(join(tmpdir(), 'portico-early-'));
   const port = await freePort();
   const child = spawn(process.execPath, [MAIN_JS, 'serve'], {
     env: {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
       DATABASE_URL: made.url,
+      DATA_DIR: dataDir,
       PORT: String(port),
       HOST: '127.0.0.1',
       JWT_SECRET: TEST_JWT_SECRET,
@@ -50,6 +56,7 @@ test('while migrations wait for another instance’s lock, the server answers "s
     await exited;
     await holder.end().catch(() => {});
     await made.drop();
+    rmSync(dataDir, { recursive: true, force: true });
   });
   const base = `http://127.0.0.1:${port}`;
   const get = (path: string, headers: Record<string, string> = {}) =>
@@ -95,6 +102,7 @@ test('while migrations wait for another instance’s lock, the server answers "s
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
       DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+      DATA_DIR: dataDir,
       PORT: String(port),
       HOST: '127.0.0.1',
       JWT_SECRET: TEST_JWT_SECRET,
