@@ -17,7 +17,8 @@
  * docs/performance.md, "Start-up and memory"). The settled figure is what an idle instance holds.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyApp } from '../test/helpers/app-copy.js';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -85,14 +86,11 @@ function summary(name: string, xs: Run[]) {
   return `| ${name} | ${xs.length} | ${h.m.toFixed(0)} (${h.lo.toFixed(0)}-${h.hi.toFixed(0)}) | ${r.m.toFixed(0)} | ${m.m.toFixed(0)} (${m.lo.toFixed(0)}-${m.hi.toFixed(0)}) | ${settled} |`;
 }
 
-const ROOT = join(import.meta.dirname, '..', '..');
-
 /** ms to run `args` in a fresh copy of the sources (the build writes dist/ there, not here) */
 function timedInCopy(args: string[]): number {
   const dir = mkdtempSync(join(tmpdir(), 'portico-build-'));
   try {
-    for (const f of ['src', 'web', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.app.json']) cpSync(join(ROOT, f), join(dir, f), { recursive: true });
-    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+    copyApp(dir);
     const t0 = performance.now();
     const r = spawnSync(process.execPath, args, { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
     if (r.status !== 0) throw new Error(`${args.join(' ')} failed`);

@@ -14,7 +14,7 @@
 // file under dist/vendor/ and points the compiled code's imports of them there; the packages themselves stay as
 // npm installed them. See docs/performance.md, "Start-up and memory".
 import { spawnSync } from 'node:child_process';
-import { chmodSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { sourcesHash } from './sources-hash.mjs';
@@ -114,10 +114,9 @@ const result = await esbuild.build({
   plugins: [pointAtVendored],
 });
 // write after the plugin rewrote the imports
-const { mkdirSync, writeFileSync: write } = await import('node:fs');
 for (const f of result.outputFiles) {
   mkdirSync(dirname(f.path), { recursive: true });
-  write(f.path, f.contents);
+  writeFileSync(f.path, f.contents);
 }
 for (const name of VENDORED) {
   await esbuild.build({

@@ -2,7 +2,7 @@ import { AppError, msg } from '../platform/errors.js';
 import { toRecord, type KeyRecord, type KeyService } from '../portal/keys/service.js';
 import type { Operators } from '../portal/operators/service.js';
 import type { OperatorRow } from '../portal/operators/store.js';
-import { MICROS, type UsageService } from '../portal/usage/service.js';
+import { MICROS, usageReport, type UsageService } from '../portal/usage/service.js';
 import type { ApiKeyTable } from '../platform/db/schema.js';
 import type { AuditLog, AuditRecord } from './audit.js';
 import { periodBounds, type BudgetPeriod, type BudgetRow, type BudgetScope, type Budgets, type BudgetStore } from './budgets.js';
@@ -313,19 +313,7 @@ export class AdminService {
   async usage(f: LedgerFilter, groupBy: AdminGroupBy[]) {
     await this.d.usage.flush();
     const rows = await this.d.store.aggregate(f, groupBy);
-    const total = rows.reduce(
-      (t, r) => ({
-        requests: t.requests + r.requests,
-        input_tokens: t.input_tokens + r.input_tokens,
-        output_tokens: t.output_tokens + r.output_tokens,
-        cached_tokens: t.cached_tokens + r.cached_tokens,
-        characters: t.characters + r.characters,
-        audio_micros: t.audio_micros + Math.round(r.audio_seconds * MICROS),
-        cost_micros: t.cost_micros + r.cost_micros,
-      }),
-      { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, cost_micros: 0 },
-    );
-    const { audio_micros, cost_micros, ...counts } = total;
+    const report = usageReport(rows);
     // grouped by key: each key's name, owner and state beside its id (null: no such key was ever made)
     const keys = new Map<string, ApiKeyTable>();
     if (groupBy.includes('key')) {
@@ -340,13 +328,8 @@ export class AdminService {
       start_time: f.from,
       end_time: f.to,
       group_by: groupBy,
-      list: rows.map(({ cost_micros: c, audio_seconds, ...r }) => ({
-        ...r,
-        ...(groupBy.includes('key') ? { key: keyInfo((r as { key_id?: unknown }).key_id) } : {}),
-        audio_seconds: Math.round(audio_seconds * MICROS) / MICROS,
-        cost: credits(c),
-      })),
-      total: { ...counts, audio_seconds: audio_micros / MICROS, cost: credits(cost_micros) },
+      list: report.list.map((r) => (groupBy.includes('key') ? { ...r, key: keyInfo((r as { key_id?: unknown }).key_id) } : r)),
+      total: report.total,
     };
   }
 

@@ -1,6 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../platform/db/index.js';
 import type { ApiKeyTable } from '../platform/db/schema.js';
+import { readSums, usageSums } from '../portal/usage/store.js';
 
 const DEFAULT_ORG = 'default';
 
@@ -242,31 +243,14 @@ export class AdminStore {
       deployment: sql<string>`deployment`.as('deployment'),
     };
     const names = { day: 'date', model: 'model', key: 'key_id', operation: 'operation', user: 'user_id', org: 'org_id', deployment: 'deployment' } as const;
-    let s = this.ledger(f).select([
-      sql<number>`count(*)`.as('requests'),
-      sql<number>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
-      sql<number>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
-      sql<number>`coalesce(sum(cached_tokens), 0)`.as('cached_tokens'),
-      sql<number>`coalesce(sum(characters), 0)`.as('characters'),
-      sql<number>`coalesce(sum(audio_seconds), 0)`.as('audio_seconds'),
-      sql<number>`coalesce(sum(cost_micros), 0)`.as('cost_micros'),
-    ]);
+    let s = this.ledger(f).select(usageSums());
     for (const g of groupBy) s = s.select(cols[g]);
     for (const g of groupBy) s = s.groupBy(sql.ref(names[g]) as never).orderBy(sql.ref(names[g]) as never);
     const rows = (await s.execute()) as Array<Record<string, unknown>>;
     return rows.map((r) => {
       const out: Record<string, unknown> = {};
       for (const g of groupBy) out[names[g]] = r[names[g]] ?? null;
-      return {
-        ...out,
-        requests: n(r.requests),
-        input_tokens: n(r.input_tokens),
-        output_tokens: n(r.output_tokens),
-        cached_tokens: n(r.cached_tokens),
-        characters: n(r.characters),
-        audio_seconds: n(r.audio_seconds),
-        cost_micros: n(r.cost_micros),
-      };
+      return { ...out, ...readSums(r) };
     });
   }
 

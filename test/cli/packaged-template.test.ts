@@ -5,17 +5,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { freePort } from '../helpers/cluster.js';
 import { waitFor } from '../helpers/wait.js';
 import { TEST_JWT_SECRET } from '../helpers/app.js';
-
-const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+import { copyApp } from '../helpers/app-copy.js';
 
 /** `portico serve` from `app` on `dataDir` until /readyz, then stopped; its log lines */
 async function serveOnce(app: string, dataDir: string, extra: Record<string, string> = {}): Promise<Array<Record<string, unknown>>> {
@@ -71,10 +69,7 @@ test('a build with --pglite-template: new data directories start as copies of it
   t.after(() => rmSync(base, { recursive: true, force: true }));
   const app = join(base, 'app');
   mkdirSync(app);
-  for (const f of ['src', 'web', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.app.json']) cpSync(join(ROOT, f), join(app, f), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'));
-  const built = spawnSync(process.execPath, ['scripts/build.mjs', '--app', '--pglite-template', '--quiet'], { cwd: app, stdio: ['ignore', 'ignore', 'pipe'] });
-  assert.equal(built.status, 0, built.stderr?.toString());
+  copyApp(app, ['--app', '--pglite-template', '--quiet']);
   const template = join(app, 'dist', 'pglite-template.tar.gz');
   assert.ok(existsSync(template));
 

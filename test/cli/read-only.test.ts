@@ -7,16 +7,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort } from '../helpers/cluster.js';
 import { pgliteTemplate } from '../helpers/db-template.js';
 import { waitFor } from '../helpers/wait.js';
 import { TEST_JWT_SECRET } from '../helpers/app.js';
+import { CHECKOUT, copyApp } from '../helpers/app-copy.js';
 
-const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const isRoot = process.getuid?.() === 0;
 const NOBODY = 65534;
 const setpriv = spawnSync('setpriv', ['--version']).status === 0;
@@ -30,15 +29,8 @@ function readOnly(p: string) {
   } else chmodSync(p, st.mode & 0o111 ? 0o555 : 0o444);
 }
 
-/** a copy of the application as an install has it, with node_modules linked */
-function install(dir: string, opts: { built: boolean }) {
-  for (const f of ['src', 'web', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.app.json']) cpSync(join(ROOT, f), join(dir, f), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  if (opts.built) {
-    const r = spawnSync(process.execPath, ['scripts/build.mjs', '--app', '--quiet'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-    assert.equal(r.status, 0, r.stderr?.toString());
-  }
-}
+/** a copy of the application as an install has it, built or not */
+const install = (dir: string, opts: { built: boolean }) => copyApp(dir, opts.built ? ['--app', '--quiet'] : undefined);
 
 function start(app: string, env: Record<string, string>) {
   const args = ['scripts/start.mjs'];
@@ -54,12 +46,14 @@ function start(app: string, env: Record<string, string>) {
 /** as root: can uid 65534 reach the checkout's node_modules (a checkout under /root cannot be)? */
 const reachable =
   !isRoot ||
-  spawnSync('setpriv', ['--reuid', String(NOBODY), '--regid', String(NOBODY), '--clear-groups', 'test', '-r', join(ROOT, 'node_modules', 'fastify', 'package.json')]).status === 0;
+  spawnSync('setpriv', ['--reuid', String(NOBODY), '--regid', String(NOBODY), '--clear-groups', 'test', '-r', join(CHECKOUT, 'node_modules', 'fastify', 'package.json')]).status ===
+    0;
 
 test(
   'npm start from a folder its user cannot write',
   {
-    skip: (isRoot && !setpriv && 'running as root without setpriv: cannot drop to an unprivileged user') || (!reachable && `an unprivileged user cannot read ${ROOT}/node_modules`),
+    skip:
+      (isRoot && !setpriv && 'running as root without setpriv: cannot drop to an unprivileged user') || (!reachable && `an unprivileged user cannot read ${CHECKOUT}/node_modules`),
   },
   async (t) => {
     const base = mkdtempSync(join(tmpdir(), 'portico-ro-'));

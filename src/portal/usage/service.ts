@@ -1,4 +1,4 @@
-import type { UsageInsert, UsageScope, UsageStore, GroupBy, UsageRow } from './store.js';
+import type { UsageInsert, UsageScope, UsageStore, GroupBy, UsageSums } from './store.js';
 import type { KeyPrincipal } from '../../platform/auth/principal.js';
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
@@ -371,29 +371,7 @@ export class UsageService {
   async usage(scope: UsageScope, from: number, to: number, groupBy: GroupBy[]) {
     await this.flush();
     const rows = await this.store.aggregate(scope, from, to, groupBy);
-    // costs are summed as whole micro-credits and divided once (a sum of divided figures shows float error:
-    // 0.024 + 0.024 + 0.024 = 0.07200000000000001); audio seconds are a float column, so their total is rounded
-    // to the microsecond the same way
-    const sum = rows.reduce(
-      (t, r) => ({
-        requests: t.requests + r.requests,
-        input_tokens: t.input_tokens + r.input_tokens,
-        output_tokens: t.output_tokens + r.output_tokens,
-        cached_tokens: t.cached_tokens + r.cached_tokens,
-        characters: t.characters + r.characters,
-        audio_micros: t.audio_micros + Math.round(r.audio_seconds * MICROS),
-        cost_micros: t.cost_micros + r.cost_micros,
-      }),
-      { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, cost_micros: 0 },
-    );
-    const { audio_micros, cost_micros, ...counts } = sum;
-    return {
-      start_time: from,
-      end_time: to,
-      group_by: groupBy,
-      list: rows.map(({ cost_micros, ...r }: UsageRow) => ({ ...r, audio_seconds: Math.round(r.audio_seconds * MICROS) / MICROS, cost: cost_micros / MICROS })),
-      total: { ...counts, audio_seconds: audio_micros / MICROS, cost: cost_micros / MICROS },
-    };
+    return { start_time: from, end_time: to, group_by: groupBy, ...usageReport(rows) };
   }
 
   async balance(scope: UsageScope) {
@@ -408,4 +386,30 @@ export class UsageService {
     await this.store.grant(userId, orgId, Math.round(amount * MICROS), note, Math.floor(Date.now() / 1000));
     await this.budget?.granted(userId, orgId);
   }
+}
+
+/**
+ * An aggregate's rows as a usage report gives them (credits and seconds instead of micro-units) and their total.
+ * Costs are summed as whole micro-credits and divided once (a sum of divided figures shows float error: 0.024 +
+ * 0.024 + 0.024 = 0.07200000000000001); audio seconds are a float column, so their total is rounded to the
+ * microsecond the same way. The user's report and the operator's (src/admin) both give this.
+ */
+export function usageReport<R extends UsageSums>(rows: R[]) {
+  const sum = rows.reduce(
+    (t, r) => ({
+      requests: t.requests + r.requests,
+      input_tokens: t.input_tokens + r.input_tokens,
+      output_tokens: t.output_tokens + r.output_tokens,
+      cached_tokens: t.cached_tokens + r.cached_tokens,
+      characters: t.characters + r.characters,
+      audio_micros: t.audio_micros + Math.round(r.audio_seconds * MICROS),
+      cost_micros: t.cost_micros + r.cost_micros,
+    }),
+    { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, cost_micros: 0 },
+  );
+  const { audio_micros, cost_micros, ...counts } = sum;
+  return {
+    list: rows.map(({ cost_micros, ...r }) => ({ ...r, audio_seconds: Math.round(r.audio_seconds * MICROS) / MICROS, cost: cost_micros / MICROS })),
+    total: { ...counts, audio_seconds: audio_micros / MICROS, cost: cost_micros / MICROS },
+  };
 }

@@ -33,6 +33,36 @@ export interface UsageRow {
   cost_micros: number;
 }
 
+/** what every usage report sums over its records */
+export type UsageSums = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'characters' | 'audio_seconds' | 'cost_micros'>;
+
+/** the selections of an aggregate over usage_records that give UsageSums (the user's report and the operator's) */
+export function usageSums() {
+  return [
+    sql<number>`count(*)`.as('requests'),
+    sql<number>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
+    sql<number>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
+    sql<number>`coalesce(sum(cached_tokens), 0)`.as('cached_tokens'),
+    sql<number>`coalesce(sum(characters), 0)`.as('characters'),
+    sql<number>`coalesce(sum(audio_seconds), 0)`.as('audio_seconds'),
+    sql<number>`coalesce(sum(cost_micros), 0)`.as('cost_micros'),
+  ] as const;
+}
+
+/** those sums read back from a row (the drivers give bigint sums as strings) */
+export function readSums(r: Record<string, unknown>): UsageSums {
+  const n = (v: unknown) => Number(v ?? 0);
+  return {
+    requests: n(r.requests),
+    input_tokens: n(r.input_tokens),
+    output_tokens: n(r.output_tokens),
+    cached_tokens: n(r.cached_tokens),
+    characters: n(r.characters),
+    audio_seconds: n(r.audio_seconds),
+    cost_micros: n(r.cost_micros),
+  };
+}
+
 /** the columns a usage record is inserted with (every one but the generated id) */
 const INSERT_COLUMNS = [
   'record_id',
@@ -91,15 +121,7 @@ export class UsageStore {
     let q = this.db.selectFrom('usage_records').where('org_id', '=', scope.orgId).where('created_at', '>=', from).where('created_at', '<', to);
     if (scope.userId !== undefined) q = q.where('user_id', '=', scope.userId);
     if (scope.keyId !== undefined) q = q.where('key_id', '=', scope.keyId);
-    let s = q.select([
-      sql<number>`count(*)`.as('requests'),
-      sql<number>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
-      sql<number>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
-      sql<number>`coalesce(sum(cached_tokens), 0)`.as('cached_tokens'),
-      sql<number>`coalesce(sum(characters), 0)`.as('characters'),
-      sql<number>`coalesce(sum(audio_seconds), 0)`.as('audio_seconds'),
-      sql<number>`coalesce(sum(cost_micros), 0)`.as('cost_micros'),
-    ]);
+    let s = q.select(usageSums());
     for (const g of groupBy) s = s.select(cols[g]);
     // a key's name as it is now, for people reading the report (the ledger keeps the id; a deleted key keeps its row)
     if (groupBy.includes('key'))
@@ -109,16 +131,7 @@ export class UsageStore {
       ]);
     for (const g of groupBy) s = s.groupBy(sql.ref(names[g]) as any).orderBy(sql.ref(names[g]) as any);
     const rows = await s.execute();
-    return rows.map((r: any) => ({
-      ...r,
-      requests: Number(r.requests),
-      input_tokens: Number(r.input_tokens),
-      output_tokens: Number(r.output_tokens),
-      cached_tokens: Number(r.cached_tokens),
-      characters: Number(r.characters),
-      audio_seconds: Number(r.audio_seconds),
-      cost_micros: Number(r.cost_micros),
-    }));
+    return rows.map((r: any) => ({ ...r, ...readSums(r) }));
   }
 
   /** A random id of this ledger, made once and kept in its database (settings `ledger_id`). */
