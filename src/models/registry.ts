@@ -99,7 +99,12 @@ export class ModelRegistry {
     const m = this.byName.get(name);
     if (m && m.type === type) {
       const u = this.unavailable.get(name);
-      if (u) throw new AppError('engine_unavailable', u.client ?? `The model '${name}' is configured but its model file is not available on this server; the server log says why.`, 'model');
+      if (u)
+        throw new AppError(
+          'engine_unavailable',
+          u.client ?? `The model '${name}' is configured but its model file is not available on this server; the server log says why.`,
+          'model',
+        );
       return m;
     }
     const known = this.list()

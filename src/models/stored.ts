@@ -222,7 +222,9 @@ export class StoredModels {
 
   /** Tells every other instance to read the table again (this one has). */
   async announce(): Promise<void> {
-    await this.o.feed?.publish(MODELS_CHANNEL, { at: Date.now() }).catch((e) => this.o.log.warn({ err: (e as Error).message }, 'stored models change not broadcast; other instances read it at their next change or restart'));
+    await this.o.feed
+      ?.publish(MODELS_CHANNEL, { at: Date.now() })
+      .catch((e) => this.o.log.warn({ err: (e as Error).message }, 'stored models change not broadcast; other instances read it at their next change or restart'));
   }
 
   private async load(): Promise<void> {
@@ -461,7 +463,12 @@ export class StoredModels {
     }
     const timeoutMs = Math.min(dep.timeouts?.first_byte_ms ?? TEST_TIMEOUT_MS, dep.timeouts?.total_ms ?? TEST_TIMEOUT_MS, TEST_TIMEOUT_MS);
     const t0 = performance.now();
-    const done = (r: Omit<TestResult, 'model' | 'deployment' | 'latency_ms'>): TestResult => ({ model: name, deployment: dep.id, latency_ms: Math.round(performance.now() - t0), ...r });
+    const done = (r: Omit<TestResult, 'model' | 'deployment' | 'latency_ms'>): TestResult => ({
+      model: name,
+      deployment: dep.id,
+      latency_ms: Math.round(performance.now() - t0),
+      ...r,
+    });
     if (dep.type !== 'text' && dep.type !== 'embeddings') {
       return done({ ok: false, error: { code: 'unsupported_parameter', message: `a test request is made to text and embeddings deployments; this one is ${dep.type}` } });
     }

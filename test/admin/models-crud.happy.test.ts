@@ -157,10 +157,7 @@ for (const db of testDatabases()) {
 
     test('every change is audited, secrets only as (set)/(changed)/(removed)', async () => {
       const audit = (await call('GET', '/audit?target=stored-a&per_page=100')).json().data.list as any[];
-      assert.deepEqual(
-        audit.map((a) => a.action).reverse(),
-        ['model.create', 'model.update', 'model.update', 'model.update', 'model.disable', 'model.enable', 'model.remove'],
-      );
+      assert.deepEqual(audit.map((a) => a.action).reverse(), ['model.create', 'model.update', 'model.update', 'model.update', 'model.disable', 'model.enable', 'model.remove']);
       const [create, keep, change, remove] = [...audit].reverse();
       assert.equal(create.actor, 'olga');
       assert.equal(create.before, null);
