@@ -189,6 +189,8 @@ function deploymentIds(spec: ModelSpec): string[] {
 /** The stored models of this instance: read from the table, checked, served, and changed by the admin API. */
 export class StoredModels {
   private built = new Map<string, Built>();
+  /** the stored models marked unavailable because their key does not decrypt */
+  private unreadable = new Set<string>();
   private tail: Promise<unknown> = Promise.resolve();
   private queued?: Promise<void>;
 
@@ -240,9 +242,18 @@ export class StoredModels {
     const served = [...built.values()].filter((b) => b.row.enabled && b.spec).map((b) => b.spec!);
     const change = (await this.o.apply(served)) as { added?: string[]; removed?: string[]; changed?: string[] } | undefined;
     this.built = built;
+    // a served model whose key does not decrypt answers 503 saying why; one that no longer has that problem is
+    // cleared (only what was marked here: a missing model file is the file check's to clear)
+    const unreadable = new Set<string>();
     for (const b of built.values()) {
-      if (b.secretError && b.row.enabled) this.o.models.setUnavailable(b.row.name, b.secretError.en, b.secretError.en);
-      else if (this.o.models.layerOf(b.row.name) === 'stored') this.o.models.setUnavailable(b.row.name, undefined);
+      if (b.secretError && b.row.enabled && this.o.models.layerOf(b.row.name) === 'stored') {
+        this.o.models.setUnavailable(b.row.name, b.secretError.en, b.secretError);
+        unreadable.add(b.row.name);
+      }
+    }
+    for (const name of this.unreadable) if (!unreadable.has(name) && this.o.models.layerOf(name) !== 'configured') this.o.models.setUnavailable(name, undefined);
+    this.unreadable = unreadable;
+    for (const b of built.values()) {
       if (b.error) this.o.log.warn({ model: b.row.name }, `the stored model '${b.row.name}' is not served: ${b.error}`);
       if (b.secretError) this.o.log.warn({ model: b.row.name }, b.secretError.en);
     }
@@ -450,8 +461,9 @@ export class StoredModels {
    * router (no breaker, retry or fallback) and charged to nobody. An upstream's failure is an answer with ok false.
    */
   async test(name: string, deploymentId: string | undefined): Promise<TestResult> {
-    const spec = this.built.get(name)?.spec ?? this.o.models.get(name);
+    // the model served under that name; else a stored one that is not served (disabled, or hidden by the file's)
     const b = this.built.get(name);
+    const spec = this.o.models.get(name) ?? b?.spec;
     if (!spec) {
       if (b) return { ok: false, model: name, deployment: deploymentId ?? name, latency_ms: 0, error: { code: 'invalid_request', message: b.error ?? 'the entry is refused' } };
       throw new AppError('model_not_found', msg('model_unknown', { name }), 'name');
