@@ -158,7 +158,7 @@ export interface StoredModelsOptions {
   box: SecretBox;
   models: ModelRegistry;
   /** serves the enabled, checked stored models (compose/models.ts: applied as a reload of the model file is) */
-  apply: (specs: ModelSpec[]) => Promise<unknown>;
+  apply: (specs: ModelSpec[]) => Promise<{ added: string[]; removed: string[]; changed: string[] }>;
   feed?: ChangeFeed;
   /** the environment the engines read (an entry's api_key_env is checked in it) */
   env: ModelEnv;
@@ -240,7 +240,7 @@ export class StoredModels {
     const built = new Map<string, Built>();
     for (const row of rows) built.set(row.name, this.build(row));
     const served = [...built.values()].filter((b) => b.row.enabled && b.spec).map((b) => b.spec!);
-    const change = (await this.o.apply(served)) as { added?: string[]; removed?: string[]; changed?: string[] } | undefined;
+    const change = await this.o.apply(served);
     this.built = built;
     // a served model whose key does not decrypt answers 503 saying why; one that no longer has that problem is
     // cleared (only what was marked here: a missing model file is the file check's to clear)
@@ -257,7 +257,7 @@ export class StoredModels {
       if (b.error) this.o.log.warn({ model: b.row.name }, `the stored model '${b.row.name}' is not served: ${b.error}`);
       if (b.secretError) this.o.log.warn({ model: b.row.name }, b.secretError.en);
     }
-    if (change && (change.added?.length || change.removed?.length || change.changed?.length)) {
+    if (change.added.length || change.removed.length || change.changed.length) {
       this.o.log.info({ added: change.added, removed: change.removed, changed: change.changed }, 'stored models applied');
     }
   }
