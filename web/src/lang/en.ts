@@ -11,6 +11,7 @@ export const en = {
   'nav.language': 'Language',
   'nav.signOut': 'Sign out',
   'nav.signedInAs': 'Signed in as {user}',
+  'nav.console': 'Console',
 
   'signin.title': 'Sign in to Portico',
   'signin.expired': 'Your session has ended (it expired or was signed out). Sign in again to continue.',
@@ -230,4 +231,39 @@ export const en = {
   'err.engine_unavailable': 'No engine is available for this model.',
   'err.service_unavailable': 'The service is unavailable for a moment. Try again shortly.',
   'err.upstream_timeout': 'The model server did not answer in time.',
+
+  // ------------------------------------------------------------------ the operator's console: one block per screen
+  'console.nav.label': 'Console',
+  'console.soon': 'This screen is on its way.',
+  'console.denied.title': 'Not an operator',
+  'console.denied.text': 'The console is for the people who run this Portico. Your account is not an operator, so there is nothing for you here.',
+  'console.denied.back': 'Back to your API keys',
+
+  'console.users.nav': 'Users',
+  'console.users.title': 'Users',
+
+  'console.orgs.nav': 'Organizations',
+  'console.orgs.title': 'Organizations',
+
+  'console.usage.nav': 'Usage',
+  'console.usage.title': 'Usage of everyone',
+
+  'console.budgets.nav': 'Budgets',
+  'console.budgets.title': 'Budgets',
+
+  'console.audit.nav': 'Audit log',
+  'console.audit.title': 'Audit log',
+
+  'console.operators.nav': 'Operators',
+  'console.operators.title': 'Operators',
+
+  // Models, Health and Requests: branch p25-console2
+  'console.models.nav': 'Models',
+  'console.models.title': 'Models',
+
+  'console.health.nav': 'Health',
+  'console.health.title': 'Health',
+
+  'console.requests.nav': 'Requests',
+  'console.requests.title': 'Requests',
 };
