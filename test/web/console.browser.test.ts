@@ -364,6 +364,25 @@ describe("the operator's console in Chromium", () => {
     assert.deepEqual(problems, []);
   });
 
+  test('on a phone: the navigation wraps above the screen, nothing is wider than the screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    for (const path of ['/console/users', '/console/users/mia', '/console/orgs/acme', '/console/usage', '/console/budgets', '/console/audit', '/console/operators']) {
+      await page.evaluate((p) => {
+        history.pushState(null, '', p);
+        dispatchEvent(new PopStateEvent('popstate'));
+      }, path);
+      await page.locator('.console-screen h1').waitFor();
+      await page.waitForLoadState('networkidle');
+      assert.equal(await overflow(), 0, `${path} is wider than the screen`);
+    }
+    await page.locator('#console-nav-users').click();
+    await page.locator('#users-table').waitFor();
+    await check(page, 'console users on a phone');
+    await screenshot(page, 'phone-users', false, 'console');
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
   for (const who of [
     { id: 'mia', roles: { acme: 'member' }, what: 'a member' },
     { id: 'adam', roles: { acme: 'admin' }, what: "an organization's administrator" },
