@@ -1,0 +1,13 @@
+import { useI18n } from '../i18n.js';
+import type { ScreenProps } from './Console.js';
+
+/** A placeholder: the Requests screen comes with branch p25-console2. */
+export function Requests(_props: ScreenProps) {
+  const { t } = useI18n();
+  return (
+    <section>
+      <h1 tabIndex={-1}>{t('console.requests.title')}</h1>
+      <p class="empty">{t('console.soon')}</p>
+    </section>
+  );
+}
