@@ -379,7 +379,12 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     }
     metering.usePrices(new Prices(found.units));
     // the stored models, checked against the units now known, served before the first request; then every change
-    storedModels.listen();
+    // (and read again once the feed has subscribed: a change published between this read and the subscription is
+    // not missed; the feed's first resync does the same)
+    void storedModels
+      .listen()
+      .then(() => storedModels.refresh())
+      .catch(() => {});
     await storedModels.refresh();
     const routeScopes = new RouteScopes(found.scopes);
 

@@ -202,9 +202,9 @@ export class StoredModels {
   }
 
   /** Hears the other instances' changes (and reads the table again after the feed was away). */
-  listen(): void {
-    this.o.feed?.subscribe(MODELS_CHANNEL, () => void this.refresh().catch(() => {}));
+  listen(): Promise<void> {
     this.o.feed?.onResync(() => void this.refresh().catch(() => {}));
+    return this.o.feed?.subscribe(MODELS_CHANNEL, () => void this.refresh().catch(() => {})) ?? Promise.resolve();
   }
 
   /**

@@ -18,10 +18,17 @@ export type FeedHandler = (message: Record<string, unknown>) => void;
 export interface ChangeFeed {
   readonly kind: 'local' | 'redis' | 'postgres';
   publish(channel: string, message: Record<string, unknown>): Promise<void>;
-  subscribe(channel: string, handler: FeedHandler): void;
   /**
-   * Called when the subscription comes back after the connection was lost: messages published meanwhile
-   * were not delivered, so whoever keeps state from them should start afresh.
+   * Hears a channel. The promise settles once the subscription is in place (Redis acknowledged SUBSCRIBE,
+   * PostgreSQL ran LISTEN): a reader that reads its state after it misses nothing published since. It never
+   * rejects; with the connection down it waits until the connection is back.
+   */
+  subscribe(channel: string, handler: FeedHandler): Promise<void>;
+  /**
+   * Called each time the subscription is in place and acknowledged: after the connection was lost (messages
+   * published meanwhile were not delivered), and the first time too (whoever read its state before subscribing
+   * may have missed a message published in between: the stored models read at start, before Redis said
+   * SUBSCRIBE was done). Whoever keeps state from the messages starts afresh.
    */
   onResync(handler: () => void): void;
   close(): Promise<void>;
@@ -33,7 +40,7 @@ class LocalFeed implements ChangeFeed {
   async publish(channel: string, message: Record<string, unknown>) {
     for (const h of this.handlers.get(channel) ?? []) h(message);
   }
-  subscribe(channel: string, handler: FeedHandler) {
+  async subscribe(channel: string, handler: FeedHandler) {
     this.handlers.set(channel, [...(this.handlers.get(channel) ?? []), handler]);
   }
   onResync() {
@@ -84,13 +91,18 @@ class RedisFeed implements ChangeFeed {
       autoResubscribe: false,
     });
     sub.on('error', (e) => this.log.debug({ err: e.message }, 'redis feed connection error'));
-    // what was published while the connection was down is gone: the resync handlers catch up
-    let connected = false;
+    // what was published while the connection was down (or before the first SUBSCRIBE was acknowledged) is gone:
+    // the resync handlers catch up once the channels are subscribed
     sub.on('ready', () => {
       const channels = [...this.handlers.keys()].map((c) => this.prefix + c);
-      if (channels.length) sub.subscribe(...channels).catch((e) => this.log.warn({ err: e.message }, 'redis subscribe failed'));
-      if (connected) for (const h of this.resync) h();
-      connected = true;
+      if (!channels.length) return;
+      sub.subscribe(...channels).then(
+        () => {
+          for (const w of this.waiting.splice(0)) w();
+          for (const h of this.resync) h();
+        },
+        (e) => this.log.warn({ err: e.message }, 'redis subscribe failed'),
+      );
     });
     sub.on('message', (ch: string, raw: string) => {
       let msg: Record<string, unknown>;
@@ -126,14 +138,24 @@ class RedisFeed implements ChangeFeed {
       this.pub.once('ready', done);
     });
   }
-  subscribe(channel: string, handler: FeedHandler) {
-    if (!this.handlers.has(channel)) {
-      this.handlers.set(channel, []);
-      // a connection not ready yet subscribes every channel once it is ('ready' above)
-      const sub = this.subscriber();
-      if (sub.status === 'ready') sub.subscribe(this.prefix + channel).catch((e) => this.log.warn({ err: e.message, channel }, 'redis subscribe failed'));
-    }
+  /** subscribers waiting for the channels to be subscribed at the next 'ready' */
+  private readonly waiting: Array<() => void> = [];
+  subscribe(channel: string, handler: FeedHandler): Promise<void> {
+    const known = this.handlers.has(channel);
+    if (!known) this.handlers.set(channel, []);
     this.handlers.get(channel)!.push(handler);
+    // a connection not ready yet subscribes every channel once it is ('ready' above)
+    const sub = this.subscriber();
+    if (sub.status !== 'ready') return new Promise((resolve) => this.waiting.push(resolve));
+    if (known) return Promise.resolve();
+    return sub.subscribe(this.prefix + channel).then(
+      () => undefined,
+      (e) => {
+        this.log.warn({ err: e.message, channel }, 'redis subscribe failed');
+        // the next 'ready' subscribes it again
+        return new Promise<void>((resolve) => this.waiting.push(resolve));
+      },
+    );
   }
   async close() {
     this.pubConn?.disconnect();
@@ -188,8 +210,9 @@ class PostgresFeed implements ChangeFeed {
       }
       for (const ch of this.handlers.keys()) await c.query(`listen ${this.prefix}${ch}`);
       this.client = c;
-      if (this.connectedBefore) for (const h of this.resync) h();
-      this.connectedBefore = true;
+      for (const w of this.waiting.splice(0)) w();
+      // listening now: what was sent before (while the connection was down, or before the first LISTEN) is caught up
+      for (const h of this.resync) h();
     } catch (e) {
       this.log.debug({ err: (e as Error).message }, 'postgres feed connect failed');
       c.end().catch(() => {});
@@ -200,19 +223,28 @@ class PostgresFeed implements ChangeFeed {
     await this.pool.query('select pg_notify($1, $2)', [this.prefix + channel, JSON.stringify(message)]);
   }
 
-  subscribe(channel: string, handler: FeedHandler) {
+  subscribe(channel: string, handler: FeedHandler): Promise<void> {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel ${channel}`);
-    if (!this.handlers.has(channel)) {
-      this.handlers.set(channel, []);
-      // the listening connection is opened at the first subscribe (a process that only publishes never holds one)
-      if (!this.connecting) this.connecting = this.connect();
-      else this.client?.query(`listen ${this.prefix}${channel}`).catch(() => {});
-    }
+    const known = this.handlers.has(channel);
+    if (!known) this.handlers.set(channel, []);
     this.handlers.get(channel)!.push(handler);
+    if (!this.connecting) {
+      // the listening connection is opened at the first subscribe (a process that only publishes never holds one)
+      this.connecting = this.connect();
+    } else if (!known && this.client) {
+      const c = this.client;
+      return c.query(`listen ${this.prefix}${channel}`).then(
+        () => undefined,
+        () => new Promise<void>((resolve) => this.waiting.push(resolve)),
+      );
+    }
+    if (this.client) return Promise.resolve();
+    return new Promise((resolve) => this.waiting.push(resolve));
   }
+  /** subscribers waiting for the listening connection (every channel is listened to when it connects) */
+  private readonly waiting: Array<() => void> = [];
 
   private connecting?: Promise<void>;
-  private connectedBefore = false;
   private readonly resync: Array<() => void> = [];
 
   onResync(handler: () => void) {
