@@ -1,9 +1,12 @@
 import type { FastifyRequest } from 'fastify';
 import type { Actor, AdminService } from './service.js';
+import type { ClusterHealth } from './health.js';
 
 /** What the operators' routes share (./routes/<endpoint>.ts). */
 export interface AdminContext {
   service: AdminService;
+  /** the deployments' health across the instances (GET /health) */
+  health: Pick<ClusterHealth, 'read'>;
 }
 
 /** the operator the gate recognized, and the request, as the audit log records them */

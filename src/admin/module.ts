@@ -30,6 +30,8 @@ import requestsCsv from './routes/requests-csv.js';
 import budgetsList from './routes/budgets-list.js';
 import budgetsSet from './routes/budgets-set.js';
 import budgetsRemove from './routes/budgets-remove.js';
+import health from './routes/health.js';
+import { ClusterHealth, type HealthSource } from './health.js';
 import { Budgets, BudgetStore } from './budgets.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 import type { FastifyBaseLogger } from 'fastify';
@@ -49,6 +51,8 @@ export interface AdminDeps {
   postWebhook?: (url: string, body: unknown) => Promise<void>;
   /** the portal's way of recognizing a user (bearer JWT, or the web page's session) */
   authenticate: (req: FastifyRequest) => Promise<UserPrincipal>;
+  /** this instance and its deployments' figures (the router's), for GET /health; the others' come over `feed` */
+  health: HealthSource;
 }
 
 export interface AdminModule extends FeatureModule {
@@ -58,13 +62,16 @@ export interface AdminModule extends FeatureModule {
   checkBudgets(key: KeyPrincipal): Promise<void>;
 }
 
-/** The operators' API under /v1/admin (docs/api.md, "Admin API"): users, organizations, keys, credits, usage, requests, audit. */
+/** The operators' API under /v1/admin (docs/api.md, "Admin API"): users, organizations, keys, credits, usage, requests, audit, health. */
 export function createAdminModule(deps: AdminDeps): AdminModule {
   const budgetStore = new BudgetStore(deps.db);
   const budgets = new Budgets(budgetStore, { log: deps.log, feed: deps.feed, post: deps.postWebhook });
   // what this instance charges counts in the budgets' spend at once
   deps.usage.onRecord((e) => budgets.record(e));
+  // every instance answers the others' health asks, whether or not anybody looks at its own page
+  const clusterHealth = new ClusterHealth(deps.health, deps.feed, { log: deps.log });
   const ctx: AdminContext = {
+    health: clusterHealth,
     service: new AdminService({
       store: new AdminStore(deps.db),
       audit: deps.audit,
@@ -78,6 +85,7 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
     name: 'admin',
     authenticate: operatorGate({ verifier: deps.verifier, operators: deps.operators, authenticate: deps.authenticate }),
     checkBudgets: (key) => budgets.check(key),
+    close: () => clusterHealth.close(),
     routes: {
       admin: (app) => {
         for (const r of [
@@ -99,6 +107,7 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
           budgetsList,
           budgetsSet,
           budgetsRemove,
+          health,
         ]) {
           r(app, ctx);
         }
