@@ -220,7 +220,7 @@ export const HealthQuery = Type.Object(
 );
 
 const BreakerStateSchema = Type.Union([Type.Literal('closed'), Type.Literal('open'), Type.Literal('half-open')], {
-  description: "the circuit breaker: closed (serving), open (taken out until its cooldown ends), half-open (one probe may go)",
+  description: 'the circuit breaker: closed (serving), open (taken out until its cooldown ends), half-open (one probe may go)',
 });
 const Ms = (description: string) => Type.Union([Type.Number(), Type.Null()], { description: `${description} (ms; null: no sample in the window)` });
 const HealthFigures = {
