@@ -83,4 +83,5 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: str
   { method: 'POST', url: '/v1/admin/models/sec-m/enable' },
   { method: 'POST', url: '/v1/admin/models/sec-m/test', payload: {} },
   { method: 'DELETE', url: '/v1/admin/models/sec-m' },
+  { method: 'GET', url: '/v1/admin/health' },
 ];
