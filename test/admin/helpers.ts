@@ -57,7 +57,7 @@ export async function use(
 }
 
 /** every route of the admin API, with a payload that would succeed for an operator (security tests) */
-export const ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; url: string; payload?: unknown }> = [
+export const ROUTES: Array<{ method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: string; payload?: unknown }> = [
   { method: 'GET', url: '/v1/admin/whoami' },
   { method: 'GET', url: '/v1/admin/audit' },
   { method: 'GET', url: '/v1/admin/operators' },
@@ -69,6 +69,7 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; url: string; pay
   { method: 'POST', url: '/v1/admin/users/olga/keys/enable', payload: { api_key_id: 'key_x' } },
   { method: 'GET', url: '/v1/admin/orgs' },
   { method: 'GET', url: '/v1/admin/orgs/acme' },
+  { method: 'PUT', url: '/v1/admin/orgs/acme/members/mia', payload: { role: 'admin' } },
   { method: 'POST', url: '/v1/admin/credits', payload: { user_id: 'mia', amount: 5 } },
   { method: 'GET', url: '/v1/admin/usage' },
   { method: 'GET', url: '/v1/admin/requests' },
