@@ -1,0 +1,319 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { admin, type RequestDetail, type RequestList, type RequestRow } from './contract.js';
+import { formatDate, formatNumber, useI18n, type Lang } from '../i18n.js';
+import { Dialog, ErrorBox, Field } from '../components/ui.js';
+
+interface Filters {
+  user_id: string;
+  key_id: string;
+  model: string;
+  deployment: string;
+  status: '' | 'ok' | 'error';
+  from: string;
+  to: string;
+  q: string;
+}
+const NO_FILTERS: Filters = { user_id: '', key_id: '', model: '', deployment: '', status: '', from: '', to: '', q: '' };
+const TEXT_FILTERS = ['user_id', 'key_id', 'model', 'deployment', 'q'] as const;
+
+/** a datetime-local value (the person's local time) as Unix seconds */
+const unix = (local: string) => Math.floor(new Date(local).getTime() / 1000);
+
+/** The query of the filters: the list's and the CSV's (the same records). */
+export function filterQuery(f: Filters): URLSearchParams {
+  const q = new URLSearchParams();
+  for (const k of TEXT_FILTERS) if (f[k].trim()) q.set(k, f[k].trim());
+  if (f.status) q.set('status', f.status);
+  if (f.from) q.set('start_time', String(unix(f.from)));
+  if (f.to) q.set('end_time', String(unix(f.to)));
+  return q;
+}
+
+const ok = (r: RequestRow) => r.status >= 200 && r.status < 400;
+
+export function Requests() {
+  const { t, lang } = useI18n();
+  const [draft, setDraft] = useState<Filters>(NO_FILTERS);
+  const [filters, setFilters] = useState<Filters>(NO_FILTERS);
+  const [page, setPage] = useState(1);
+  const [perPage, setPerPage] = useState(20);
+  const [data, setData] = useState<RequestList | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [opened, setOpened] = useState<string | null>(null);
+
+  const latest = useRef(0);
+  useEffect(() => {
+    const mine = ++latest.current;
+    const q = filterQuery(filters);
+    q.set('page', String(page));
+    q.set('per_page', String(perPage));
+    admin<RequestList>('GET', `/requests?${q}`).then(
+      (list) => {
+        if (mine !== latest.current) return;
+        setData(list);
+        setError(null);
+      },
+      (e) => {
+        if (mine === latest.current) setError(e);
+      },
+    );
+  }, [filters, page, perPage]);
+
+  const apply = (f: Filters) => {
+    setDraft(f);
+    setFilters(f);
+    setPage(1);
+  };
+  const set = (patch: Partial<Filters>) => setDraft((d) => ({ ...d, ...patch }));
+  const fq = filterQuery(filters).toString();
+  const csv = `/v1/admin/requests.csv${fq ? `?${fq}` : ''}`;
+  const pages = data ? Math.max(1, Math.ceil(data.total / data.per_page)) : 1;
+  const n = (x: number, d = 0) => formatNumber(lang, x, d);
+  const filtered = JSON.stringify(filters) !== JSON.stringify(NO_FILTERS);
+
+  return (
+    <section class="console-requests">
+      <div class="page-head">
+        <h1 tabIndex={-1}>{t('console.requests.title')}</h1>
+        <a class="button secondary-link" id="requests-csv" href={csv} download>
+          {t('console.requests.csv')}
+        </a>
+      </div>
+      <form
+        class="toolbar filters"
+        aria-label={t('console.requests.filters')}
+        onSubmit={(e) => {
+          e.preventDefault();
+          apply(draft);
+        }}
+      >
+        <Field id="rq-user" label={t('console.requests.user')}>
+          <input id="rq-user" maxLength={255} value={draft.user_id} onInput={(e) => set({ user_id: e.currentTarget.value })} />
+        </Field>
+        <Field id="rq-key" label={t('console.requests.key')}>
+          <input id="rq-key" maxLength={100} value={draft.key_id} onInput={(e) => set({ key_id: e.currentTarget.value })} />
+        </Field>
+        <Field id="rq-model" label={t('console.requests.model')}>
+          <input id="rq-model" maxLength={200} value={draft.model} onInput={(e) => set({ model: e.currentTarget.value })} />
+        </Field>
+        <Field id="rq-deployment" label={t('console.requests.deployment')}>
+          <input id="rq-deployment" maxLength={200} value={draft.deployment} onInput={(e) => set({ deployment: e.currentTarget.value })} />
+        </Field>
+        <Field id="rq-status" label={t('console.requests.status')}>
+          <select id="rq-status" value={draft.status} onChange={(e) => set({ status: e.currentTarget.value as Filters['status'] })}>
+            <option value="">{t('console.requests.statusAll')}</option>
+            <option value="ok">{t('console.requests.statusOk')}</option>
+            <option value="error">{t('console.requests.statusError')}</option>
+          </select>
+        </Field>
+        <Field id="rq-from" label={t('console.requests.from')}>
+          <input id="rq-from" type="datetime-local" value={draft.from} max={draft.to || undefined} onInput={(e) => set({ from: e.currentTarget.value })} />
+        </Field>
+        <Field id="rq-to" label={t('console.requests.to')}>
+          <input id="rq-to" type="datetime-local" value={draft.to} min={draft.from || undefined} onInput={(e) => set({ to: e.currentTarget.value })} />
+        </Field>
+        <Field id="rq-q" label={t('console.requests.requestId')}>
+          <input id="rq-q" type="search" maxLength={200} class="mono" value={draft.q} onInput={(e) => set({ q: e.currentTarget.value })} />
+        </Field>
+        <div class="buttons">
+          <button type="submit" id="rq-apply">
+            {t('console.requests.apply')}
+          </button>
+          <button type="button" class="secondary" disabled={!filtered && JSON.stringify(draft) === JSON.stringify(NO_FILTERS)} onClick={() => apply(NO_FILTERS)}>
+            {t('console.requests.clear')}
+          </button>
+        </div>
+      </form>
+      <p class="hint">{t('console.requests.rangeHint')}</p>
+      <ErrorBox error={error} />
+      {data && data.list.length === 0 && <p class="empty">{filtered ? t('console.requests.noMatch') : t('console.requests.none')}</p>}
+      {data && data.list.length > 0 && (
+        <div class="table-wrap">
+          <table id="requests-table" class="requests">
+            <caption class="visually-hidden">{t('console.requests.title')}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t('console.requests.time')}</th>
+                <th scope="col">{t('console.requests.requestId')}</th>
+                <th scope="col">{t('console.requests.user')}</th>
+                <th scope="col">{t('console.requests.model')}</th>
+                <th scope="col">{t('console.requests.status')}</th>
+                <th scope="col">{t('console.requests.latency')}</th>
+                <th scope="col">{t('console.requests.tokens')}</th>
+                <th scope="col">{t('console.requests.cost')}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.list.map((r) => (
+                <tr data-request-id={r.request_id}>
+                  <td data-label={t('console.requests.time')} class="nowrap">
+                    {formatDate(lang, r.created_at, true)}
+                  </td>
+                  <td data-label={t('console.requests.requestId')}>
+                    <button type="button" class="link mono" onClick={() => setOpened(r.request_id)} aria-label={t('console.requests.open', { id: r.request_id })}>
+                      {r.request_id}
+                    </button>
+                  </td>
+                  <td data-label={t('console.requests.user')}>
+                    {r.user_id}
+                    <div class="muted mono">{r.key_id}</div>
+                  </td>
+                  <td data-label={t('console.requests.model')}>
+                    {r.model}
+                    <div class="muted">
+                      {r.deployment ?? '—'} · {r.operation}
+                    </div>
+                  </td>
+                  <td data-label={t('console.requests.status')}>
+                    <StatusBadge row={r} />
+                    {r.error && <div class="muted">{r.error.code}</div>}
+                  </td>
+                  <td data-label={t('console.requests.latency')} class="num">
+                    {r.latency_ms === null ? '—' : t('console.health.ms', { n: n(r.latency_ms) })}
+                    {r.ttft_ms !== null && <div class="muted">{t('console.requests.ttftShort', { n: n(r.ttft_ms) })}</div>}
+                  </td>
+                  <td data-label={t('console.requests.tokens')} class="num">
+                    {n(r.input_tokens)} / {n(r.output_tokens)}
+                  </td>
+                  <td data-label={t('console.requests.cost')} class="num">
+                    {n(r.cost, 6)}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {data && data.total > 0 && (
+        <nav class="pager" aria-label={t('console.requests.pages')}>
+          <button type="button" class="secondary small" disabled={page <= 1} onClick={() => setPage(page - 1)}>
+            {t('keys.previous')}
+          </button>
+          <span aria-live="polite">{t('console.requests.pageOf', { page, pages, total: n(data.total) })}</span>
+          <button type="button" class="secondary small" disabled={page >= pages} onClick={() => setPage(page + 1)}>
+            {t('keys.next')}
+          </button>
+          <label>
+            {t('keys.perPage')}{' '}
+            <select value={perPage} onChange={(e) => (setPerPage(Number(e.currentTarget.value)), setPage(1))}>
+              {[20, 50, 100].map((x) => (
+                <option value={x}>{x}</option>
+              ))}
+            </select>
+          </label>
+        </nav>
+      )}
+      <RequestDialog id={opened} onClose={() => setOpened(null)} />
+    </section>
+  );
+}
+
+function StatusBadge({ row }: { row: RequestRow }) {
+  const { t } = useI18n();
+  return <span class={`badge ${ok(row) ? 'active' : 'revoked'}`}>{t(ok(row) ? 'console.requests.okStatus' : 'console.requests.errorStatus', { status: row.status })}</span>;
+}
+
+function RequestDialog({ id, onClose }: { id: string | null; onClose: () => void }) {
+  const { t, lang } = useI18n();
+  const [detail, setDetail] = useState<RequestDetail | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    setDetail(null);
+    setError(null);
+    if (!id) return;
+    let gone = false;
+    admin<RequestDetail>('GET', `/requests/${encodeURIComponent(id)}`).then(
+      (d) => !gone && setDetail(d),
+      (e) => !gone && setError(e),
+    );
+    return () => {
+      gone = true;
+    };
+  }, [id]);
+  const n = (x: number, d = 0) => formatNumber(lang, x, d);
+  const r = detail?.request;
+  return (
+    <Dialog open={id !== null} id="request-dialog" wide title={t('console.requests.detailTitle', { id: id ?? '' })} onClose={onClose}>
+      <ErrorBox error={error} />
+      {!detail && !error && <p class="loading">{t('common.loading')}</p>}
+      {detail && r && (
+        <>
+          <dl class="facts">
+            <dt>{t('console.requests.time')}</dt>
+            <dd>{formatDate(lang, r.created_at, true)}</dd>
+            <dt>{t('console.requests.status')}</dt>
+            <dd>
+              <StatusBadge row={r} />
+              {r.error && (
+                <span class="request-error">
+                  {' '}
+                  <code>{r.error.code}</code> {r.error.message}
+                </span>
+              )}
+            </dd>
+            <dt>{t('console.requests.user')}</dt>
+            <dd>
+              {r.user_id} <span class="muted">({r.org_id})</span>
+            </dd>
+            <dt>{t('console.requests.key')}</dt>
+            <dd class="mono">{r.key_id}</dd>
+            <dt>{t('console.requests.model')}</dt>
+            <dd>
+              {r.model} · {r.deployment ?? '—'} · {r.operation}
+            </dd>
+            <dt>{t('console.requests.tokens')}</dt>
+            <dd>{t('console.requests.tokensDetail', { input: n(r.input_tokens), output: n(r.output_tokens), cached: n(r.cached_tokens) })}</dd>
+            <dt>{t('console.requests.cost')}</dt>
+            <dd>{n(r.cost, 6)}</dd>
+          </dl>
+          <h3 class="small-head">{t('console.requests.timings')}</h3>
+          <Timings timings={detail.timings} lang={lang} />
+          <h3 class="small-head">{t('console.requests.input')}</h3>
+          {detail.response ? <pre class="result request-input">{show(detail.response.input)}</pre> : <p class="muted">{t('console.requests.notStored')}</p>}
+          <h3 class="small-head">{t('console.requests.output')}</h3>
+          {detail.response ? <pre class="result request-output">{show(detail.response.output)}</pre> : <p class="muted">{t('console.requests.notStored')}</p>}
+        </>
+      )}
+      <div class="buttons">
+        <button type="button" class="secondary" onClick={onClose} autoFocus>
+          {t('console.requests.close')}
+        </button>
+      </div>
+    </Dialog>
+  );
+}
+
+const show = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v, null, 2));
+
+/** received → first output → end, as a bar (a picture: the figures are written beside it) */
+function Timings({ timings, lang }: { timings: RequestDetail['timings']; lang: Lang }) {
+  const { t } = useI18n();
+  const total = Math.max(1, timings.total_ms);
+  const first = timings.first_output_ms === null ? null : Math.min(total, Math.max(0, timings.first_output_ms));
+  const x = (v: number) => (v / total) * 100;
+  const ms = (v: number) => t('console.health.ms', { n: formatNumber(lang, v) });
+  return (
+    <div class="timings" id="request-timings">
+      <svg class="timing-bar" width="100%" height="14" viewBox="0 0 100 14" preserveAspectRatio="none" aria-hidden="true" focusable="false">
+        <rect class="waiting" x="0" y="0" width={first === null ? 100 : x(first)} height="14" />
+        {first !== null && <rect class="streaming" x={x(first)} y="0" width={100 - x(first)} height="14" />}
+      </svg>
+      <ol class="timing-steps">
+        <li>
+          <span class="swatch waiting" aria-hidden="true" /> {t('console.requests.received')}: {new Intl.DateTimeFormat(lang === 'zh' ? 'zh-CN' : 'en-GB', { timeStyle: 'medium' }).format(new Date(timings.received_at_ms))}
+        </li>
+        <li>
+          <span class="swatch streaming" aria-hidden="true" /> {t('console.requests.firstOutput')}: {first === null ? t('console.requests.noOutput') : `+${ms(first)}`}
+        </li>
+        <li>
+          {t('console.requests.end')}: +{ms(timings.total_ms)}
+        </li>
+        {timings.engine_ms !== null && (
+          <li class="muted">
+            {t('console.requests.engine')}: {ms(timings.engine_ms)}
+          </li>
+        )}
+      </ol>
+    </div>
+  );
+}

@@ -1,0 +1,125 @@
+/**
+ * The shapes of the operator's admin answers the Models, Health and Requests screens read (the admin contract, parts
+ * A, B and C). Placeholder until the routes' TypeBox schemas land: then these become Static<typeof …> of them.
+ */
+
+/** one entry of a model file (secrets removed), as GET /v1/admin/models gives it */
+export type ModelEntry = Record<string, unknown> & {
+  name: string;
+  provider?: string;
+  type?: string;
+  deployments?: Array<Record<string, unknown>>;
+};
+
+export interface AdminModel {
+  name: string;
+  type: string;
+  source: 'file' | 'stored' | 'pulled' | 'builtin';
+  read_only: boolean;
+  enabled: boolean;
+  entry: ModelEntry;
+  /** which secrets are set: "api_key", "deployments.0.api_key" */
+  secrets: Record<string, boolean>;
+  updated_at: number | null;
+  updated_by: string | null;
+}
+
+export interface ModelList {
+  list: AdminModel[];
+}
+
+export interface ModelTest {
+  ok: boolean;
+  model: string;
+  deployment: string;
+  latency_ms: number;
+  output?: string;
+  error?: { code: string; message: string };
+}
+
+export interface HealthInstance {
+  id: string;
+  host: string;
+  pid: number;
+  started_at: number;
+  seen_at: number;
+  self: boolean;
+}
+
+export type BreakerState = 'closed' | 'open' | 'half-open';
+
+export interface HealthNumbers {
+  requests: number;
+  failures: number;
+  error_rate: number;
+  p50_ms: number | null;
+  p95_ms: number | null;
+  ttft_p50_ms: number | null;
+  ttft_p95_ms: number | null;
+  in_flight: number;
+}
+
+export interface HealthDeployment extends HealthNumbers {
+  model: string;
+  deployment: string;
+  provider: string;
+  state: BreakerState;
+  reason: string | null;
+  rpm: { used: number; limit: number | null };
+  tpm: { used: number; limit: number | null };
+  instances: Array<HealthNumbers & { instance: string; state: BreakerState; rpm_used: number; tpm_used: number }>;
+}
+
+export interface Health {
+  generated_at: number;
+  window_seconds: number;
+  instances: HealthInstance[];
+  deployments: HealthDeployment[];
+}
+
+export interface RequestRow {
+  created_at: number;
+  request_id: string;
+  user_id: string;
+  org_id: string;
+  key_id: string;
+  model: string;
+  deployment: string | null;
+  operation: string;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  characters: number;
+  audio_seconds: number;
+  cost: number;
+  status: number;
+  latency_ms: number | null;
+  ttft_ms: number | null;
+  error: { code: string; message: string } | null;
+}
+
+export interface RequestList {
+  start_time: number;
+  end_time: number;
+  list: RequestRow[];
+  total: number;
+  page: number;
+  per_page: number;
+}
+
+export interface RequestDetail {
+  request: RequestRow;
+  timings: { received_at_ms: number; first_output_ms: number | null; engine_ms: number | null; total_ms: number };
+  response: { id: string; input: unknown; output: unknown } | null;
+}
+
+// ---- temporary: the shell's typed /v1/admin client replaces this once it lands
+import { ApiError } from '../api.js';
+export async function admin<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`/v1/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  const json = await res.json();
+  if (!res.ok || json?.meta?.code !== 0) throw new ApiError(res.status, json?.meta?.error ?? 'error', json?.meta?.message ?? `HTTP ${res.status}`, json?.meta?.request_id);
+  return json.data as T;
+}
