@@ -67,7 +67,18 @@ export const OrgSummary = Type.Object({
   last_activity: Type.Integer(),
 });
 
-export const OrgDetail = Type.Object({ ...OrgSummary.properties, api_keys: Type.Array(AdminKeySchema) });
+export const OrgMemberSchema = Type.Object({
+  user_id: Type.String(),
+  role: Type.Union([Type.Literal('admin'), Type.Literal('member')], { description: "the role Portico last saw in the member's token (member: no role recorded)" }),
+});
+
+export const OrgDetail = Type.Object({
+  ...OrgSummary.properties,
+  member_list: Type.Array(OrgMemberSchema, { description: 'the members (as counted in `members`), by user id' }),
+  api_keys: Type.Array(AdminKeySchema),
+});
+
+export const WhoamiSchema = Type.Object({ user_id: Type.String(), key_id: Type.Union([Type.String(), Type.Null()]) });
 
 export const Paged = <T extends object>(item: T) => Type.Object({ list: Type.Array(item as never), total: Type.Integer(), page: Type.Integer(), per_page: Type.Integer() });
 
@@ -155,6 +166,41 @@ export const UsageQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+const UsageCounts = {
+  requests: Type.Integer(),
+  input_tokens: Type.Integer(),
+  output_tokens: Type.Integer(),
+  cached_tokens: Type.Integer(),
+  characters: Type.Integer(),
+  audio_seconds: Type.Number(),
+  cost: Type.Number({ description: 'credits' }),
+};
+
+/** GET /usage: one row per group, the columns named in `group_by` first */
+export const AdminUsageReportSchema = Type.Object({
+  start_time: Type.Integer(),
+  end_time: Type.Integer(),
+  group_by: Type.Array(Type.Union(GROUPS.map((g) => Type.Literal(g)))),
+  list: Type.Array(
+    Type.Object({
+      date: Type.Optional(Type.String({ description: 'group_by day: the UTC day, YYYY-MM-DD' })),
+      model: Type.Optional(Type.String()),
+      key_id: Type.Optional(Type.String()),
+      operation: Type.Optional(Type.String()),
+      user_id: Type.Optional(Type.String()),
+      org_id: Type.Optional(Type.String()),
+      deployment: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+      key: Type.Optional(
+        Type.Union([Type.Object({ name: Type.String(), kind: Type.String(), user_id: Type.String(), org_id: Type.String(), status: Type.String() }), Type.Null()], {
+          description: 'group_by key: the key now (status `deleted` for a deleted one; null: no key ever had the id)',
+        }),
+      ),
+      ...UsageCounts,
+    }),
+  ),
+  total: Type.Object(UsageCounts),
+});
 
 export const RequestsQuery = Type.Object({ ...LedgerQuery, ...PageQuery }, { additionalProperties: false });
 export const RequestsCsvQuery = Type.Object(

@@ -163,7 +163,8 @@ export class AdminService {
     const { rows } = await this.d.store.listOrgs({ orgId, limit: 1, offset: 0, periodStart: start });
     const row = rows[0];
     if (!row || orgId === DEFAULT_ORG) throw new AppError('organization_not_found', msg('admin_org_unknown', { org: orgId }), 'org_id');
-    return { ...orgView(row, start), api_keys: (await this.d.store.keysOfOrg(orgId)).map(adminKey) };
+    const [members, keys] = await Promise.all([this.d.store.membersOfOrg(orgId), this.d.store.keysOfOrg(orgId)]);
+    return { ...orgView(row, start), member_list: members, api_keys: keys.map(adminKey) };
   }
 
   /**

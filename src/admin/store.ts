@@ -213,6 +213,16 @@ export class AdminStore {
     return this.db.selectFrom('api_keys').selectAll().where('id', 'in', ids).execute();
   }
 
+  /** an organization's members (as `listOrgs` counts them) with the role last recorded for each */
+  async membersOfOrg(orgId: string): Promise<Array<{ user_id: string; role: 'admin' | 'member' }>> {
+    const r = await sql<{ user_id: string; is_admin: unknown }>`select m.user_id, coalesce(a.is_admin, false) as is_admin from (
+        select k.user_id from api_keys k where k.org_id = ${orgId} and k.deleted_at is null
+        union select r.user_id from usage_records r where r.org_id = ${orgId}
+        union select a.user_id from org_admins a where a.org_id = ${orgId}
+      ) m left join org_admins a on a.org_id = ${orgId} and a.user_id = m.user_id order by m.user_id`.execute(this.db);
+    return r.rows.map((x) => ({ user_id: x.user_id, role: x.is_admin === true || x.is_admin === 't' ? 'admin' : 'member' }));
+  }
+
   /** the organizations a user is recorded an administrator of */
   async adminOrgsOf(userId: string): Promise<string[]> {
     const rows = await this.db.selectFrom('org_admins').select('org_id').where('user_id', '=', userId).where('is_admin', '=', true).orderBy('org_id').execute();

@@ -47,12 +47,24 @@ async function network<T>(p: Promise<T>): Promise<T> {
 }
 
 /** A portal call; answers `data` of the envelope or throws ApiError with the server's (localized) message. */
-export async function portal<T>(method: string, path: string, body?: unknown, opts: { quietAuth?: boolean } = {}): Promise<T> {
+export function portal<T>(method: string, path: string, body?: unknown, opts: { quietAuth?: boolean } = {}): Promise<T> {
+  return envelopeCall<T>('/v1/portal', method, path, body, opts);
+}
+
+/**
+ * An admin API call (/v1/admin: the operator's console), with the page's session and CSRF token, in the same
+ * envelope as the portal's. Its answers' types are in console/api.ts (the console's own chunk).
+ */
+export function admin<T>(method: string, path: string, body?: unknown, opts: { quietAuth?: boolean } = {}): Promise<T> {
+  return envelopeCall<T>('/v1/admin', method, path, body, opts);
+}
+
+async function envelopeCall<T>(base: string, method: string, path: string, body: unknown, opts: { quietAuth?: boolean }): Promise<T> {
   const headers: Record<string, string> = { 'accept-language': acceptLanguage };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['x-csrf-token'] = csrfToken;
   const res = await network(
-    fetch(`/v1/portal${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' }),
+    fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' }),
   );
   let json: { meta?: PortalAnswer; data?: T } | undefined;
   try {

@@ -1,12 +1,13 @@
 import { render } from 'preact';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { ApiError, onSessionEnded, portal, setApiLanguage, setCsrfToken, type Me, type Session } from './api.js';
+import { ApiError, admin, onSessionEnded, portal, setApiLanguage, setCsrfToken, type Me, type Session } from './api.js';
 import { I18n, detectLanguage, saveLanguage, translator, type Key, type Lang } from './i18n.js';
 import { linkClick, navigate, usePath } from './router.js';
 import { SignIn } from './pages/SignIn.js';
 import { Keys } from './pages/Keys.js';
 import { Usage } from './pages/Usage.js';
 import { Playground, forgetPlaygroundKeys } from './pages/Playground.js';
+import { ConsoleGate } from './pages/ConsoleGate.js';
 import './styles.css';
 
 /** Why the sign-in page is shown: a message key, or none. */
@@ -18,6 +19,8 @@ const PAGES: Array<{ path: string; label: Key }> = [
   { path: '/playground', label: 'nav.playground' },
 ];
 
+const isConsole = (path: string) => path === '/console' || path.startsWith('/console/');
+
 const OIDC_ERRORS: Record<string, Key> = { oidc_failed: 'signin.oidcFailed', oidc_unavailable: 'signin.oidcUnavailable', oidc_off: 'signin.oidcOff' };
 
 function App() {
@@ -27,6 +30,8 @@ function App() {
   const path = usePath();
   const [session, setSession] = useState<Session | null | undefined>(undefined);
   const [me, setMe] = useState<Me | null>(null);
+  /** whether the person signed in is an operator (GET /v1/admin/whoami answered 200); undefined: not asked yet */
+  const [operator, setOperator] = useState<boolean | undefined>(undefined);
   const [reason, setReason] = useState<SignInReason>(undefined);
   const [linkError, setLinkError] = useState<unknown>(null);
   const main = useRef<HTMLElement>(null);
@@ -48,6 +53,7 @@ function App() {
     forgetPlaygroundKeys();
     setSession(null);
     setMe(null);
+    setOperator(undefined);
     setReason(why);
     navigate('/signin', true);
   };
@@ -95,8 +101,20 @@ function App() {
       // the session ended (handled) or the server is away: the pages show their own errors
     }
   };
+  const loadOperator = async () => {
+    try {
+      await admin('GET', '/whoami', undefined, { quietAuth: true });
+      setOperator(true);
+    } catch {
+      // 403 for everyone who is not an operator (an organization's administrators included); no answer: no console
+      setOperator(false);
+    }
+  };
   useEffect(() => {
-    if (session) void loadMe();
+    if (session) {
+      void loadMe();
+      void loadOperator();
+    }
   }, [session]);
 
   // a new screen: its heading takes the focus (keyboard and screen reader users start there), in a layout effect:
@@ -104,7 +122,8 @@ function App() {
   useLayoutEffect(() => {
     main.current?.querySelector<HTMLElement>('h1')?.focus();
     const page = PAGES.find((p) => p.path === path);
-    document.title = page ? `${t(page.label)} · Portico` : 'Portico';
+    // the console names its own screens
+    if (!isConsole(path)) document.title = page ? `${t(page.label)} · Portico` : 'Portico';
   }, [path, session, lang]);
 
   const switchLanguage = (l: Lang) => {
@@ -125,6 +144,7 @@ function App() {
   if (session === undefined) content = <p class="loading">{t('common.loading')}</p>;
   else if (!session || path === '/signin') content = <SignIn reason={reason} linkError={linkError} />;
   else if (path === '/usage') content = <Usage me={me} />;
+  else if (isConsole(path)) content = <ConsoleGate operator={operator} path={path} />;
   else if (path === '/playground') content = <Playground me={me} sessionExpiresAt={session.expires_at} />;
   else content = <Keys me={me} reloadMe={loadMe} />;
 
@@ -144,6 +164,11 @@ function App() {
                 {t(p.label)}
               </a>
             ))}
+            {operator && (
+              <a href="/console" id="nav-console" onClick={linkClick} aria-current={isConsole(path) ? 'page' : undefined}>
+                {t('nav.console')}
+              </a>
+            )}
           </nav>
         )}
         <div class="who">

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import { envelope, ok } from '../../platform/http/portal-envelope.js';
-import { UsageQuery } from '../schemas.js';
+import { AdminUsageReportSchema, UsageQuery } from '../schemas.js';
 import { ledgerFilter } from './ledger.js';
 import type { AdminContext } from '../context.js';
 import type { AdminGroupBy } from '../store.js';
@@ -16,7 +15,7 @@ export default function (app: FastifyInstance, { service }: AdminContext) {
         tags: ['Admin'],
         summary: 'Usage of every key, user and organization over a time range, grouped (default: per key)',
         querystring: UsageQuery,
-        response: { 200: envelope(Type.Any()) },
+        response: { 200: envelope(AdminUsageReportSchema) },
       },
     },
     async (req) => {

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { WhoamiSchema } from '../schemas.js';
 import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import type { AdminContext } from '../context.js';
 
@@ -12,7 +12,7 @@ export default function (app: FastifyInstance, _ctx: AdminContext) {
       schema: {
         tags: ['Admin'],
         summary: 'The operator calling (403 for anyone who is not one)',
-        response: { 200: envelope(Type.Object({ user_id: Type.String(), key_id: Type.Union([Type.String(), Type.Null()]) })) },
+        response: { 200: envelope(WhoamiSchema) },
       },
     },
     async (req) => ok(req, { user_id: req.operator!.userId, key_id: req.operator!.keyId ?? null }),

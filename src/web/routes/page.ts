@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendAsset, type WebContext } from '../context.js';
 
 /** Paths that answer the page (its router shows the screen); the API keeps every other path. */
-export const PAGE_PATHS = ['/', '/signin', '/keys', '/usage', '/playground'];
+export const PAGE_PATHS = ['/', '/signin', '/keys', '/usage', '/playground', '/console', '/console/*'];
 
 /** GET / (and the page's other paths): the page's HTML. */
 export default function (app: FastifyInstance, ctx: WebContext) {

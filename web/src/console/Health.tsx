@@ -1,5 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
-import { admin, type BreakerState, type Health as HealthData, type HealthDeployment } from './contract.js';
+import { admin } from './api.js';
+import type { ScreenProps } from './Console.js';
+import type { BreakerState, Health as HealthData, HealthDeployment } from './contract.js';
 import { formatNumber, useI18n, type Lang, type T } from '../i18n.js';
 import { describeError } from '../i18n.js';
 
@@ -15,7 +17,7 @@ const clock = (lang: Lang, ms: number) => new Intl.DateTimeFormat(lang === 'zh' 
  * Asked again every 3 s while the screen is shown and the tab visible (a hidden tab or another screen asks nothing);
  * the table keeps its rows and sizes between answers, so nothing moves under the reader's eyes.
  */
-export function Health() {
+export function Health(_props: ScreenProps) {
   const { t, lang } = useI18n();
   const [data, setData] = useState<HealthData | null>(null);
   const [updated, setUpdated] = useState<number | null>(null);

@@ -1,12 +1,27 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { admin, type AdminModel, type ModelList, type ModelTest } from './contract.js';
+import { admin } from './api.js';
+import type { ScreenProps } from './Console.js';
+import type { AdminModel, ModelList, ModelTest } from './contract.js';
 import { formatDate, formatNumber, useI18n, type Key } from '../i18n.js';
 import { Dialog, ErrorBox, Field, Notice } from '../components/ui.js';
 
 /** the keys the form shows at the model's level; every other key of an entry is kept as it was */
 const FORM_MODEL_KEYS = ['name', 'type', 'pricing', 'routing', 'retries', 'fallbacks', 'deployments'];
 /** the keys that belong to the model, never to a deployment (src/models/config.ts MODEL_ONLY) */
-const MODEL_ONLY = ['name', 'type', 'owned_by', 'pricing', 'routing', 'retries', 'retry_backoff_ms', 'max_retry_wait_ms', 'breaker', 'fallbacks', 'context_window_fallbacks', 'deployments'];
+const MODEL_ONLY = [
+  'name',
+  'type',
+  'owned_by',
+  'pricing',
+  'routing',
+  'retries',
+  'retry_backoff_ms',
+  'max_retry_wait_ms',
+  'breaker',
+  'fallbacks',
+  'context_window_fallbacks',
+  'deployments',
+];
 /** the keys the form shows for each deployment */
 const FORM_DEPLOYMENT_KEYS = ['id', 'provider', 'base_url', 'path', 'upstream_model', 'weight', 'rpm', 'tpm', 'api_key'];
 const PROVIDERS = ['openai-compatible', 'llama', 'flite', 'espeak', 'pocketsphinx', 'whisper'];
@@ -93,14 +108,23 @@ function formOf(m: AdminModel): ModelForm {
   const listed = Array.isArray(e.deployments);
   const deployments = listed
     ? (e.deployments as Array<Record<string, unknown>>).map((d, i) => deploymentForm(d, m.secrets[`deployments.${i}.api_key`] === true))
-    : [deploymentForm(pick(e, (k) => !MODEL_ONLY.includes(k)), m.secrets.api_key === true)];
+    : [
+        deploymentForm(
+          pick(e, (k) => !MODEL_ONLY.includes(k)),
+          m.secrets.api_key === true,
+        ),
+      ];
   const otherPricing = pick(pricing, (k) => !(PRICES as readonly string[]).includes(k));
   const other = pick(e, (k) => !FORM_MODEL_KEYS.includes(k) && (listed || MODEL_ONLY.includes(k)));
   if (Object.keys(otherPricing).length) other.pricing = otherPricing;
   return {
     name: m.name,
     type: str(e.type) || m.type,
-    prices: { input_per_million: str(pricing.input_per_million), output_per_million: str(pricing.output_per_million), cached_input_per_million: str(pricing.cached_input_per_million) },
+    prices: {
+      input_per_million: str(pricing.input_per_million),
+      output_per_million: str(pricing.output_per_million),
+      cached_input_per_million: str(pricing.cached_input_per_million),
+    },
     routing: str(e.routing),
     retries: str(e.retries),
     fallbacks: Array.isArray(e.fallbacks) ? e.fallbacks.join(', ') : '',
@@ -178,13 +202,14 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
 function deploymentsOf(m: AdminModel): Array<{ id: string; provider: string; where: string }> {
   const e = m.entry as Record<string, unknown>;
   const where = (d: Record<string, unknown>) => str(d.base_url) || str(d.path);
-  if (Array.isArray(e.deployments)) return (e.deployments as Array<Record<string, unknown>>).map((d, i) => ({ id: str(d.id) || `${m.name}#${i + 1}`, provider: str(d.provider), where: where(d) }));
+  if (Array.isArray(e.deployments))
+    return (e.deployments as Array<Record<string, unknown>>).map((d, i) => ({ id: str(d.id) || `${m.name}#${i + 1}`, provider: str(d.provider), where: where(d) }));
   return [{ id: str(e.id) || m.name, provider: str(e.provider), where: where(e) }];
 }
 
 type Confirm = { action: 'disable' | 'enable' | 'remove'; model: AdminModel };
 
-export function Models() {
+export function Models(_props: ScreenProps) {
   const { t, lang } = useI18n();
   const [models, setModels] = useState<AdminModel[] | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -260,9 +285,7 @@ export function Models() {
                 <tr data-model={m.name}>
                   <th scope="row">
                     <span class="model-name">{m.name}</span>
-                    {m.updated_at !== null && (
-                      <div class="muted">{t('console.models.updated', { when: formatDate(lang, m.updated_at, true), who: m.updated_by ?? '—' })}</div>
-                    )}
+                    {m.updated_at !== null && <div class="muted">{t('console.models.updated', { when: formatDate(lang, m.updated_at, true), who: m.updated_by ?? '—' })}</div>}
                   </th>
                   <td data-label={t('console.models.source')}>
                     <span class={`badge source-${m.source}`}>{t(`console.models.source.${m.source}`)}</span>
@@ -294,7 +317,11 @@ export function Models() {
                             <div class="test-result" role="status" aria-live="polite">
                               {test?.result && (
                                 <div class={`alert ${test.result.ok ? 'ok' : 'error'}`}>
-                                  <strong>{test.result.ok ? t('console.models.testOk', { ms: n(test.result.latency_ms) }) : t('console.models.testFailed', { ms: n(test.result.latency_ms) })}</strong>
+                                  <strong>
+                                    {test.result.ok
+                                      ? t('console.models.testOk', { ms: n(test.result.latency_ms) })
+                                      : t('console.models.testFailed', { ms: n(test.result.latency_ms) })}
+                                  </strong>
                                   {test.result.ok && test.result.output !== undefined && <div class="test-output">{test.result.output}</div>}
                                   {test.result.error && (
                                     <div class="detail">
@@ -329,7 +356,12 @@ export function Models() {
                         >
                           {t(m.enabled ? 'console.models.disable' : 'console.models.enable')}
                         </button>
-                        <button type="button" class="danger small" onClick={() => setConfirm({ action: 'remove', model: m })} aria-label={t('console.models.removeNamed', { name: m.name })}>
+                        <button
+                          type="button"
+                          class="danger small"
+                          onClick={() => setConfirm({ action: 'remove', model: m })}
+                          aria-label={t('console.models.removeNamed', { name: m.name })}
+                        >
                           {t('console.models.remove')}
                         </button>
                       </>
@@ -378,8 +410,10 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   }, [editing]);
 
   const set = (patch: Partial<ModelForm>) => setForm((f) => ({ ...f, ...patch }));
-  const setDeployment = (uid: number, patch: Partial<DeploymentForm>) => setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
-  const addDeployment = () => setForm((f) => ({ ...f, listed: true, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
+  const setDeployment = (uid: number, patch: Partial<DeploymentForm>) =>
+    setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
+  const addDeployment = () =>
+    setForm((f) => ({ ...f, listed: true, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
   const removeDeployment = (uid: number) => setForm((f) => ({ ...f, deployments: f.deployments.filter((d) => d.uid !== uid) }));
   const list = useRef<HTMLFieldSetElement>(null);
 
@@ -396,7 +430,9 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
     }
     setBusy(true);
     try {
-      const saved = isNew ? await admin<AdminModel>('POST', '/models', { entry }) : await admin<AdminModel>('PUT', `/models/${encodeURIComponent((editing as AdminModel).name)}`, { entry });
+      const saved = isNew
+        ? await admin<AdminModel>('POST', '/models', { entry })
+        : await admin<AdminModel>('PUT', `/models/${encodeURIComponent((editing as AdminModel).name)}`, { entry });
       onSaved(saved, isNew);
     } catch (err) {
       setError(err);
@@ -460,7 +496,16 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
               </select>
             </Field>
             <Field id="model-retries" label={t('console.models.retries')} hint={t('console.models.retriesHint')}>
-              <input id="model-retries" type="number" min={0} max={10} step={1} value={form.retries} onInput={(e) => set({ retries: e.currentTarget.value })} aria-describedby="model-retries-hint" />
+              <input
+                id="model-retries"
+                type="number"
+                min={0}
+                max={10}
+                step={1}
+                value={form.retries}
+                onInput={(e) => set({ retries: e.currentTarget.value })}
+                aria-describedby="model-retries-hint"
+              />
             </Field>
             <Field id="model-fallbacks" label={t('console.models.fallbacks')} hint={t('console.models.fallbacksHint')}>
               <input id="model-fallbacks" value={form.fallbacks} onInput={(e) => set({ fallbacks: e.currentTarget.value })} aria-describedby="model-fallbacks-hint" />
@@ -477,7 +522,14 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                 <legend>{d.id ? `${label}: ${d.id}` : label}</legend>
                 <div class="row">
                   <Field id={id('id')} label={t('console.models.deploymentId')} hint={t('console.models.deploymentIdHint')}>
-                    <input id={id('id')} maxLength={200} pattern="\S+" value={d.id} onInput={(e) => setDeployment(d.uid, { id: e.currentTarget.value })} aria-describedby={`${id('id')}-hint`} />
+                    <input
+                      id={id('id')}
+                      maxLength={200}
+                      pattern="\S+"
+                      value={d.id}
+                      onInput={(e) => setDeployment(d.uid, { id: e.currentTarget.value })}
+                      aria-describedby={`${id('id')}-hint`}
+                    />
                   </Field>
                   <Field id={id('provider')} label={t('console.models.provider')}>
                     <select id={id('provider')} value={d.provider} onChange={(e) => setDeployment(d.uid, { provider: e.currentTarget.value })}>
@@ -601,7 +653,15 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
         <details open={form.other !== ''}>
           <summary>{t('console.models.otherKeys')}</summary>
           <Field id="model-other" label={t('console.models.otherKeysLabel')} hint={t('console.models.otherKeysHint')}>
-            <textarea id="model-other" class="mono" rows={4} spellcheck={false} value={form.other} onInput={(e) => set({ other: e.currentTarget.value })} aria-describedby="model-other-hint" />
+            <textarea
+              id="model-other"
+              class="mono"
+              rows={4}
+              spellcheck={false}
+              value={form.other}
+              onInput={(e) => set({ other: e.currentTarget.value })}
+              aria-describedby="model-other-hint"
+            />
           </Field>
         </details>
         {formError && <Notice kind="warn">{t('console.models.notJson', { field: t(formError) })}</Notice>}

@@ -1,5 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { admin, type RequestDetail, type RequestList, type RequestRow } from './contract.js';
+import { admin } from './api.js';
+import type { ScreenProps } from './Console.js';
+import type { RequestDetail, RequestList, RequestRow } from './contract.js';
 import { formatDate, formatNumber, useI18n, type Lang } from '../i18n.js';
 import { Dialog, ErrorBox, Field } from '../components/ui.js';
 
@@ -31,7 +33,7 @@ export function filterQuery(f: Filters): URLSearchParams {
 
 const ok = (r: RequestRow) => r.status >= 200 && r.status < 400;
 
-export function Requests() {
+export function Requests(_props: ScreenProps) {
   const { t, lang } = useI18n();
   const [draft, setDraft] = useState<Filters>(NO_FILTERS);
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
@@ -300,7 +302,8 @@ function Timings({ timings, lang }: { timings: RequestDetail['timings']; lang: L
       </svg>
       <ol class="timing-steps">
         <li>
-          <span class="swatch waiting" aria-hidden="true" /> {t('console.requests.received')}: {new Intl.DateTimeFormat(lang === 'zh' ? 'zh-CN' : 'en-GB', { timeStyle: 'medium' }).format(new Date(timings.received_at_ms))}
+          <span class="swatch waiting" aria-hidden="true" /> {t('console.requests.received')}:{' '}
+          {new Intl.DateTimeFormat(lang === 'zh' ? 'zh-CN' : 'en-GB', { timeStyle: 'medium' }).format(new Date(timings.received_at_ms))}
         </li>
         <li>
           <span class="swatch streaming" aria-hidden="true" /> {t('console.requests.firstOutput')}: {first === null ? t('console.requests.noOutput') : `+${ms(first)}`}

@@ -112,14 +112,3 @@ export interface RequestDetail {
   timings: { received_at_ms: number; first_output_ms: number | null; engine_ms: number | null; total_ms: number };
   response: { id: string; input: unknown; output: unknown } | null;
 }
-
-// ---- temporary: the shell's typed /v1/admin client replaces this once it lands
-import { ApiError } from '../api.js';
-export async function admin<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`/v1/admin${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
-  const json = await res.json();
-  if (!res.ok || json?.meta?.code !== 0) throw new ApiError(res.status, json?.meta?.error ?? 'error', json?.meta?.message ?? `HTTP ${res.status}`, json?.meta?.request_id);
-  return json.data as T;
-}

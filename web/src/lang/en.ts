@@ -11,6 +11,7 @@ export const en = {
   'nav.language': 'Language',
   'nav.signOut': 'Sign out',
   'nav.signedInAs': 'Signed in as {user}',
+  'nav.console': 'Console',
 
   'signin.title': 'Sign in to Portico',
   'signin.expired': 'Your session has ended (it expired or was signed out). Sign in again to continue.',
@@ -230,8 +231,37 @@ export const en = {
   'err.engine_unavailable': 'No engine is available for this model.',
   'err.service_unavailable': 'The service is unavailable for a moment. Try again shortly.',
   'err.upstream_timeout': 'The model server did not answer in time.',
+
+  // ------------------------------------------------------------------ the operator's console: one block per screen
+  'console.nav.label': 'Console',
+  'console.soon': 'This screen is on its way.',
+  'console.denied.title': 'Not an operator',
+  'console.denied.text': 'The console is for the people who run this Portico. Your account is not an operator, so there is nothing for you here.',
+  'console.denied.back': 'Back to your API keys',
+
+  'console.users.nav': 'Users',
+  'console.users.title': 'Users',
+
+  'console.orgs.nav': 'Organizations',
+  'console.orgs.title': 'Organizations',
+
+  'console.usage.nav': 'Usage',
+  'console.usage.title': 'Usage of everyone',
+
+  'console.budgets.nav': 'Budgets',
+  'console.budgets.title': 'Budgets',
+
+  'console.audit.nav': 'Audit log',
+  'console.audit.title': 'Audit log',
+
+  'console.operators.nav': 'Operators',
+  'console.operators.title': 'Operators',
+
+  // Models, Health and Requests (branch p25-console2)
+  'console.models.nav': 'Models',
   'console.models.title': 'Models',
-  'console.models.intro': 'Every model this Portico serves. Models added here are stored in the database and served by every instance at once; models from the model file, pulled models and built-in ones are changed where they come from.',
+  'console.models.intro':
+    'Every model this Portico serves. Models added here are stored in the database and served by every instance at once; models from the model file, pulled models and built-in ones are changed where they come from.',
   'console.models.add': 'Add a model',
   'console.models.none': 'No model is served yet. Add one, or list models in the model file.',
   'console.models.name': 'Name',
@@ -321,8 +351,10 @@ export const en = {
   'console.models.otherKeysHint': 'Any other key of the model file, as a JSON object, e.g. {"context_window": 8192}. docs/models.md lists them.',
   'console.models.notJson': '“{field}” is not a JSON object. Write it as {"key": value}, or leave it empty.',
 
+  'console.health.nav': 'Health',
   'console.health.title': 'Health',
-  'console.health.intro': 'Each deployment’s circuit breaker and traffic over the last {s} seconds, summed over every instance. Updated every {every} seconds while this screen is shown.',
+  'console.health.intro':
+    'Each deployment’s circuit breaker and traffic over the last {s} seconds, summed over every instance. Updated every {every} seconds while this screen is shown.',
   'console.health.updated': 'Last updated {time}',
   'console.health.paused': 'paused while the tab is hidden',
   'console.health.refreshFailed': 'Could not update: {message} The figures shown are the last ones received.',
@@ -349,6 +381,7 @@ export const en = {
   'console.health.instance': 'Instance',
   'console.health.noInstances': 'No instance has reported on this deployment yet.',
 
+  'console.requests.nav': 'Requests',
   'console.requests.title': 'Requests',
   'console.requests.csv': 'Export CSV',
   'console.requests.filters': 'Filters',

@@ -13,6 +13,7 @@ export const zh: Record<keyof typeof en, string> = {
   'nav.language': '语言',
   'nav.signOut': '退出登录',
   'nav.signedInAs': '当前用户：{user}',
+  'nav.console': '控制台',
 
   'signin.title': '登录 Portico',
   'signin.expired': '会话已结束（已过期或已退出）。请重新登录以继续。',
@@ -232,6 +233,34 @@ export const zh: Record<keyof typeof en, string> = {
   'err.engine_unavailable': '此模型没有可用的引擎。',
   'err.service_unavailable': '服务暂时不可用，请稍后重试。',
   'err.upstream_timeout': '模型服务器未能及时响应。',
+
+  // ------------------------------------------------------------------ the operator's console: one block per screen
+  'console.nav.label': '控制台',
+  'console.soon': '此页面即将推出。',
+  'console.denied.title': '您不是运维人员',
+  'console.denied.text': '控制台供运行此 Portico 的人员使用。您的账号不是运维人员，这里没有您可用的内容。',
+  'console.denied.back': '返回您的 API 密钥',
+
+  'console.users.nav': '用户',
+  'console.users.title': '用户',
+
+  'console.orgs.nav': '组织',
+  'console.orgs.title': '组织',
+
+  'console.usage.nav': '用量',
+  'console.usage.title': '全部用量',
+
+  'console.budgets.nav': '预算',
+  'console.budgets.title': '预算',
+
+  'console.audit.nav': '审计日志',
+  'console.audit.title': '审计日志',
+
+  'console.operators.nav': '运维人员',
+  'console.operators.title': '运维人员',
+
+  // Models, Health and Requests (branch p25-console2)
+  'console.models.nav': '模型',
   'console.models.title': '模型',
   'console.models.intro': '此 Portico 提供的所有模型。在此添加的模型保存在数据库中，并立即由所有实例提供；来自模型文件、拉取的和内置的模型请在其来源处修改。',
   'console.models.add': '添加模型',
@@ -323,6 +352,7 @@ export const zh: Record<keyof typeof en, string> = {
   'console.models.otherKeysHint': '模型文件的其他任意键，写成 JSON 对象，例如 {"context_window": 8192}。docs/models.md 列出了这些键。',
   'console.models.notJson': '“{field}”不是 JSON 对象。请写成 {"key": value}，或留空。',
 
+  'console.health.nav': '健康状态',
   'console.health.title': '健康状况',
   'console.health.intro': '每个部署的熔断器和最近 {s} 秒的流量，为所有实例之和。此页面显示时每 {every} 秒更新一次。',
   'console.health.updated': '最后更新 {time}',
@@ -351,6 +381,7 @@ export const zh: Record<keyof typeof en, string> = {
   'console.health.instance': '实例',
   'console.health.noInstances': '尚无实例报告此部署。',
 
+  'console.requests.nav': '请求',
   'console.requests.title': '请求',
   'console.requests.csv': '导出 CSV',
   'console.requests.filters': '筛选',

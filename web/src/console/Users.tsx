@@ -1,0 +1,12 @@
+import { useI18n } from '../i18n.js';
+import type { ScreenProps } from './Console.js';
+
+export function Users(_props: ScreenProps) {
+  const { t } = useI18n();
+  return (
+    <section>
+      <h1 tabIndex={-1}>{t('console.users.title')}</h1>
+      <p class="empty">{t('console.soon')}</p>
+    </section>
+  );
+}
