@@ -2,8 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { admin } from './api.js';
 import type { ScreenProps } from './Console.js';
 import type { BreakerState, Health as HealthData, HealthDeployment } from './contract.js';
-import { formatNumber, useI18n, type Lang, type T } from '../i18n.js';
-import { describeError } from '../i18n.js';
+import { describeError, formatNumber, useI18n, type Lang, type T } from '../i18n.js';
 
 /** how often the screen asks again while it is shown */
 export const HEALTH_REFRESH_MS = 3000;
@@ -210,7 +209,9 @@ function StateBadge({ state }: { state: BreakerState }) {
   );
 }
 
-const ms = (lang: Lang, t: T, v: number | null) => (v === null ? '—' : t('console.health.ms', { n: formatNumber(lang, v) }));
+/** two durations as "p50 / p95 ms" (a missing one: —; neither: —) */
+const pair = (lang: Lang, t: T, a: number | null, b: number | null) =>
+  a === null && b === null ? '—' : t('console.health.msPair', { a: a === null ? '—' : formatNumber(lang, a), b: b === null ? '—' : formatNumber(lang, b) });
 
 function Numbers({ n }: { n: Pick<HealthDeployment, 'requests' | 'failures' | 'error_rate' | 'p50_ms' | 'p95_ms' | 'ttft_p50_ms' | 'ttft_p95_ms' | 'in_flight'> }) {
   const { t, lang } = useI18n();
@@ -220,14 +221,14 @@ function Numbers({ n }: { n: Pick<HealthDeployment, 'requests' | 'failures' | 'e
         {formatNumber(lang, n.requests)}
         {n.failures > 0 && <div class="muted">{t('console.health.failures', { n: formatNumber(lang, n.failures) })}</div>}
       </td>
-      <td data-label={t('console.health.errorRate')} class={`num${n.error_rate > 0 ? ' bad' : ''}`}>
+      <td data-label={t('console.health.errorRate')} class={`num${n.error_rate >= 0.1 ? ' bad' : ''}`}>
         {n.requests === 0 ? '—' : `${formatNumber(lang, n.error_rate * 100, 1)} %`}
       </td>
       <td data-label={t('console.health.latency')} class="num">
-        {ms(lang, t, n.p50_ms)} / {ms(lang, t, n.p95_ms)}
+        {pair(lang, t, n.p50_ms, n.p95_ms)}
       </td>
       <td data-label={t('console.health.ttft')} class="num">
-        {ms(lang, t, n.ttft_p50_ms)} / {ms(lang, t, n.ttft_p95_ms)}
+        {pair(lang, t, n.ttft_p50_ms, n.ttft_p95_ms)}
       </td>
       <td data-label={t('console.health.inFlight')} class="num">
         {formatNumber(lang, n.in_flight)}

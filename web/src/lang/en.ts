@@ -375,6 +375,7 @@ export const en = {
   'console.health.rpm': 'Requests a minute',
   'console.health.tpm': 'Tokens a minute',
   'console.health.ms': '{n} ms',
+  'console.health.msPair': '{a} / {b} ms',
   'console.health.noLimit': '{used} (no limit)',
   'console.health.showInstances': 'Show the instances of {deployment}',
   'console.health.hideInstances': 'Hide the instances of {deployment}',

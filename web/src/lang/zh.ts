@@ -375,6 +375,7 @@ export const zh: Record<keyof typeof en, string> = {
   'console.health.rpm': '每分钟请求数',
   'console.health.tpm': '每分钟 token 数',
   'console.health.ms': '{n} 毫秒',
+  'console.health.msPair': '{a} / {b} 毫秒',
   'console.health.noLimit': '{used}（无限制）',
   'console.health.showInstances': '显示 {deployment} 的实例',
   'console.health.hideInstances': '隐藏 {deployment} 的实例',
