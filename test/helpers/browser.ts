@@ -42,10 +42,10 @@ export async function signInLink(t: TestApp & { url?: string }, userId: string, 
  */
 const IMG_DIR = process.env.PORTICO_DOC_SCREENSHOTS === '1' ? 'docs/img' : 'dist/screenshots';
 
-/** Saves a screenshot of the page (portal-NAME.png). */
-export async function screenshot(page: Page, name: string, fullPage = false) {
+/** Saves a screenshot of the page (portal-NAME.png; the operator's console's: console-NAME.png). */
+export async function screenshot(page: Page, name: string, fullPage = false, prefix: 'portal' | 'console' = 'portal') {
   mkdirSync(IMG_DIR, { recursive: true });
-  await page.screenshot({ path: join(IMG_DIR, `portal-${name}.png`), fullPage });
+  await page.screenshot({ path: join(IMG_DIR, `${prefix}-${name}.png`), fullPage });
 }
 
 /** Collects page errors and failed CSP checks, so a test can assert the page ran cleanly. */

@@ -412,8 +412,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   const set = (patch: Partial<ModelForm>) => setForm((f) => ({ ...f, ...patch }));
   const setDeployment = (uid: number, patch: Partial<DeploymentForm>) =>
     setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
-  const addDeployment = () =>
-    setForm((f) => ({ ...f, listed: true, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
+  const addDeployment = () => setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
   const removeDeployment = (uid: number) => setForm((f) => ({ ...f, deployments: f.deployments.filter((d) => d.uid !== uid) }));
   const list = useRef<HTMLFieldSetElement>(null);
 
