@@ -1,9 +1,12 @@
 import type { FastifyRequest } from 'fastify';
 import type { Actor, AdminService } from './service.js';
+import type { ModelsAdmin } from './models.js';
 
 /** What the operators' routes share (./routes/<endpoint>.ts). */
 export interface AdminContext {
   service: AdminService;
+  /** models and deployments at run time (/v1/admin/models) */
+  models: ModelsAdmin;
 }
 
 /** the operator the gate recognized, and the request, as the audit log records them */

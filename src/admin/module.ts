@@ -30,6 +30,15 @@ import requestsCsv from './routes/requests-csv.js';
 import budgetsList from './routes/budgets-list.js';
 import budgetsSet from './routes/budgets-set.js';
 import budgetsRemove from './routes/budgets-remove.js';
+import modelsList from './routes/models-list.js';
+import modelsCreate from './routes/models-create.js';
+import modelsUpdate from './routes/models-update.js';
+import modelsDisable from './routes/models-disable.js';
+import modelsEnable from './routes/models-enable.js';
+import modelsRemove from './routes/models-remove.js';
+import modelsTest from './routes/models-test.js';
+import { ModelsAdmin } from './models.js';
+import type { StoredModels } from '../models/stored.js';
 import { Budgets, BudgetStore } from './budgets.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 import type { FastifyBaseLogger } from 'fastify';
@@ -49,6 +58,8 @@ export interface AdminDeps {
   postWebhook?: (url: string, body: unknown) => Promise<void>;
   /** the portal's way of recognizing a user (bearer JWT, or the web page's session) */
   authenticate: (req: FastifyRequest) => Promise<UserPrincipal>;
+  /** the models operators add at run time, and the served ones they see (the runtime reads and serves them) */
+  storedModels: StoredModels;
 }
 
 export interface AdminModule extends FeatureModule {
@@ -73,6 +84,7 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
       keys: deps.keys,
       budgets: { store: budgetStore, guard: budgets },
     }),
+    models: new ModelsAdmin({ stored: deps.storedModels, audit: deps.audit }),
   };
   return {
     name: 'admin',
@@ -99,6 +111,13 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
           budgetsList,
           budgetsSet,
           budgetsRemove,
+          modelsList,
+          modelsCreate,
+          modelsUpdate,
+          modelsDisable,
+          modelsEnable,
+          modelsRemove,
+          modelsTest,
         ]) {
           r(app, ctx);
         }

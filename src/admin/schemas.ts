@@ -259,3 +259,44 @@ export const BudgetSchema = Type.Object({
 export const BudgetListSchema = Type.Object({
   list: Type.Array(Type.Object({ ...BudgetSchema.properties, period_start: Type.Integer(), resets_at: Type.Integer(), spent: Type.Number() })),
 });
+
+/** a model's name as clients send it (the model file's rule) */
+export const ModelParams = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, description: 'the model' }) }, { additionalProperties: false });
+
+const Entry = Type.Record(Type.String(), Type.Unknown(), {
+  description:
+    "a model-file entry (docs/models.md: name, provider, the provider's keys, deployments...), checked as the model file is; plus `api_key` (write-only, stored encrypted) on an openai-compatible entry or deployment: null removes the stored one, left out keeps it",
+});
+
+export const ModelBody = Type.Object({ entry: Entry }, { additionalProperties: false });
+
+export const ModelItemSchema = Type.Object({
+  name: Type.String(),
+  type: Type.String({ description: 'text, speech, transcription or embeddings' }),
+  source: Type.Union([Type.Literal('file'), Type.Literal('stored'), Type.Literal('pulled'), Type.Literal('builtin')]),
+  read_only: Type.Boolean({ description: 'true for everything but stored models: change those where they come from' }),
+  enabled: Type.Boolean({ description: 'false: a stored model that is not served (404 to clients)' }),
+  entry: Type.Record(Type.String(), Type.Unknown(), { description: 'the model-file entry as stored or read, without its secrets' }),
+  secrets: Type.Record(Type.String(), Type.Boolean(), { description: 'the places that hold a secret, e.g. {"api_key": true}; never the secret' }),
+  updated_at: Type.Union([Type.Integer(), Type.Null()], { description: 'Unix seconds of the last change (stored models)' }),
+  updated_by: Type.Union([Type.String(), Type.Null()], { description: 'the operator who made it' }),
+  error: Type.Union([Type.String(), Type.Null()], { description: 'why it is not served as it stands (null: nothing wrong)' }),
+});
+
+export const ModelListSchema = Type.Object({ list: Type.Array(ModelItemSchema) });
+
+export const ModelTestBody = Type.Object(
+  { deployment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'a deployment id of the model (default: its first)' })) },
+  { additionalProperties: false },
+);
+
+export const ModelTestSchema = Type.Object({
+  ok: Type.Boolean(),
+  model: Type.String(),
+  deployment: Type.String(),
+  latency_ms: Type.Integer(),
+  output: Type.Optional(Type.String({ description: 'the answer (text), or what came back (embeddings)' })),
+  error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
+});
+
+export const ModelDeletedSchema = Type.Object({ name: Type.String(), deleted: Type.Boolean() });

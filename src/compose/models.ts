@@ -13,7 +13,8 @@ import { NO_TEXT_MODEL_HINT } from '../models/registry.js';
 import type { ModelSpec } from '../models/spec.js';
 import { loadModelConfig, ModelConfigError, type ModelEnv } from '../models/config.js';
 import type { MeteredUnit } from '../platform/module.js';
-import { deploymentUnits, planReload, type ReloadResult } from '../models/reload.js';
+import { deploymentUnits, planReload, type ReloadPlan, type ReloadResult } from '../models/reload.js';
+import { LAYERS } from '../models/registry.js';
 import type { Router } from '../models/router/index.js';
 // not ../models/pull/index.js: that brings the puller and node-llama-cpp (~0.4 s of start-up) into every start
 import { ModelCatalogue, type CatalogueWatch, type PulledModel } from '../models/pull/catalogue.js';
@@ -66,6 +67,11 @@ export interface ModelKeeping {
    * `reason` goes in the log line (SIGHUP, the command, the file watch). Reloads run one at a time.
    */
   reload(reason: string): Promise<ReloadResult>;
+  /**
+   * Serves these stored models (the enabled models operators added through the admin API, checked) in place of the
+   * ones served so far, applied as a reload of the file is (applyLayer), in the same queue.
+   */
+  setStored(specs: ModelSpec[]): Promise<{ added: string[]; removed: string[]; changed: string[] }>;
   close(): void;
 }
 
@@ -82,8 +88,8 @@ export interface KeepModelsOptions {
   env: ModelEnv;
   /** the units the features meter: a reloaded file's `pricing.per_<unit>` keys are checked against them */
   units?: () => readonly MeteredUnit[];
-  /** told of each applied reload (the core's copy of the configured models) */
-  onReload?: (specs: readonly ModelSpec[]) => void;
+  /** told of each change applied to a layer (the core's copy of the configured models, the health checks) */
+  onApplied?: (layer: 'configured' | 'stored', specs: readonly ModelSpec[]) => void;
   /** PORTICO_CONFIG_WATCH: reload when the file changes on disk */
   watchFile?: boolean;
 }
@@ -135,8 +141,14 @@ export function keepModels(opts: KeepModelsOptions): ModelKeeping {
   };
   const fileWatch = opts.watchFile && opts.file ? watchModelFile(opts.file, () => void reload('file changed').catch(() => {})) : undefined;
   if (fileWatch) log.info({ file: opts.file }, 'watching the model file: a change is reloaded (PORTICO_CONFIG_WATCH)');
+  const setStored = (specs: ModelSpec[]) => {
+    const run = queue.then(() => applyLayer(opts, 'stored', specs));
+    queue = run.catch(() => {});
+    return run.then((p) => ({ added: p.added, removed: p.removed, changed: p.changed }));
+  };
   return {
     reload,
+    setStored,
     close: () => {
       watch?.close();
       fileWatch?.close();
@@ -218,18 +230,12 @@ function watchModelFile(file: string, onChange: () => void): { close(): void } {
 }
 
 /**
- * One reload of the model file: read and check all of it (the environment included), and only then apply it,
- * in one synchronous step, so that a request sees the old configuration or the new one, never a mix:
- * - models added, changed or removed in the configured layer (an unchanged model keeps its spec object);
- * - a deployment whose id or any key changed, or that went away: its engine is retired (requests in flight
- *   finish on it, then it closes) and its health starts afresh; an unchanged deployment keeps both;
- * - spec objects of the replaced configuration are marked stale in the engine registry: a request that took one
- *   before the reload and reaches for its engine after it gets a retryable 503, never an engine of the old keys.
- * A file that cannot be read or that the check refuses changes nothing: one error line names the problem and the
- * previous configuration keeps serving.
+ * One reload of the model file: read and check all of it (the environment included), and only then apply it
+ * (applyLayer). A file that cannot be read or that the check refuses changes nothing: one error line names the
+ * problem and the previous configuration keeps serving.
  */
 async function reloadModels(opts: KeepModelsOptions, reason: string): Promise<ReloadResult> {
-  const { models, engines, router, log } = opts;
+  const { log } = opts;
   const fail = (error: string): ReloadResult => {
     log.error({ file: opts.file, reason }, `model file not reloaded: ${error}; the previous configuration keeps serving`);
     return { ok: false, file: opts.file, error };
@@ -242,18 +248,42 @@ async function reloadModels(opts: KeepModelsOptions, reason: string): Promise<Re
     if (e instanceof ModelConfigError) return fail(e.message);
     throw e;
   }
-  const plan = planReload(models.layer('configured'), next);
+  const plan = await applyLayer(opts, 'configured', next);
   const result: ReloadResult = { ok: true, file: opts.file, added: plan.added, removed: plan.removed, changed: plan.changed, unchanged: plan.unchanged };
   if (plan.added.length + plan.removed.length + plan.changed.length === 0) {
     log.info({ file: opts.file, reason, unchanged: plan.unchanged }, 'model file reloaded: nothing changed');
     return result;
   }
+  log.info({ file: opts.file, reason, added: plan.added, removed: plan.removed, changed: plan.changed, unchanged: plan.unchanged }, 'model file reloaded');
+  return result;
+}
+
+/**
+ * Applies a new list of one layer's models (the model file's, or the stored ones an operator changed through the
+ * admin API), in one synchronous step once the providers' code is loaded, so that a request sees the old models
+ * or the new ones, never a mix:
+ * - models added, changed or removed in the layer (an unchanged model keeps its spec object);
+ * - a deployment whose id or any key changed (a stored api_key included), or that went away: its engine is retired
+ *   (requests in flight finish on it, then it closes) and its health starts afresh; an unchanged deployment keeps both;
+ * - spec objects of the replaced models are marked stale in the engine registry: a request that took one before
+ *   the change and reaches for its engine after it gets a retryable 503, never an engine of the old keys;
+ * - a name the layer now takes from a later layer (a pulled or built-in model) has that model's engine replaced too.
+ * Callers run one at a time (keepModels' queue).
+ */
+async function applyLayer(opts: KeepModelsOptions, layer: 'configured' | 'stored', next: ModelSpec[]): Promise<ReloadPlan> {
+  const { models, engines, router, log } = opts;
+  const plan = planReload(models.layer(layer), next);
+  if (plan.added.length + plan.removed.length + plan.changed.length === 0) return plan;
   // the code of providers the new models use, loaded before they are served (as at start)
   await engines.preload(plan.specs);
 
   // from here to the end, nothing awaits: the switch is atomic for every request
-  // a name the file now takes may be served by a pulled or built-in model until now: its engine is replaced too
-  const shadowed = plan.added.flatMap((n) => models.get(n) ?? []);
+  // a name the layer now takes may be served by a later layer's model until now: its engine is replaced too
+  const later = LAYERS.slice(LAYERS.indexOf(layer) + 1);
+  const shadowed = plan.added.flatMap((n) => {
+    const from = models.layerOf(n);
+    return from && later.includes(from) ? [models.get(n)!] : [];
+  });
   const retiredNames = new Set(plan.engines);
   const forget = new Set(plan.deployments);
   const stale: object[] = [];
@@ -268,14 +298,13 @@ async function reloadModels(opts: KeepModelsOptions, reason: string): Promise<Re
   }
   router.forget(forget);
   for (const name of [...plan.removed, ...plan.changed]) models.setUnavailable(name, undefined);
-  models.setLayer('configured', plan.specs);
-  opts.onReload?.(plan.specs);
+  models.setLayer(layer, plan.specs);
+  opts.onApplied?.(layer, plan.specs);
   const fresh = new Set([...plan.added, ...plan.changed]);
   for (const spec of plan.specs) {
     if (!fresh.has(spec.name)) continue;
     if (opts.warmUp) warm(models, engines, spec, log);
     else checkFile(models, spec, log);
   }
-  log.info({ file: opts.file, reason, added: plan.added, removed: plan.removed, changed: plan.changed, unchanged: plan.unchanged }, 'model file reloaded');
-  return result;
+  return plan;
 }

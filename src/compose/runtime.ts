@@ -51,6 +51,8 @@ import { voicesOf } from '../audio/service.js';
 import { createChatModule } from '../chat/module.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
+import { StoredModels, StoredModelStore } from '../models/stored.js';
+import { SecretBox } from '../platform/secrets.js';
 
 export interface Runtime {
   readonly core: Core;
@@ -183,13 +185,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const known = await verifier.loadKnown();
     if (!known.complete) log.warn({ keys: known.keys }, 'more keys than the verifier holds in memory: the oldest may be throttled with forged ones');
 
-    const engines = new EngineRegistry(PROVIDERS, {
-      env: process.env,
-      ttsPoolSize: opts.ttsPoolSize ?? 2,
-      llamaGpu: config.llamaGpu,
-      warmVoices: tableVoices(),
-      log,
-    });
+    const providerCtx = { env: process.env, ttsPoolSize: opts.ttsPoolSize ?? 2, llamaGpu: config.llamaGpu, warmVoices: tableVoices(), log };
+    const engines = new EngineRegistry(PROVIDERS, providerCtx);
     closing(async () => {
       await engines.close();
       closeSpareEncoders();
@@ -233,14 +230,29 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       file: config.modelConfigPath,
       env: process.env,
       units: () => metering.prices.units,
-      onReload: (specs) => {
-        core.models.setLayer('configured', specs);
-        // the health checks follow the deployments the file now has
+      onApplied: (layer, specs) => {
+        if (layer === 'configured') core.models.setLayer('configured', specs);
+        // the health checks follow the deployments the file and the stored models now have
         checks.sync(models.list());
       },
       watchFile: config.modelConfigWatch,
     });
     closing(async () => kept.close());
+    // the models operators add through the admin API (the database, the same on every instance): read once the
+    // features' priced units are known (below), then kept as every instance changes them (the change feed)
+    const storedModels = new StoredModels({
+      store: new StoredModelStore(core.db.db),
+      box: new SecretBox(config.secretsKey.material),
+      models,
+      apply: (specs) => kept.setStored(specs),
+      feed: core.feed,
+      env: process.env,
+      units: () => metering.prices.units,
+      log,
+      providers: PROVIDERS,
+      ctx: providerCtx,
+      engines,
+    });
 
     if (core.redisPrefix) log.info({ redis_prefix: core.redisPrefix }, "redis: this installation's keys and channels start with its prefix");
     const windows = createWindowStore(config.redisUrl ? { url: config.redisUrl, prefix: core.redisPrefix! } : undefined);
@@ -333,6 +345,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       log,
       postWebhook: opts.postWebhook,
       authenticate: web.authenticatePortal,
+      storedModels,
     });
 
     const modules: FeatureModule[] = [
@@ -365,6 +378,9 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       if (problem) throw new ModelConfigError(`${config.modelConfigPath ?? 'the models'}: ${spec.name}: ${problem}`);
     }
     metering.usePrices(new Prices(found.units));
+    // the stored models, checked against the units now known, served before the first request; then every change
+    storedModels.listen();
+    await storedModels.refresh();
     const routeScopes = new RouteScopes(found.scopes);
 
     const gate: Gate = {

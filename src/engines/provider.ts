@@ -136,3 +136,29 @@ export interface Provider<O extends TObject = TObject> {
 export function defineProvider<O extends TObject>(p: Provider<O>): Provider<O> {
   return p;
 }
+
+/**
+ * A secret a model added through the admin API carries to its engine (its upstream `api_key`, decrypted): neither
+ * an environment variable nor a model-file key (the model file never takes a clear `api_key`). It rides on the
+ * entry (or deployment) object under this symbol, so it survives the copies the router makes of an entry while
+ * JSON (answers, logs, the audit log) never shows it. `error`: it could not be decrypted; the engine refuses to
+ * start (503) rather than call the upstream without it. `version` changes whenever the secret does (a reload
+ * compares it, src/models/reload.ts).
+ */
+export const STORED_SECRET = Symbol('portico.storedSecret');
+
+export interface StoredSecret {
+  apiKey?: string;
+  error?: string;
+  version: string;
+}
+
+export function storedSecretOf(spec: object): StoredSecret | undefined {
+  return (spec as { [STORED_SECRET]?: StoredSecret })[STORED_SECRET];
+}
+
+/** Puts a stored secret on an entry or deployment object (enumerable: spreads of it carry it along). */
+export function withStoredSecret<T extends object>(spec: T, secret: StoredSecret): T {
+  Object.defineProperty(spec, STORED_SECRET, { value: secret, enumerable: true, writable: false, configurable: true });
+  return spec;
+}

@@ -298,6 +298,14 @@ function checkOne(entry: Record<string, unknown>, where: string, kind: Kind, opt
   return spec;
 }
 
+/** each model of a file, the entry as the file wrote it (the operators' list shows it: src/models/stored.ts) */
+const RAW_ENTRIES = new WeakMap<ModelSpec, unknown>();
+
+/** The entry a model file wrote for this model (undefined: not read from a file). */
+export function rawEntryOf(spec: ModelSpec): unknown {
+  return RAW_ENTRIES.get(spec);
+}
+
 /** Parses and checks the model file; errors say which entry and key is wrong. */
 export function parseModelConfig(text: string, source = 'PORTICO_CONFIG', opts: CheckOptions = {}): { models: ModelSpec[] } {
   let doc: unknown;
@@ -325,6 +333,7 @@ export function parseModelConfig(text: string, source = 'PORTICO_CONFIG', opts: 
   entries.forEach((raw, i) => {
     const named = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? ` (${(raw as { name: string }).name})` : '';
     const spec = checkModelEntry(raw, `${source}: models[${i}]${named}`, opts);
+    RAW_ENTRIES.set(spec, raw);
     if (seen.has(spec.name)) {
       throw new ModelConfigError(
         `${source}: models[${i}] duplicates the model name "${spec.name}"; to serve one model from several servers, list them under 'deployments' of one entry (docs/models.md)`,

@@ -3,24 +3,29 @@ import type { Capability } from '../engines/provider.js';
 import type { ModelSpec } from './spec.js';
 
 /** Where a model comes from; the first layer that has a name wins. */
-export type ModelLayer = 'configured' | 'pulled' | 'builtin';
-const ORDER: readonly ModelLayer[] = ['configured', 'pulled', 'builtin'];
+export type ModelLayer = 'configured' | 'stored' | 'pulled' | 'builtin';
+export const LAYERS: readonly ModelLayer[] = ['configured', 'stored', 'pulled', 'builtin'];
+const ORDER = LAYERS;
 
 /** What the hint of a `model_not_found` says when no text model exists at all. */
 export const NO_TEXT_MODEL_HINT =
   'No text model is configured: get one with `portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF` (served at once) or add one to the PORTICO_CONFIG model file (docs/models.md).';
 
 /**
- * The models this Portico offers, by the names clients send, from three layers: the model file
- * (`configured`), the models pulled with `portico models pull` (`pulled`, replaced whenever the catalogue
+ * The models this Portico offers, by the names clients send, from four layers: the model file
+ * (`configured`), the models operators added through the admin API (`stored`, in the database, the same on every
+ * instance: models/stored.ts), the models pulled with `portico models pull` (`pulled`, replaced whenever the catalogue
  * changes, on every instance that shares MODELS_DIR) and the built-in audio models (`builtin`). A configured
  * model hides a pulled or built-in one of the same name.
  */
 export class ModelRegistry {
   private readonly layers = new Map<ModelLayer, ModelSpec[]>();
   private byName = new Map<string, ModelSpec>();
-  /** models whose file could not be found or read (by name): listed, but answered 503 until it is there */
-  private readonly unavailable = new Map<string, string>();
+  /**
+   * models that cannot be served now (by name): listed, but answered 503 (a file that could not be found or read,
+   * a stored secret that does not decrypt); `client`: what the 503 says (default: the model file is missing)
+   */
+  private readonly unavailable = new Map<string, { reason: string; client?: string }>();
   readonly createdAt = Math.floor(Date.now() / 1000);
 
   /** `specs` were checked by checkModelEntry (the model file) or built by code that knows them valid */
@@ -50,21 +55,35 @@ export class ModelRegistry {
     return this.layers.get(layer) ?? [];
   }
 
+  /** The layer a served model comes from (undefined: no such model). */
+  layerOf(name: string): ModelLayer | undefined {
+    const served = this.byName.get(name);
+    return served ? ORDER.find((l) => this.layers.get(l)?.includes(served)) : undefined;
+  }
+
   private rebuild() {
     const next = new Map<string, ModelSpec>();
     for (const layer of ORDER) for (const s of this.layers.get(layer) ?? []) if (!next.has(s.name)) next.set(s.name, s);
     this.byName = next;
   }
 
-  /** Marks a model as not servable now (its file is missing); `undefined` clears it. */
-  setUnavailable(name: string, reason: string | undefined) {
+  /**
+   * Marks a model as not servable now (its file is missing); `undefined` clears it. `client`: what a client's 503
+   * says instead of the missing file's message (it must carry no server path nor secret).
+   */
+  setUnavailable(name: string, reason: string | undefined, client?: string) {
     if (reason === undefined) this.unavailable.delete(name);
-    else this.unavailable.set(name, reason);
+    else this.unavailable.set(name, { reason, client });
+  }
+
+  /** Why a model cannot be served now, or undefined (for the operators' list; never a path sent to clients). */
+  unavailableReason(name: string): string | undefined {
+    return this.unavailable.get(name)?.reason;
   }
 
   /** Models that cannot be served now, with the reason (for /readyz and the start log; never sent to clients). */
   unavailableModels(): Array<{ name: string; reason: string }> {
-    return [...this.unavailable].filter(([n]) => this.byName.has(n)).map(([name, reason]) => ({ name, reason }));
+    return [...this.unavailable].filter(([n]) => this.byName.has(n)).map(([name, u]) => ({ name, reason: u.reason }));
   }
 
   list(): ModelSpec[] {
@@ -79,8 +98,8 @@ export class ModelRegistry {
   require(name: string, type: Capability): ModelSpec {
     const m = this.byName.get(name);
     if (m && m.type === type) {
-      if (this.unavailable.has(name))
-        throw new AppError('engine_unavailable', `The model '${name}' is configured but its model file is not available on this server; the server log says why.`, 'model');
+      const u = this.unavailable.get(name);
+      if (u) throw new AppError('engine_unavailable', u.client ?? `The model '${name}' is configured but its model file is not available on this server; the server log says why.`, 'model');
       return m;
     }
     const known = this.list()

@@ -5,6 +5,7 @@
  * and its health. An unchanged model keeps its spec object, so what is built per spec (its route) stays too.
  */
 import type { ModelSpec } from './spec.js';
+import { storedSecretOf } from '../engines/provider.js';
 
 /** What a reload did, as the log, `portico models reload` and a SIGHUP's log line say it. */
 export type ReloadResult = { ok: true; file: string; added: string[]; removed: string[]; changed: string[]; unchanged: number } | { ok: false; file?: string; error: string };
@@ -48,14 +49,27 @@ function canonical(v: unknown): string {
 }
 
 /**
+ * The keys of an entry or deployment as text, its stored secret's version included (a symbol JSON does not see:
+ * engines/provider.ts, STORED_SECRET): a changed api_key is a changed deployment, though no key shows it.
+ */
+function contentOf(x: object): string {
+  const secret = storedSecretOf(x);
+  return secret ? `${canonical(x)}\u0000${secret.version}` : canonical(x);
+}
+
+/**
  * The deployments of a model: each item of its `deployments` (engine and health by its id), or the model itself
  * (engine by its name, health by its id or name, as the router and the engine registry key them).
  */
 export function deploymentUnits(spec: ModelSpec): DeploymentUnit[] {
-  if (spec.deployments) return spec.deployments.map((d) => ({ engine: d.name, health: d.id, content: canonical(d) }));
+  if (spec.deployments) return spec.deployments.map((d) => ({ engine: d.name, health: d.id, content: contentOf(d) }));
   const own = Object.fromEntries(Object.entries(spec).filter(([k]) => !MODEL_LEVEL.has(k)));
-  return [{ engine: spec.name, health: spec.id ?? spec.name, content: canonical(own) }];
+  const secret = storedSecretOf(spec);
+  return [{ engine: spec.name, health: spec.id ?? spec.name, content: secret ? `${canonical(own)}\u0000${secret.version}` : canonical(own) }];
 }
+
+/** the deployments' contents, stored secrets included */
+const canonicalDeployments = (s: ModelSpec) => (s.deployments ?? []).map(contentOf).join('\u0001');
 
 /** Compares the configured models before and after a reload (both already checked). */
 export function planReload(before: readonly ModelSpec[], after: readonly ModelSpec[]): ReloadPlan {
@@ -70,7 +84,7 @@ export function planReload(before: readonly ModelSpec[], after: readonly ModelSp
       added.push(s.name);
       return s;
     }
-    if (canonical(o) === canonical(s)) return o;
+    if (contentOf(o) === contentOf(s) && canonicalDeployments(o) === canonicalDeployments(s)) return o;
     changed.push(s.name);
     replaced.push(o);
     return s;

@@ -63,6 +63,11 @@ export interface Config {
   keyPepper: Buffer;
   /** whether KEY_PEPPER set it (rather than a file made under DATA_DIR) */
   keyPepperFromEnv: boolean;
+  /**
+   * PORTICO_SECRETS_KEY: what the secrets an operator types in (a stored model's upstream api_key) are encrypted
+   * with (AES-256-GCM, the key derived from it by HKDF); unset: derived from the key pepper. The same on every instance.
+   */
+  secretsKey: { material: Buffer; fromEnv: boolean };
   limits: {
     activeManagementKeys: number;
     activeInferenceKeys: number;
@@ -313,6 +318,10 @@ export function loadConfig(env: Env = process.env): Config {
   } else {
     keyPepper = persistentSecret(dataDir, 'key-pepper');
   }
+  const secretsKeyText = env.PORTICO_SECRETS_KEY?.trim();
+  if (secretsKeyText !== undefined && secretsKeyText !== '' && secretsKeyText.length < 32) {
+    throw new ConfigError('PORTICO_SECRETS_KEY must be at least 32 characters (openssl rand -hex 32)');
+  }
   const logLevel = env.LOG_LEVEL || 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
@@ -350,6 +359,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     keyPepper,
     keyPepperFromEnv: Boolean(env.KEY_PEPPER),
+    secretsKey: secretsKeyText ? { material: Buffer.from(secretsKeyText, 'utf8'), fromEnv: true } : { material: keyPepper, fromEnv: false },
     limits: {
       activeManagementKeys: int(env, 'MAX_ACTIVE_MANAGEMENT_KEYS', 10, 1, 10000),
       activeInferenceKeys: int(env, 'MAX_ACTIVE_INFERENCE_KEYS', 10, 1, 10000),

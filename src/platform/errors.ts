@@ -44,6 +44,8 @@ export const ERRORS = {
     zh: 'previous_response_id 所指的对话超出了对话允许的大小',
   },
   /** the request's bytes are not HTTP (Node's parser refused them before any route: compose/http.ts, clientError) */
+  /** an entry an operator gave (a model of the admin API) that the model file's checker refuses; the message is the checker's */
+  invalid_request: { status: 400, portal: 40013, type: 'invalid_request_error', message: 'the request is not valid', zh: '请求无效' },
   malformed_request: {
     status: 400,
     portal: 40012,
@@ -132,6 +134,16 @@ export const ERRORS = {
   method_not_allowed: { status: 405, portal: 40500, type: 'invalid_request_error', message: 'method not allowed', zh: '不允许使用此方法' },
   active_key_limit: { status: 409, portal: 40900, type: 'invalid_request_error', message: 'active API key limit reached', zh: '有效密钥数量已达上限' },
   invalid_state: { status: 409, portal: 40901, type: 'invalid_request_error', message: 'operation not allowed in the current state', zh: '当前状态下不允许此操作' },
+  /** the name (or a deployment id) is taken by another model */
+  conflict: { status: 409, portal: 40903, type: 'invalid_request_error', message: 'the name is already taken', zh: '名称已被占用' },
+  /** a model that is not the admin API's own (the model file, a pulled or built-in model) cannot be changed there */
+  read_only: {
+    status: 409,
+    portal: 40904,
+    type: 'invalid_request_error',
+    message: 'this model is read-only here: it comes from the model file, a pull or Portico itself',
+    zh: '此模型在此处为只读：它来自模型文件、拉取的模型或 Portico 内置',
+  },
   uri_too_long: { status: 414, portal: 41400, type: 'invalid_request_error', message: 'a path parameter is too long', zh: '路径参数过长' },
   payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large', zh: '请求体过大' },
   unsupported_media_type: { status: 415, portal: 41500, type: 'invalid_request_error', message: 'unsupported content type', zh: '不支持的内容类型' },
@@ -408,6 +420,33 @@ export const MESSAGES = {
   admin_operator_self: {
     en: 'you cannot remove your own operator role: another operator (or `portico operators rm` on the server) can',
     zh: '不能移除自己的运维角色：可由其他运维人员（或在服务器上运行 `portico operators rm`）移除',
+  },
+  // models and deployments at run time (admin API, models/stored.ts)
+  model_entry_invalid: { en: '{reason}', zh: '模型条目无效：{reason}' },
+  model_name_taken: {
+    en: "the name '{name}' is taken by a {source} model: choose another name",
+    zh: "名称 '{name}' 已被一个{source}模型占用：请换一个名称",
+  },
+  model_deployment_taken: {
+    en: "the deployment id '{id}' is the name or a deployment of the model '{model}': choose another id",
+    zh: "部署 ID '{id}' 是模型 '{model}' 的名称或部署：请换一个 ID",
+  },
+  model_unknown: { en: "no model is named '{name}'", zh: "没有名为 '{name}' 的模型" },
+  model_read_only: {
+    en: "the model '{name}' comes from the {source} and is read-only here: {how}",
+    zh: "模型 '{name}' 来自{source}，在此处为只读：{how}",
+  },
+  model_rename: {
+    en: "entry.name '{given}' differs from the model '{name}' of the path: a model is not renamed; add the new one and remove the old",
+    zh: "entry.name '{given}' 与路径中的模型 '{name}' 不同：模型不能改名；请添加新模型并删除旧模型",
+  },
+  model_deployment_unknown: {
+    en: "the model '{name}' has no deployment '{deployment}'; its deployments: {list}",
+    zh: "模型 '{name}' 没有部署 '{deployment}'；它的部署：{list}",
+  },
+  model_secret_unreadable: {
+    en: "the model '{name}' cannot be served: its stored api_key cannot be decrypted ({why}); set the PORTICO_SECRETS_KEY it was stored with, or type the key again",
+    zh: "模型 '{name}' 无法提供服务：其存储的 api_key 无法解密（{why}）；请设置存储时所用的 PORTICO_SECRETS_KEY，或重新输入密钥",
   },
   // the {base_url} gate's scopes (api/scopes.ts)
   scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
-import { defineProvider } from '../provider.js';
+import { defineProvider, storedSecretOf, type ProviderContext } from '../provider.js';
+import { EngineError } from '../types.js';
 import { redactingEngine, upstreamSecrets } from '../shared/redact.js';
 
 /** The longest a connection may take to open when the deployment does not say (undici's own default). */
@@ -60,6 +61,18 @@ function apiKeyEnvProblem(name: string, env: Readonly<Record<string, string | un
 }
 
 /**
+ * The upstream key of an entry: the one typed into the admin API (stored encrypted, handed over decrypted on the
+ * entry: engines/provider.ts, STORED_SECRET), else the variable `api_key_env` names. A stored key that could not
+ * be decrypted makes no engine: nothing is sent upstream without it.
+ */
+function apiKeyOf(s: { name: string; api_key_env?: string }, ctx: ProviderContext): string | undefined {
+  const stored = storedSecretOf(s);
+  if (stored?.error !== undefined) throw new EngineError(stored.error, 'engine_unavailable', 503);
+  if (stored?.apiKey !== undefined) return stored.apiKey;
+  return s.api_key_env ? ctx.env[s.api_key_env] : undefined;
+}
+
+/**
  * The engines' code, undici's included: loaded at start (`load`), as loading it in the first request held the
  * event loop ~90 ms (docs/performance.md, "One large request and the rest of the instance").
  */
@@ -100,7 +113,7 @@ export const openaiCompatible = defineProvider({
   create: {
     async text(s, ctx) {
       const { createOpenAICompatibleEngine } = await textCode();
-      const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
+      const apiKey = apiKeyOf(s, ctx);
       return redactingEngine(
         createOpenAICompatibleEngine({
           baseUrl: s.base_url,
@@ -115,7 +128,7 @@ export const openaiCompatible = defineProvider({
     },
     async speech(s, ctx) {
       const { createOpenAICompatibleSpeechEngine, OPENAI_VOICES } = await audioCode();
-      const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
+      const apiKey = apiKeyOf(s, ctx);
       return redactingEngine(
         createOpenAICompatibleSpeechEngine({
           baseUrl: s.base_url,
@@ -129,7 +142,7 @@ export const openaiCompatible = defineProvider({
     },
     async transcription(s, ctx) {
       const { createOpenAICompatibleTranscriptionEngine } = await audioCode();
-      const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
+      const apiKey = apiKeyOf(s, ctx);
       return redactingEngine(
         createOpenAICompatibleTranscriptionEngine({
           baseUrl: s.base_url,
@@ -142,7 +155,7 @@ export const openaiCompatible = defineProvider({
     },
     async embeddings(s, ctx) {
       const { createOpenAICompatibleEmbeddingsEngine } = await embeddingsCode();
-      const apiKey = s.api_key_env ? ctx.env[s.api_key_env] : undefined;
+      const apiKey = apiKeyOf(s, ctx);
       return redactingEngine(
         createOpenAICompatibleEmbeddingsEngine({ baseUrl: s.base_url, apiKey, timeoutMs: s.timeout_ms, connectTimeoutMs: connectMs(s) }),
         upstreamSecrets(s.base_url, apiKey),

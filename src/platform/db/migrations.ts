@@ -254,4 +254,20 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0014_stored_models': {
+    async up(db: Kysely<any>) {
+      // models and deployments an operator adds at run time (the admin API): the model-file entry without its
+      // secrets, the secrets sealed apart (platform/secrets.ts), and whether it is served
+      await db.schema
+        .createTable('stored_models')
+        .addColumn('name', 'text', (c) => c.primaryKey())
+        .addColumn('entry', 'text', (c) => c.notNull())
+        .addColumn('secrets', 'text', (c) => c.notNull().defaultTo('{}'))
+        .addColumn('enabled', 'boolean', (c) => c.notNull().defaultTo(true))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_by', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 };

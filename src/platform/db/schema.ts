@@ -169,7 +169,22 @@ export interface BudgetTable {
   updated_at: number;
 }
 
+/** A model (and its deployments) an operator added at run time (models/stored.ts). */
+export interface StoredModelTable {
+  name: string;
+  /** the model-file entry as JSON, without its api_key values */
+  entry: string;
+  /** JSON: the place of each secret in the entry (`api_key`, `deployments.0.api_key`) -> its sealed value */
+  secrets: string;
+  enabled: boolean;
+  created_at: number;
+  updated_at: number;
+  /** the operator who made the last change */
+  updated_by: string;
+}
+
 export interface Database {
+  stored_models: StoredModelTable;
   budgets: BudgetTable;
   operators: OperatorTable;
   audit_log: AuditLogTable;
