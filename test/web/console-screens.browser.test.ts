@@ -43,6 +43,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
   };
   const call = (model: string, input: string) =>
     fetch(`${t.url}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model, input }) });
+  /** the stored model's row in the database (migration 0014_stored_models) */
+  const dbRow = (name: string) => t.core.db.db.selectFrom('stored_models').selectAll().where('name', '=', name).executeTakeFirst();
   const modelRow = (name: string) => page.locator(`#models-table tr[data-model="${name}"]`);
   const status = (text: string | RegExp) => page.getByRole('status').filter({ hasText: text }).waitFor();
 
@@ -55,6 +57,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     key = await t.inferenceKey('alice');
     browser = await launchChromium();
     ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+    ctx.setDefaultTimeout(15_000);
     page = await ctx.newPage();
     problems = watchConsole(page);
     page.on('response', (r: PwResponse) => {
@@ -96,12 +99,12 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await dialog.getByRole('heading', { name: 'Add a model' }).waitFor();
     assert.equal(await page.evaluate(() => document.activeElement?.id), 'model-name');
     await page.keyboard.type('page-chat');
-    await dialog.getByLabel('Input, per million tokens').fill('1');
-    await dialog.getByLabel('Output, per million tokens').fill('2');
-    await dialog.getByLabel('Deployment id').fill('pc-main');
-    await dialog.getByLabel('Base URL').fill(up.url);
-    await dialog.getByLabel('Upstream model').fill('tiny');
-    await dialog.getByLabel('Upstream API key').fill(SECRET);
+    await dialog.getByLabel('Input, per million tokens', { exact: true }).fill('1');
+    await dialog.getByLabel('Output, per million tokens', { exact: true }).fill('2');
+    await dialog.getByLabel('Deployment id', { exact: true }).fill('pc-main');
+    await dialog.getByLabel('Base URL', { exact: true }).fill(up.url);
+    await dialog.getByLabel('Upstream model', { exact: true }).fill('tiny');
+    await dialog.getByLabel('Upstream API key', { exact: true }).fill(SECRET);
     // the deployments list: one more, then removed again
     await dialog.getByRole('button', { name: 'Add a deployment' }).click();
     assert.equal(await dialog.locator('fieldset.deployment').count(), 2);
@@ -139,6 +142,21 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.equal(item.entry.upstream_model, 'tiny');
     assert.deepEqual(item.entry.pricing, { input_per_million: 1, output_per_million: 2 });
     assert.equal(item.entry.api_key, undefined);
+    // and so does the database: the entry as the page wrote it, the key sealed, not in clear
+    const stored = (await dbRow('page-chat'))!;
+    assert.deepEqual(JSON.parse(stored.entry), {
+      name: 'page-chat',
+      type: 'text',
+      pricing: { input_per_million: 1, output_per_million: 2 },
+      id: 'pc-main',
+      provider: 'openai-compatible',
+      base_url: up.url,
+      upstream_model: 'tiny',
+    });
+    assert.deepEqual(Object.keys(JSON.parse(stored.secrets)), ['api_key']);
+    assert.ok(!JSON.stringify(stored).includes(SECRET), 'the key is not in the database in clear');
+    assert.equal(stored.enabled, true);
+    assert.equal(stored.updated_by, 'olga');
 
     // Test: the answer, its latency; the upstream got the stored key
     up.script({ text: 'Pong from upstream' });
@@ -163,16 +181,16 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await row.getByRole('button', { name: 'Edit page-chat' }).click();
     const dialog = page.locator('#model-dialog');
     await dialog.getByRole('heading', { name: 'Edit “page-chat”' }).waitFor();
-    const keyField = dialog.getByLabel('Upstream API key');
+    const keyField = dialog.getByLabel('Upstream API key', { exact: true });
     assert.equal(await keyField.inputValue(), '', 'the key field is empty');
     assert.equal(await keyField.getAttribute('type'), 'password');
     assert.match(await dialog.locator('#' + (await keyField.getAttribute('aria-describedby'))).innerText(), /A key is stored/);
-    assert.equal(await dialog.getByLabel('Upstream model').inputValue(), 'tiny');
-    assert.equal(await dialog.getByLabel('Name').isEditable(), false, 'the name is fixed');
+    assert.equal(await dialog.getByLabel('Upstream model', { exact: true }).inputValue(), 'tiny');
+    assert.equal(await dialog.getByLabel('Name', { exact: true }).isEditable(), false, 'the name is fixed');
     assert.ok(!(await pageText()).includes(SECRET));
     await check('edit dialog with a stored key');
-    await dialog.getByLabel('Upstream model').fill('tiny-2');
-    await dialog.getByLabel('Output, per million tokens').fill('3');
+    await dialog.getByLabel('Upstream model', { exact: true }).fill('tiny-2');
+    await dialog.getByLabel('Output, per million tokens', { exact: true }).fill('3');
     await dialog.getByRole('button', { name: 'Save' }).click();
     await status('Model “page-chat” saved');
     const item = (await adminGet('/models')).list.find((m: any) => m.name === 'page-chat');
@@ -181,6 +199,9 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.deepEqual(item.secrets, { api_key: true }, 'the key is kept');
     assert.equal(item.updated_by, 'olga');
     assert.match(await row.innerText(), /Changed .* by olga/);
+    const stored = (await dbRow('page-chat'))!;
+    assert.equal(JSON.parse(stored.entry).upstream_model, 'tiny-2');
+    assert.deepEqual(Object.keys(JSON.parse(stored.secrets)), ['api_key'], 'the sealed key is kept');
   });
 
   test('health: the deployment, its request counted after a call, updated without a reload; instances expand', async () => {
@@ -274,8 +295,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await page.locator(`#requests-table tr[data-request-id="${failedId}"]`).waitFor();
     await check('requests list');
 
-    await page.getByLabel('Model').fill('page-chat');
-    await page.getByLabel('Status').selectOption('error');
+    await page.getByLabel('Model', { exact: true }).fill('page-chat');
+    await page.getByLabel('Status', { exact: true }).selectOption('error');
     await page.getByRole('button', { name: 'Show' }).click();
     await waitFor(async () => (await rows.count()) === 1 && (await rows.first().getAttribute('data-request-id')) === failedId, { what: 'only the failed call' });
     assert.match(await rows.first().innerText(), /Error 400/);
@@ -286,8 +307,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     const csvText = await page.evaluate(async (href) => (await fetch(href)).text(), csv.href);
     assert.ok(csvText.includes(failedId) && !csvText.includes(ok.request_id), 'the CSV has the same records');
 
-    await page.getByLabel('Status').selectOption('');
-    await page.getByLabel('Request id').fill(ok.request_id.slice(0, 12));
+    await page.getByLabel('Status', { exact: true }).selectOption('');
+    await page.getByLabel('Request id', { exact: true }).fill(ok.request_id.slice(0, 12));
     await page.getByRole('button', { name: 'Show' }).click();
     await waitFor(async () => (await rows.count()) === 1 && (await rows.first().getAttribute('data-request-id')) === ok.request_id, { what: 'the call by its id' });
     await screenshot(page, 'requests', true, 'console');
@@ -316,12 +337,13 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     // remove the stored key
     await row.getByRole('button', { name: 'Edit page-chat' }).click();
     const dialog = page.locator('#model-dialog');
-    await dialog.getByLabel('Remove the stored key').check();
-    assert.equal(await dialog.getByLabel('Upstream API key').isDisabled(), true);
+    await dialog.getByLabel('Remove the stored key', { exact: true }).check();
+    assert.equal(await dialog.getByLabel('Upstream API key', { exact: true }).isDisabled(), true);
     await dialog.getByRole('button', { name: 'Save' }).click();
     await status('Model “page-chat” saved');
     let item = (await adminGet('/models')).list.find((m: any) => m.name === 'page-chat');
     assert.deepEqual(item.secrets, {}, 'no key any more');
+    assert.equal((await dbRow('page-chat'))!.secrets, '{}');
     up.script({ text: 'no key now' });
     await row.getByRole('button', { name: 'Test deployment pc-main' }).click();
     await row.locator('.test-result').getByText('no key now').waitFor();
@@ -339,6 +361,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.equal((await call('page-chat', 'anyone?')).status, 404);
     item = (await adminGet('/models')).list.find((m: any) => m.name === 'page-chat');
     assert.equal(item.enabled, false);
+    assert.equal((await dbRow('page-chat'))!.enabled, false);
     await row.getByRole('button', { name: 'Enable page-chat' }).click();
     await page.locator('#model-confirm #confirm-yes').click();
     await status('Model “page-chat” enabled');
@@ -356,13 +379,13 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
       (await adminGet('/models')).list.some((m: any) => m.name === 'page-chat'),
       false,
     );
-    await storedRows(t).then((names) => assert.deepEqual(names, [], 'the database has no stored model left'));
+    assert.equal(await dbRow('page-chat'), undefined, 'the database has no row left');
     assert.ok(!answers.some((a) => a.includes(SECRET)), 'no admin answer the page received carried the key');
     assert.deepEqual(problems, []);
   });
 
   test('in Chinese: the three screens', async () => {
-    await page.getByLabel('Language').selectOption('zh');
+    await page.getByLabel('Language', { exact: true }).selectOption('zh');
     await page.getByRole('heading', { name: '模型' }).waitFor();
     await modelRow('file-chat').getByText('来自文件').waitFor();
     await check('models in Chinese');
@@ -371,7 +394,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await page.getByRole('button', { name: '添加模型' }).click();
     const dialog = page.locator('#model-dialog');
     await dialog.getByLabel('名称', { exact: true }).fill('file-chat');
-    await dialog.getByLabel('基础 URL').fill(up.url);
+    await dialog.getByLabel('基础 URL', { exact: true }).fill(up.url);
     await dialog.getByRole('button', { name: '添加模型' }).click();
     const refusal = dialog.getByRole('alert');
     await refusal.waitFor();
@@ -389,14 +412,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await page.locator('#requests-table').waitFor();
     await check('requests in Chinese');
     await screenshot(page, 'requests-zh', true, 'console');
-    await page.getByLabel('语言').selectOption('en');
+    await page.getByLabel('语言', { exact: true }).selectOption('en');
     assert.deepEqual(problems, []);
     assert.deepEqual(a11y, []);
   });
 });
-
-/** the names of the stored models in the database (the table of migration 0014_stored_models) */
-async function storedRows(t: TestApp): Promise<string[]> {
-  void t;
-  return [];
-}

@@ -1,7 +1,6 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { admin } from './api.js';
+import { admin, seg, type AdminModel, type AdminModels, type ModelTestResult } from './api.js';
 import type { ScreenProps } from './Console.js';
-import type { AdminModel, ModelList, ModelTest } from './contract.js';
 import { formatDate, formatNumber, useI18n, type Key } from '../i18n.js';
 import { Dialog, ErrorBox, Field, Notice } from '../components/ui.js';
 
@@ -46,6 +45,12 @@ interface DeploymentForm {
   removeKey: boolean;
   /** a key is stored for this deployment's place */
   keySet: boolean;
+  /**
+   * where its stored key is (`api_key`, `deployments.N.api_key`), null for a new deployment: the server keeps a key by
+   * its place, so a deployment that moves (one before it removed, a second one added to a plain entry) cannot take
+   * its key along, and must not inherit the key of the one that was there
+   */
+  place: string | null;
   /** the deployment's other keys, as JSON (timeouts, health_check, context_window, api…) */
   other: string;
 }
@@ -62,6 +67,8 @@ interface ModelForm {
   deployments: DeploymentForm[];
   /** the model's other keys, as JSON */
   other: string;
+  /** the places that held a key when the form opened */
+  secretPlaces: string[];
 }
 
 let uids = 0;
@@ -69,7 +76,7 @@ const str = (v: unknown) => (v === undefined || v === null ? '' : String(v));
 const json = (o: Record<string, unknown>) => (Object.keys(o).length ? JSON.stringify(o, null, 2) : '');
 const pick = (o: Record<string, unknown>, keep: (k: string) => boolean) => Object.fromEntries(Object.entries(o).filter(([k]) => keep(k)));
 
-function deploymentForm(d: Record<string, unknown>, keySet: boolean): DeploymentForm {
+function deploymentForm(d: Record<string, unknown>, keySet: boolean, place: string | null): DeploymentForm {
   return {
     uid: ++uids,
     id: str(d.id),
@@ -83,6 +90,7 @@ function deploymentForm(d: Record<string, unknown>, keySet: boolean): Deployment
     apiKey: '',
     removeKey: false,
     keySet,
+    place,
     other: json(pick(d, (k) => !FORM_DEPLOYMENT_KEYS.includes(k))),
   };
 }
@@ -96,8 +104,9 @@ function emptyForm(): ModelForm {
     retries: '',
     fallbacks: '',
     listed: false,
-    deployments: [deploymentForm({}, false)],
+    deployments: [deploymentForm({}, false, null)],
     other: '',
+    secretPlaces: [],
   };
 }
 
@@ -107,11 +116,12 @@ function formOf(m: AdminModel): ModelForm {
   const pricing = (e.pricing ?? {}) as Record<string, unknown>;
   const listed = Array.isArray(e.deployments);
   const deployments = listed
-    ? (e.deployments as Array<Record<string, unknown>>).map((d, i) => deploymentForm(d, m.secrets[`deployments.${i}.api_key`] === true))
+    ? (e.deployments as Array<Record<string, unknown>>).map((d, i) => deploymentForm(d, m.secrets[`deployments.${i}.api_key`] === true, `deployments.${i}.api_key`))
     : [
         deploymentForm(
           pick(e, (k) => !MODEL_ONLY.includes(k)),
           m.secrets.api_key === true,
+          'api_key',
         ),
       ];
   const otherPricing = pick(pricing, (k) => !(PRICES as readonly string[]).includes(k));
@@ -131,8 +141,14 @@ function formOf(m: AdminModel): ModelForm {
     listed,
     deployments,
     other: json(other),
+    secretPlaces: Object.keys(m.secrets).filter((k) => m.secrets[k]),
   };
 }
+
+/** the place the key of the deployment at index i is stored at when the form is saved */
+const placeAt = (f: ModelForm, i: number) => (f.listed || f.deployments.length > 1 ? `deployments.${i}.api_key` : 'api_key');
+/** its stored key stays with it: it has one, and it is still at its place */
+const keyStays = (f: ModelForm, d: DeploymentForm, i: number) => d.keySet && d.place === placeAt(f, i);
 
 class FormError extends Error {
   constructor(readonly field: Key) {
@@ -175,7 +191,7 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
     .filter(Boolean);
   if (fallbacks.length) e.fallbacks = fallbacks;
   const listed = f.listed || f.deployments.length > 1;
-  const deployments = f.deployments.map((d) => {
+  const deployments = f.deployments.map((d, i) => {
     const o: Record<string, unknown> = parseOther(d.other, 'console.models.deploymentOtherKeys');
     put(o, 'id', d.id.trim());
     o.provider = d.provider;
@@ -189,7 +205,9 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
     put(o, 'tpm', num(d.tpm));
     if (d.provider === 'openai-compatible') {
       if (d.apiKey) o.api_key = d.apiKey;
-      else if (d.removeKey && editing) o.api_key = null;
+      else if (editing && d.removeKey) o.api_key = null;
+      // another deployment's key is at this place: left out, the server would keep it for this one
+      else if (editing && d.place !== placeAt(f, i) && f.secretPlaces.includes(placeAt(f, i))) o.api_key = null;
     }
     return o;
   });
@@ -216,13 +234,13 @@ export function Models(_props: ScreenProps) {
   const [done, setDone] = useState('');
   const [editing, setEditing] = useState<AdminModel | 'new' | null>(null);
   const [confirm, setConfirm] = useState<Confirm | null>(null);
-  const [tests, setTests] = useState<Record<string, { running: boolean; result?: ModelTest; error?: unknown }>>({});
+  const [tests, setTests] = useState<Record<string, { running: boolean; result?: ModelTestResult; error?: unknown }>>({});
 
   const latest = useRef(0);
   const load = async () => {
     const mine = ++latest.current;
     try {
-      const list = await admin<ModelList>('GET', '/models');
+      const list = await admin<AdminModels>('GET', '/models');
       if (mine !== latest.current) return;
       setModels(list.list);
       setError(null);
@@ -244,7 +262,7 @@ export function Models(_props: ScreenProps) {
     const k = `${model}\n${deployment}`;
     setTests((s) => ({ ...s, [k]: { running: true } }));
     try {
-      const result = await admin<ModelTest>('POST', `/models/${encodeURIComponent(model)}/test`, { deployment });
+      const result = await admin<ModelTestResult>('POST', `/models/${seg(model)}/test`, { deployment });
       setTests((s) => ({ ...s, [k]: { running: false, result } }));
     } catch (e) {
       setTests((s) => ({ ...s, [k]: { running: false, error: e } }));
@@ -290,6 +308,11 @@ export function Models(_props: ScreenProps) {
                   <td data-label={t('console.models.source')}>
                     <span class={`badge source-${m.source}`}>{t(`console.models.source.${m.source}`)}</span>
                     {m.read_only && <div class="muted read-only">{t(m.source === 'file' ? 'console.models.fromFile' : 'console.models.readOnly')}</div>}
+                    {m.error && (
+                      <div class="model-error">
+                        <strong>{t('console.models.notServed')}</strong> {m.error}
+                      </div>
+                    )}
                   </td>
                   <td data-label={t('console.models.type')}>{m.type}</td>
                   <td data-label={t('console.models.deployments')}>
@@ -412,7 +435,8 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   const set = (patch: Partial<ModelForm>) => setForm((f) => ({ ...f, ...patch }));
   const setDeployment = (uid: number, patch: Partial<DeploymentForm>) =>
     setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
-  const addDeployment = () => setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
+  const addDeployment = () =>
+    setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false, null)] }));
   const removeDeployment = (uid: number) => setForm((f) => ({ ...f, deployments: f.deployments.filter((d) => d.uid !== uid) }));
   const list = useRef<HTMLFieldSetElement>(null);
 
@@ -429,9 +453,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
     }
     setBusy(true);
     try {
-      const saved = isNew
-        ? await admin<AdminModel>('POST', '/models', { entry })
-        : await admin<AdminModel>('PUT', `/models/${encodeURIComponent((editing as AdminModel).name)}`, { entry });
+      const saved = isNew ? await admin<AdminModel>('POST', '/models', { entry }) : await admin<AdminModel>('PUT', `/models/${seg((editing as AdminModel).name)}`, { entry });
       onSaved(saved, isNew);
     } catch (err) {
       setError(err);
@@ -565,7 +587,15 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                     <Field
                       id={id('api_key')}
                       label={t('console.models.apiKey')}
-                      hint={d.removeKey ? t('console.models.apiKeyRemoving') : d.keySet ? t('console.models.apiKeySet') : t('console.models.apiKeyNone')}
+                      hint={
+                        d.removeKey
+                          ? t('console.models.apiKeyRemoving')
+                          : keyStays(form, d, i)
+                            ? t('console.models.apiKeySet')
+                            : d.keySet
+                              ? t('console.models.apiKeyMoved')
+                              : t('console.models.apiKeyNone')
+                      }
                     >
                       <div class="copy-row">
                         <input
@@ -575,13 +605,13 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                           spellcheck={false}
                           disabled={d.removeKey}
                           value={d.apiKey}
-                          placeholder={d.keySet ? t('console.models.apiKeyKeep') : ''}
+                          placeholder={keyStays(form, d, i) ? t('console.models.apiKeyKeep') : ''}
                           onInput={(e) => setDeployment(d.uid, { apiKey: e.currentTarget.value })}
                           aria-describedby={`${id('api_key')}-hint`}
                         />
-                        {d.keySet && <span class="badge active key-set">{t('console.models.keyIsSet')}</span>}
+                        {keyStays(form, d, i) && !d.removeKey && <span class="badge active key-set">{t('console.models.keyIsSet')}</span>}
                       </div>
-                      {d.keySet && !isNew && (
+                      {keyStays(form, d, i) && !isNew && (
                         <label class="check">
                           <input type="checkbox" checked={d.removeKey} onChange={(e) => setDeployment(d.uid, { removeKey: e.currentTarget.checked, apiKey: '' })} />
                           {t('console.models.removeKey')}
@@ -688,7 +718,7 @@ function ConfirmDialog({ confirm, onClose, onDone }: { confirm: Confirm | null; 
   const run = async () => {
     setBusy(true);
     try {
-      const path = `/models/${encodeURIComponent(model.name)}`;
+      const path = `/models/${seg(model.name)}`;
       if (action === 'remove') await admin('DELETE', path);
       else await admin('POST', `${path}/${action}`, {});
       onDone(t(`console.models.${action}Done`, { name: model.name }));

@@ -11,6 +11,9 @@ import type {
   GrantAnswer,
   GrantBody,
   KeyChangeAnswer,
+  ModelItemSchema,
+  ModelListSchema,
+  ModelTestSchema,
   OperatorSchema,
   OrgDetail,
   OrgSummary,
@@ -66,6 +69,12 @@ export type Operator = Static<typeof OperatorSchema>;
 /** GET /audit */
 export type AuditQueryParams = Static<typeof AuditQuery>;
 export type AuditEntry = Static<typeof AuditSchema>;
+
+/** GET /models: every model with its source; POST, PUT, enable, disable answer one */
+export type AdminModel = Static<typeof ModelItemSchema>;
+export type AdminModels = Static<typeof ModelListSchema>;
+/** POST /models/{name}/test */
+export type ModelTestResult = Static<typeof ModelTestSchema>;
 
 /** a query string from defined values only */
 export function query(params: Record<string, string | number | undefined | null>): string {

@@ -1,41 +1,6 @@
 /**
- * The shapes of the operator's admin answers the Models, Health and Requests screens read (the admin contract, parts
- * A, B and C). Placeholder until the routes' TypeBox schemas land: then these become Static<typeof …> of them.
+ * The shapes of the operator's admin answers the Health and Requests screens read (the admin contract, parts B and C). Placeholder until the routes' TypeBox schemas land: then these become Static<typeof …> of them.
  */
-
-/** one entry of a model file (secrets removed), as GET /v1/admin/models gives it */
-export type ModelEntry = Record<string, unknown> & {
-  name: string;
-  provider?: string;
-  type?: string;
-  deployments?: Array<Record<string, unknown>>;
-};
-
-export interface AdminModel {
-  name: string;
-  type: string;
-  source: 'file' | 'stored' | 'pulled' | 'builtin';
-  read_only: boolean;
-  enabled: boolean;
-  entry: ModelEntry;
-  /** which secrets are set: "api_key", "deployments.0.api_key" */
-  secrets: Record<string, boolean>;
-  updated_at: number | null;
-  updated_by: string | null;
-}
-
-export interface ModelList {
-  list: AdminModel[];
-}
-
-export interface ModelTest {
-  ok: boolean;
-  model: string;
-  deployment: string;
-  latency_ms: number;
-  output?: string;
-  error?: { code: string; message: string };
-}
 
 export interface HealthInstance {
   id: string;

@@ -335,6 +335,8 @@ export const en = {
   'console.models.apiKeyNone': 'Optional. Stored encrypted and never shown again, not even to you.',
   'console.models.apiKeySet': 'A key is stored (it is never shown). Leave the field empty to keep it, or type a new key to replace it.',
   'console.models.apiKeyRemoving': 'The stored key will be removed when you save.',
+  'console.models.apiKeyMoved': 'This deployment moved, and a stored key stays with its place: type its key again, or it is saved without one.',
+  'console.models.notServed': 'Not served:',
   'console.models.apiKeyKeep': 'set: leave empty to keep',
   'console.models.keyIsSet': 'set',
   'console.models.removeKey': 'Remove the stored key',

@@ -336,6 +336,8 @@ export const zh: Record<keyof typeof en, string> = {
   'console.models.apiKeyNone': '可选。加密保存，之后不再显示，包括对你。',
   'console.models.apiKeySet': '已保存密钥（永不显示）。留空以保留，或输入新密钥以替换。',
   'console.models.apiKeyRemoving': '保存时将删除已保存的密钥。',
+  'console.models.apiKeyMoved': '此部署的位置已改变，已保存的密钥留在原位置：请重新输入其密钥，否则保存后将没有密钥。',
+  'console.models.notServed': '未提供：',
   'console.models.apiKeyKeep': '已设置：留空以保留',
   'console.models.keyIsSet': '已设置',
   'console.models.removeKey': '删除已保存的密钥',
