@@ -107,7 +107,13 @@ export class ModelsAdmin {
     const row = await stored.store.update(name, { enabled, updated_at: now(), updated_by: actor.userId });
     if (!row) throw new AppError('model_not_found', msg('model_unknown', { name }), 'name');
     await this.changed();
-    await this.record(actor, enabled ? 'model.enable' : 'model.disable', name, marked(before.entry, setMarks(before), before.enabled), marked(row.entry, setMarks(row), row.enabled));
+    await this.record(
+      actor,
+      enabled ? 'model.enable' : 'model.disable',
+      name,
+      marked(before.entry, setMarks(before), before.enabled),
+      marked(row.entry, setMarks(row), row.enabled),
+    );
     return this.item(name);
   }
 

@@ -39,6 +39,8 @@ import modelsRemove from './routes/models-remove.js';
 import modelsTest from './routes/models-test.js';
 import { ModelsAdmin } from './models.js';
 import type { StoredModels } from '../models/stored.js';
+import health from './routes/health.js';
+import { ClusterHealth, type HealthSource } from './health.js';
 import { Budgets, BudgetStore } from './budgets.js';
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 import type { FastifyBaseLogger } from 'fastify';
@@ -60,6 +62,8 @@ export interface AdminDeps {
   authenticate: (req: FastifyRequest) => Promise<UserPrincipal>;
   /** the models operators add at run time, and the served ones they see (the runtime reads and serves them) */
   storedModels: StoredModels;
+  /** this instance and its deployments' figures (the router's), for GET /health; the others' come over `feed` */
+  health: HealthSource;
 }
 
 export interface AdminModule extends FeatureModule {
@@ -69,13 +73,16 @@ export interface AdminModule extends FeatureModule {
   checkBudgets(key: KeyPrincipal): Promise<void>;
 }
 
-/** The operators' API under /v1/admin (docs/api.md, "Admin API"): users, organizations, keys, credits, usage, requests, audit. */
+/** The operators' API under /v1/admin (docs/api.md, "Admin API"): users, organizations, keys, credits, usage, requests, audit, health. */
 export function createAdminModule(deps: AdminDeps): AdminModule {
   const budgetStore = new BudgetStore(deps.db);
   const budgets = new Budgets(budgetStore, { log: deps.log, feed: deps.feed, post: deps.postWebhook });
   // what this instance charges counts in the budgets' spend at once
   deps.usage.onRecord((e) => budgets.record(e));
+  // every instance answers the others' health asks, whether or not anybody looks at its own page
+  const clusterHealth = new ClusterHealth(deps.health, deps.feed, { log: deps.log });
   const ctx: AdminContext = {
+    health: clusterHealth,
     service: new AdminService({
       store: new AdminStore(deps.db),
       audit: deps.audit,
@@ -90,6 +97,7 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
     name: 'admin',
     authenticate: operatorGate({ verifier: deps.verifier, operators: deps.operators, authenticate: deps.authenticate }),
     checkBudgets: (key) => budgets.check(key),
+    close: () => clusterHealth.close(),
     routes: {
       admin: (app) => {
         for (const r of [
@@ -118,6 +126,7 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
           modelsEnable,
           modelsRemove,
           modelsTest,
+          health,
         ]) {
           r(app, ctx);
         }

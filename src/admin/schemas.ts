@@ -300,3 +300,65 @@ export const ModelTestSchema = Type.Object({
 });
 
 export const ModelDeletedSchema = Type.Object({ name: Type.String(), deleted: Type.Boolean() });
+
+export const HealthQuery = Type.Object(
+  { model: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "only this model's deployments" })) },
+  { additionalProperties: false },
+);
+
+const BreakerStateSchema = Type.Union([Type.Literal('closed'), Type.Literal('open'), Type.Literal('half-open')], {
+  description: 'the circuit breaker: closed (serving), open (taken out until its cooldown ends), half-open (one probe may go)',
+});
+const Ms = (description: string) => Type.Union([Type.Number(), Type.Null()], { description: `${description} (ms; null: no sample in the window)` });
+const HealthFigures = {
+  requests: Type.Integer({ description: 'tries of this deployment that ended in the window (retries count each)' }),
+  failures: Type.Integer({ description: "of which the deployment failed (refused, reset, timed out, 5xx, a broken stream, an upstream's 429)" }),
+  error_rate: Type.Number({ minimum: 0, maximum: 1, description: 'failures / requests (0 with no request)' }),
+  p50_ms: Ms('median time to the whole answer, of the answers that ended whole'),
+  p95_ms: Ms('95th percentile of that'),
+  ttft_p50_ms: Ms('median time to the first output of streamed answers'),
+  ttft_p95_ms: Ms('95th percentile of that'),
+  in_flight: Type.Integer({ description: 'tries under way now' }),
+};
+const Limit = Type.Object({
+  used: Type.Number({ description: 'in the last minute' }),
+  limit: Type.Union([Type.Number(), Type.Null()], { description: "the deployment's limit times the instances that report it (each keeps its own); null: no limit" }),
+});
+
+export const HealthAnswer = Type.Object({
+  generated_at: Type.Integer({ description: 'Unix seconds' }),
+  window_seconds: Type.Integer({ description: 'the window of requests, failures and the percentiles' }),
+  instances: Type.Array(
+    Type.Object({
+      id: Type.String({ description: "the instance's id (the runner_id of the background jobs it runs)" }),
+      host: Type.String(),
+      pid: Type.Integer(),
+      started_at: Type.Integer({ description: 'Unix seconds' }),
+      seen_at: Type.Integer({ description: 'Unix seconds: when its figures arrived (this instance: now)' }),
+      self: Type.Boolean({ description: 'the instance that answered' }),
+    }),
+    { description: 'the instances that answered lately (an instance silent for 10 s is left out)' },
+  ),
+  deployments: Type.Array(
+    Type.Object({
+      model: Type.String(),
+      deployment: Type.String(),
+      provider: Type.String(),
+      state: BreakerStateSchema,
+      reason: Type.Union([Type.String(), Type.Null()], { description: 'why the breaker opened (open or half-open)' }),
+      ...HealthFigures,
+      rpm: Limit,
+      tpm: Limit,
+      instances: Type.Array(
+        Type.Object({
+          instance: Type.String(),
+          state: BreakerStateSchema,
+          ...HealthFigures,
+          rpm_used: Type.Number(),
+          tpm_used: Type.Number(),
+        }),
+      ),
+    }),
+    { description: 'every deployment of the text and embeddings models served, summed over the instances (percentiles of the merged samples, the worst state)' },
+  ),
+});

@@ -7,6 +7,7 @@
  * list given to buildHttp (one line): what it declares (its key scope, usage operations, priced units) is
  * collected from that list and handed to the layers below; a new provider is one line in src/engines/providers.ts.
  */
+import { hostname } from 'node:os';
 import { trustedProxyCheck } from '../platform/http/proxy.js';
 import type { FastifyInstance } from 'fastify';
 import type { Core } from './core.js';
@@ -346,7 +347,13 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       postWebhook: opts.postWebhook,
       authenticate: web.authenticatePortal,
       storedModels,
+      // the operators' health view: this instance (named as its background runner is) and its deployments now
+      health: {
+        instance: { id: responses.service.background.instanceId, host: hostname(), pid: process.pid, startedAt: Math.floor(Date.now() / 1000) },
+        deployments: () => router.deploymentHealth(models.list()),
+      },
     });
+    closing(() => admin.close!(0));
 
     const modules: FeatureModule[] = [
       web,

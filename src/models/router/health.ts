@@ -106,6 +106,133 @@ export class OutcomeWindow {
   }
 }
 
+/**
+ * Latencies as a histogram: 8 bins per doubling from 1 ms (bin 0 holds what took under 1 ms, the last one 2^20 ms,
+ * about 17 minutes, and more). A sample finds its bin with one log2; a percentile read back is the middle of its bin,
+ * within 4.5 % of the samples there. Merging two histograms (two instances, two time buckets) is adding them.
+ */
+export const LATENCY_BINS = 162;
+const BINS_PER_DOUBLING = 8;
+
+export function latencyBin(ms: number): number {
+  if (!(ms >= 1)) return 0;
+  const b = 1 + Math.floor(Math.log2(ms) * BINS_PER_DOUBLING);
+  return b < LATENCY_BINS ? b : LATENCY_BINS - 1;
+}
+
+/** what a bin stands for (ms): the geometric middle of its bounds */
+export function binValue(b: number): number {
+  return b <= 0 ? 0.5 : 2 ** ((b - 0.5) / BINS_PER_DOUBLING);
+}
+
+/** Adds a histogram in its sparse form (`[bin, count, bin, count, ...]`) into `into`; bad pairs are skipped. */
+export function addSparse(into: Float64Array, sparse: readonly number[]): void {
+  for (let i = 0; i + 1 < sparse.length; i += 2) {
+    const b = sparse[i]!;
+    const n = sparse[i + 1]!;
+    if (Number.isInteger(b) && b >= 0 && b < LATENCY_BINS && Number.isFinite(n) && n > 0) into[b]! += n;
+  }
+}
+
+/** The `q` quantile (0-1) of a histogram, by the nearest rank, in ms; undefined when it holds no sample. */
+export function percentile(bins: ArrayLike<number>, q: number): number | undefined {
+  let total = 0;
+  for (let i = 0; i < bins.length; i++) total += bins[i]!;
+  if (total === 0) return undefined;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (let i = 0; i < bins.length; i++) {
+    seen += bins[i]!;
+    if (seen >= rank) return binValue(i);
+  }
+  return binValue(bins.length - 1);
+}
+
+/** The figures of one deployment over the health window, as DeploymentStats.read gives them. */
+export interface WindowFigures {
+  /** tries that ended in the window */
+  requests: number;
+  /** of which failed (see DeploymentStats.ended) */
+  failures: number;
+  /** latencies of the tries answered whole, and times to the first output of streams: sparse histograms */
+  latency: number[];
+  ttft: number[];
+}
+
+/**
+ * What the operators' health view shows of a deployment (GET /v1/admin/health): its tries over the last minute,
+ * how many failed, how long the answers took and how soon streams gave their first output. Twelve buckets of 5 s
+ * (a sliding minute), each with its counts and two latency histograms; the histograms are made at the first
+ * sample (a deployment nobody calls holds two small arrays). A try costs a bucket check, an add or two and one
+ * log2, no allocation; the histograms are merged only when read.
+ */
+export class DeploymentStats {
+  static readonly WINDOW_MS = 60_000;
+  static readonly BUCKETS = 12;
+  static readonly BUCKET_MS = DeploymentStats.WINDOW_MS / DeploymentStats.BUCKETS;
+  private readonly stamps = new Float64Array(DeploymentStats.BUCKETS).fill(-1);
+  private readonly tries = new Float64Array(DeploymentStats.BUCKETS);
+  private readonly fails = new Float64Array(DeploymentStats.BUCKETS);
+  private latency: Uint32Array | undefined = undefined;
+  private ttft: Uint32Array | undefined = undefined;
+
+  /** the bucket of `now`, emptied when it last held an older time */
+  private bucket(now: number): number {
+    const slot = Math.floor(now / DeploymentStats.BUCKET_MS);
+    const i = slot % DeploymentStats.BUCKETS;
+    if (this.stamps[i] !== slot) {
+      this.stamps[i] = slot;
+      this.tries[i] = 0;
+      this.fails[i] = 0;
+      this.latency?.fill(0, i * LATENCY_BINS, (i + 1) * LATENCY_BINS);
+      this.ttft?.fill(0, i * LATENCY_BINS, (i + 1) * LATENCY_BINS);
+    }
+    return i;
+  }
+
+  /** A try ended: `failed` by the deployment, or not; `ms`: how long its answer took when it ended whole. */
+  ended(failed: boolean, ms: number | undefined, now: number): void {
+    const i = this.bucket(now);
+    this.tries[i]!++;
+    if (failed) this.fails[i]!++;
+    if (ms !== undefined) (this.latency ??= new Uint32Array(DeploymentStats.BUCKETS * LATENCY_BINS))[i * LATENCY_BINS + latencyBin(ms)]!++;
+  }
+
+  /** A stream's first output came `ms` after its try began. */
+  firstOutput(ms: number, now: number): void {
+    const i = this.bucket(now);
+    (this.ttft ??= new Uint32Array(DeploymentStats.BUCKETS * LATENCY_BINS))[i * LATENCY_BINS + latencyBin(ms)]!++;
+  }
+
+  /** The window ending now: counts, and each histogram merged over its buckets (sparse). */
+  read(now: number): WindowFigures {
+    const slot = Math.floor(now / DeploymentStats.BUCKET_MS);
+    let requests = 0;
+    let failures = 0;
+    const live: number[] = [];
+    for (let i = 0; i < DeploymentStats.BUCKETS; i++) {
+      const age = slot - this.stamps[i]!;
+      if (this.stamps[i]! >= 0 && age >= 0 && age < DeploymentStats.BUCKETS) {
+        live.push(i);
+        requests += this.tries[i]!;
+        failures += this.fails[i]!;
+      }
+    }
+    return { requests, failures, latency: merged(this.latency, live), ttft: merged(this.ttft, live) };
+  }
+}
+
+function merged(h: Uint32Array | undefined, buckets: number[]): number[] {
+  const out: number[] = [];
+  if (h === undefined) return out;
+  for (let b = 0; b < LATENCY_BINS; b++) {
+    let n = 0;
+    for (const i of buckets) n += h[i * LATENCY_BINS + b]!;
+    if (n > 0) out.push(b, n);
+  }
+  return out;
+}
+
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
 /** A breaker's change as other instances hear it. */
@@ -116,6 +243,8 @@ export interface BreakerMessage {
   state: 'open' | 'closed';
   /** open: until when (epoch ms) */
   until?: number;
+  /** open: why (the failure's message), for the operators' view of the other instances */
+  why?: string;
 }
 
 export interface BreakerPolicy {
@@ -145,8 +274,11 @@ export class DeploymentHealth {
   /** the active health check's last verdict: undefined before the first probe (or with no check) */
   checkOk: boolean | undefined = undefined;
   readonly outcomes: OutcomeWindow;
-  readonly requests?: MinuteWindow;
-  readonly tokens?: MinuteWindow;
+  /** requests begun and tokens served in the last minute: checked against `rpm`/`tpm` when set, shown always */
+  requests = new MinuteWindow();
+  tokens = new MinuteWindow();
+  /** the operators' figures of the last minute (tries, failures, latencies) */
+  stats = new DeploymentStats();
 
   constructor(
     readonly id: string,
@@ -155,8 +287,6 @@ export class DeploymentHealth {
     windowMs = DEFAULT_BREAKER.windowMs,
   ) {
     this.outcomes = new OutcomeWindow(windowMs);
-    if (rpm) this.requests = new MinuteWindow();
-    if (tpm) this.tokens = new MinuteWindow();
   }
 
   state(now: number): BreakerState {
@@ -170,8 +300,8 @@ export class DeploymentHealth {
       if (now < this.openUntil || this.probing) return false;
     }
     if (this.notBefore > now) return false;
-    if (this.requests && this.requests.sum(now) >= this.rpm!) return false;
-    if (this.tokens && this.tokens.sum(now) >= this.tpm!) return false;
+    if (this.rpm !== undefined && this.requests.sum(now) >= this.rpm) return false;
+    if (this.tpm !== undefined && this.tokens.sum(now) >= this.tpm) return false;
     return true;
   }
 
@@ -185,8 +315,8 @@ export class DeploymentHealth {
     let at = now;
     if (this.openUntil !== 0) at = Math.max(at, this.openUntil);
     if (this.notBefore > at) at = this.notBefore;
-    if (this.requests) at = Math.max(at, this.requests.freeAt(this.rpm!, now));
-    if (this.tokens) at = Math.max(at, this.tokens.freeAt(this.tpm!, now));
+    if (this.rpm !== undefined) at = Math.max(at, this.requests.freeAt(this.rpm, now));
+    if (this.tpm !== undefined) at = Math.max(at, this.tokens.freeAt(this.tpm, now));
     return at;
   }
 
@@ -194,8 +324,8 @@ export class DeploymentHealth {
   reason(now: number): string {
     if (this.broken(now)) return 'circuit open';
     if (this.notBefore > now) return 'rate limited upstream';
-    if (this.requests && this.requests.sum(now) >= this.rpm!) return 'at its rpm limit';
-    if (this.tokens && this.tokens.sum(now) >= this.tpm!) return 'at its tpm limit';
+    if (this.rpm !== undefined && this.requests.sum(now) >= this.rpm) return 'at its rpm limit';
+    if (this.tpm !== undefined && this.tokens.sum(now) >= this.tpm) return 'at its tpm limit';
     return 'available';
   }
 }
@@ -244,6 +374,10 @@ export class HealthBoard {
         fresh.notBefore = h.notBefore;
         fresh.lastError = h.lastError;
         fresh.checkOk = h.checkOk;
+        // what was counted stays (a breaker message made it before the deployment's limits were known)
+        fresh.requests = h.requests;
+        fresh.tokens = h.tokens;
+        fresh.stats = h.stats;
       }
       h = fresh;
       this.byId.set(id, h);
@@ -258,7 +392,7 @@ export class HealthBoard {
   /** A try is starting: a half-open breaker lets this one through and no other until it ends. Gives: it is the probe. */
   begin(h: DeploymentHealth, now: number): boolean {
     h.inflight++;
-    h.requests?.add(1, now);
+    h.requests.add(1, now);
     if (h.openUntil !== 0 && now >= h.openUntil && !h.probing) {
       h.probing = true;
       return true;
@@ -308,7 +442,7 @@ export class HealthBoard {
     h.probing = false;
     h.openUntil = until;
     h.outcomes.clear();
-    this.tell({ from: this.instance, deployment: h.id, state: 'open', until });
+    this.tell({ from: this.instance, deployment: h.id, state: 'open', until, why });
     this.changed(h.id, 'open', why);
   }
 
@@ -320,7 +454,7 @@ export class HealthBoard {
 
   /** Tokens the deployment served, for its `tpm`. */
   tokensUsed(h: DeploymentHealth, n: number, now: number): void {
-    h.tokens?.add(n, now);
+    h.tokens.add(n, now);
   }
 
   /** Forgets a deployment (it was removed or changed by a reload of the model file). */
@@ -350,6 +484,7 @@ export class HealthBoard {
       h.openUntil = m.until;
       h.probing = false;
       h.outcomes.clear();
+      if (typeof m.why === 'string') h.lastError = m.why.slice(0, 300);
       this.changed(h.id, 'open', 'opened by another instance');
     } else if (m.state === 'closed' && h.openUntil !== 0) {
       h.openUntil = 0;

@@ -37,7 +37,7 @@ import {
 import type { EngineRegistry } from '../../engines/registry.js';
 import type { ModelRegistry } from '../registry.js';
 import { deploymentName, upstreamName, type DeploymentSpec, type ModelSpec, type Timeouts } from '../spec.js';
-import { DEFAULT_BREAKER, HealthBoard, type BreakerPolicy, type DeploymentHealth, type HealthShare } from './health.js';
+import { DEFAULT_BREAKER, HealthBoard, type BreakerPolicy, type BreakerState, type DeploymentHealth, type HealthShare } from './health.js';
 
 export { HealthBoard, MinuteWindow, type HealthShare } from './health.js';
 
@@ -52,6 +52,28 @@ export const ROUTE_DEFAULTS = {
    */
   timeouts: { first_byte_ms: 120_000, total_ms: 900_000 } satisfies Omit<Required<Timeouts>, 'connect_ms'>,
 } as const;
+
+/** A deployment as the operators' health view shows it (Router.deploymentHealth): this instance's figures. */
+export interface DeploymentReport {
+  model: string;
+  deployment: string;
+  provider: string;
+  state: BreakerState;
+  /** why the breaker opened (the failure's message), while it is open or half-open */
+  reason: string | null;
+  /** tries that ended in the last minute, and those the deployment failed (DeploymentStats) */
+  requests: number;
+  failures: number;
+  /** latencies of whole answers and times to the first output of streams, as sparse histograms (health.ts) */
+  latency: number[];
+  ttft: number[];
+  inFlight: number;
+  /** requests begun and tokens served in the last minute, and the deployment's limits (per instance) */
+  rpmUsed: number;
+  tpmUsed: number;
+  rpmLimit: number | null;
+  tpmLimit: number | null;
+}
 
 /** One deployment as a try sees it. */
 interface Target {
@@ -125,7 +147,12 @@ function isContextWindowError(e: unknown): boolean {
 function isDeploymentFault(e: unknown): boolean {
   if (!(e instanceof EngineError)) return true;
   if (e instanceof NotForwarding) return false;
-  return e.retryable && e.status !== 429 && e.code !== 'rate_limit_exceeded';
+  return e.retryable && !isRateLimited(e);
+}
+
+/** the upstream refused the load (429): not a fault for the breaker, a failed try in the operators' figures */
+function isRateLimited(e: unknown): boolean {
+  return e instanceof EngineError && !(e instanceof NotForwarding) && (e.status === 429 || e.code === 'rate_limit_exceeded');
 }
 
 class TimeoutOfTry extends EngineError {}
@@ -291,6 +318,40 @@ export class Router {
   }
 
   /**
+   * Every deployment of these models that the router serves (text and embeddings models; speech and transcription
+   * are not routed), as this instance sees it now, in the models' order: the operators' health view
+   * (GET /v1/admin/health). A deployment nobody called is listed too, with zeros.
+   */
+  deploymentHealth(models: readonly ModelSpec[]): DeploymentReport[] {
+    const now = this.now();
+    const out: DeploymentReport[] = [];
+    for (const m of models) {
+      if (m.type !== 'text' && m.type !== 'embeddings') continue;
+      for (const { dep, health: h } of this.route(m).targets) {
+        const state = h.state(now);
+        const w = h.stats.read(now);
+        out.push({
+          model: m.name,
+          deployment: dep.id,
+          provider: dep.provider,
+          state,
+          reason: state === 'closed' ? null : (h.lastError ?? null),
+          requests: w.requests,
+          failures: w.failures,
+          latency: w.latency,
+          ttft: w.ttft,
+          inFlight: h.inflight,
+          rpmUsed: h.requests.sum(now),
+          tpmUsed: h.tokens.sum(now),
+          rpmLimit: dep.rpm ?? null,
+          tpmLimit: dep.tpm ?? null,
+        });
+      }
+    }
+    return out;
+  }
+
+  /**
    * Runs `open` on deployments until one gives its first output: the model's own, then its fallbacks. `open`
    * gets the deployment and a signal that aborts on the client's signal and on the try's timeouts; `abandon`
    * gets what a try gave after it was given up (a late first output), to close it.
@@ -301,6 +362,8 @@ export class Router {
     note: RouteNote | undefined,
     open: (dep: DeploymentSpec, engineSignal: AbortSignal) => Promise<T>,
     abandon?: (value: T) => void,
+    /** the answer streams: the time to its first output is a sample of the deployment's TTFT */
+    streamed = false,
   ): Promise<Lease<T>> {
     const models: ModelSpec[] = [spec];
     const verdicts: Verdicts = new Set();
@@ -346,7 +409,7 @@ export class Router {
           if (model !== spec) note.fallback = model.name;
         }
         try {
-          return await this.attempt(t, r, model, signal, verdicts, open, abandon);
+          return await this.attempt(t, r, model, signal, verdicts, open, abandon, streamed);
         } catch (e) {
           if (signal?.aborted) throw e;
           lastErr = e;
@@ -414,6 +477,7 @@ export class Router {
     verdicts: Verdicts,
     open: (dep: DeploymentSpec, engineSignal: AbortSignal) => Promise<T>,
     abandon: ((value: T) => void) | undefined,
+    streamed: boolean,
   ): Promise<Lease<T>> {
     const timeouts = t.dep.timeouts;
     const firstMs = timeouts?.first_byte_ms ?? ROUTE_DEFAULTS.timeouts.first_byte_ms;
@@ -444,14 +508,21 @@ export class Router {
     const probe = this.health.begin(h, this.now());
     let ended = false;
     // the breaker's verdict, once per client request and deployment: a failure (before or after the first
-    // output), or a success when the answer ended whole; none when the client left
+    // output), or a success when the answer ended whole; none when the client left (the operators' figures count
+    // the try, and the whole answer's latency)
     const end = (ok: boolean | undefined, err?: unknown) => {
       if (ended) return;
       ended = true;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      if (ok === true) this.health.succeeded(h, this.now());
-      else if (ok === false) this.judge(t, r, err, probe, verdicts, true);
+      if (ok === false) this.judge(t, r, err, probe, verdicts, true);
+      else {
+        const now = this.now();
+        if (ok === true) {
+          this.health.succeeded(h, now);
+          h.stats.ended(false, now - t0, now);
+        } else h.stats.ended(false, undefined, now);
+      }
       this.health.release(h, probe);
     };
     let value: T;
@@ -489,7 +560,9 @@ export class Router {
       throw err;
     }
     clearTimeout(timer);
-    const left = totalMs - (this.now() - t0);
+    const firstAt = this.now();
+    if (streamed) h.stats.firstOutput(firstAt - t0, firstAt);
+    const left = totalMs - (firstAt - t0);
     timer = setTimeout(expire('no complete answer', totalMs, false), Math.max(1, left));
     this.health.answered(h);
     return {
@@ -505,6 +578,9 @@ export class Router {
   private judge(t: Target, r: Route, err: unknown, probe: boolean, verdicts: Verdicts, afterOutput: boolean): void {
     const h = t.health;
     const now = this.now();
+    // the operators' figures: a failure of the deployment as the breaker sees one, or an upstream's 429 (it refused
+    // the load); a refusal of the request itself (bad input, a context window) is not the deployment's
+    h.stats.ended(afterOutput || isDeploymentFault(err) || isRateLimited(err), undefined, now);
     if (err instanceof EngineError && err.retryAfterMs !== undefined && (err.status === 429 || err.status === 503)) this.health.backOff(h, now, err.retryAfterMs);
     // after output every failure is the deployment's (a stream that breaks, a total_ms that passes); before it,
     // only the failures isDeploymentFault names
@@ -527,9 +603,9 @@ export class Router {
     return lease.signal.aborted && r instanceof TimeoutOfTry ? r : e;
   }
 
-  /** tokens a deployment served, for its tpm */
+  /** tokens a deployment served, for its tpm (and the operators' view) */
   tokens(t: Target, n: number): void {
-    if (t.health.tokens && n > 0) this.health.tokensUsed(t.health, n, this.now());
+    if (n > 0) this.health.tokensUsed(t.health, n, this.now());
   }
 }
 
@@ -586,6 +662,8 @@ class RoutedTextEngine implements TextEngine {
           req.route,
           async (dep, signal) => startStream((await router.engine(dep, makeText)).generate({ ...req, model: dep.upstream_model, signal })),
           closeStarted,
+          // a caller that folds the whole answer asks the upstream for one JSON answer: its first output is its end
+          req.stream !== false,
         ),
       req.signal,
       (e, lease) => {
@@ -628,6 +706,7 @@ class RoutedTextEngine implements TextEngine {
             return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
           },
           closeStarted,
+          req.body.stream === true,
         ),
       req.signal,
       (o, lease) => {
