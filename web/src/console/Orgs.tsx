@@ -1,12 +1,184 @@
-import { useI18n } from '../i18n.js';
+import { useState } from 'preact/hooks';
+import { ErrorBox, Field, Notice } from '../components/ui.js';
+import { admin, query, seg, type AdminOrg, type AdminOrgDetail, type BudgetWithSpend, type OrgMember, type Paged } from './api.js';
 import type { ScreenProps } from './Console.js';
+import { BudgetForm, BudgetTable, CreditsForm, Figures, KeyTable, Pager, To, orgHref, useFormat, useLoad, userHref } from './shared.js';
 
-export function Orgs(_props: ScreenProps) {
-  const { t } = useI18n();
+const PER_PAGE = 20;
+
+/** Organizations: search and list (/console/orgs), or one (/console/orgs/<id>). */
+export function Orgs({ sub }: ScreenProps) {
+  return sub ? <Org id={sub} /> : <OrgList />;
+}
+
+function OrgList() {
+  const f = useFormat();
+  const { t } = f;
+  const [search, setSearch] = useState('');
+  const [applied, setApplied] = useState('');
+  const [page, setPage] = useState(1);
+  const { data, error } = useLoad(() => admin<Paged<AdminOrg>>('GET', `/orgs${query({ search: applied, page, per_page: PER_PAGE })}`), [applied, page]);
   return (
     <section>
       <h1 tabIndex={-1}>{t('console.orgs.title')}</h1>
-      <p class="empty">{t('console.soon')}</p>
+      <form
+        class="toolbar"
+        role="search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setApplied(search.trim());
+          setPage(1);
+        }}
+      >
+        <Field id="orgs-search" label={t('console.orgs.search')}>
+          <input id="orgs-search" type="search" maxLength={255} value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+        </Field>
+        <div class="buttons">
+          <button type="submit">{t('console.common.find')}</button>
+        </div>
+      </form>
+      <ErrorBox error={error} />
+      {data && data.list.length === 0 && <p class="empty">{applied ? t('console.orgs.noMatch', { search: applied }) : t('console.orgs.none')}</p>}
+      {data && data.list.length > 0 && (
+        <div class="table-wrap">
+          <table id="orgs-table">
+            <caption>{t('console.orgs.count', { total: f.n(data.total) })}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t('console.orgs.org')}</th>
+                <th scope="col">{t('console.orgs.members')}</th>
+                <th scope="col">{t('console.common.keys')}</th>
+                <th scope="col">{t('usage.balance')}</th>
+                <th scope="col">{t('console.common.thisMonth')}</th>
+                <th scope="col">{t('console.common.lastActivity')}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.list.map((o) => (
+                <tr data-org-id={o.org_id}>
+                  <th scope="row" data-label={t('console.orgs.org')}>
+                    <To href={orgHref(o.org_id)}>{o.org_id}</To>
+                  </th>
+                  <td data-label={t('console.orgs.members')}>{t('console.orgs.memberCounts', { members: f.n(o.members), admins: f.n(o.admins) })}</td>
+                  <td data-label={t('console.common.keys')}>
+                    {t('console.common.keyCounts', { total: f.n(o.keys.total), active: f.n(o.keys.active), disabled: f.n(o.keys.disabled) })}
+                  </td>
+                  <td data-label={t('usage.balance')}>{f.credits(o.balance.balance)}</td>
+                  <td data-label={t('console.common.thisMonth')}>
+                    {f.credits(o.period.cost)}
+                    <div class="muted">{t('console.common.requestsShort', { n: f.n(o.period.requests) })}</div>
+                  </td>
+                  <td data-label={t('console.common.lastActivity')}>{f.when(o.last_activity)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {data && <Pager id="orgs-pager" page={page} perPage={PER_PAGE} total={data.total} onPage={setPage} />}
+    </section>
+  );
+}
+
+function Org({ id }: { id: string }) {
+  const f = useFormat();
+  const { t } = f;
+  const org = useLoad(() => admin<AdminOrgDetail>('GET', `/orgs/${seg(id)}`), [id]);
+  const budgets = useLoad(() => admin<{ list: BudgetWithSpend[] }>('GET', '/budgets'), [id]);
+  const [roleError, setRoleError] = useState<unknown>(null);
+  const [notice, setNotice] = useState('');
+  const o = org.data;
+  const keyIds = new Set(o?.api_keys.map((k) => k.id));
+  const mine = (budgets.data?.list ?? []).filter((b) => (b.scope === 'org' && b.target === id) || (b.scope === 'key' && keyIds.has(b.target)));
+
+  const setRole = async (m: OrgMember) => {
+    const role = m.role === 'admin' ? 'member' : 'admin';
+    setRoleError(null);
+    setNotice('');
+    try {
+      await admin('PUT', `/orgs/${seg(id)}/members/${seg(m.user_id)}`, { role });
+      setNotice(t('console.orgs.roleChanged', { user: m.user_id, role: t(`console.orgs.role.${role}`) }));
+      await org.reload();
+    } catch (e) {
+      setRoleError(e);
+    }
+  };
+
+  return (
+    <section>
+      <p class="crumb">
+        <To href="/console/orgs">{t('console.orgs.back')}</To>
+      </p>
+      <h1 tabIndex={-1}>{t('console.orgs.one', { org: id })}</h1>
+      <ErrorBox error={org.error} />
+      {o && (
+        <>
+          <Figures balance={o.balance} period={o.period}>
+            <div class="stat">
+              <span class="label">{t('console.common.lastActivity')}</span>
+              <span class="value small-value">{f.when(o.last_activity)}</span>
+              <span class="muted">{t('console.orgs.memberCounts', { members: f.n(o.members), admins: f.n(o.admins) })}</span>
+            </div>
+          </Figures>
+          <section class="card" aria-labelledby="org-members-title">
+            <h2 id="org-members-title">{t('console.orgs.membersTitle', { n: f.n(o.member_list.length) })}</h2>
+            <p class="hint">{t('console.orgs.roleHint')}</p>
+            <ErrorBox error={roleError} />
+            {notice && <Notice kind="ok">{notice}</Notice>}
+            {o.member_list.length === 0 ? (
+              <p class="empty">{t('console.orgs.noMembers')}</p>
+            ) : (
+              <div class="table-wrap">
+                <table id="org-members">
+                  <caption class="visually-hidden">{t('console.orgs.membersTitle', { n: f.n(o.member_list.length) })}</caption>
+                  <thead>
+                    <tr>
+                      <th scope="col">{t('console.users.user')}</th>
+                      <th scope="col">{t('console.orgs.roleLabel')}</th>
+                      <th scope="col">{t('console.common.keys')}</th>
+                      <th scope="col">{t('keys.actions')}</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {o.member_list.map((m) => (
+                      <tr data-user-id={m.user_id}>
+                        <th scope="row" data-label={t('console.users.user')}>
+                          <To href={userHref(m.user_id)}>{m.user_id}</To>
+                        </th>
+                        <td data-label={t('console.orgs.roleLabel')}>
+                          <span class={`badge role-${m.role}`}>{t(`console.orgs.role.${m.role}`)}</span>
+                        </td>
+                        <td data-label={t('console.common.keys')}>{f.n(o.api_keys.filter((k) => k.user_id === m.user_id).length)}</td>
+                        <td class="actions" data-label={t('keys.actions')}>
+                          <button
+                            type="button"
+                            class="secondary small"
+                            onClick={() => void setRole(m)}
+                            aria-label={t(m.role === 'admin' ? 'console.orgs.makeMemberNamed' : 'console.orgs.makeAdminNamed', { user: m.user_id })}
+                          >
+                            {t(m.role === 'admin' ? 'console.orgs.makeMember' : 'console.orgs.makeAdmin')}
+                          </button>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+          <section class="card" aria-labelledby="org-keys-title">
+            <h2 id="org-keys-title">{t('console.orgs.keysTitle', { n: f.n(o.api_keys.length) })}</h2>
+            <KeyTable id="org-keys" keys={o.api_keys} showOwner />
+          </section>
+          <CreditsForm who={{ org_id: id }} onDone={() => void org.reload()} />
+          <section class="card" aria-labelledby="org-budgets-title">
+            <h2 id="org-budgets-title">{t('console.orgs.budgetsTitle')}</h2>
+            <ErrorBox error={budgets.error} />
+            <BudgetTable id="org-budgets" budgets={mine} showTarget onRemoved={() => void budgets.reload()} />
+          </section>
+          <BudgetForm scope="org" target={id} fixed onDone={() => void budgets.reload()} />
+        </>
+      )}
     </section>
   );
 }
