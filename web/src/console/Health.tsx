@@ -1,7 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { admin } from './api.js';
+import { admin, type AdminHealth as HealthData, type BreakerState, type HealthDeployment } from './api.js';
 import type { ScreenProps } from './Console.js';
-import type { BreakerState, Health as HealthData, HealthDeployment } from './contract.js';
 import { describeError, formatNumber, useI18n, type Lang, type T } from '../i18n.js';
 
 /** how often the screen asks again while it is shown */

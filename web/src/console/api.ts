@@ -10,6 +10,7 @@ import type {
   BudgetSchema,
   GrantAnswer,
   GrantBody,
+  HealthAnswer,
   KeyChangeAnswer,
   ModelItemSchema,
   ModelListSchema,
@@ -75,6 +76,11 @@ export type AdminModel = Static<typeof ModelItemSchema>;
 export type AdminModels = Static<typeof ModelListSchema>;
 /** POST /models/{name}/test */
 export type ModelTestResult = Static<typeof ModelTestSchema>;
+
+/** GET /health: every deployment's breaker, traffic and limits, summed over the instances */
+export type AdminHealth = Static<typeof HealthAnswer>;
+export type HealthDeployment = AdminHealth['deployments'][number];
+export type BreakerState = HealthDeployment['state'];
 
 /** a query string from defined values only */
 export function query(params: Record<string, string | number | undefined | null>): string {
