@@ -105,6 +105,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await dialog.getByLabel('Base URL', { exact: true }).fill(up.url);
     await dialog.getByLabel('Upstream model', { exact: true }).fill('tiny');
     await dialog.getByLabel('Upstream API key', { exact: true }).fill(SECRET);
+    await dialog.getByLabel('Requests a minute (rpm)', { exact: true }).fill('600');
+    await dialog.getByLabel('Tokens a minute (tpm)', { exact: true }).fill('100000');
     // the deployments list: one more, then removed again
     await dialog.getByRole('button', { name: 'Add a deployment' }).click();
     assert.equal(await dialog.locator('fieldset.deployment').count(), 2);
@@ -152,6 +154,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
       provider: 'openai-compatible',
       base_url: up.url,
       upstream_model: 'tiny',
+      rpm: 600,
+      tpm: 100000,
     });
     assert.deepEqual(Object.keys(JSON.parse(stored.secrets)), ['api_key']);
     assert.ok(!JSON.stringify(stored).includes(SECRET), 'the key is not in the database in clear');
@@ -237,6 +241,10 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.deepEqual(navigations, [], 'no reload');
     assert.notEqual(await page.locator('#health-updated').innerText(), updated, '"last updated" moved');
     assert.deepEqual(await columns(), widths, 'the columns did not move');
+    // used against its limit: the figures and a bar
+    const rpm = body.locator('tr.deployment-row td').nth(6);
+    assert.match(await rpm.innerText(), /^1 \/ 600/);
+    assert.equal(await rpm.locator('svg.load-bar').count(), 1);
 
     // the instances of a deployment, kept open across refreshes
     const expander = body.getByRole('button', { name: 'Show the instances of pc-main' });
