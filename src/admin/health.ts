@@ -22,6 +22,8 @@
 import type { ChangeFeed } from '../platform/cluster/feed.js';
 import { addSparse, DeploymentStats, LATENCY_BINS, percentile, type BreakerState } from '../models/router/health.js';
 import type { DeploymentReport } from '../models/router/index.js';
+import type { Static } from 'typebox';
+import type { HealthAnswer } from './schemas.js';
 
 export interface InstanceInfo {
   /** the runtime's instance id (the background runner's id: `responses.runner_id`) */
@@ -54,47 +56,10 @@ export interface ClusterHealthOptions {
   partBytes?: number;
 }
 
-/** one instance's row of a deployment */
-export interface HealthInstanceRow {
-  instance: string;
-  state: BreakerState;
-  requests: number;
-  failures: number;
-  error_rate: number;
-  p50_ms: number | null;
-  p95_ms: number | null;
-  ttft_p50_ms: number | null;
-  ttft_p95_ms: number | null;
-  in_flight: number;
-  rpm_used: number;
-  tpm_used: number;
-}
-
-export interface HealthDeployment {
-  model: string;
-  deployment: string;
-  provider: string;
-  state: BreakerState;
-  reason: string | null;
-  requests: number;
-  failures: number;
-  error_rate: number;
-  p50_ms: number | null;
-  p95_ms: number | null;
-  ttft_p50_ms: number | null;
-  ttft_p95_ms: number | null;
-  in_flight: number;
-  rpm: { used: number; limit: number | null };
-  tpm: { used: number; limit: number | null };
-  instances: HealthInstanceRow[];
-}
-
-export interface HealthData {
-  generated_at: number;
-  window_seconds: number;
-  instances: Array<{ id: string; host: string; pid: number; started_at: number; seen_at: number; self: boolean }>;
-  deployments: HealthDeployment[];
-}
+/** the answer of GET /v1/admin/health (its schema: ./schemas.ts) */
+export type HealthData = Static<typeof HealthAnswer>;
+type HealthDeployment = HealthData['deployments'][number];
+type Figures = Omit<HealthDeployment['instances'][number], 'instance' | 'state' | 'rpm_used' | 'tpm_used'>;
 
 interface Peer {
   info: InstanceInfo;
@@ -306,7 +271,9 @@ export class ClusterHealth {
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
 const isLimit = (v: unknown): v is number | null => v === null || isNumber(v);
-const isSparse = (v: unknown): v is number[] => Array.isArray(v) && v.length <= 2 * LATENCY_BINS && v.every(isNumber);
+/** a sparse histogram: pairs of a bin (in range) and its count */
+const isSparse = (v: unknown): v is number[] =>
+  Array.isArray(v) && v.length % 2 === 0 && v.length <= 2 * LATENCY_BINS && v.every((x, i) => isNumber(x) && (i % 2 === 1 || (Number.isInteger(x) && x < LATENCY_BINS)));
 const isName = (v: unknown): v is string => typeof v === 'string' && v.length <= 1000;
 
 /** a row as it travels: an array, in this order */
@@ -327,7 +294,19 @@ function decodeRow(v: unknown): DeploymentReport | undefined {
 /** ms as the answer gives them: a tenth of a ms (the histogram is coarser than that anyway) */
 const ms = (v: number | undefined): number | null => (v === undefined ? null : Math.round(v * 10) / 10);
 
-const rate = (failures: number, requests: number) => (requests > 0 ? failures / requests : 0);
+/** the figures of a deployment, on one instance or summed */
+function figures(requests: number, failures: number, latency: Float64Array, ttft: Float64Array, inFlight: number): Figures {
+  return {
+    requests,
+    failures,
+    error_rate: requests > 0 ? failures / requests : 0,
+    p50_ms: ms(percentile(latency, 0.5)),
+    p95_ms: ms(percentile(latency, 0.95)),
+    ttft_p50_ms: ms(percentile(ttft, 0.5)),
+    ttft_p95_ms: ms(percentile(ttft, 0.95)),
+    in_flight: inFlight,
+  };
+}
 
 /**
  * The deployments of every instance, one entry each (this instance's order first, then any only others serve):
@@ -361,7 +340,7 @@ function summed(all: Peer[], self: Peer, model: string | undefined): HealthDeplo
     let tpmUsed = 0;
     let rpmLimit: number | null = 0;
     let tpmLimit: number | null = 0;
-    const instances: HealthInstanceRow[] = [];
+    const instances: HealthDeployment['instances'] = [];
     for (const { id, r } of rows) {
       // the worst state, and the reason of the first instance in it
       if (STATES.indexOf(r.state) > STATES.indexOf(state)) {
@@ -381,20 +360,7 @@ function summed(all: Peer[], self: Peer, model: string | undefined): HealthDeplo
       const ownTtft = new Float64Array(LATENCY_BINS);
       addSparse(own, r.latency);
       addSparse(ownTtft, r.ttft);
-      instances.push({
-        instance: id,
-        state: r.state,
-        requests: r.requests,
-        failures: r.failures,
-        error_rate: rate(r.failures, r.requests),
-        p50_ms: ms(percentile(own, 0.5)),
-        p95_ms: ms(percentile(own, 0.95)),
-        ttft_p50_ms: ms(percentile(ownTtft, 0.5)),
-        ttft_p95_ms: ms(percentile(ownTtft, 0.95)),
-        in_flight: r.inFlight,
-        rpm_used: r.rpmUsed,
-        tpm_used: r.tpmUsed,
-      });
+      instances.push({ instance: id, state: r.state, ...figures(r.requests, r.failures, own, ownTtft, r.inFlight), rpm_used: r.rpmUsed, tpm_used: r.tpmUsed });
     }
     out.push({
       model: first.model,
@@ -402,14 +368,7 @@ function summed(all: Peer[], self: Peer, model: string | undefined): HealthDeplo
       provider: first.provider,
       state,
       reason: state === 'closed' ? null : reason,
-      requests,
-      failures,
-      error_rate: rate(failures, requests),
-      p50_ms: ms(percentile(lat, 0.5)),
-      p95_ms: ms(percentile(lat, 0.95)),
-      ttft_p50_ms: ms(percentile(ttft, 0.5)),
-      ttft_p95_ms: ms(percentile(ttft, 0.95)),
-      in_flight: inFlight,
+      ...figures(requests, failures, lat, ttft, inFlight),
       rpm: { used: rpmUsed, limit: rpmLimit },
       tpm: { used: tpmUsed, limit: tpmLimit },
       instances,

@@ -114,44 +114,26 @@ models:
       ],
     );
     const idle = d.deployments.find((x: any) => x.deployment === 'idle-a');
+    const zeros = { requests: 0, failures: 0, error_rate: 0, p50_ms: null, p95_ms: null, ttft_p50_ms: null, ttft_p95_ms: null, in_flight: 0 };
     assert.deepEqual(idle, {
       model: 'idle',
       deployment: 'idle-a',
       provider: 'openai-compatible',
       state: 'closed',
       reason: null,
-      requests: 0,
-      failures: 0,
-      error_rate: 0,
-      p50_ms: null,
-      p95_ms: null,
-      ttft_p50_ms: null,
-      ttft_p95_ms: null,
-      in_flight: 0,
+      ...zeros,
       rpm: { used: 0, limit: null },
       tpm: { used: 0, limit: null },
-      instances: [
-        {
-          instance: me.id,
-          state: 'closed',
-          requests: 0,
-          failures: 0,
-          error_rate: 0,
-          p50_ms: null,
-          p95_ms: null,
-          ttft_p50_ms: null,
-          ttft_p95_ms: null,
-          in_flight: 0,
-          rpm_used: 0,
-          tpm_used: 0,
-        },
-      ],
+      instances: [{ instance: me.id, state: 'closed', ...zeros, rpm_used: 0, tpm_used: 0 }],
     });
     const steady = d.deployments.find((x: any) => x.deployment === 'steady-a');
-    assert.deepEqual([steady.rpm, steady.tpm], [
-      { used: 0, limit: 1000 },
-      { used: 0, limit: 50000 },
-    ]);
+    assert.deepEqual(
+      [steady.rpm, steady.tpm],
+      [
+        { used: 0, limit: 1000 },
+        { used: 0, limit: 50000 },
+      ],
+    );
   });
 
   test('counts, rpm/tpm used against the limits, and p50/p95 from known latencies (14 answers of 50 ms, 6 of 200 ms)', async () => {
@@ -175,10 +157,7 @@ models:
     assert.deepEqual(d.rpm, { used: 20, limit: 1000 });
     assert.deepEqual(d.tpm, { used: 300, limit: 50000 });
     assert.equal(d.in_flight, 0);
-    assert.deepEqual(
-      [d.instances.length, d.instances[0].requests, d.instances[0].rpm_used, d.instances[0].tpm_used, d.instances[0].p50_ms],
-      [1, 20, 20, 300, d.p50_ms],
-    );
+    assert.deepEqual([d.instances.length, d.instances[0].requests, d.instances[0].rpm_used, d.instances[0].tpm_used, d.instances[0].p50_ms], [1, 20, 20, 300, d.p50_ms]);
     // the model filter
     const only = await health('?model=steady');
     assert.deepEqual(

@@ -76,4 +76,5 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; url: string; pay
   { method: 'GET', url: '/v1/admin/budgets' },
   { method: 'POST', url: '/v1/admin/budgets', payload: { scope: 'user', target: 'mia', period: 'daily', limit: 1 } },
   { method: 'DELETE', url: '/v1/admin/budgets/budget_x' },
+  { method: 'GET', url: '/v1/admin/health' },
 ];
