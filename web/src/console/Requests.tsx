@@ -31,7 +31,9 @@ export function filterQuery(f: Filters): URLSearchParams {
   return q;
 }
 
-const ok = (r: RequestRow) => r.status >= 200 && r.status < 400;
+/** answered without an error (a 200 whose stream ended in an error is one) */
+const ok = (r: RequestRow) => r.status >= 200 && r.status < 400 && r.error === null;
+const or = (v: string | null) => v ?? '—';
 
 export function Requests(_props: ScreenProps) {
   const { t, lang } = useI18n();
@@ -147,7 +149,7 @@ export function Requests(_props: ScreenProps) {
             </thead>
             <tbody>
               {data.list.map((r) => (
-                <tr data-request-id={r.request_id}>
+                <tr key={r.id} data-request-id={r.request_id}>
                   <td data-label={t('console.requests.time')} class="nowrap">
                     {formatDate(lang, r.created_at, true)}
                   </td>
@@ -157,13 +159,13 @@ export function Requests(_props: ScreenProps) {
                     </button>
                   </td>
                   <td data-label={t('console.requests.user')}>
-                    {r.user_id}
-                    <div class="muted mono">{r.key_id}</div>
+                    {or(r.user_id)}
+                    <div class="muted mono">{or(r.key_id)}</div>
                   </td>
                   <td data-label={t('console.requests.model')}>
-                    {r.model}
+                    {or(r.model)}
                     <div class="muted">
-                      {r.deployment ?? '—'} · {r.operation}
+                      {or(r.deployment)} · {r.operation}
                     </div>
                   </td>
                   <td data-label={t('console.requests.status')}>
@@ -255,13 +257,14 @@ function RequestDialog({ id, onClose }: { id: string | null; onClose: () => void
             </dd>
             <dt>{t('console.requests.user')}</dt>
             <dd>
-              {r.user_id} <span class="muted">({r.org_id})</span>
+              {or(r.user_id)} {r.org_id && <span class="muted">({r.org_id})</span>}
             </dd>
             <dt>{t('console.requests.key')}</dt>
-            <dd class="mono">{r.key_id}</dd>
+            <dd class="mono">{or(r.key_id)}</dd>
             <dt>{t('console.requests.model')}</dt>
             <dd>
-              {r.model} · {r.deployment ?? '—'} · {r.operation}
+              {or(r.model)} · {or(r.deployment)} · {r.operation}
+              {r.route && <div class="muted mono">{r.route}</div>}
             </dd>
             <dt>{t('console.requests.tokens')}</dt>
             <dd>{t('console.requests.tokensDetail', { input: n(r.input_tokens), output: n(r.output_tokens), cached: n(r.cached_tokens) })}</dd>
@@ -270,10 +273,17 @@ function RequestDialog({ id, onClose }: { id: string | null; onClose: () => void
           </dl>
           <h3 class="small-head">{t('console.requests.timings')}</h3>
           <Timings timings={detail.timings} lang={lang} />
-          <h3 class="small-head">{t('console.requests.input')}</h3>
-          {detail.response ? <pre class="result request-input">{show(detail.response.input)}</pre> : <p class="muted">{t('console.requests.notStored')}</p>}
-          <h3 class="small-head">{t('console.requests.output')}</h3>
-          {detail.response ? <pre class="result request-output">{show(detail.response.output)}</pre> : <p class="muted">{t('console.requests.notStored')}</p>}
+          {detail.response ? (
+            <>
+              <Items title={t('console.requests.input')} cls="request-input" items={detail.response.input} />
+              <Items title={t('console.requests.output')} cls="request-output" items={detail.response.output} />
+            </>
+          ) : (
+            <>
+              <h3 class="small-head">{t('console.requests.inputOutput')}</h3>
+              <p class="muted">{t('console.requests.notStored')}</p>
+            </>
+          )}
         </>
       )}
       <div class="buttons">
@@ -285,18 +295,67 @@ function RequestDialog({ id, onClose }: { id: string | null; onClose: () => void
   );
 }
 
-const show = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v, null, 2));
+/** the text of a Responses item's content (a string, or its parts' text: input_text, output_text, refusal...) */
+function textOf(content: unknown): string | undefined {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return undefined;
+  const parts = content.map((p) => (p && typeof p === 'object' ? ((p as { text?: unknown; refusal?: unknown }).text ?? (p as { refusal?: unknown }).refusal) : undefined));
+  return parts.every((x) => typeof x === 'string') ? parts.join('') : undefined;
+}
+
+/**
+ * Stored items as they read: one line per message ("user: …", "assistant: …"); an item that is not a message of
+ * text (a tool call, reasoning) as its JSON. The items as stored are one click away.
+ */
+function Items({ title, cls, items }: { title: string; cls: string; items: unknown }) {
+  const { t } = useI18n();
+  const list = typeof items === 'string' ? [{ role: 'user', content: items }] : Array.isArray(items) ? items : [items];
+  return (
+    <>
+      <h3 class="small-head">{title}</h3>
+      <ol class={`items ${cls}`}>
+        {list.map((it) => {
+          const o = (it && typeof it === 'object' ? it : {}) as { role?: unknown; type?: unknown; content?: unknown };
+          const text = textOf(o.content);
+          return text !== undefined && typeof o.role === 'string' ? (
+            <li>
+              <span class="who">{o.role}</span> <span class="text">{text}</span>
+            </li>
+          ) : (
+            <li>
+              <pre class="result">{JSON.stringify(it, null, 2)}</pre>
+            </li>
+          );
+        })}
+      </ol>
+      <details>
+        <summary>{t('console.requests.asStored')}</summary>
+        <pre class="result">{JSON.stringify(items, null, 2)}</pre>
+      </details>
+    </>
+  );
+}
 
 /** received → first output → end, as a bar (a picture: the figures are written beside it) */
 function Timings({ timings, lang }: { timings: RequestDetail['timings']; lang: Lang }) {
   const { t } = useI18n();
-  const total = Math.max(1, timings.total_ms);
+  // the end is unknown for a request still under way (or one the log has no line of): the bar ends at what is known
+  const end = timings.total_ms ?? timings.first_output_ms ?? 0;
+  const total = Math.max(1, end);
   const first = timings.first_output_ms === null ? null : Math.min(total, Math.max(0, timings.first_output_ms));
   const x = (v: number) => (v / total) * 100;
   const ms = (v: number) => t('console.health.ms', { n: formatNumber(lang, v) });
   return (
     <div class="timings" id="request-timings">
-      <svg class="timing-bar" width="100%" height="14" viewBox="0 0 100 14" preserveAspectRatio="none" aria-hidden="true" focusable="false">
+      <svg
+        class={`timing-bar${timings.total_ms === null ? ' open-ended' : ''}`}
+        width="100%"
+        height="14"
+        viewBox="0 0 100 14"
+        preserveAspectRatio="none"
+        aria-hidden="true"
+        focusable="false"
+      >
         <rect class="waiting" x="0" y="0" width={first === null ? 100 : x(first)} height="14" />
         {first !== null && <rect class="streaming" x={x(first)} y="0" width={100 - x(first)} height="14" />}
       </svg>
@@ -309,7 +368,7 @@ function Timings({ timings, lang }: { timings: RequestDetail['timings']; lang: L
           <span class="swatch streaming" aria-hidden="true" /> {t('console.requests.firstOutput')}: {first === null ? t('console.requests.noOutput') : `+${ms(first)}`}
         </li>
         <li>
-          {t('console.requests.end')}: +{ms(timings.total_ms)}
+          {t('console.requests.end')}: {timings.total_ms === null ? t('console.requests.noEnd') : `+${ms(timings.total_ms)}`}
         </li>
         {timings.engine_ms !== null && (
           <li class="muted">

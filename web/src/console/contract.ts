@@ -3,24 +3,27 @@
  */
 
 export interface RequestRow {
-  created_at: number;
+  id: string;
   request_id: string;
-  user_id: string;
-  org_id: string;
-  key_id: string;
-  model: string;
+  created_at: number;
+  user_id: string | null;
+  org_id: string | null;
+  key_id: string | null;
+  model: string | null;
   deployment: string | null;
   operation: string;
+  route: string | null;
+  status: number;
+  error: { code: string; message: string } | null;
+  latency_ms: number | null;
+  ttft_ms: number | null;
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
   characters: number;
   audio_seconds: number;
   cost: number;
-  status: number;
-  latency_ms: number | null;
-  ttft_ms: number | null;
-  error: { code: string; message: string } | null;
+  response_id: string | null;
 }
 
 export interface RequestList {
@@ -34,6 +37,6 @@ export interface RequestList {
 
 export interface RequestDetail {
   request: RequestRow;
-  timings: { received_at_ms: number; first_output_ms: number | null; engine_ms: number | null; total_ms: number };
+  timings: { received_at_ms: number; first_output_ms: number | null; engine_ms: number | null; total_ms: number | null };
   response: { id: string; input: unknown; output: unknown } | null;
 }
