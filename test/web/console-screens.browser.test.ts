@@ -176,6 +176,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
       .getByText(/Failed after \d+ ms/)
       .waitFor();
     await check('a failed test');
+    const usage = await adminGet('/usage?model=page-chat');
+    assert.equal(usage.total.requests, 0, 'a test is charged to nobody');
     await screenshot(page, 'models', true, 'console');
     assert.ok(!(await pageText()).includes(SECRET), 'the key is not in the page');
   });
