@@ -1,5 +1,5 @@
 import { AppError, msg } from '../platform/errors.js';
-import { StoredModels, type ModelItem, type StoredRow, type TestResult } from '../models/stored.js';
+import { SOURCE_TEXT, StoredModels, type ModelItem, type StoredRow, type TestResult } from '../models/stored.js';
 import type { AuditLog } from './audit.js';
 import type { Actor } from './service.js';
 
@@ -63,7 +63,7 @@ export class ModelsAdmin {
     for (const [place, key] of secrets) if (key !== null) sealed[place] = stored.seal(spec.name, place, key);
     const at = now();
     const row = await stored.store.insert({ name: spec.name, entry, secrets: sealed, enabled: true, created_at: at, updated_at: at, updated_by: actor.userId });
-    if (!row) throw new AppError('conflict', msg('model_name_taken', { name: spec.name, source: { en: 'stored', zh: '已存储' } }), 'entry.name');
+    if (!row) throw new AppError('conflict', msg('model_name_taken', { name: spec.name, source: SOURCE_TEXT.stored }), 'entry.name');
     await this.changed();
     await this.record(actor, 'model.create', row.name, null, marked(row.entry, setMarks(row), true));
     return this.item(row.name);

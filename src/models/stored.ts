@@ -173,11 +173,12 @@ export interface StoredModelsOptions {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const invalid = (reason: string, param = 'entry') => new AppError('invalid_request', msg('model_entry_invalid', { reason }), param);
-const SOURCE_TEXT: Record<ModelSource, Texts> = {
-  file: { en: 'model file', zh: '模型文件' },
-  stored: { en: 'stored', zh: '已存储' },
-  pulled: { en: 'pulled', zh: '已拉取' },
-  builtin: { en: 'built-in', zh: '内置' },
+/** how a message names where a model comes from */
+export const SOURCE_TEXT: Record<ModelSource, Texts> = {
+  file: { en: 'a model of the model file', zh: '模型文件中的模型' },
+  stored: { en: 'a stored model', zh: '已存储的模型' },
+  pulled: { en: 'a pulled model', zh: '已拉取的模型' },
+  builtin: { en: 'a built-in model', zh: '内置模型' },
 };
 
 /** The deployment ids of a model (a model without a list: its id, or its name). */

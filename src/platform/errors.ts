@@ -424,8 +424,8 @@ export const MESSAGES = {
   // models and deployments at run time (admin API, models/stored.ts)
   model_entry_invalid: { en: '{reason}', zh: '模型条目无效：{reason}' },
   model_name_taken: {
-    en: "the name '{name}' is taken by a {source} model: choose another name",
-    zh: "名称 '{name}' 已被一个{source}模型占用：请换一个名称",
+    en: "the name '{name}' is taken by {source}: choose another name",
+    zh: "名称 '{name}' 已被{source}占用：请换一个名称",
   },
   model_deployment_taken: {
     en: "the deployment id '{id}' is the name or a deployment of the model '{model}': choose another id",
@@ -433,8 +433,8 @@ export const MESSAGES = {
   },
   model_unknown: { en: "no model is named '{name}'", zh: "没有名为 '{name}' 的模型" },
   model_read_only: {
-    en: "the model '{name}' comes from the {source} and is read-only here: {how}",
-    zh: "模型 '{name}' 来自{source}，在此处为只读：{how}",
+    en: "the model '{name}' is {source} and is read-only here: {how}",
+    zh: "模型 '{name}' 是{source}，在此处为只读：{how}",
   },
   model_rename: {
     en: "entry.name '{given}' differs from the model '{name}' of the path: a model is not renamed; add the new one and remove the old",

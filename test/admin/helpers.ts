@@ -57,7 +57,7 @@ export async function use(
 }
 
 /** every route of the admin API, with a payload that would succeed for an operator (security tests) */
-export const ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; url: string; payload?: unknown }> = [
+export const ROUTES: Array<{ method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: string; payload?: unknown }> = [
   { method: 'GET', url: '/v1/admin/whoami' },
   { method: 'GET', url: '/v1/admin/audit' },
   { method: 'GET', url: '/v1/admin/operators' },
@@ -77,4 +77,11 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; url: string; pay
   { method: 'POST', url: '/v1/admin/budgets', payload: { scope: 'user', target: 'mia', period: 'daily', limit: 1 } },
   { method: 'DELETE', url: '/v1/admin/budgets/budget_x' },
   { method: 'GET', url: '/v1/admin/health' },
+  { method: 'GET', url: '/v1/admin/models' },
+  { method: 'POST', url: '/v1/admin/models', payload: { entry: { name: 'sec-m', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', api_key: 'sk-x' } } },
+  { method: 'PUT', url: '/v1/admin/models/sec-m', payload: { entry: { name: 'sec-m', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1' } } },
+  { method: 'POST', url: '/v1/admin/models/sec-m/disable' },
+  { method: 'POST', url: '/v1/admin/models/sec-m/enable' },
+  { method: 'POST', url: '/v1/admin/models/sec-m/test', payload: {} },
+  { method: 'DELETE', url: '/v1/admin/models/sec-m' },
 ];
