@@ -87,6 +87,9 @@ export class ClusterHealth {
   private lastAskAt = -Infinity;
   private seq = 0;
   private publishing: Promise<void> | undefined;
+  private again = false;
+  /** when this instance last published a snapshot (epoch ms): the others know it only then */
+  private publishedAt = -Infinity;
   private closed = false;
 
   constructor(
@@ -134,7 +137,7 @@ export class ClusterHealth {
     };
   }
 
-  /** Stops publishing, and tells the others this instance is gone. */
+  /** Stops publishing, and tells the others this instance is gone (when they know it: it published lately). */
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
@@ -142,35 +145,44 @@ export class ClusterHealth {
     for (const w of this.waiters) w();
     if (!this.shared()) return;
     await this.publishing;
+    if (this.now() - this.publishedAt >= this.maxAgeMs) return;
     await this.feed!.publish(SNAPSHOT_CHANNEL, { from: this.source.instance.id, bye: true }).catch((e) => this.failed(e));
   }
 
-  /** asks the others, and waits for their answers (at most waitMs) */
-  private async askAround(): Promise<void> {
+  /**
+   * Asks the others, and waits until every instance heard from lately has answered, at most waitMs from now (the
+   * publish included: a feed that is reconnecting does not hold the GET longer).
+   */
+  private askAround(): Promise<void> {
     const at = this.now();
     // nobody asked for a minute: the others stopped publishing, and who is there is not known
     const discovering = at - this.lastAskAt >= this.keepMs;
     this.lastAskAt = at;
-    try {
-      await this.feed!.publish(ASK_CHANNEL, { from: this.source.instance.id });
-    } catch (e) {
-      this.failed(e);
-      return;
-    }
-    const live = () => [...this.peers.values()].filter((p) => p.rows !== undefined && p.at >= at - this.maxAgeMs);
-    if (!discovering && live().length === 0) return;
-    await new Promise<void>((resolve) => {
+    return new Promise<void>((resolve) => {
+      let sent = false;
       const done = () => {
         clearTimeout(timer);
         this.waiters.delete(check);
         resolve();
       };
       const check = () => {
-        if (this.closed || (!discovering && live().every((p) => p.at >= at))) done();
+        if (this.closed) return done();
+        if (!sent || discovering) return;
+        for (const p of this.peers.values()) if (p.rows !== undefined && p.at >= at - this.maxAgeMs && p.at < at) return;
+        done();
       };
       const timer = setTimeout(done, this.waitMs);
       this.waiters.add(check);
-      check();
+      this.feed!.publish(ASK_CHANNEL, { from: this.source.instance.id }).then(
+        () => {
+          sent = true;
+          check();
+        },
+        (e: unknown) => {
+          this.failed(e);
+          done();
+        },
+      );
     });
   }
 
@@ -191,10 +203,20 @@ export class ClusterHealth {
   }
 
   private publish(): void {
-    if (this.publishing) return;
+    // an ask that comes while a snapshot goes out gets one made after it
+    if (this.publishing) {
+      this.again = true;
+      return;
+    }
     this.publishing = this.publishSnapshot()
       .catch((e) => this.failed(e))
-      .finally(() => (this.publishing = undefined));
+      .finally(() => {
+        this.publishing = undefined;
+        if (this.again && !this.closed) {
+          this.again = false;
+          this.publish();
+        }
+      });
   }
 
   private async publishSnapshot(): Promise<void> {
@@ -212,6 +234,7 @@ export class ClusterHealth {
       parts[parts.length - 1]!.push(row);
       size += n;
     }
+    this.publishedAt = this.now();
     for (let p = 0; p < parts.length; p++) await this.feed!.publish(SNAPSHOT_CHANNEL, { ...head, part: p, parts: parts.length, d: parts[p] });
   }
 

@@ -126,6 +126,34 @@ describe('the health exchange between instances', () => {
     const n = bus.sent.length;
     await quietFor(150);
     assert.equal(bus.sent.length, n, 'nothing more once nobody asks');
+    // closing: B, which the others know, says goodbye; A, which never published, says nothing
+    await a.close();
+    await b.close();
+    assert.deepEqual(
+      bus.sent.filter((s) => s.message.bye === true).map((s) => s.message.from),
+      ['b'],
+    );
+  });
+
+  test('a feed that fails: the answer has this instance and what was heard already, at once', async () => {
+    const bus = new Bus();
+    const aFeed = bus.feed();
+    const a = new ClusterHealth(
+      source('a', () => [report({ deployment: 'd', requests: 1 })]),
+      aFeed,
+      fast,
+    );
+    const b = new ClusterHealth(
+      source('b', () => [report({ deployment: 'd', requests: 2 })]),
+      bus.feed(),
+      fast,
+    );
+    assert.equal((await a.read()).deployments[0]!.requests, 3);
+    aFeed.detach();
+    const t0 = performance.now();
+    const d = await a.read();
+    assert.ok(performance.now() - t0 < 250, 'the failed ask is not waited on');
+    assert.deepEqual([d.instances.map((i) => i.id), d.deployments[0]!.requests], [['a', 'b'], 3]);
     await a.close();
     await b.close();
   });

@@ -75,6 +75,24 @@ describe('the breaker rule (HealthBoard, a clock of the test)', () => {
   });
 });
 
+test("an opening heard from another instance carries its reason (the operators' view shows why)", async () => {
+  const handlers = new Map<string, Array<(m: Record<string, unknown>) => void>>();
+  const share = {
+    publish: async (channel: string, m: Record<string, unknown>) => {
+      for (const h of handlers.get(channel) ?? []) h(JSON.parse(JSON.stringify(m)));
+    },
+    subscribe: (channel: string, h: (m: Record<string, unknown>) => void) => void handlers.set(channel, [...(handlers.get(channel) ?? []), h]),
+  };
+  const one = new HealthBoard(share);
+  const other = new HealthBoard(share);
+  const now = Date.now();
+  one.open(one.of('d'), now + 60_000, 'connection refused');
+  await new Promise((r) => setImmediate(r));
+  const h = other.peek('d')!;
+  assert.equal(h.state(now), 'open');
+  assert.equal(h.lastError, 'connection refused');
+});
+
 describe('the breaker against scripted upstreams', () => {
   let a: ScriptedUpstream;
   let b: ScriptedUpstream;
