@@ -131,7 +131,7 @@ describe("the operator's console in Chromium", () => {
     assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Cancel', 'the confirmation starts on Cancel');
     await check(page, 'console user: confirm disable all');
     await page.locator('#keys-all-yes').click();
-    await page.getByText('2 keys disabled.').waitFor();
+    await page.getByText('Keys disabled: 2.').waitFor();
     const rows = await db().selectFrom('api_keys').select(['name', 'status']).where('user_id', '=', 'mia').orderBy('name').execute();
     assert.deepEqual(rows, [
       { name: 'mia ci', status: 'disabled' },
@@ -157,7 +157,7 @@ describe("the operator's console in Chromium", () => {
     const before = (await api(page, '/users/mia')).body.data.balance.balance as number;
     await page.locator('#credits-amount').fill('12.5');
     await page.locator('#credits-note').fill('welcome credits');
-    await page.locator('#credits-submit').click();
+    await page.locator('#credits-form-submit').click();
     await page.locator('#credits-form .alert.ok').waitFor();
     const grant = await db().selectFrom('credit_grants').selectAll().where('user_id', '=', 'mia').where('note', '=', 'welcome credits').executeTakeFirstOrThrow();
     assert.equal(grant.amount_micros, 12_500_000);
@@ -167,14 +167,14 @@ describe("the operator's console in Chromium", () => {
     assert.match(await text(page, '#credits-form .alert.ok'), new RegExp(`12\\.5 credits granted\\. The balance is now ${after}`));
     // over the most one grant may move: the server's rule, in plain words, naming nothing technical
     await page.locator('#credits-amount').fill('2000000000000');
-    await page.locator('#credits-submit').click();
+    await page.locator('#credits-form-submit').click();
     await page.locator('#credits-form .alert.error').waitFor();
     assert.doesNotMatch(await text(page, '#credits-form .alert.error strong'), /^(validation_error|HTTP)/);
     await check(page, 'console user: credits error');
     await page.getByLabel('Remove credits').check();
     await page.locator('#credits-amount').fill('2.5');
     await page.locator('#credits-note').fill('correction');
-    await page.locator('#credits-submit').click();
+    await page.locator('#credits-form-submit').click();
     await page.getByText(`2.5 credits removed. The balance is now ${after - 2.5}.`).waitFor();
     await screenshot(page, 'user', true, 'console');
   });
@@ -190,7 +190,7 @@ describe("the operator's console in Chromium", () => {
     await page.locator('#budget-limit').fill('50');
     await page.locator('#budget-soft').fill('40');
     await page.locator('#budget-webhook').fill('https://hooks.example/budget');
-    await page.locator('#budget-save').click();
+    await page.locator('#budget-form-submit').click();
     await page.getByText('Budget of mia (weekly) saved.').waitFor();
     const row = await db().selectFrom('budgets').selectAll().where('target', '=', 'mia').executeTakeFirstOrThrow();
     assert.deepEqual([row.scope, row.period, row.limit_micros, row.soft_micros, row.webhook_url], ['user', 'weekly', 50_000_000, 40_000_000, 'https://hooks.example/budget']);
@@ -202,7 +202,7 @@ describe("the operator's console in Chromium", () => {
     await page.locator('#budget-target').fill('mia');
     await page.locator('#budget-limit').fill('5');
     await page.locator('#budget-soft').fill('9');
-    await page.locator('#budget-save').click();
+    await page.locator('#budget-form-submit').click();
     await page.locator('#budget-form .alert.error').waitFor();
     await check(page, 'console budgets: listed, with an error');
     await screenshot(page, 'budgets', true, 'console');
@@ -214,11 +214,16 @@ describe("the operator's console in Chromium", () => {
   });
 
   test('operators: add one, listed as the database has it; removing oneself is refused in plain words', async () => {
-    await page.locator('#console-nav-operators').click();
+    // by keyboard: the console's navigation, then the screen's heading has the focus
+    await page.locator('#console-nav-operators').focus();
+    await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Operators', level: 1 }).waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Operators');
+    assert.equal(await page.locator('#console-nav-operators').getAttribute('aria-current'), 'page');
     await page.locator('#operators-table tr[data-user-id="olga"]').waitFor();
-    await page.locator('#operator-user').fill('nina');
-    await page.locator('#operator-add').click();
+    await page.locator('#operator-user').focus();
+    await page.keyboard.type('nina');
+    await page.keyboard.press('Enter');
     await page.getByText('nina is now an operator.').waitFor();
     const rec = await db().selectFrom('operators').selectAll().where('user_id', '=', 'nina').executeTakeFirstOrThrow();
     assert.deepEqual([rec.source, rec.added_by], ['api', 'olga']);
@@ -350,7 +355,7 @@ describe("the operator's console in Chromium", () => {
     await page.getByRole('heading', { name: '用户 mia' }).waitFor();
     await page.getByRole('heading', { name: /^密钥（2）$/ }).waitFor();
     await page.locator('#credits-amount').fill('2000000000000');
-    await page.locator('#credits-submit').click();
+    await page.locator('#credits-form-submit').click();
     await page.locator('#credits-form .alert.error').waitFor();
     assert.match(await text(page, '#credits-form .alert.error strong'), /[\u4e00-\u9fff]/, 'the error in Chinese');
     await check(page, 'console user in Chinese, with an error');

@@ -3,7 +3,7 @@ import { ErrorBox, Field } from '../components/ui.js';
 import type { Key } from '../i18n.js';
 import { admin, query, type AuditEntry, type Paged } from './api.js';
 import type { ScreenProps } from './Console.js';
-import { Pager, useFormat, useLoad } from './shared.js';
+import { DataTable, Pager, useFormat, useLoad } from './shared.js';
 
 const PER_PAGE = 25;
 const ACTIONS = ['credits.grant', 'credits.remove', 'key.disable', 'key.enable', 'operator.add', 'operator.remove', 'budget.set', 'budget.remove'];
@@ -79,45 +79,34 @@ export function Audit(_props: ScreenProps) {
       <ErrorBox error={error} />
       {data && data.list.length === 0 && <p class="empty">{t('console.audit.none')}</p>}
       {data && data.list.length > 0 && (
-        <div class="table-wrap">
-          <table id="audit-table">
-            <caption>{t('console.audit.count', { total: f.n(data.total) })}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('console.audit.when')}</th>
-                <th scope="col">{t('console.audit.who')}</th>
-                <th scope="col">{t('console.audit.what')}</th>
-                <th scope="col">{t('console.audit.target')}</th>
-                <th scope="col">{t('console.audit.before')}</th>
-                <th scope="col">{t('console.audit.after')}</th>
+        <DataTable
+          id="audit-table"
+          caption={t('console.audit.count', { total: f.n(data.total) })}
+          head={[t('console.audit.when'), t('console.audit.who'), t('console.audit.what'), t('console.audit.target'), t('console.audit.before'), t('console.audit.after')]}
+        >
+          {data.list.map((e) => {
+            const fields = changed(e.before, e.after);
+            return (
+              <tr data-audit-id={e.id} data-action={e.action}>
+                <td data-label={t('console.audit.when')}>{f.when(e.at)}</td>
+                <td data-label={t('console.audit.who')}>
+                  {e.actor === 'cli' ? t('console.audit.cli') : e.actor}
+                  {e.actor_key_id && <div class="muted">{t('console.audit.withKey', { key: e.actor_key_id })}</div>}
+                </td>
+                <td data-label={t('console.audit.what')}>{actionName(e.action)}</td>
+                <td data-label={t('console.audit.target')}>
+                  <code class="wrap">{e.target}</code>
+                </td>
+                <td data-label={t('console.audit.before')}>
+                  <Record value={e.before} fields={fields} />
+                </td>
+                <td data-label={t('console.audit.after')}>
+                  <Record value={e.after} fields={fields} />
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {data.list.map((e) => {
-                const fields = changed(e.before, e.after);
-                return (
-                  <tr data-audit-id={e.id} data-action={e.action}>
-                    <td data-label={t('console.audit.when')}>{f.when(e.at)}</td>
-                    <td data-label={t('console.audit.who')}>
-                      {e.actor === 'cli' ? t('console.audit.cli') : e.actor}
-                      {e.actor_key_id && <div class="muted">{t('console.audit.withKey', { key: e.actor_key_id })}</div>}
-                    </td>
-                    <td data-label={t('console.audit.what')}>{actionName(e.action)}</td>
-                    <td data-label={t('console.audit.target')}>
-                      <code class="wrap">{e.target}</code>
-                    </td>
-                    <td data-label={t('console.audit.before')}>
-                      <Record value={e.before} fields={fields} />
-                    </td>
-                    <td data-label={t('console.audit.after')}>
-                      <Record value={e.after} fields={fields} />
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+            );
+          })}
+        </DataTable>
       )}
       {data && <Pager id="audit-pager" page={page} perPage={PER_PAGE} total={data.total} onPage={setPage} />}
     </section>

@@ -1,10 +1,8 @@
 import { useState } from 'preact/hooks';
-import { ErrorBox, Field, Notice } from '../components/ui.js';
-import { admin, query, seg, type AdminOrg, type AdminOrgDetail, type BudgetWithSpend, type OrgMember, type Paged } from './api.js';
+import { ErrorBox, Notice } from '../components/ui.js';
+import { admin, seg, type AdminOrg, type AdminOrgDetail, type BudgetWithSpend, type OrgMember } from './api.js';
 import type { ScreenProps } from './Console.js';
-import { BudgetForm, BudgetTable, CreditsForm, Figures, KeyTable, Pager, To, orgHref, useFormat, useLoad, userHref } from './shared.js';
-
-const PER_PAGE = 20;
+import { BudgetForm, BudgetTable, CreditsForm, DataTable, Figures, KeyTable, SearchList, To, orgHref, useFormat, useLoad, useSummaryColumns, userHref } from './shared.js';
 
 /** Organizations: search and list (/console/orgs), or one (/console/orgs/<id>). */
 export function Orgs({ sub }: ScreenProps) {
@@ -14,68 +12,29 @@ export function Orgs({ sub }: ScreenProps) {
 function OrgList() {
   const f = useFormat();
   const { t } = f;
-  const [search, setSearch] = useState('');
-  const [applied, setApplied] = useState('');
-  const [page, setPage] = useState(1);
-  const { data, error } = useLoad(() => admin<Paged<AdminOrg>>('GET', `/orgs${query({ search: applied, page, per_page: PER_PAGE })}`), [applied, page]);
+  const summary = useSummaryColumns();
   return (
     <section>
       <h1 tabIndex={-1}>{t('console.orgs.title')}</h1>
-      <form
-        class="toolbar"
-        role="search"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setApplied(search.trim());
-          setPage(1);
-        }}
-      >
-        <Field id="orgs-search" label={t('console.orgs.search')}>
-          <input id="orgs-search" type="search" maxLength={255} value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
-        </Field>
-        <div class="buttons">
-          <button type="submit">{t('console.common.find')}</button>
-        </div>
-      </form>
-      <ErrorBox error={error} />
-      {data && data.list.length === 0 && <p class="empty">{applied ? t('console.orgs.noMatch', { search: applied }) : t('console.orgs.none')}</p>}
-      {data && data.list.length > 0 && (
-        <div class="table-wrap">
-          <table id="orgs-table">
-            <caption>{t('console.orgs.count', { total: f.n(data.total) })}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('console.orgs.org')}</th>
-                <th scope="col">{t('console.orgs.members')}</th>
-                <th scope="col">{t('console.common.keys')}</th>
-                <th scope="col">{t('usage.balance')}</th>
-                <th scope="col">{t('console.common.thisMonth')}</th>
-                <th scope="col">{t('console.common.lastActivity')}</th>
-              </tr>
-            </thead>
-            <tbody>
+      <SearchList<AdminOrg> path="/orgs" id="orgs" label={t('console.orgs.search')}>
+        {(data, search) =>
+          data.list.length === 0 ? (
+            <p class="empty">{search ? t('console.orgs.noMatch', { search }) : t('console.orgs.none')}</p>
+          ) : (
+            <DataTable id="orgs-table" caption={t('console.orgs.count', { total: f.n(data.total) })} head={[t('console.orgs.org'), t('console.orgs.members'), ...summary.head]}>
               {data.list.map((o) => (
                 <tr data-org-id={o.org_id}>
                   <th scope="row" data-label={t('console.orgs.org')}>
                     <To href={orgHref(o.org_id)}>{o.org_id}</To>
                   </th>
                   <td data-label={t('console.orgs.members')}>{t('console.orgs.memberCounts', { members: f.n(o.members), admins: f.n(o.admins) })}</td>
-                  <td data-label={t('console.common.keys')}>
-                    {t('console.common.keyCounts', { total: f.n(o.keys.total), active: f.n(o.keys.active), disabled: f.n(o.keys.disabled) })}
-                  </td>
-                  <td data-label={t('usage.balance')}>{f.credits(o.balance.balance)}</td>
-                  <td data-label={t('console.common.thisMonth')}>
-                    {f.credits(o.period.cost)}
-                    <div class="muted">{t('console.common.requestsShort', { n: f.n(o.period.requests) })}</div>
-                  </td>
-                  <td data-label={t('console.common.lastActivity')}>{f.when(o.last_activity)}</td>
+                  {summary.cells(o)}
                 </tr>
               ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {data && <Pager id="orgs-pager" page={page} perPage={PER_PAGE} total={data.total} onPage={setPage} />}
+            </DataTable>
+          )
+        }
+      </SearchList>
     </section>
   );
 }
@@ -128,42 +87,34 @@ function Org({ id }: { id: string }) {
             {o.member_list.length === 0 ? (
               <p class="empty">{t('console.orgs.noMembers')}</p>
             ) : (
-              <div class="table-wrap">
-                <table id="org-members">
-                  <caption class="visually-hidden">{t('console.orgs.membersTitle', { n: f.n(o.member_list.length) })}</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">{t('console.users.user')}</th>
-                      <th scope="col">{t('console.orgs.roleLabel')}</th>
-                      <th scope="col">{t('console.common.keys')}</th>
-                      <th scope="col">{t('keys.actions')}</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {o.member_list.map((m) => (
-                      <tr data-user-id={m.user_id}>
-                        <th scope="row" data-label={t('console.users.user')}>
-                          <To href={userHref(m.user_id)}>{m.user_id}</To>
-                        </th>
-                        <td data-label={t('console.orgs.roleLabel')}>
-                          <span class={`badge role-${m.role}`}>{t(`console.orgs.role.${m.role}`)}</span>
-                        </td>
-                        <td data-label={t('console.common.keys')}>{f.n(o.api_keys.filter((k) => k.user_id === m.user_id).length)}</td>
-                        <td class="actions" data-label={t('keys.actions')}>
-                          <button
-                            type="button"
-                            class="secondary small"
-                            onClick={() => void setRole(m)}
-                            aria-label={t(m.role === 'admin' ? 'console.orgs.makeMemberNamed' : 'console.orgs.makeAdminNamed', { user: m.user_id })}
-                          >
-                            {t(m.role === 'admin' ? 'console.orgs.makeMember' : 'console.orgs.makeAdmin')}
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable
+                id="org-members"
+                caption={t('console.orgs.membersTitle', { n: f.n(o.member_list.length) })}
+                hideCaption
+                head={[t('console.users.user'), t('console.orgs.roleLabel'), t('console.common.keys'), t('keys.actions')]}
+              >
+                {o.member_list.map((m) => (
+                  <tr data-user-id={m.user_id}>
+                    <th scope="row" data-label={t('console.users.user')}>
+                      <To href={userHref(m.user_id)}>{m.user_id}</To>
+                    </th>
+                    <td data-label={t('console.orgs.roleLabel')}>
+                      <span class={`badge role-${m.role}`}>{t(`console.orgs.role.${m.role}`)}</span>
+                    </td>
+                    <td data-label={t('console.common.keys')}>{f.n(o.api_keys.filter((k) => k.user_id === m.user_id).length)}</td>
+                    <td class="actions" data-label={t('keys.actions')}>
+                      <button
+                        type="button"
+                        class="secondary small"
+                        onClick={() => void setRole(m)}
+                        aria-label={t(m.role === 'admin' ? 'console.orgs.makeMemberNamed' : 'console.orgs.makeAdminNamed', { user: m.user_id })}
+                      >
+                        {t(m.role === 'admin' ? 'console.orgs.makeMember' : 'console.orgs.makeAdmin')}
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </DataTable>
             )}
           </section>
           <section class="card" aria-labelledby="org-keys-title">

@@ -2,16 +2,10 @@ import { useState } from 'preact/hooks';
 import { ErrorBox, Field } from '../components/ui.js';
 import { BarChart, COLORS } from '../components/BarChart.js';
 import { formatDay, type Key } from '../i18n.js';
+import { UsageTable, day, daysAgo, localSeconds, utcDays } from '../pages/Usage.js';
 import { admin, query, type AdminUsage, type AdminUsageRow } from './api.js';
 import type { ScreenProps } from './Console.js';
 import { useFormat, useLoad } from './shared.js';
-
-const day = (d: Date) => `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
-const daysAgo = (n: number) => day(new Date(Date.now() - n * 86_400_000));
-const localSeconds = (date: string, endOfDay = false) => {
-  const [y, m, d] = date.split('-').map(Number);
-  return Math.floor(new Date(y, m - 1, d + (endOfDay ? 1 : 0)).getTime() / 1000);
-};
 
 type Group = 'day' | 'model' | 'user' | 'org' | 'key';
 const GROUPS: Group[] = ['day', 'model', 'user', 'org', 'key'];
@@ -51,15 +45,13 @@ export function Usage(_props: ScreenProps) {
     if (g === 'key') return r.key ? `${r.key.name} (${r.key.user_id})${r.key.status === 'deleted' ? ` · ${t('usage.deleted')}` : ''}` : (r.key_id ?? '');
     return idOf(r);
   };
-  // the ledger's days are UTC days: one point for each UTC day the range touches
-  const days: string[] = [];
-  if (data) for (let s = data.start_time - (data.start_time % 86_400); s < data.end_time; s += 86_400) days.push(new Date(s * 1000).toISOString().slice(0, 10));
+  const days = utcDays(data);
   // the groups with their rows, largest first by the chosen figure
-  const groups = new Map<string, { label: string; rows: AdminUsageRow[] }>();
+  const groups = new Map<string, { id: string; label: string; rows: AdminUsageRow[] }>();
   for (const r of data?.list ?? []) {
     const id = idOf(r);
     let e = groups.get(id);
-    if (!e) groups.set(id, (e = { label: labelOf(r), rows: [] }));
+    if (!e) groups.set(id, (e = { id, label: labelOf(r), rows: [] }));
     e.rows.push(r);
   }
   const total = (rows: AdminUsageRow[], m: Metric) => rows.reduce((a, r) => a + value(r, m), 0);
@@ -145,38 +137,7 @@ export function Usage(_props: ScreenProps) {
               whole={m.digits === 0}
             />
           </div>
-          <div class="table-wrap">
-            <table id="cu-table">
-              <caption>{t('console.usage.tableTitle', { by: groupWord(g) })}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{groupLabel(g)}</th>
-                  <th scope="col">{t('usage.requests')}</th>
-                  <th scope="col">{t('usage.tokens')}</th>
-                  <th scope="col">{t('usage.characters')}</th>
-                  <th scope="col">{t('usage.audioSeconds')}</th>
-                  <th scope="col">{t('usage.cost')}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {ordered.map((x) => (
-                  <tr>
-                    <th scope="row">{x.label}</th>
-                    <td data-label={t('usage.requests')}>{f.n(total(x.rows, 'requests'))}</td>
-                    <td data-label={t('usage.tokens')}>{f.n(total(x.rows, 'tokens'))}</td>
-                    <td data-label={t('usage.characters')}>{f.n(x.rows.reduce((a, r) => a + r.characters, 0))}</td>
-                    <td data-label={t('usage.audioSeconds')}>
-                      {f.n(
-                        x.rows.reduce((a, r) => a + r.audio_seconds, 0),
-                        1,
-                      )}
-                    </td>
-                    <td data-label={t('usage.cost')}>{f.credits(total(x.rows, 'cost'))}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <UsageTable id="cu-table" caption={t('console.usage.tableTitle', { by: groupWord(g) })} head={groupLabel(g)} groups={ordered} n={f.n} />
         </>
       )}
     </section>

@@ -1,10 +1,8 @@
 import { useState } from 'preact/hooks';
-import { ErrorBox, Field, Notice } from '../components/ui.js';
-import { admin, query, seg, type AdminKey, type AdminUser, type AdminUserDetail, type BudgetWithSpend, type KeyChange, type Paged } from './api.js';
+import { ErrorBox, Notice } from '../components/ui.js';
+import { admin, seg, type AdminKey, type AdminUser, type AdminUserDetail, type BudgetWithSpend, type KeyChange } from './api.js';
 import type { ScreenProps } from './Console.js';
-import { BudgetForm, BudgetTable, Confirm, CreditsForm, Figures, KeyTable, Pager, To, orgHref, useFormat, useLoad, userHref } from './shared.js';
-
-const PER_PAGE = 20;
+import { BudgetForm, BudgetTable, Confirm, CreditsForm, DataTable, Figures, KeyTable, SearchList, To, orgHref, useFormat, useLoad, useSummaryColumns, userHref } from './shared.js';
 
 /** Users: search and list (/console/users), or one user (/console/users/<id>). */
 export function Users({ sub }: ScreenProps) {
@@ -14,74 +12,29 @@ export function Users({ sub }: ScreenProps) {
 function UserList() {
   const f = useFormat();
   const { t } = f;
-  const [search, setSearch] = useState('');
-  const [applied, setApplied] = useState('');
-  const [page, setPage] = useState(1);
-  const { data, error } = useLoad(() => admin<Paged<AdminUser>>('GET', `/users${query({ search: applied, page, per_page: PER_PAGE })}`), [applied, page]);
+  const summary = useSummaryColumns();
   return (
     <section>
       <h1 tabIndex={-1}>{t('console.users.title')}</h1>
-      <form
-        class="toolbar"
-        role="search"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setApplied(search.trim());
-          setPage(1);
-        }}
-      >
-        <Field id="users-search" label={t('console.users.search')}>
-          <input
-            id="users-search"
-            type="search"
-            maxLength={255}
-            value={search}
-            placeholder={t('console.users.searchPlaceholder')}
-            onInput={(e) => setSearch(e.currentTarget.value)}
-          />
-        </Field>
-        <div class="buttons">
-          <button type="submit">{t('console.common.find')}</button>
-        </div>
-      </form>
-      <ErrorBox error={error} />
-      {data && data.list.length === 0 && <p class="empty">{applied ? t('console.users.noMatch', { search: applied }) : t('console.users.none')}</p>}
-      {data && data.list.length > 0 && (
-        <div class="table-wrap">
-          <table id="users-table">
-            <caption>{t('console.users.count', { total: f.n(data.total) })}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('console.users.user')}</th>
-                <th scope="col">{t('console.common.keys')}</th>
-                <th scope="col">{t('usage.balance')}</th>
-                <th scope="col">{t('console.common.thisMonth')}</th>
-                <th scope="col">{t('console.common.lastActivity')}</th>
-              </tr>
-            </thead>
-            <tbody>
+      <SearchList<AdminUser> path="/users" id="users" label={t('console.users.search')} placeholder={t('console.users.searchPlaceholder')}>
+        {(data, search) =>
+          data.list.length === 0 ? (
+            <p class="empty">{search ? t('console.users.noMatch', { search }) : t('console.users.none')}</p>
+          ) : (
+            <DataTable id="users-table" caption={t('console.users.count', { total: f.n(data.total) })} head={[t('console.users.user'), ...summary.head]}>
               {data.list.map((u) => (
                 <tr data-user-id={u.user_id}>
                   <th scope="row" data-label={t('console.users.user')}>
                     <To href={userHref(u.user_id)}>{u.user_id}</To>
                     {u.operator && <span class="tag">{t('console.users.operator')}</span>}
                   </th>
-                  <td data-label={t('console.common.keys')}>
-                    {t('console.common.keyCounts', { total: f.n(u.keys.total), active: f.n(u.keys.active), disabled: f.n(u.keys.disabled) })}
-                  </td>
-                  <td data-label={t('usage.balance')}>{f.credits(u.balance.balance)}</td>
-                  <td data-label={t('console.common.thisMonth')}>
-                    {f.credits(u.period.cost)}
-                    <div class="muted">{t('console.common.requestsShort', { n: f.n(u.period.requests) })}</div>
-                  </td>
-                  <td data-label={t('console.common.lastActivity')}>{f.when(u.last_activity)}</td>
+                  {summary.cells(u)}
                 </tr>
               ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {data && <Pager id="users-pager" page={page} perPage={PER_PAGE} total={data.total} onPage={setPage} />}
+            </DataTable>
+          )
+        }
+      </SearchList>
     </section>
   );
 }
@@ -104,13 +57,14 @@ function User({ id }: { id: string }) {
     setNotice('');
     setFailed([]);
     const r = await admin<KeyChange>('POST', `/users/${seg(id)}/keys/${disable ? 'disable' : 'enable'}`, key ? { api_key_id: key.id } : {});
+    // the list first, then the sentence: what the sentence says is on the screen when it is read
+    await user.reload();
     setFailed(r.failed);
     setNotice(
       key
         ? t(disable ? 'console.users.disabledOne' : 'console.users.enabledOne', { name: key.name })
         : t(disable ? 'console.users.disabledAll' : 'console.users.enabledAll', { n: f.n(r.api_keys.length) }),
     );
-    await user.reload();
   };
   const changeOne = (key: AdminKey, disable: boolean) => change(disable, key).catch(setError);
 

@@ -3,7 +3,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { Dialog, ErrorBox, Field, Notice } from '../components/ui.js';
 import { formatDate, formatNumber, useI18n } from '../i18n.js';
 import { linkClick } from '../router.js';
-import { admin, seg, type AdminKey, type BudgetRequest, type BudgetWithSpend, type Grant } from './api.js';
+import { admin, query, seg, type AdminKey, type BudgetRequest, type BudgetWithSpend, type Grant, type Paged } from './api.js';
 
 /**
  * Loads what a screen shows: the answer to the latest call wins (one that comes back after a newer one was sent is
@@ -123,55 +123,85 @@ export function KeyTable(props: { id: string; keys: AdminKey[]; showOwner?: bool
   const { t } = f;
   if (props.keys.length === 0) return <p class="empty">{t('console.common.noKeys')}</p>;
   return (
-    <div class="table-wrap">
-      <table id={props.id}>
-        <caption class="visually-hidden">{t('console.common.keys')}</caption>
-        <thead>
-          <tr>
-            <th scope="col">{t('keys.name')}</th>
-            <th scope="col">{t('console.common.kind')}</th>
-            <th scope="col">{props.showOwner ? t('console.common.owner') : t('keys.organization')}</th>
-            <th scope="col">{t('keys.status')}</th>
-            <th scope="col">{t('keys.lastUsed')}</th>
-            {props.onChange && <th scope="col">{t('keys.actions')}</th>}
-          </tr>
-        </thead>
-        <tbody>
-          {props.keys.map((k) => (
-            <tr data-key-id={k.id}>
-              <th scope="row" data-label={t('keys.name')}>
-                <span class="key-name">{k.name}</span>
-                <div class="muted">
-                  <code>{k.display}</code>
-                </div>
-              </th>
-              <td data-label={t('console.common.kind')}>{k.kind === 'management' ? t('console.common.management') : t('console.common.inference')}</td>
-              <td data-label={props.showOwner ? t('console.common.owner') : t('keys.organization')}>
-                {props.showOwner ? <To href={userHref(k.user_id)}>{k.user_id}</To> : k.org_id === 'default' ? t('keys.personal') : <To href={orgHref(k.org_id)}>{k.org_id}</To>}
-              </td>
-              <td data-label={t('keys.status')}>
-                <KeyStatus status={k.status} />
-              </td>
-              <td data-label={t('keys.lastUsed')}>{k.last_used_at ? f.when(k.last_used_at) : <span class="muted">{t('keys.never')}</span>}</td>
-              {props.onChange && (
-                <td class="actions" data-label={t('keys.actions')}>
-                  {k.status === 'active' && (
-                    <button type="button" class="secondary small" onClick={() => props.onChange!(k, true)} aria-label={t('console.users.disableNamed', { name: k.name })}>
-                      {t('console.users.disable')}
-                    </button>
-                  )}
-                  {k.status === 'disabled' && (
-                    <button type="button" class="secondary small" onClick={() => props.onChange!(k, false)} aria-label={t('console.users.enableNamed', { name: k.name })}>
-                      {t('console.users.enable')}
-                    </button>
-                  )}
-                </td>
+    <DataTable
+      id={props.id}
+      caption={t('console.common.keys')}
+      hideCaption
+      head={[
+        t('keys.name'),
+        t('console.common.kind'),
+        props.showOwner ? t('console.common.owner') : t('keys.organization'),
+        t('keys.status'),
+        t('keys.lastUsed'),
+        ...(props.onChange ? [t('keys.actions')] : []),
+      ]}
+    >
+      {props.keys.map((k) => (
+        <tr data-key-id={k.id}>
+          <th scope="row" data-label={t('keys.name')}>
+            <span class="key-name">{k.name}</span>
+            <div class="muted">
+              <code>{k.display}</code>
+            </div>
+          </th>
+          <td data-label={t('console.common.kind')}>{k.kind === 'management' ? t('console.common.management') : t('console.common.inference')}</td>
+          <td data-label={props.showOwner ? t('console.common.owner') : t('keys.organization')}>
+            {props.showOwner ? <To href={userHref(k.user_id)}>{k.user_id}</To> : k.org_id === 'default' ? t('keys.personal') : <To href={orgHref(k.org_id)}>{k.org_id}</To>}
+          </td>
+          <td data-label={t('keys.status')}>
+            <KeyStatus status={k.status} />
+          </td>
+          <td data-label={t('keys.lastUsed')}>{k.last_used_at ? f.when(k.last_used_at) : <span class="muted">{t('keys.never')}</span>}</td>
+          {props.onChange && (
+            <td class="actions" data-label={t('keys.actions')}>
+              {k.status === 'active' && (
+                <button type="button" class="secondary small" onClick={() => props.onChange!(k, true)} aria-label={t('console.users.disableNamed', { name: k.name })}>
+                  {t('console.users.disable')}
+                </button>
               )}
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+              {k.status === 'disabled' && (
+                <button type="button" class="secondary small" onClick={() => props.onChange!(k, false)} aria-label={t('console.users.enableNamed', { name: k.name })}>
+                  {t('console.users.enable')}
+                </button>
+              )}
+            </td>
+          )}
+        </tr>
+      ))}
+    </DataTable>
+  );
+}
+
+/**
+ * A form that changes something: a card with a heading, the fields given, the error or the outcome (what `run`
+ * answers, a sentence) below them, and its submit button.
+ */
+export function ActionForm(props: { id: string; title: string; hint?: string; submit: string; run: () => Promise<string>; children: ComponentChildren }) {
+  const [error, setError] = useState<unknown>(null);
+  const [done, setDone] = useState('');
+  const onSubmit = async (e: Event) => {
+    e.preventDefault();
+    setError(null);
+    setDone('');
+    try {
+      setDone(await props.run());
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <form class="card" id={props.id} onSubmit={onSubmit}>
+      <h2>{props.title}</h2>
+      {props.hint && <p class="hint">{props.hint}</p>}
+      {props.children}
+      <ErrorBox error={error} />
+      {done && <Notice kind="ok">{done}</Notice>}
+      <div class="buttons">
+        <button type="submit" id={`${props.id}-submit`}>
+          {props.submit}
+        </button>
+      </div>
+    </form>
   );
 }
 
@@ -182,26 +212,16 @@ export function CreditsForm(props: { who: { user_id: string } | { org_id: string
   const [way, setWay] = useState<'grant' | 'remove'>('grant');
   const [amount, setAmount] = useState('');
   const [note, setNote] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [done, setDone] = useState('');
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setError(null);
-    setDone('');
+  const run = async () => {
     const value = Number(amount);
-    try {
-      const g = await admin<Grant>('POST', '/credits', { ...props.who, amount: way === 'remove' ? -value : value, note });
-      setDone(t(way === 'grant' ? 'console.credits.granted' : 'console.credits.removed', { amount: f.credits(value), balance: f.credits(g.balance.balance) }));
-      setAmount('');
-      setNote('');
-      props.onDone(g);
-    } catch (err) {
-      setError(err);
-    }
+    const g = await admin<Grant>('POST', '/credits', { ...props.who, amount: way === 'remove' ? -value : value, note });
+    setAmount('');
+    setNote('');
+    props.onDone(g);
+    return t(way === 'grant' ? 'console.credits.granted' : 'console.credits.removed', { amount: f.credits(value), balance: f.credits(g.balance.balance) });
   };
   return (
-    <form class="card credits-form" id="credits-form" onSubmit={submit}>
-      <h2>{t('console.credits.title')}</h2>
+    <ActionForm id="credits-form" title={t('console.credits.title')} submit={t(way === 'grant' ? 'console.credits.grant' : 'console.credits.remove')} run={run}>
       <fieldset class="split">
         <legend>{t('console.credits.way')}</legend>
         {(['grant', 'remove'] as const).map((w) => (
@@ -228,14 +248,7 @@ export function CreditsForm(props: { who: { user_id: string } | { org_id: string
           <input id="credits-note" maxLength={500} value={note} aria-describedby="credits-note-hint" onInput={(e) => setNote(e.currentTarget.value)} />
         </Field>
       </div>
-      <ErrorBox error={error} />
-      {done && <Notice kind="ok">{done}</Notice>}
-      <div class="buttons">
-        <button type="submit" id="credits-submit">
-          {t(way === 'grant' ? 'console.credits.grant' : 'console.credits.remove')}
-        </button>
-      </div>
-    </form>
+    </ActionForm>
   );
 }
 
@@ -249,56 +262,45 @@ export function BudgetTable(props: { id: string; budgets: BudgetWithSpend[]; onR
     `${t(`console.budgets.scope.${b.scope}` as 'console.budgets.scope.key')} ${b.target} · ${t(`console.budgets.period.${b.period}` as 'console.budgets.period.daily')}`;
   return (
     <>
-      <div class="table-wrap">
-        <table id={props.id}>
-          <caption class="visually-hidden">{t('console.budgets.title')}</caption>
-          <thead>
-            <tr>
-              {props.showTarget && <th scope="col">{t('console.budgets.target')}</th>}
-              <th scope="col">{t('console.budgets.periodLabel')}</th>
-              <th scope="col">{t('console.budgets.spent')}</th>
-              <th scope="col">{t('console.budgets.limit')}</th>
-              <th scope="col">{t('console.budgets.softLimit')}</th>
-              <th scope="col">{t('console.budgets.resets')}</th>
-              <th scope="col">{t('console.budgets.webhook')}</th>
-              <th scope="col">{t('keys.actions')}</th>
-            </tr>
-          </thead>
-          <tbody>
-            {props.budgets.map((b) => (
-              <tr data-budget-id={b.id}>
-                {props.showTarget && (
-                  <th scope="row" data-label={t('console.budgets.target')}>
-                    <span class="tag">{t(`console.budgets.scope.${b.scope}` as 'console.budgets.scope.key')}</span>{' '}
-                    {b.scope === 'user' ? (
-                      <To href={userHref(b.target)}>{b.target}</To>
-                    ) : b.scope === 'org' ? (
-                      <To href={orgHref(b.target)}>{b.target}</To>
-                    ) : (
-                      <code>{b.target}</code>
-                    )}
-                  </th>
-                )}
-                <td data-label={t('console.budgets.periodLabel')}>{t(`console.budgets.period.${b.period}` as 'console.budgets.period.daily')}</td>
-                <td data-label={t('console.budgets.spent')}>
-                  <span class={b.spent >= b.limit ? 'over' : b.soft_limit !== null && b.spent >= b.soft_limit ? 'near' : undefined}>{f.credits(b.spent)}</span>
-                </td>
-                <td data-label={t('console.budgets.limit')}>{f.credits(b.limit)}</td>
-                <td data-label={t('console.budgets.softLimit')}>{b.soft_limit === null ? <span class="muted">{t('console.common.none')}</span> : f.credits(b.soft_limit)}</td>
-                <td data-label={t('console.budgets.resets')}>{f.when(b.resets_at)}</td>
-                <td data-label={t('console.budgets.webhook')}>
-                  {b.webhook_url ? <code class="wrap">{b.webhook_url}</code> : <span class="muted">{t('console.common.none')}</span>}
-                </td>
-                <td class="actions" data-label={t('keys.actions')}>
-                  <button type="button" class="danger small" onClick={() => setRemoving(b)} aria-label={t('console.budgets.removeNamed', { name: name(b) })}>
-                    {t('console.budgets.remove')}
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        id={props.id}
+        caption={t('console.budgets.title')}
+        hideCaption
+        head={[
+          ...(props.showTarget ? [t('console.budgets.target')] : []),
+          t('console.budgets.periodLabel'),
+          t('console.budgets.spent'),
+          t('console.budgets.limit'),
+          t('console.budgets.softLimit'),
+          t('console.budgets.resets'),
+          t('console.budgets.webhook'),
+          t('keys.actions'),
+        ]}
+      >
+        {props.budgets.map((b) => (
+          <tr data-budget-id={b.id}>
+            {props.showTarget && (
+              <th scope="row" data-label={t('console.budgets.target')}>
+                <span class="tag">{t(`console.budgets.scope.${b.scope}` as 'console.budgets.scope.key')}</span>{' '}
+                {b.scope === 'user' ? <To href={userHref(b.target)}>{b.target}</To> : b.scope === 'org' ? <To href={orgHref(b.target)}>{b.target}</To> : <code>{b.target}</code>}
+              </th>
+            )}
+            <td data-label={t('console.budgets.periodLabel')}>{t(`console.budgets.period.${b.period}` as 'console.budgets.period.daily')}</td>
+            <td data-label={t('console.budgets.spent')}>
+              <span class={b.spent >= b.limit ? 'over' : b.soft_limit !== null && b.spent >= b.soft_limit ? 'near' : undefined}>{f.credits(b.spent)}</span>
+            </td>
+            <td data-label={t('console.budgets.limit')}>{f.credits(b.limit)}</td>
+            <td data-label={t('console.budgets.softLimit')}>{b.soft_limit === null ? <span class="muted">{t('console.common.none')}</span> : f.credits(b.soft_limit)}</td>
+            <td data-label={t('console.budgets.resets')}>{f.when(b.resets_at)}</td>
+            <td data-label={t('console.budgets.webhook')}>{b.webhook_url ? <code class="wrap">{b.webhook_url}</code> : <span class="muted">{t('console.common.none')}</span>}</td>
+            <td class="actions" data-label={t('keys.actions')}>
+              <button type="button" class="danger small" onClick={() => setRemoving(b)} aria-label={t('console.budgets.removeNamed', { name: name(b) })}>
+                {t('console.budgets.remove')}
+              </button>
+            </td>
+          </tr>
+        ))}
+      </DataTable>
       <Confirm
         open={removing !== null}
         id="budget-remove"
@@ -326,28 +328,17 @@ export function BudgetForm(props: { scope?: BudgetRequest['scope']; target?: str
   const [limit, setLimit] = useState('');
   const [soft, setSoft] = useState('');
   const [hook, setHook] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [done, setDone] = useState('');
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setError(null);
-    setDone('');
+  const run = async () => {
     const body: BudgetRequest = { scope, target: target.trim(), period, limit: Number(limit), soft_limit: soft === '' ? null : Number(soft), webhook_url: hook.trim() || null };
-    try {
-      await admin('POST', '/budgets', body);
-      setDone(t('console.budgets.saved', { target: body.target, period: t(`console.budgets.period.${period}`) }));
-      setLimit('');
-      setSoft('');
-      setHook('');
-      props.onDone();
-    } catch (err) {
-      setError(err);
-    }
+    await admin('POST', '/budgets', body);
+    setLimit('');
+    setSoft('');
+    setHook('');
+    props.onDone();
+    return t('console.budgets.saved', { target: body.target, period: t(`console.budgets.period.${period}`) });
   };
   return (
-    <form class="card" id="budget-form" onSubmit={submit}>
-      <h2>{t('console.budgets.setTitle')}</h2>
-      <p class="hint">{t('console.budgets.setHint')}</p>
+    <ActionForm id="budget-form" title={t('console.budgets.setTitle')} hint={t('console.budgets.setHint')} submit={t('console.budgets.save')} run={run}>
       <div class="row">
         {!props.fixed && (
           <>
@@ -388,14 +379,7 @@ export function BudgetForm(props: { scope?: BudgetRequest['scope']; target?: str
           />
         </Field>
       </div>
-      <ErrorBox error={error} />
-      {done && <Notice kind="ok">{done}</Notice>}
-      <div class="buttons">
-        <button type="submit" id="budget-save">
-          {t('console.budgets.save')}
-        </button>
-      </div>
-    </form>
+    </ActionForm>
   );
 }
 
@@ -423,5 +407,85 @@ export function Figures(props: {
       </div>
       {props.children}
     </div>
+  );
+}
+
+/** A table of the console: a caption (shown, or for screen readers only), a header row, the rows given. */
+export function DataTable(props: { id: string; caption: string; hideCaption?: boolean; head: string[]; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap">
+      <table id={props.id}>
+        <caption class={props.hideCaption ? 'visually-hidden' : undefined}>{props.caption}</caption>
+        <thead>
+          <tr>
+            {props.head.map((h) => (
+              <th scope="col">{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+    </div>
+  );
+}
+
+interface Summary {
+  keys: { total: number; active: number; disabled: number };
+  balance: { balance: number };
+  period: { requests: number; cost: number };
+  last_activity: number;
+}
+
+/** the columns a user and an organization have alike in their lists: keys, balance, this month, last activity */
+export function useSummaryColumns(): { head: string[]; cells: (s: Summary) => ComponentChildren } {
+  const f = useFormat();
+  const { t } = f;
+  const head = [t('console.common.keys'), t('usage.balance'), t('console.common.thisMonth'), t('console.common.lastActivity')];
+  return {
+    head,
+    cells: (s) => (
+      <>
+        <td data-label={head[0]}>{t('console.common.keyCounts', { total: f.n(s.keys.total), active: f.n(s.keys.active), disabled: f.n(s.keys.disabled) })}</td>
+        <td data-label={head[1]}>{f.credits(s.balance.balance)}</td>
+        <td data-label={head[2]}>
+          {f.credits(s.period.cost)}
+          <div class="muted">{t('console.common.requestsShort', { n: f.n(s.period.requests) })}</div>
+        </td>
+        <td data-label={head[3]}>{f.when(s.last_activity)}</td>
+      </>
+    ),
+  };
+}
+
+/** A paged list searched by id (`GET /users`, `/orgs`): the search form, then what `children` makes of the page. */
+export function SearchList<T>(props: { path: string; id: string; label: string; placeholder?: string; children: (page: Paged<T>, search: string) => ComponentChildren }) {
+  const { t } = useI18n();
+  const [search, setSearch] = useState('');
+  const [applied, setApplied] = useState('');
+  const [page, setPage] = useState(1);
+  const perPage = 20;
+  const { data, error } = useLoad(() => admin<Paged<T>>('GET', `${props.path}${query({ search: applied, page, per_page: perPage })}`), [applied, page]);
+  return (
+    <>
+      <form
+        class="toolbar"
+        role="search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setApplied(search.trim());
+          setPage(1);
+        }}
+      >
+        <Field id={`${props.id}-search`} label={props.label}>
+          <input id={`${props.id}-search`} type="search" maxLength={255} value={search} placeholder={props.placeholder} onInput={(e) => setSearch(e.currentTarget.value)} />
+        </Field>
+        <div class="buttons">
+          <button type="submit">{t('console.common.find')}</button>
+        </div>
+      </form>
+      <ErrorBox error={error} />
+      {data && props.children(data, applied)}
+      {data && <Pager id={`${props.id}-pager`} page={page} perPage={perPage} total={data.total} onPage={setPage} />}
+    </>
   );
 }

@@ -4,12 +4,20 @@ import { formatNumber, useI18n, type Key } from '../i18n.js';
 import { ErrorBox, Field } from '../components/ui.js';
 import { BarChart } from '../components/BarChart.js';
 
-const day = (d: Date) => `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
-const daysAgo = (n: number) => day(new Date(Date.now() - n * 86_400_000));
-const localSeconds = (date: string, endOfDay = false) => {
+/** a local day as a date input holds it (YYYY-MM-DD) */
+export const day = (d: Date) => `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+export const daysAgo = (n: number) => day(new Date(Date.now() - n * 86_400_000));
+/** the first second of a local day (or of the day after it) */
+export const localSeconds = (date: string, endOfDay = false) => {
   const [y, m, d] = date.split('-').map(Number);
   return Math.floor(new Date(y, m - 1, d + (endOfDay ? 1 : 0)).getTime() / 1000);
 };
+/** the ledger's days are UTC days: one point for each UTC day a report's range touches */
+export function utcDays(report: { start_time: number; end_time: number } | null): string[] {
+  const days: string[] = [];
+  if (report) for (let s = report.start_time - (report.start_time % 86_400); s < report.end_time; s += 86_400) days.push(new Date(s * 1000).toISOString().slice(0, 10));
+  return days;
+}
 
 type Metric = 'cost' | 'requests' | 'tokens' | 'characters' | 'audio_seconds';
 /** the charts, spend first; a chart whose figure is zero all through the range is left out */
@@ -20,15 +28,17 @@ const METRICS: Array<{ key: Metric; label: Key; digits: number }> = [
   { key: 'characters', label: 'usage.characters', digits: 0 },
   { key: 'audio_seconds', label: 'usage.audioSeconds', digits: 1 },
 ];
-const value = (r: UsageRow, k: Metric) => (k === 'tokens' ? r.input_tokens + r.output_tokens : r[k]);
+/** the sums every usage row has (the portal's and the admin API's) */
+type Counts = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'characters' | 'audio_seconds' | 'cost'>;
+const value = (r: Counts, k: Metric) => (k === 'tokens' ? r.input_tokens + r.output_tokens : r[k]);
 type Split = 'model' | 'key';
 
-interface Group {
+interface Group<R extends Counts = UsageRow> {
   id: string;
   label: string;
-  rows: UsageRow[];
+  rows: R[];
 }
-const sum = (rows: UsageRow[], k: Metric) => rows.reduce((a, r) => a + value(r, k), 0);
+const sum = (rows: Counts[], k: Metric) => rows.reduce((a, r) => a + value(r, k), 0);
 
 export function Usage({ me }: { me: Me | null }) {
   const { t, lang } = useI18n();
@@ -69,9 +79,7 @@ export function Usage({ me }: { me: Me | null }) {
     setTo(tt);
     void load(f, tt);
   };
-  // the ledger's days are UTC days: one point for each UTC day the range touches
-  const days: string[] = [];
-  if (usage) for (let s = usage.start_time - (usage.start_time % 86_400); s < usage.end_time; s += 86_400) days.push(new Date(s * 1000).toISOString().slice(0, 10));
+  const days = utcDays(usage);
   // the groups that have records in the range (a model or key without any is not shown)
   const groupsBy = (by: Split): Group[] => {
     const m = new Map<string, Group>();
@@ -200,8 +208,8 @@ export function Usage({ me }: { me: Me | null }) {
   );
 }
 
-/** One row per group (model or key), with the range's totals. */
-function UsageTable({ id, caption, head, groups, n }: { id: string; caption: string; head: string; groups: Group[]; n: (x: number, d?: number) => string }) {
+/** One row per group (a model, a key; in the console a user, an organization...), with the range's totals. */
+export function UsageTable({ id, caption, head, groups, n }: { id: string; caption: string; head: string; groups: Array<Group<Counts>>; n: (x: number, d?: number) => string }) {
   const { t } = useI18n();
   return (
     <div class="table-wrap">
