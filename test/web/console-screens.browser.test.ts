@@ -365,7 +365,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await confirm.getByRole('heading', { name: 'Disable “page-chat”?' }).waitFor();
     assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Cancel', 'the confirmation starts on Cancel');
     await check('confirm disable');
-    await confirm.locator('#confirm-yes').click();
+    await page.locator('#model-confirm-yes').click();
     await status('Model “page-chat” disabled');
     assert.match(await row.innerText(), /disabled/);
     assert.equal((await call('page-chat', 'anyone?')).status, 404);
@@ -373,7 +373,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.equal(item.enabled, false);
     assert.equal((await dbRow('page-chat'))!.enabled, false);
     await row.getByRole('button', { name: 'Enable page-chat' }).click();
-    await page.locator('#model-confirm #confirm-yes').click();
+    await page.locator('#model-confirm-yes').click();
     await status('Model “page-chat” enabled');
     up.script({ text: 'back' });
     assert.equal((await call('page-chat', 'back?')).status, 200);
@@ -381,7 +381,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     // remove
     await row.getByRole('button', { name: 'Remove page-chat' }).click();
     await page.locator('#model-confirm').getByText('This cannot be undone').waitFor();
-    await page.locator('#model-confirm #confirm-yes').click();
+    await page.locator('#model-confirm-yes').click();
     await status('Model “page-chat” removed');
     assert.equal(await row.count(), 0);
     assert.equal((await call('page-chat', 'gone?')).status, 404);

@@ -1,5 +1,6 @@
-import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { admin, seg, type AdminModel, type AdminModels, type ModelTestResult } from './api.js';
+import { Confirm, DataTable, useLoad } from './shared.js';
 import type { ScreenProps } from './Console.js';
 import { formatDate, formatNumber, useI18n, type Key } from '../i18n.js';
 import { Dialog, ErrorBox, Field, Notice } from '../components/ui.js';
@@ -225,36 +226,21 @@ function deploymentsOf(m: AdminModel): Array<{ id: string; provider: string; whe
   return [{ id: str(e.id) || m.name, provider: str(e.provider), where: where(e) }];
 }
 
-type Confirm = { action: 'disable' | 'enable' | 'remove'; model: AdminModel };
+type Action = { action: 'disable' | 'enable' | 'remove'; model: AdminModel };
 
 export function Models(_props: ScreenProps) {
   const { t, lang } = useI18n();
-  const [models, setModels] = useState<AdminModel[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const { data, error, reload } = useLoad(() => admin<AdminModels>('GET', '/models'), []);
+  const models = data?.list ?? null;
   const [done, setDone] = useState('');
   const [editing, setEditing] = useState<AdminModel | 'new' | null>(null);
-  const [confirm, setConfirm] = useState<Confirm | null>(null);
+  const [confirm, setConfirm] = useState<Action | null>(null);
   const [tests, setTests] = useState<Record<string, { running: boolean; result?: ModelTestResult; error?: unknown }>>({});
 
-  const latest = useRef(0);
-  const load = async () => {
-    const mine = ++latest.current;
-    try {
-      const list = await admin<AdminModels>('GET', '/models');
-      if (mine !== latest.current) return;
-      setModels(list.list);
-      setError(null);
-    } catch (e) {
-      if (mine === latest.current) setError(e);
-    }
-  };
-  useEffect(() => {
-    void load();
-  }, []);
-
+  // the sentence appears once the list shows the change
   const refresh = async (message: string) => {
     setDone('');
-    await load();
+    await reload();
     setDone(message);
   };
 
@@ -285,116 +271,111 @@ export function Models(_props: ScreenProps) {
       <ErrorBox error={error} />
       {models && models.length === 0 && <p class="empty">{t('console.models.none')}</p>}
       {models && models.length > 0 && (
-        <div class="table-wrap">
-          <table id="models-table" class="models">
-            <caption class="visually-hidden">{t('console.models.title')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('console.models.name')}</th>
-                <th scope="col">{t('console.models.source')}</th>
-                <th scope="col">{t('console.models.type')}</th>
-                <th scope="col">{t('console.models.deployments')}</th>
-                <th scope="col">{t('console.models.enabled')}</th>
-                <th scope="col">{t('console.models.actions')}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {models.map((m) => (
-                <tr data-model={m.name}>
-                  <th scope="row">
-                    <span class="model-name">{m.name}</span>
-                    {m.updated_at !== null && <div class="muted">{t('console.models.updated', { when: formatDate(lang, m.updated_at, true), who: m.updated_by ?? '—' })}</div>}
-                  </th>
-                  <td data-label={t('console.models.source')}>
-                    <span class={`badge source-${m.source}`}>{t(`console.models.source.${m.source}`)}</span>
-                    {m.read_only && <div class="muted read-only">{t(m.source === 'file' ? 'console.models.fromFile' : 'console.models.readOnly')}</div>}
-                    {m.error && (
-                      <div class="model-error">
-                        <strong>{t('console.models.notServed')}</strong> {m.error}
-                      </div>
-                    )}
-                  </td>
-                  <td data-label={t('console.models.type')}>{m.type}</td>
-                  <td data-label={t('console.models.deployments')}>
-                    <ul class="deployments">
-                      {deploymentsOf(m).map((d) => {
-                        const test = tests[`${m.name}\n${d.id}`];
-                        return (
-                          <li data-deployment={d.id}>
-                            <div class="deployment-head">
-                              <code>{d.id}</code>
-                              <span class="muted">
-                                {d.provider}
-                                {d.where && ` · ${d.where}`}
-                              </span>
-                              <button
-                                type="button"
-                                class="secondary small"
-                                disabled={test?.running}
-                                aria-label={t('console.models.testNamed', { deployment: d.id })}
-                                onClick={() => void runTest(m.name, d.id)}
-                              >
-                                {test?.running ? t('console.models.testing') : t('console.models.test')}
-                              </button>
-                            </div>
-                            <div class="test-result" role="status" aria-live="polite">
-                              {test?.result && (
-                                <div class={`alert ${test.result.ok ? 'ok' : 'error'}`}>
-                                  <strong>
-                                    {test.result.ok
-                                      ? t('console.models.testOk', { ms: n(test.result.latency_ms) })
-                                      : t('console.models.testFailed', { ms: n(test.result.latency_ms) })}
-                                  </strong>
-                                  {test.result.ok && test.result.output !== undefined && <div class="test-output">{test.result.output}</div>}
-                                  {test.result.error && (
-                                    <div class="detail">
-                                      <code>{test.result.error.code}</code> {test.result.error.message}
-                                    </div>
-                                  )}
+        <DataTable
+          id="models-table"
+          caption={t('console.models.title')}
+          hideCaption
+          head={[
+            t('console.models.name'),
+            t('console.models.source'),
+            t('console.models.type'),
+            t('console.models.deployments'),
+            t('console.models.enabled'),
+            t('console.models.actions'),
+          ]}
+        >
+          {models.map((m) => (
+            <tr data-model={m.name}>
+              <th scope="row">
+                <span class="model-name">{m.name}</span>
+                {m.updated_at !== null && <div class="muted">{t('console.models.updated', { when: formatDate(lang, m.updated_at, true), who: m.updated_by ?? '—' })}</div>}
+              </th>
+              <td data-label={t('console.models.source')}>
+                <span class={`badge source-${m.source}`}>{t(`console.models.source.${m.source}`)}</span>
+                {m.read_only && <div class="muted read-only">{t(m.source === 'file' ? 'console.models.fromFile' : 'console.models.readOnly')}</div>}
+                {m.error && (
+                  <div class="model-error">
+                    <strong>{t('console.models.notServed')}</strong> {m.error}
+                  </div>
+                )}
+              </td>
+              <td data-label={t('console.models.type')}>{m.type}</td>
+              <td data-label={t('console.models.deployments')}>
+                <ul class="deployments">
+                  {deploymentsOf(m).map((d) => {
+                    const test = tests[`${m.name}\n${d.id}`];
+                    return (
+                      <li data-deployment={d.id}>
+                        <div class="deployment-head">
+                          <code>{d.id}</code>
+                          <span class="muted">
+                            {d.provider}
+                            {d.where && ` · ${d.where}`}
+                          </span>
+                          <button
+                            type="button"
+                            class="secondary small"
+                            disabled={test?.running}
+                            aria-label={t('console.models.testNamed', { deployment: d.id })}
+                            onClick={() => void runTest(m.name, d.id)}
+                          >
+                            {test?.running ? t('console.models.testing') : t('console.models.test')}
+                          </button>
+                        </div>
+                        <div class="test-result" role="status" aria-live="polite">
+                          {test?.result && (
+                            <div class={`alert ${test.result.ok ? 'ok' : 'error'}`}>
+                              <strong>
+                                {test.result.ok ? t('console.models.testOk', { ms: n(test.result.latency_ms) }) : t('console.models.testFailed', { ms: n(test.result.latency_ms) })}
+                              </strong>
+                              {test.result.ok && test.result.output !== undefined && <div class="test-output">{test.result.output}</div>}
+                              {test.result.error && (
+                                <div class="detail">
+                                  <code>{test.result.error.code}</code> {test.result.error.message}
                                 </div>
                               )}
                             </div>
-                            {test?.error !== undefined && <ErrorBox error={test.error} />}
-                          </li>
-                        );
-                      })}
-                    </ul>
-                  </td>
-                  <td data-label={t('console.models.enabled')}>
-                    <span class={`badge ${m.enabled ? 'active' : 'disabled'}`}>{m.enabled ? t('console.models.on') : t('console.models.off')}</span>
-                  </td>
-                  <td data-label={t('console.models.actions')} class="actions">
-                    {m.read_only ? (
-                      <span class="muted">{t('console.models.noActions')}</span>
-                    ) : (
-                      <>
-                        <button type="button" class="secondary small" onClick={() => (setDone(''), setEditing(m))} aria-label={t('console.models.editNamed', { name: m.name })}>
-                          {t('console.models.edit')}
-                        </button>
-                        <button
-                          type="button"
-                          class="secondary small"
-                          onClick={() => setConfirm({ action: m.enabled ? 'disable' : 'enable', model: m })}
-                          aria-label={t(m.enabled ? 'console.models.disableNamed' : 'console.models.enableNamed', { name: m.name })}
-                        >
-                          {t(m.enabled ? 'console.models.disable' : 'console.models.enable')}
-                        </button>
-                        <button
-                          type="button"
-                          class="danger small"
-                          onClick={() => setConfirm({ action: 'remove', model: m })}
-                          aria-label={t('console.models.removeNamed', { name: m.name })}
-                        >
-                          {t('console.models.remove')}
-                        </button>
-                      </>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+                          )}
+                        </div>
+                        {test?.error !== undefined && <ErrorBox error={test.error} />}
+                      </li>
+                    );
+                  })}
+                </ul>
+              </td>
+              <td data-label={t('console.models.enabled')}>
+                <span class={`badge ${m.enabled ? 'active' : 'disabled'}`}>{m.enabled ? t('console.models.on') : t('console.models.off')}</span>
+              </td>
+              <td data-label={t('console.models.actions')} class="actions">
+                {m.read_only ? (
+                  <span class="muted">{t('console.models.noActions')}</span>
+                ) : (
+                  <>
+                    <button type="button" class="secondary small" onClick={() => (setDone(''), setEditing(m))} aria-label={t('console.models.editNamed', { name: m.name })}>
+                      {t('console.models.edit')}
+                    </button>
+                    <button
+                      type="button"
+                      class="secondary small"
+                      onClick={() => setConfirm({ action: m.enabled ? 'disable' : 'enable', model: m })}
+                      aria-label={t(m.enabled ? 'console.models.disableNamed' : 'console.models.enableNamed', { name: m.name })}
+                    >
+                      {t(m.enabled ? 'console.models.disable' : 'console.models.enable')}
+                    </button>
+                    <button
+                      type="button"
+                      class="danger small"
+                      onClick={() => setConfirm({ action: 'remove', model: m })}
+                      aria-label={t('console.models.removeNamed', { name: m.name })}
+                    >
+                      {t('console.models.remove')}
+                    </button>
+                  </>
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
       <ModelDialog
         editing={editing}
@@ -404,12 +385,20 @@ export function Models(_props: ScreenProps) {
           void refresh(t(created ? 'console.models.addedDone' : 'console.models.savedDone', { name: m.name }));
         }}
       />
-      <ConfirmDialog
-        confirm={confirm}
+      <Confirm
+        open={confirm !== null}
+        id="model-confirm"
+        title={confirm ? t(`console.models.${confirm.action}Title`, { name: confirm.model.name }) : ''}
+        text={confirm ? t(`console.models.${confirm.action}Text`) : ''}
+        yes={confirm ? t(`console.models.${confirm.action}`) : ''}
+        danger={confirm?.action !== 'enable'}
         onClose={() => setConfirm(null)}
-        onDone={(msg) => {
-          setConfirm(null);
-          void refresh(msg);
+        onYes={async () => {
+          const { action, model } = confirm!;
+          const path = `/models/${seg(model.name)}`;
+          if (action === 'remove') await admin('DELETE', path);
+          else await admin('POST', `${path}/${action}`, {});
+          void refresh(t(`console.models.${action}Done`, { name: model.name }));
         }}
       />
     </section>
@@ -704,42 +693,6 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
           </button>
         </div>
       </form>
-    </Dialog>
-  );
-}
-
-function ConfirmDialog({ confirm, onClose, onDone }: { confirm: Confirm | null; onClose: () => void; onDone: (message: string) => void }) {
-  const { t } = useI18n();
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  useLayoutEffect(() => setError(null), [confirm]);
-  if (!confirm) return <Dialog open={false} id="model-confirm" title="" onClose={onClose} children={null} />;
-  const { action, model } = confirm;
-  const run = async () => {
-    setBusy(true);
-    try {
-      const path = `/models/${seg(model.name)}`;
-      if (action === 'remove') await admin('DELETE', path);
-      else await admin('POST', `${path}/${action}`, {});
-      onDone(t(`console.models.${action}Done`, { name: model.name }));
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <Dialog open id="model-confirm" title={t(`console.models.${action}Title`, { name: model.name })} onClose={onClose}>
-      <p>{t(`console.models.${action}Text`)}</p>
-      <ErrorBox error={error} />
-      <div class="buttons">
-        <button type="button" id="confirm-yes" class={action === 'enable' ? undefined : 'danger'} disabled={busy} onClick={run}>
-          {t(`console.models.${action}`)}
-        </button>
-        <button type="button" class="secondary" onClick={onClose} autoFocus>
-          {t('common.cancel')}
-        </button>
-      </div>
     </Dialog>
   );
 }

@@ -1,5 +1,6 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { admin } from './api.js';
+import { useState } from 'preact/hooks';
+import { admin, query, seg } from './api.js';
+import { DataTable, Pager, useLoad } from './shared.js';
 import type { ScreenProps } from './Console.js';
 import type { RequestDetail, RequestList, RequestRow } from './contract.js';
 import { formatDate, formatNumber, useI18n, type Lang } from '../i18n.js';
@@ -21,15 +22,15 @@ const TEXT_FILTERS = ['user_id', 'key_id', 'model', 'deployment', 'q'] as const;
 /** a datetime-local value (the person's local time) as Unix seconds */
 const unix = (local: string) => Math.floor(new Date(local).getTime() / 1000);
 
-/** The query of the filters: the list's and the CSV's (the same records). */
-export function filterQuery(f: Filters): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const k of TEXT_FILTERS) if (f[k].trim()) q.set(k, f[k].trim());
-  if (f.status) q.set('status', f.status);
-  if (f.from) q.set('start_time', String(unix(f.from)));
-  if (f.to) q.set('end_time', String(unix(f.to)));
-  return q;
+/** The query parameters of the filters: the list's and the CSV's (the same records). */
+function filterParams(f: Filters): Record<string, string | number | undefined> {
+  const p: Record<string, string | number | undefined> = Object.fromEntries(TEXT_FILTERS.map((k) => [k, f[k].trim()]));
+  p.status = f.status;
+  if (f.from) p.start_time = unix(f.from);
+  if (f.to) p.end_time = unix(f.to);
+  return p;
 }
+const PER_PAGE = 20;
 
 /** answered without an error (a 200 whose stream ended in an error is one) */
 const ok = (r: RequestRow) => r.status >= 200 && r.status < 400 && r.error === null;
@@ -40,28 +41,8 @@ export function Requests(_props: ScreenProps) {
   const [draft, setDraft] = useState<Filters>(NO_FILTERS);
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
   const [page, setPage] = useState(1);
-  const [perPage, setPerPage] = useState(20);
-  const [data, setData] = useState<RequestList | null>(null);
-  const [error, setError] = useState<unknown>(null);
   const [opened, setOpened] = useState<string | null>(null);
-
-  const latest = useRef(0);
-  useEffect(() => {
-    const mine = ++latest.current;
-    const q = filterQuery(filters);
-    q.set('page', String(page));
-    q.set('per_page', String(perPage));
-    admin<RequestList>('GET', `/requests?${q}`).then(
-      (list) => {
-        if (mine !== latest.current) return;
-        setData(list);
-        setError(null);
-      },
-      (e) => {
-        if (mine === latest.current) setError(e);
-      },
-    );
-  }, [filters, page, perPage]);
+  const { data, error } = useLoad(() => admin<RequestList>('GET', `/requests${query({ ...filterParams(filters), page, per_page: PER_PAGE })}`), [filters, page]);
 
   const apply = (f: Filters) => {
     setDraft(f);
@@ -69,9 +50,7 @@ export function Requests(_props: ScreenProps) {
     setPage(1);
   };
   const set = (patch: Partial<Filters>) => setDraft((d) => ({ ...d, ...patch }));
-  const fq = filterQuery(filters).toString();
-  const csv = `/v1/admin/requests.csv${fq ? `?${fq}` : ''}`;
-  const pages = data ? Math.max(1, Math.ceil(data.total / data.per_page)) : 1;
+  const csv = `/v1/admin/requests.csv${query(filterParams(filters))}`;
   const n = (x: number, d = 0) => formatNumber(lang, x, d);
   const filtered = JSON.stringify(filters) !== JSON.stringify(NO_FILTERS);
 
@@ -132,81 +111,60 @@ export function Requests(_props: ScreenProps) {
       <ErrorBox error={error} />
       {data && data.list.length === 0 && <p class="empty">{filtered ? t('console.requests.noMatch') : t('console.requests.none')}</p>}
       {data && data.list.length > 0 && (
-        <div class="table-wrap">
-          <table id="requests-table" class="requests">
-            <caption class="visually-hidden">{t('console.requests.title')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('console.requests.time')}</th>
-                <th scope="col">{t('console.requests.requestId')}</th>
-                <th scope="col">{t('console.requests.user')}</th>
-                <th scope="col">{t('console.requests.model')}</th>
-                <th scope="col">{t('console.requests.status')}</th>
-                <th scope="col">{t('console.requests.latency')}</th>
-                <th scope="col">{t('console.requests.tokens')}</th>
-                <th scope="col">{t('console.requests.cost')}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {data.list.map((r) => (
-                <tr key={r.id} data-request-id={r.request_id}>
-                  <td data-label={t('console.requests.time')} class="nowrap">
-                    {formatDate(lang, r.created_at, true)}
-                  </td>
-                  <td data-label={t('console.requests.requestId')}>
-                    <button type="button" class="link mono" onClick={() => setOpened(r.request_id)} aria-label={t('console.requests.open', { id: r.request_id })}>
-                      {r.request_id}
-                    </button>
-                  </td>
-                  <td data-label={t('console.requests.user')}>
-                    {or(r.user_id)}
-                    <div class="muted mono">{or(r.key_id)}</div>
-                  </td>
-                  <td data-label={t('console.requests.model')}>
-                    {or(r.model)}
-                    <div class="muted">
-                      {or(r.deployment)} · {r.operation}
-                    </div>
-                  </td>
-                  <td data-label={t('console.requests.status')}>
-                    <StatusBadge row={r} />
-                    {r.error && <div class="muted">{r.error.code}</div>}
-                  </td>
-                  <td data-label={t('console.requests.latency')} class="num">
-                    {r.latency_ms === null ? '—' : t('console.health.ms', { n: n(r.latency_ms) })}
-                    {r.ttft_ms !== null && <div class="muted">{t('console.requests.ttftShort', { n: n(r.ttft_ms) })}</div>}
-                  </td>
-                  <td data-label={t('console.requests.tokens')} class="num">
-                    {n(r.input_tokens)} / {n(r.output_tokens)}
-                  </td>
-                  <td data-label={t('console.requests.cost')} class="num">
-                    {n(r.cost, 6)}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          id="requests-table"
+          caption={t('console.requests.title')}
+          hideCaption
+          head={[
+            t('console.requests.time'),
+            t('console.requests.requestId'),
+            t('console.requests.user'),
+            t('console.requests.model'),
+            t('console.requests.status'),
+            t('console.requests.latency'),
+            t('console.requests.tokens'),
+            t('console.requests.cost'),
+          ]}
+        >
+          {data.list.map((r) => (
+            <tr key={r.id} data-request-id={r.request_id}>
+              <td data-label={t('console.requests.time')} class="nowrap">
+                {formatDate(lang, r.created_at, true)}
+              </td>
+              <td data-label={t('console.requests.requestId')}>
+                <button type="button" class="link mono" onClick={() => setOpened(r.request_id)} aria-label={t('console.requests.open', { id: r.request_id })}>
+                  {r.request_id}
+                </button>
+              </td>
+              <td data-label={t('console.requests.user')}>
+                {or(r.user_id)}
+                <div class="muted mono">{or(r.key_id)}</div>
+              </td>
+              <td data-label={t('console.requests.model')}>
+                {or(r.model)}
+                <div class="muted">
+                  {or(r.deployment)} · {r.operation}
+                </div>
+              </td>
+              <td data-label={t('console.requests.status')}>
+                <StatusBadge row={r} />
+                {r.error && <div class="muted">{r.error.code}</div>}
+              </td>
+              <td data-label={t('console.requests.latency')} class="num">
+                {r.latency_ms === null ? '—' : t('console.health.ms', { n: n(r.latency_ms) })}
+                {r.ttft_ms !== null && <div class="muted">{t('console.requests.ttftShort', { n: n(r.ttft_ms) })}</div>}
+              </td>
+              <td data-label={t('console.requests.tokens')} class="num">
+                {n(r.input_tokens)} / {n(r.output_tokens)}
+              </td>
+              <td data-label={t('console.requests.cost')} class="num">
+                {n(r.cost, 6)}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
-      {data && data.total > 0 && (
-        <nav class="pager" aria-label={t('console.requests.pages')}>
-          <button type="button" class="secondary small" disabled={page <= 1} onClick={() => setPage(page - 1)}>
-            {t('keys.previous')}
-          </button>
-          <span aria-live="polite">{t('console.requests.pageOf', { page, pages, total: n(data.total) })}</span>
-          <button type="button" class="secondary small" disabled={page >= pages} onClick={() => setPage(page + 1)}>
-            {t('keys.next')}
-          </button>
-          <label>
-            {t('keys.perPage')}{' '}
-            <select value={perPage} onChange={(e) => (setPerPage(Number(e.currentTarget.value)), setPage(1))}>
-              {[20, 50, 100].map((x) => (
-                <option value={x}>{x}</option>
-              ))}
-            </select>
-          </label>
-        </nav>
-      )}
+      {data && <Pager id="requests-pager" page={page} perPage={PER_PAGE} total={data.total} onPage={setPage} />}
       <RequestDialog id={opened} onClose={() => setOpened(null)} />
     </section>
   );
@@ -219,21 +177,10 @@ function StatusBadge({ row }: { row: RequestRow }) {
 
 function RequestDialog({ id, onClose }: { id: string | null; onClose: () => void }) {
   const { t, lang } = useI18n();
-  const [detail, setDetail] = useState<RequestDetail | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    setDetail(null);
-    setError(null);
-    if (!id) return;
-    let gone = false;
-    admin<RequestDetail>('GET', `/requests/${encodeURIComponent(id)}`).then(
-      (d) => !gone && setDetail(d),
-      (e) => !gone && setError(e),
-    );
-    return () => {
-      gone = true;
-    };
-  }, [id]);
+  const loaded = useLoad(() => (id ? admin<RequestDetail>('GET', `/requests/${seg(id)}`) : Promise.resolve(null)), [id]);
+  // the answer for this id (the one for the request opened before is not shown meanwhile)
+  const detail = loaded.data?.request.request_id === id ? loaded.data : null;
+  const error = id ? loaded.error : null;
   const n = (x: number, d = 0) => formatNumber(lang, x, d);
   const r = detail?.request;
   return (

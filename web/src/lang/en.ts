@@ -578,8 +578,6 @@ export const en = {
   'console.requests.okStatus': 'OK {status}',
   'console.requests.errorStatus': 'Error {status}',
   'console.requests.open': 'Open request {id}',
-  'console.requests.pages': 'Pages',
-  'console.requests.pageOf': 'Page {page} of {pages} ({total} requests)',
   'console.requests.detailTitle': 'Request {id}',
   'console.requests.timings': 'Timings',
   'console.requests.received': 'Received',

@@ -577,8 +577,6 @@ export const zh: Record<keyof typeof en, string> = {
   'console.requests.okStatus': '成功 {status}',
   'console.requests.errorStatus': '错误 {status}',
   'console.requests.open': '打开请求 {id}',
-  'console.requests.pages': '分页',
-  'console.requests.pageOf': '第 {page} 页，共 {pages} 页（{total} 个请求）',
   'console.requests.detailTitle': '请求 {id}',
   'console.requests.timings': '耗时',
   'console.requests.received': '收到',
