@@ -299,6 +299,12 @@ async function applyLayer(opts: KeepModelsOptions, layer: 'configured' | 'stored
   router.forget(forget);
   for (const name of [...plan.removed, ...plan.changed]) models.setUnavailable(name, undefined);
   models.setLayer(layer, plan.specs);
+  // a name the layer gave up that a later layer's model serves again: that model was marked stale when the name
+  // was taken from it; it serves again, on an engine made afresh (the name's engine was retired just now)
+  for (const name of plan.removed) {
+    const back = models.get(name);
+    if (back) engines.revive([back, ...(back.deployments ?? []), ...router.route(back).targets.map((t) => t.dep)]);
+  }
   opts.onApplied?.(layer, plan.specs);
   const fresh = new Set([...plan.added, ...plan.changed]);
   for (const spec of plan.specs) {

@@ -179,6 +179,14 @@ export class EngineRegistry {
     ).then(() => undefined);
   }
 
+  /**
+   * Entries marked stale when an earlier layer took their name (a model of the file hiding a stored or pulled one)
+   * that are served again now that it gave the name up: their engines are made afresh (the name's were retired).
+   */
+  revive(specs: Iterable<object>): void {
+    for (const s of specs) this.stale.delete(s);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const all = [...this.engines.values(), ...this.retiring];

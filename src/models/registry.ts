@@ -1,4 +1,4 @@
-import { AppError } from '../platform/errors.js';
+import { AppError, type Texts } from '../platform/errors.js';
 import type { Capability } from '../engines/provider.js';
 import type { ModelSpec } from './spec.js';
 
@@ -25,7 +25,7 @@ export class ModelRegistry {
    * models that cannot be served now (by name): listed, but answered 503 (a file that could not be found or read,
    * a stored secret that does not decrypt); `client`: what the 503 says (default: the model file is missing)
    */
-  private readonly unavailable = new Map<string, { reason: string; client?: string }>();
+  private readonly unavailable = new Map<string, { reason: string; client?: Texts }>();
   readonly createdAt = Math.floor(Date.now() / 1000);
 
   /** `specs` were checked by checkModelEntry (the model file) or built by code that knows them valid */
@@ -71,7 +71,7 @@ export class ModelRegistry {
    * Marks a model as not servable now (its file is missing); `undefined` clears it. `client`: what a client's 503
    * says instead of the missing file's message (it must carry no server path nor secret).
    */
-  setUnavailable(name: string, reason: string | undefined, client?: string) {
+  setUnavailable(name: string, reason: string | undefined, client?: Texts) {
     if (reason === undefined) this.unavailable.delete(name);
     else this.unavailable.set(name, { reason, client });
   }
@@ -99,7 +99,12 @@ export class ModelRegistry {
     const m = this.byName.get(name);
     if (m && m.type === type) {
       const u = this.unavailable.get(name);
-      if (u) throw new AppError('engine_unavailable', u.client ?? `The model '${name}' is configured but its model file is not available on this server; the server log says why.`, 'model');
+      if (u)
+        throw new AppError(
+          'engine_unavailable',
+          u.client ?? `The model '${name}' is configured but its model file is not available on this server; the server log says why.`,
+          'model',
+        );
       return m;
     }
     const known = this.list()

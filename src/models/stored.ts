@@ -158,7 +158,7 @@ export interface StoredModelsOptions {
   box: SecretBox;
   models: ModelRegistry;
   /** serves the enabled, checked stored models (compose/models.ts: applied as a reload of the model file is) */
-  apply: (specs: ModelSpec[]) => Promise<unknown>;
+  apply: (specs: ModelSpec[]) => Promise<{ added: string[]; removed: string[]; changed: string[] }>;
   feed?: ChangeFeed;
   /** the environment the engines read (an entry's api_key_env is checked in it) */
   env: ModelEnv;
@@ -189,6 +189,8 @@ function deploymentIds(spec: ModelSpec): string[] {
 /** The stored models of this instance: read from the table, checked, served, and changed by the admin API. */
 export class StoredModels {
   private built = new Map<string, Built>();
+  /** the stored models marked unavailable because their key does not decrypt */
+  private unreadable = new Set<string>();
   private tail: Promise<unknown> = Promise.resolve();
   private queued?: Promise<void>;
 
@@ -222,7 +224,9 @@ export class StoredModels {
 
   /** Tells every other instance to read the table again (this one has). */
   async announce(): Promise<void> {
-    await this.o.feed?.publish(MODELS_CHANNEL, { at: Date.now() }).catch((e) => this.o.log.warn({ err: (e as Error).message }, 'stored models change not broadcast; other instances read it at their next change or restart'));
+    await this.o.feed
+      ?.publish(MODELS_CHANNEL, { at: Date.now() })
+      .catch((e) => this.o.log.warn({ err: (e as Error).message }, 'stored models change not broadcast; other instances read it at their next change or restart'));
   }
 
   private async load(): Promise<void> {
@@ -236,15 +240,24 @@ export class StoredModels {
     const built = new Map<string, Built>();
     for (const row of rows) built.set(row.name, this.build(row));
     const served = [...built.values()].filter((b) => b.row.enabled && b.spec).map((b) => b.spec!);
-    const change = (await this.o.apply(served)) as { added?: string[]; removed?: string[]; changed?: string[] } | undefined;
+    const change = await this.o.apply(served);
     this.built = built;
+    // a served model whose key does not decrypt answers 503 saying why; one that no longer has that problem is
+    // cleared (only what was marked here: a missing model file is the file check's to clear)
+    const unreadable = new Set<string>();
     for (const b of built.values()) {
-      if (b.secretError && b.row.enabled) this.o.models.setUnavailable(b.row.name, b.secretError.en, b.secretError.en);
-      else if (this.o.models.layerOf(b.row.name) === 'stored') this.o.models.setUnavailable(b.row.name, undefined);
+      if (b.secretError && b.row.enabled && this.o.models.layerOf(b.row.name) === 'stored') {
+        this.o.models.setUnavailable(b.row.name, b.secretError.en, b.secretError);
+        unreadable.add(b.row.name);
+      }
+    }
+    for (const name of this.unreadable) if (!unreadable.has(name) && this.o.models.layerOf(name) !== 'configured') this.o.models.setUnavailable(name, undefined);
+    this.unreadable = unreadable;
+    for (const b of built.values()) {
       if (b.error) this.o.log.warn({ model: b.row.name }, `the stored model '${b.row.name}' is not served: ${b.error}`);
       if (b.secretError) this.o.log.warn({ model: b.row.name }, b.secretError.en);
     }
-    if (change && (change.added?.length || change.removed?.length || change.changed?.length)) {
+    if (change.added.length || change.removed.length || change.changed.length) {
       this.o.log.info({ added: change.added, removed: change.removed, changed: change.changed }, 'stored models applied');
     }
   }
@@ -448,8 +461,9 @@ export class StoredModels {
    * router (no breaker, retry or fallback) and charged to nobody. An upstream's failure is an answer with ok false.
    */
   async test(name: string, deploymentId: string | undefined): Promise<TestResult> {
-    const spec = this.built.get(name)?.spec ?? this.o.models.get(name);
+    // the model served under that name; else a stored one that is not served (disabled, or hidden by the file's)
     const b = this.built.get(name);
+    const spec = this.o.models.get(name) ?? b?.spec;
     if (!spec) {
       if (b) return { ok: false, model: name, deployment: deploymentId ?? name, latency_ms: 0, error: { code: 'invalid_request', message: b.error ?? 'the entry is refused' } };
       throw new AppError('model_not_found', msg('model_unknown', { name }), 'name');
@@ -461,7 +475,12 @@ export class StoredModels {
     }
     const timeoutMs = Math.min(dep.timeouts?.first_byte_ms ?? TEST_TIMEOUT_MS, dep.timeouts?.total_ms ?? TEST_TIMEOUT_MS, TEST_TIMEOUT_MS);
     const t0 = performance.now();
-    const done = (r: Omit<TestResult, 'model' | 'deployment' | 'latency_ms'>): TestResult => ({ model: name, deployment: dep.id, latency_ms: Math.round(performance.now() - t0), ...r });
+    const done = (r: Omit<TestResult, 'model' | 'deployment' | 'latency_ms'>): TestResult => ({
+      model: name,
+      deployment: dep.id,
+      latency_ms: Math.round(performance.now() - t0),
+      ...r,
+    });
     if (dep.type !== 'text' && dep.type !== 'embeddings') {
       return done({ ok: false, error: { code: 'unsupported_parameter', message: `a test request is made to text and embeddings deployments; this one is ${dep.type}` } });
     }

@@ -19,10 +19,7 @@ for (const db of testDatabases()) {
       up = await startScriptedUpstream();
       dir = mkdtempSync(join(tmpdir(), 'portico-models-'));
       const file = join(dir, 'models.yaml');
-      writeFileSync(
-        file,
-        `models:\n  - name: filemodel\n    deployments:\n      - id: file-dep\n        provider: openai-compatible\n        base_url: ${up.url}\n`,
-      );
+      writeFileSync(file, `models:\n  - name: filemodel\n    deployments:\n      - id: file-dep\n        provider: openai-compatible\n        base_url: ${up.url}\n`);
       t = await buildTestApp({ db, env: { PORTICO_CONFIG: file, UPSTREAM_KEY_SET: 'x-key-value' } });
       c = await callers(t);
     });
@@ -53,7 +50,12 @@ for (const db of testDatabases()) {
 
     test("an unknown key: the checker's message with the closest key", async () => {
       const { base_url, ...rest } = base();
-      const meta = await refused({ ...rest, base_ur: base_url }, 400, 'invalid_request', /unknown key 'base_ur' for provider openai-compatible \(did you mean 'base_url'\?\); allowed keys: /);
+      const meta = await refused(
+        { ...rest, base_ur: base_url },
+        400,
+        'invalid_request',
+        /unknown key 'base_ur' for provider openai-compatible \(did you mean 'base_url'\?\); allowed keys: /,
+      );
       assert.equal(meta.code, 40013);
       await refused({ ...base(), timeouts: { first_bite_ms: 10 } }, 400, 'invalid_request', /unknown key 'timeouts.first_bite_ms' \(did you mean 'first_byte_ms'\?\)/);
       await refused({ ...base(), context_windw: 10 }, 400, 'invalid_request', /did you mean 'context_window'/);
@@ -81,7 +83,12 @@ for (const db of testDatabases()) {
       await refused({ ...base(), api_key: 42 }, 400, 'invalid_request', /'api_key' must be the upstream's key/);
       await refused({ ...base(), api_key: '' }, 400, 'invalid_request', /'api_key' must be the upstream's key/);
       await refused({ ...base(), api_key: 'sk-abc', api_key_env: 'UPSTREAM_KEY_SET' }, 400, 'invalid_request', /'api_key' and 'api_key_env' both give/);
-      await refused({ name: 'bad', provider: 'llama', path: '/nowhere.gguf', api_key: 'sk-abc' }, 400, 'invalid_request', /'api_key' applies to openai-compatible deployments only/);
+      await refused(
+        { name: 'bad', provider: 'llama', path: '/nowhere.gguf', api_key: 'sk-abc' },
+        400,
+        'invalid_request',
+        /'api_key' applies to openai-compatible deployments only/,
+      );
       await refused(
         { name: 'bad', api_key: 'sk-abc', deployments: [{ provider: 'openai-compatible', base_url: up.url }] },
         400,

@@ -21,10 +21,11 @@ for (const db of testDatabases()) {
     let up: ScriptedUpstream;
     let key: string;
     let dir: string;
+    let file: string;
     before(async () => {
       up = await startScriptedUpstream();
       dir = mkdtempSync(join(tmpdir(), 'portico-models-'));
-      const file = join(dir, 'models.yaml');
+      file = join(dir, 'models.yaml');
       writeFileSync(file, `models:\n  - name: filemodel\n    provider: openai-compatible\n    base_url: ${up.url}\n    upstream_model: file-up\n`);
       t = await buildTestApp({ db, env: { PORTICO_CONFIG: file, PORTICO_SECRETS_KEY: 'secrets-key-0123456789abcdef0123456789abcdef' } });
       c = await callers(t);
@@ -157,10 +158,7 @@ for (const db of testDatabases()) {
 
     test('every change is audited, secrets only as (set)/(changed)/(removed)', async () => {
       const audit = (await call('GET', '/audit?target=stored-a&per_page=100')).json().data.list as any[];
-      assert.deepEqual(
-        audit.map((a) => a.action).reverse(),
-        ['model.create', 'model.update', 'model.update', 'model.update', 'model.disable', 'model.enable', 'model.remove'],
-      );
+      assert.deepEqual(audit.map((a) => a.action).reverse(), ['model.create', 'model.update', 'model.update', 'model.update', 'model.disable', 'model.enable', 'model.remove']);
       const [create, keep, change, remove] = [...audit].reverse();
       assert.equal(create.actor, 'olga');
       assert.equal(create.before, null);
@@ -207,6 +205,37 @@ for (const db of testDatabases()) {
       assert.equal((await chat('stored-d')).statusCode, 200);
       assert.equal(up.requests.at(-1)!.headers.authorization, 'Bearer sk-dep-one-0000001');
       assert.equal((await call('DELETE', '/models/stored-d')).statusCode, 200);
+    });
+
+    test('the file later takes a stored name: the file model is served, the stored one listed with why; given up again: the stored one serves', async () => {
+      const made = await call('POST', '/models', { entry: { name: 'later', provider: 'openai-compatible', base_url: up.url, upstream_model: 'stored-up', api_key: SECRET } });
+      assert.equal(made.statusCode, 201, made.body);
+      up.reset();
+      assert.equal((await chat('later')).statusCode, 200);
+      assert.equal(up.requests.at(-1)!.body.model, 'stored-up');
+      const fileText = `models:\n  - name: filemodel\n    provider: openai-compatible\n    base_url: ${up.url}\n    upstream_model: file-up\n`;
+      writeFileSync(file, `${fileText}  - name: later\n    provider: openai-compatible\n    base_url: ${up.url}\n    upstream_model: file-later\n`);
+      assert.equal((await t.runtime.reloadModels('test')).ok, true);
+      up.reset();
+      assert.equal((await chat('later')).statusCode, 200);
+      assert.equal(up.requests.at(-1)!.body.model, 'file-later', 'the file wins');
+      assert.equal(up.requests.at(-1)!.headers.authorization, undefined, "the stored key is not the file model's");
+      const list = (await call('GET', '/models')).json().data.list as any[];
+      assert.deepEqual(
+        list.filter((m) => m.name === 'later').map((m) => [m.source, m.error]),
+        [
+          ['file', null],
+          ['stored', "a model of the model file has the name 'later' and is served instead"],
+        ],
+      );
+      writeFileSync(file, fileText);
+      assert.equal((await t.runtime.reloadModels('test')).ok, true);
+      up.reset();
+      const back = await chat('later');
+      assert.equal(back.statusCode, 200, back.body);
+      assert.equal(up.requests.at(-1)!.body.model, 'stored-up', 'the stored model serves again');
+      assert.equal(up.requests.at(-1)!.headers.authorization, `Bearer ${SECRET}`);
+      assert.equal((await call('DELETE', '/models/later')).statusCode, 200);
     });
   });
 }

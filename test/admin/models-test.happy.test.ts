@@ -34,7 +34,15 @@ for (const db of testDatabases()) {
       const res = await call('POST', '/models', { entry });
       assert.equal(res.statusCode, 201, res.body);
     };
-    const records = async () => Number((await t.core.db.db.selectFrom('usage_records').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    const records = async () =>
+      Number(
+        (
+          await t.core.db.db
+            .selectFrom('usage_records')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
 
     test('ok: the answer and the latency; the upstream got the decrypted key; nothing charged, no breaker touched', async () => {
       await add({ name: 'good', provider: 'openai-compatible', base_url: up.url, upstream_model: 'up-good', api_key: KEY });

@@ -78,6 +78,7 @@ describe('configuration from the environment', () => {
   test('other values are checked too', () => {
     bad({ LOG_LEVEL: 'verbose' }, /^LOG_LEVEL must be one of/);
     bad({ KEY_PEPPER: 'short' }, /^KEY_PEPPER must be at least 32 characters/);
+    bad({ PORTICO_SECRETS_KEY: 'short' }, /^PORTICO_SECRETS_KEY must be at least 32 characters/);
     bad({ MAX_ACTIVE_MANAGEMENT_KEYS: '0' }, /^MAX_ACTIVE_MANAGEMENT_KEYS must be from 1/);
     bad({ LAST_USED_WRITE_INTERVAL_MS: 'soon' }, /^LAST_USED_WRITE_INTERVAL_MS must be a whole number/);
     assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, MAX_ACTIVE_INFERENCE_KEYS: '25' }).limits.activeInferenceKeys, 25);

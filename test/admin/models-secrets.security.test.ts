@@ -21,7 +21,12 @@ for (const db of testDatabases()) {
     before(async () => {
       up = await startScriptedUpstream();
       const sink = new Writable({ write: (chunk, _e, cb) => (log.push(chunk.toString()), cb()) });
-      t = await buildTestApp({ db, models: [{ name: 'base', provider: 'openai-compatible', base_url: up.url, type: 'text' }] as ModelSpec[], logDestination: sink, env: { LOG_LEVEL: 'trace' } });
+      t = await buildTestApp({
+        db,
+        models: [{ name: 'base', provider: 'openai-compatible', base_url: up.url, type: 'text' }] as ModelSpec[],
+        logDestination: sink,
+        env: { LOG_LEVEL: 'trace' },
+      });
       c = await callers(t);
     });
     after(async () => {
@@ -45,7 +50,12 @@ for (const db of testDatabases()) {
       assert.equal(tested.json().data.ok, false);
       const key = await t.inferenceKey('sue');
       up.script({ status: 400, errorMessage: `the key ${FIRST} is not allowed here` });
-      const client = await t.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(key), payload: { model: 'secretive', messages: [{ role: 'user', content: 'x' }] } });
+      const client = await t.app.inject({
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: bearer(key),
+        payload: { model: 'secretive', messages: [{ role: 'user', content: 'x' }] },
+      });
       bodies.push(client.body);
       assert.equal(client.statusCode, 400, client.body);
       await call('PUT', '/models/secretive', { entry });
