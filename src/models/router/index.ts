@@ -101,6 +101,8 @@ interface Lease<T> {
   /** the model that served (the requested one, or a fallback) */
   model: ModelSpec;
   signal: AbortSignal;
+  /** tokens the answer used (Router.tokens): put in the deployment's tpm window when the try ends, with its clock */
+  used: number;
   /** the try's own timers and signal are let go; `ok`: a verdict for the breaker (undefined: the client left) */
   end(ok: boolean | undefined, err?: unknown): void;
 }
@@ -505,24 +507,25 @@ export class Router {
     }
     const engineSignal = ctl.signal;
     const h = t.health;
-    const probe = this.health.begin(h, this.now());
+    // the try began at t0 (the same millisecond as far as a breaker or a minute window can tell)
+    const probe = this.health.begin(h, t0);
     let ended = false;
     // the breaker's verdict, once per client request and deployment: a failure (before or after the first
     // output), or a success when the answer ended whole; none when the client left (the operators' figures count
     // the try, and the whole answer's latency)
+    let lease: Lease<T> | undefined;
     const end = (ok: boolean | undefined, err?: unknown) => {
       if (ended) return;
       ended = true;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      if (ok === false) this.judge(t, r, err, probe, verdicts, true);
-      else {
-        const now = this.now();
-        if (ok === true) {
-          this.health.succeeded(h, now);
-          h.stats.ended(false, now - t0, now);
-        } else h.stats.ended(false, undefined, now);
-      }
+      const now = this.now();
+      if (lease !== undefined && lease.used > 0) this.health.tokensUsed(h, lease.used, now);
+      if (ok === false) this.judge(t, r, err, probe, verdicts, true, now);
+      else if (ok === true) {
+        this.health.succeeded(h, now);
+        h.stats.ended(false, now - t0, now);
+      } else h.stats.ended(false, undefined, now);
       this.health.release(h, probe);
     };
     let value: T;
@@ -554,7 +557,7 @@ export class Router {
         ended = true;
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        this.judge(t, r, err, probe, verdicts, false);
+        this.judge(t, r, err, probe, verdicts, false, this.now());
         this.health.release(h, probe);
       }
       throw err;
@@ -565,19 +568,20 @@ export class Router {
     const left = totalMs - (firstAt - t0);
     timer = setTimeout(expire('no complete answer', totalMs, false), Math.max(1, left));
     this.health.answered(h);
-    return {
+    lease = {
       value,
       target: t,
       model,
       signal: engineSignal,
+      used: 0,
       end: (ok, err) => end(ok, ok === false ? (timedOut ?? err) : err),
     };
+    return lease;
   }
 
   /** A failed try's verdict: a failure of the deployment (once per request), a back-off for a 429, or nothing. */
-  private judge(t: Target, r: Route, err: unknown, probe: boolean, verdicts: Verdicts, afterOutput: boolean): void {
+  private judge(t: Target, r: Route, err: unknown, probe: boolean, verdicts: Verdicts, afterOutput: boolean, now: number): void {
     const h = t.health;
-    const now = this.now();
     // the operators' figures: a failure of the deployment as the breaker sees one, or an upstream's 429 (it refused
     // the load); a refusal of the request itself (bad input, a context window) is not the deployment's
     h.stats.ended(afterOutput || isDeploymentFault(err) || isRateLimited(err), undefined, now);
@@ -603,9 +607,9 @@ export class Router {
     return lease.signal.aborted && r instanceof TimeoutOfTry ? r : e;
   }
 
-  /** tokens a deployment served, for its tpm (and the operators' view) */
-  tokens(t: Target, n: number): void {
-    if (n > 0) this.health.tokensUsed(t.health, n, this.now());
+  /** tokens the deployment of a try served, for its tpm (and the operators' view): counted when the try ends */
+  tokens(lease: Lease<unknown>, n: number): void {
+    if (n > 0) lease.used += n;
   }
 }
 
@@ -668,7 +672,7 @@ class RoutedTextEngine implements TextEngine {
       req.signal,
       (e, lease) => {
         if (e.type === 'done') {
-          router.tokens(lease.target, e.usage.inputTokens + e.usage.outputTokens);
+          router.tokens(lease, e.usage.inputTokens + e.usage.outputTokens);
           return true;
         }
         return false;
@@ -684,9 +688,9 @@ class RoutedTextEngine implements TextEngine {
       if (!engine.forwardJson) throw new NotForwarding(`the deployment ${dep.id} does not forward ${req.path}`, 'engine_unavailable', 503, { retryable: true });
       return engine.forwardJson({ ...req, body: { ...req.body, model: dep.upstream_model }, signal });
     });
-    lease.end(true);
     const u = lease.value.usage as { total_tokens?: unknown } | null | undefined;
-    if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
+    if (u && typeof u.total_tokens === 'number') router.tokens(lease, u.total_tokens);
+    lease.end(true);
     return lease.value;
   }
 
@@ -711,7 +715,7 @@ class RoutedTextEngine implements TextEngine {
       req.signal,
       (o, lease) => {
         const u = o.usage as { total_tokens?: number } | null | undefined;
-        if (u && typeof u.total_tokens === 'number') router.tokens(lease.target, u.total_tokens);
+        if (u && typeof u.total_tokens === 'number') router.tokens(lease, u.total_tokens);
         // a non-streamed answer is whole when it comes (its reader stops there); a stream, at its end
         return o.object === 'chat.completion';
       },
@@ -876,9 +880,9 @@ class RoutedEmbeddingsEngine implements EmbeddingsEngine {
     const lease = await router.first(this.spec, req.signal, req.route, async (dep, signal) =>
       (await router.engine(dep, makeEmbeddings)).embed({ ...req, model: dep.upstream_model, signal }),
     );
-    lease.end(true);
     const r = lease.value;
-    router.tokens(lease.target, r.inputTokens);
+    router.tokens(lease, r.inputTokens);
+    lease.end(true);
     // the answer names the model the client asked for (the embeddings feature sees to it)
     return r;
   }
