@@ -27,6 +27,9 @@ import credits from './routes/credits.js';
 import usage from './routes/usage.js';
 import requests from './routes/requests.js';
 import requestsCsv from './routes/requests-csv.js';
+import requestOne from './routes/request-one.js';
+import orgMemberRole from './routes/org-member-role.js';
+import type { OrgMembers } from '../portal/keys/members.js';
 import budgetsList from './routes/budgets-list.js';
 import budgetsSet from './routes/budgets-set.js';
 import budgetsRemove from './routes/budgets-remove.js';
@@ -64,6 +67,10 @@ export interface AdminDeps {
   storedModels: StoredModels;
   /** this instance and its deployments' figures (the router's), for GET /health; the others' come over `feed` */
   health: HealthSource;
+  /** the request log (src/platform/ops/request-log.ts), flushed before the requests are read; unset: the log is off */
+  requestLog?: { flush(): Promise<void> };
+  /** the organization roles an operator sets; unset where the identity provider issues roles */
+  members?: OrgMembers;
 }
 
 export interface AdminModule extends FeatureModule {
@@ -90,6 +97,8 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
       usage: deps.usage,
       keys: deps.keys,
       budgets: { store: budgetStore, guard: budgets },
+      requestLog: deps.requestLog,
+      members: deps.members,
     }),
     models: new ModelsAdmin({ stored: deps.storedModels, audit: deps.audit }),
   };
@@ -112,10 +121,12 @@ export function createAdminModule(deps: AdminDeps): AdminModule {
           userKeysEnable,
           orgsList,
           orgGet,
+          orgMemberRole,
           credits,
           usage,
           requests,
           requestsCsv,
+          requestOne,
           budgetsList,
           budgetsSet,
           budgetsRemove,

@@ -202,29 +202,72 @@ export const AdminUsageReportSchema = Type.Object({
   total: Type.Object(UsageCounts),
 });
 
-export const RequestsQuery = Type.Object({ ...LedgerQuery, ...PageQuery }, { additionalProperties: false });
+/** the requests' own filters, besides the ledger's */
+const RequestFilters = {
+  status: Type.Optional(
+    Type.String({
+      pattern: '^(ok|error|[1-5][0-9][0-9])$',
+      description: "'ok' (answered without an error), 'error' (an HTTP error, or an answer that ended in one), or an HTTP status",
+      'x-expected': "'ok', 'error' or an HTTP status (100-599)",
+      'x-expected-zh': "'ok'、'error' 或 HTTP 状态码（100-599）",
+    }),
+  ),
+  q: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'request ids that start with this' })),
+};
+
+export const RequestsQuery = Type.Object({ ...LedgerQuery, ...RequestFilters, ...PageQuery }, { additionalProperties: false });
 export const RequestsCsvQuery = Type.Object(
-  { ...LedgerQuery, limit: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'the most rows, newest first' }) },
+  { ...LedgerQuery, ...RequestFilters, limit: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'the most rows, newest first' }) },
   { additionalProperties: false },
 );
 
+const nullable = <T extends object>(t: T) => Type.Union([t as never, Type.Null()]);
+
 export const RequestSchema = Type.Object({
-  id: Type.String(),
+  id: Type.String({ description: "the row's id (a request id may repeat: a client may send its own X-Request-Id)" }),
   request_id: Type.String(),
-  created_at: Type.Integer(),
-  user_id: Type.String(),
-  org_id: Type.String(),
-  key_id: Type.String(),
-  model: Type.String(),
-  deployment: Type.Union([Type.String(), Type.Null()]),
-  operation: Type.String(),
+  created_at: Type.Integer({ description: 'Unix seconds the request was received' }),
+  user_id: nullable(Type.String()),
+  org_id: nullable(Type.String()),
+  key_id: nullable(Type.String()),
+  model: nullable(Type.String({ description: 'the model as configured (null: the request named none Portico serves)' })),
+  deployment: nullable(Type.String()),
+  operation: Type.String({ description: "the ledger's operation when it was charged (responses, chat, embeddings, speech, ...), else the route's scope" }),
+  route: nullable(Type.String({ description: "the route's pattern (/v1/chat/completions); null for a request known from the ledger alone" })),
+  status: Type.Integer({ description: 'the HTTP status (499: the client left first; 200 for a request known from the ledger alone)' }),
+  error: nullable(Type.Object({ code: Type.String(), message: Type.String() }, { description: 'the error the client got (also one a stream ended in), in English' })),
+  latency_ms: nullable(Type.Number({ description: 'from the request to the end of its answer (null: known from the ledger alone)' })),
+  ttft_ms: nullable(Type.Number({ description: "from the request to the engine's first output" })),
   input_tokens: Type.Integer(),
   output_tokens: Type.Integer(),
   cached_tokens: Type.Integer(),
   characters: Type.Integer(),
   audio_seconds: Type.Number(),
-  cost: Type.Number(),
+  cost: Type.Number({ description: 'credits charged (the ledger)' }),
+  response_id: nullable(Type.String({ description: 'the stored response (Responses API with store)' })),
 });
+
+export const RequestParams = Type.Object({ request_id: Type.String({ minLength: 1, maxLength: 200, description: 'the request id' }) }, { additionalProperties: false });
+
+export const RequestDetail = Type.Object({
+  request: RequestSchema,
+  timings: Type.Object({
+    received_at_ms: Type.Integer({ description: 'Unix milliseconds the request was received' }),
+    first_output_ms: nullable(Type.Number({ description: "ms from the request to the engine's first output" })),
+    engine_ms: nullable(Type.Number({ description: 'ms the engine or upstream took' })),
+    total_ms: nullable(Type.Number({ description: 'ms from the request to the end of its answer' })),
+  }),
+  response: nullable(
+    Type.Object(
+      { id: Type.String(), input: Type.Unknown({ description: 'the input items as stored' }), output: Type.Unknown({ description: "the response's output items" }) },
+      { description: 'the stored response (null: none was stored, or it was deleted)' },
+    ),
+  ),
+});
+
+export const MemberParams = Type.Object({ org_id: Id('the organization'), user_id: Id('the member') }, { additionalProperties: false });
+export const MemberRoleBody = Type.Object({ role: Type.Union([Type.Literal('admin'), Type.Literal('member')]) }, { additionalProperties: false });
+export const MemberRoleAnswer = Type.Object({ org_id: Type.String(), user_id: Type.String(), role: Type.String() });
 
 export const UserParams = Type.Object({ user_id: Id('the user') }, { additionalProperties: false });
 export const OrgParams = Type.Object({ org_id: Id('the organization') }, { additionalProperties: false });

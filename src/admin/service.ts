@@ -6,7 +6,8 @@ import { MICROS, usageReport, type UsageService } from '../portal/usage/service.
 import type { ApiKeyTable } from '../platform/db/schema.js';
 import type { AuditLog, AuditRecord } from './audit.js';
 import { periodBounds, type BudgetPeriod, type BudgetRow, type BudgetScope, type Budgets, type BudgetStore } from './budgets.js';
-import type { AdminGroupBy, AdminStore, LedgerFilter, OrgSummaryRow, RequestRow, UserSummaryRow } from './store.js';
+import type { AdminGroupBy, AdminStore, LedgerFilter, OrgSummaryRow, RequestFilter, RequestRow, UserSummaryRow } from './store.js';
+import type { OrgMembers } from '../portal/keys/members.js';
 
 const DEFAULT_ORG = 'default';
 /** the most credits one grant may add or remove (as `portico credits grant`) */
@@ -68,12 +69,18 @@ const requestView = (r: RequestRow) => ({
   model: r.model,
   deployment: r.deployment,
   operation: r.operation,
+  route: r.route,
+  status: r.status,
+  error: r.error_code === null ? null : { code: r.error_code, message: r.error_message ?? '' },
+  latency_ms: r.latency_ms,
+  ttft_ms: r.ttft_ms,
   input_tokens: r.input_tokens,
   output_tokens: r.output_tokens,
   cached_tokens: r.cached_tokens,
   characters: r.characters,
   audio_seconds: r.audio_seconds,
   cost: credits(r.cost_micros),
+  response_id: r.response_id,
 });
 
 export const REQUEST_CSV_COLUMNS = [
@@ -85,13 +92,27 @@ export const REQUEST_CSV_COLUMNS = [
   'model',
   'deployment',
   'operation',
+  'route',
+  'status',
+  'error_code',
+  'error_message',
+  'latency_ms',
+  'ttft_ms',
   'input_tokens',
   'output_tokens',
   'cached_tokens',
   'characters',
   'audio_seconds',
   'cost',
+  'response_id',
 ] as const;
+
+function csvValue(v: ReturnType<typeof requestView>, c: (typeof REQUEST_CSV_COLUMNS)[number]): unknown {
+  if (c === 'created_at') return new Date(v.created_at * 1000).toISOString();
+  if (c === 'error_code') return v.error?.code;
+  if (c === 'error_message') return v.error?.message;
+  return v[c];
+}
 
 /**
  * One CSV cell (RFC 4180): quoted when it holds a comma, a quote or a line break; a text a spreadsheet would take
@@ -121,6 +142,10 @@ export class AdminService {
       usage: UsageService;
       keys: { management: KeyService; inference: KeyService };
       budgets: { store: BudgetStore; guard: Budgets };
+      /** the request log, flushed before it is read */
+      requestLog?: { flush(): Promise<void> };
+      /** the organization roles an operator sets; unset: the identity provider owns the roles */
+      members?: OrgMembers;
     },
   ) {}
 
@@ -334,22 +359,59 @@ export class AdminService {
     };
   }
 
-  async requests(f: LedgerFilter, q: Page) {
-    await this.d.usage.flush();
+  async requests(f: RequestFilter, q: Page) {
+    await this.flushRequests();
     const { rows, total } = await this.d.store.requests(f, q.per_page, (q.page - 1) * q.per_page);
     return { start_time: f.from, end_time: f.to, list: rows.map(requestView), total, page: q.page, per_page: q.per_page };
   }
 
   /** the same records as CSV, newest first, at most `limit` rows */
-  async requestsCsv(f: LedgerFilter, limit: number): Promise<string> {
-    await this.d.usage.flush();
+  async requestsCsv(f: RequestFilter, limit: number): Promise<string> {
+    await this.flushRequests();
     const { rows } = await this.d.store.requests(f, limit, 0, false);
     const lines = [REQUEST_CSV_COLUMNS.join(',')];
     for (const r of rows) {
       const v = requestView(r);
-      lines.push(REQUEST_CSV_COLUMNS.map((c) => csvCell(c === 'created_at' ? new Date(v.created_at * 1000).toISOString() : v[c])).join(','));
+      lines.push(REQUEST_CSV_COLUMNS.map((c) => csvCell(csvValue(v, c))).join(','));
     }
     return lines.join('\r\n') + '\r\n';
+  }
+
+  /** one request: its row, its timings and, when its response was stored, that response's input and output */
+  async request(requestId: string) {
+    await this.flushRequests();
+    const row = await this.d.store.request(requestId);
+    if (!row) throw new AppError('not_found', msg('admin_request_unknown', { id: requestId }), 'request_id');
+    const response = row.response_id !== null ? ((await this.d.store.storedResponse(row.response_id)) ?? null) : null;
+    return {
+      request: requestView(row),
+      timings: { received_at_ms: row.received_at_ms, first_output_ms: row.ttft_ms, engine_ms: row.engine_ms, total_ms: row.latency_ms },
+      response,
+    };
+  }
+
+  /** what is on its way to the ledger and the request log is written before they are read */
+  private async flushRequests() {
+    await Promise.all([this.d.usage.flush(), this.d.requestLog?.flush()]);
+  }
+
+  /**
+   * Sets a member's role in an organization, where roles are Portico's own (no identity provider): it wins over
+   * the role their sign-in link or token carries for it, at once (their sessions and tokens are read with it, and
+   * the organization keys they made work, and are managed, only while it is admin). Audited.
+   */
+  async setMemberRole(actor: Actor, orgId: string, userId: string, role: 'admin' | 'member') {
+    const members = this.d.members;
+    if (!members) throw new AppError('roles_from_identity_provider');
+    if (orgId === DEFAULT_ORG) throw new AppError('validation_error', msg('admin_member_default_org'), 'org_id', { detail: 'invalid_value' });
+    const before = await members.role(orgId, userId);
+    await members.set(orgId, userId, role, actor.userId);
+    await this.record(actor, 'org.member.role', `org:${orgId}/user:${userId}`, before === undefined ? null : { org_id: orgId, user_id: userId, role: before }, {
+      org_id: orgId,
+      user_id: userId,
+      role,
+    });
+    return { org_id: orgId, user_id: userId, role };
   }
 }
 

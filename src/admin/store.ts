@@ -53,22 +53,42 @@ export interface LedgerFilter {
   requestId?: string;
 }
 
+/** the requests' filters: the ledger's, and how the request ended, and a request id prefix */
+export interface RequestFilter extends LedgerFilter {
+  /** 'ok': answered without an error; 'error': an HTTP error, or an answer that ended in one; a number: that HTTP status */
+  status?: 'ok' | 'error' | number;
+  /** request ids that start with this */
+  q?: string;
+}
+
+/** One request: its request-log row with the ledger's charge, or (no log row: before the log, or not an HTTP request) the ledger's records of it. */
 export interface RequestRow {
   id: string;
   request_id: string;
   created_at: number;
-  user_id: string;
-  org_id: string;
-  key_id: string;
-  model: string;
+  received_at_ms: number;
+  user_id: string | null;
+  org_id: string | null;
+  key_id: string | null;
+  route: string | null;
+  model: string | null;
   deployment: string | null;
   operation: string;
+  status: number;
+  error_code: string | null;
+  error_message: string | null;
+  latency_ms: number | null;
+  ttft_ms: number | null;
+  engine_ms: number | null;
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
   characters: number;
   audio_seconds: number;
   cost_micros: number;
+  response_id: string | null;
+  /** where the row comes from */
+  source: 'log' | 'ledger';
 }
 
 const n = (v: unknown) => Number(v ?? 0);
@@ -264,48 +284,125 @@ export class AdminStore {
     });
   }
 
-  /** the ledger's records, newest first */
-  async requests(f: LedgerFilter, limit: number, offset: number, withTotal = true): Promise<{ rows: RequestRow[]; total: number }> {
-    const q = this.ledger(f);
-    const [rows, count] = await Promise.all([
-      q
-        .select([
-          'id',
-          'request_id',
-          'created_at',
-          'user_id',
-          'org_id',
-          'key_id',
-          'model',
-          'deployment',
-          'operation',
-          'input_tokens',
-          'output_tokens',
-          'cached_tokens',
-          'characters',
-          'audio_seconds',
-          'cost_micros',
-        ])
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(limit)
-        .offset(offset)
-        .execute(),
-      withTotal ? q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow() : Promise.resolve({ n: 0 }),
-    ]);
-    return {
-      rows: rows.map((r) => ({
-        ...r,
-        id: String(r.id),
-        created_at: n(r.created_at),
-        input_tokens: n(r.input_tokens),
-        output_tokens: n(r.output_tokens),
-        cached_tokens: n(r.cached_tokens),
-        characters: n(r.characters),
-        audio_seconds: n(r.audio_seconds),
-        cost_micros: n(r.cost_micros),
-      })),
-      total: n(count.n),
+  /**
+   * The requests, newest first: the request log's rows (src/platform/ops/request-log.ts), and the requests the ledger
+   * charged that have no row there (made before the log, or pruned from it, or not HTTP requests: WebSocket turns,
+   * background runs), each once with its records summed (status 200: charged requests were answered). A log row
+   * carries the ledger's charge of its request when there is one (tokens, cost), else what its facts said.
+   */
+  async requests(f: RequestFilter, limit: number, offset: number, withTotal = true): Promise<{ rows: RequestRow[]; total: number }> {
+    const logWhere: RawBuilder<unknown>[] = [sql`l.created_at >= ${f.from}`, sql`l.created_at < ${f.to}`];
+    const ledWhere: RawBuilder<unknown>[] = [sql`u.created_at >= ${f.from}`, sql`u.created_at < ${f.to}`];
+    const both = (col: string, v: string | undefined) => {
+      if (v === undefined) return;
+      logWhere.push(sql`${sql.ref(`l.${col}`)} = ${v}`);
+      ledWhere.push(sql`${sql.ref(`u.${col}`)} = ${v}`);
     };
+    both('user_id', f.userId);
+    both('org_id', f.orgId);
+    both('key_id', f.keyId);
+    both('model', f.model);
+    both('deployment', f.deployment);
+    both('operation', f.operation);
+    both('request_id', f.requestId);
+    if (f.q !== undefined) {
+      const prefix = `${f.q.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
+      logWhere.push(sql`l.request_id like ${prefix}`);
+      ledWhere.push(sql`u.request_id like ${prefix}`);
+    }
+    let ledger = true;
+    if (f.status === 'ok') logWhere.push(sql`l.status < 400 and l.error_code is null`);
+    else if (f.status === 'error') {
+      logWhere.push(sql`(l.status >= 400 or l.error_code is not null)`);
+      ledger = false;
+    } else if (typeof f.status === 'number') {
+      logWhere.push(sql`l.status = ${f.status}`);
+      ledger = f.status === 200;
+    }
+    const logPart = sql`select cast(l.seq as text) as id, l.request_id, l.created_at, l.received_at_ms, l.user_id, l.org_id, l.key_id, l.route,
+        l.model, l.deployment, l.operation, l.status, l.error_code, l.error_message, l.latency_ms, l.ttft_ms, l.engine_ms,
+        l.input_tokens, l.output_tokens, cast(0 as bigint) as cached_tokens, l.characters, l.audio_seconds, l.cost_micros, l.response_id, 'log' as source
+      from request_log l where ${sql.join(logWhere, sql` and `)}`;
+    const ledgerPart = sql`select cast(min(u.id) as text) as id, u.request_id, min(u.created_at) as created_at, min(u.created_at) * 1000 as received_at_ms,
+        min(u.user_id) as user_id, min(u.org_id) as org_id, min(u.key_id) as key_id, cast(null as text) as route, min(u.model) as model,
+        min(u.deployment) as deployment, min(u.operation) as operation, 200 as status, cast(null as text) as error_code, cast(null as text) as error_message,
+        cast(null as double precision) as latency_ms, cast(null as double precision) as ttft_ms, cast(null as double precision) as engine_ms,
+        sum(u.input_tokens) as input_tokens, sum(u.output_tokens) as output_tokens, sum(u.cached_tokens) as cached_tokens, sum(u.characters) as characters,
+        sum(u.audio_seconds) as audio_seconds, sum(u.cost_micros) as cost_micros, cast(null as text) as response_id, 'ledger' as source
+      from usage_records u where ${sql.join(ledWhere, sql` and `)}
+        and not exists (select 1 from request_log l2 where l2.request_id = u.request_id)
+      group by u.request_id`;
+    const all = ledger ? sql`(${logPart} union all ${ledgerPart})` : sql`(${logPart})`;
+    const [rows, count] = await Promise.all([
+      sql<Record<string, unknown>>`select * from ${all} r order by r.received_at_ms desc, r.id desc limit ${limit} offset ${offset}`.execute(this.db),
+      withTotal ? sql<{ n: unknown }>`select count(*) as n from ${all} r`.execute(this.db) : Promise.resolve({ rows: [{ n: 0 }] }),
+    ]);
+    const out = rows.rows.map(requestRow);
+    // a log row's charge: the ledger's records of its request (the cost charged, capped at what was reserved)
+    const logged = out.filter((r) => r.source === 'log').map((r) => r.request_id);
+    if (logged.length > 0) {
+      const charged = await this.db
+        .selectFrom('usage_records')
+        .where('request_id', 'in', [...new Set(logged)])
+        .select(['request_id'])
+        .select(usageSums())
+        .groupBy('request_id')
+        .execute();
+      const byId = new Map(charged.map((c) => [c.request_id, charge(c as Record<string, unknown>)]));
+      for (const r of out) {
+        const c = r.source === 'log' ? byId.get(r.request_id) : undefined;
+        if (c) Object.assign(r, c);
+      }
+    }
+    return { rows: out, total: n(count.rows[0]?.n) };
   }
+
+  /** a request by its id: the newest log row of it (with its charge), else the ledger's records of it */
+  async request(requestId: string): Promise<RequestRow | undefined> {
+    const { rows } = await this.requests({ from: 0, to: Number.MAX_SAFE_INTEGER, requestId }, 1, 0, false);
+    return rows[0];
+  }
+
+  /** a stored response's input and output (undefined: none, or deleted) */
+  async storedResponse(id: string): Promise<{ id: string; input: unknown; output: unknown } | undefined> {
+    const row = await this.db.selectFrom('responses').select(['id', 'input_items', 'object']).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
+    if (!row) return undefined;
+    const parse = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : v);
+    const object = parse(row.object) as { output?: unknown } | null;
+    return { id: row.id, input: parse(row.input_items), output: object?.output ?? null };
+  }
+}
+
+const nullableNumber = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+
+/** the tokens, units and cost of a row (the ledger's sums, as read) */
+function charge(r: Record<string, unknown>) {
+  const { requests: _, ...sums } = readSums(r);
+  return sums;
+}
+
+function requestRow(r: Record<string, unknown>): RequestRow {
+  return {
+    id: String(r.id),
+    request_id: String(r.request_id),
+    created_at: n(r.created_at),
+    received_at_ms: n(r.received_at_ms),
+    user_id: text(r.user_id),
+    org_id: text(r.org_id),
+    key_id: text(r.key_id),
+    route: text(r.route),
+    model: text(r.model),
+    deployment: text(r.deployment),
+    operation: String(r.operation),
+    status: n(r.status),
+    error_code: text(r.error_code),
+    error_message: text(r.error_message),
+    latency_ms: nullableNumber(r.latency_ms),
+    ttft_ms: nullableNumber(r.ttft_ms),
+    engine_ms: nullableNumber(r.engine_ms),
+    ...charge(r),
+    response_id: text(r.response_id),
+    source: r.source === 'log' ? 'log' : 'ledger',
+  };
 }

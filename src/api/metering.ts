@@ -93,7 +93,8 @@ export class Metering {
     const u = c.used;
     const characters = u.units?.characters;
     const audioSeconds = u.units?.audio_seconds;
-    c.facts?.used({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, characters, audioSeconds });
+    const costMicros = this.current.costMicros(c.spec, u);
+    c.facts?.used({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, characters, audioSeconds, costMicros, operation: c.operation });
     return this.usage.record({
       requestId: c.requestId,
       key: c.key,
@@ -104,7 +105,7 @@ export class Metering {
       ...(u.cachedTokens !== undefined ? { cachedTokens: u.cachedTokens } : {}),
       ...(characters !== undefined ? { characters } : {}),
       ...(audioSeconds !== undefined ? { audioSeconds } : {}),
-      costMicros: this.current.costMicros(c.spec, u),
+      costMicros,
       ...(c.deployment !== undefined ? { deployment: c.deployment } : {}),
       ...(c.hold ? { hold: c.hold } : {}),
     });

@@ -14,9 +14,10 @@ import { secureDataDir } from '../platform/data-dir.js';
 import { withProgress } from '../platform/ops/progress.js';
 import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
 import { OrgRoles } from '../portal/keys/roles.js';
+import { OrgMembers } from '../portal/keys/members.js';
 import { assertSamePepper } from '../platform/db/fingerprints.js';
 import { installationId } from '../platform/db/installation.js';
-import { KeyStore } from '../portal/keys/store.js';
+import { KeyStore, type KeyRow } from '../portal/keys/store.js';
 import { KeyService } from '../portal/keys/service.js';
 import { UsageStore } from '../portal/usage/store.js';
 import { UsageService } from '../portal/usage/service.js';
@@ -32,7 +33,14 @@ export interface Core {
   readonly config: Config;
   readonly log: Logger;
   readonly db: OpenedDb;
-  readonly keys: { readonly store: KeyStore; readonly management: KeyService; readonly inference: KeyService; readonly roles: OrgRoles };
+  readonly keys: {
+    readonly store: KeyStore;
+    readonly management: KeyService;
+    readonly inference: KeyService;
+    readonly roles: OrgRoles;
+    /** the organization roles an operator sets; undefined where the identity provider owns roles (docs/api.md, "Organization roles") */
+    readonly members?: OrgMembers;
+  };
   readonly usage: UsageService;
   /** who operates the installation (a token's claim, `portico operators add`, the first user of a fresh embedded install) */
   readonly operators: Operators;
@@ -151,7 +159,11 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
     closers.push(() => usage.close());
     if (journal) await usage.recover().catch((e) => log.warn({ err: (e as Error).message }, 'usage journal not shipped yet; it will be retried'));
     // who administers which organization now, as the tokens say: org keys follow it (docs/api.md, "Organization keys")
-    const roles = new OrgRoles(keyStore, config.jwt.adminRole, (row) => (row.kind === 'management' ? management : inference).changed(row));
+    const keyChanged = (row: KeyRow) => (row.kind === 'management' ? management : inference).changed(row);
+    const roles = new OrgRoles(keyStore, config.jwt.adminRole, keyChanged);
+    // roles are Portico's own where it signs its own tokens and links (no JWT_SECRET, no JWT_JWKS_URL, no OpenID
+    // Connect): there an operator sets a member's role (PUT /v1/admin/orgs/{org_id}/members/{user_id})
+    const members = config.jwt.secretGenerated && !config.web.oidc ? new OrgMembers(db.db, keyStore, config.jwt.adminRole, keyChanged) : undefined;
     // the first user of a fresh install is an operator when Portico signs its own tokens (the embedded default: no
     // JWT_SECRET, no JWT_JWKS_URL, no OpenID Connect provider) — elsewhere the identity provider or the CLI names them
     const operators = new Operators(new OperatorStore(db.db), config.jwt.secretGenerated && !config.web.oidc);
@@ -163,7 +175,7 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
       return true;
     });
     const audit = new AuditLog(db.db);
-    return { config, log, db, keys: { store: keyStore, management, inference, roles }, usage, operators, audit, budget, models, feed, redisPrefix, close };
+    return { config, log, db, keys: { store: keyStore, management, inference, roles, members }, usage, operators, audit, budget, models, feed, redisPrefix, close };
   } catch (e) {
     await close();
     throw e;

@@ -18,6 +18,7 @@ import { openAIErrorBody, sendOpenAIError, sendPortalError } from '../platform/h
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
 import type { Metrics } from '../platform/ops/metrics.js';
+import type { RequestLogRow } from '../platform/ops/request-log.js';
 import { RequestFacts } from '../platform/ops/facts.js';
 import type { Tracing } from '../platform/ops/tracing.js';
 import type { FeatureModule, RouteGroup } from '../platform/module.js';
@@ -63,6 +64,8 @@ export interface HttpOptions {
   serverFactory?: (handler: http.RequestListener) => http.Server;
   /** WebSocket upgrades (the Responses WebSocket mode): the largest frame read, and what closes the sockets at shutdown */
   websocket?: { maxPayload: number; preClose?: () => Promise<void> };
+  /** the request log (src/platform/ops/request-log.ts): a row for every {base_url} request whose key was known */
+  requestLog?: { add(row: RequestLogRow): void };
   /** OpenTelemetry traces (src/platform/ops/tracing-otel.ts); unset: off, and no hook of it runs */
   tracing?: Tracing;
   /** how long a request whose client left waits for its work before it is written (default CLIENT_CLOSED_WAIT_MS) */
@@ -272,6 +275,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
 
   app.decorateRequest('facts', null as unknown as RequestFacts);
   const tracing = opts.tracing;
+  const requestLog = opts.requestLog;
   const waitMs = opts.clientClosedWaitMs ?? CLIENT_CLOSED_WAIT_MS;
 
   /**
@@ -290,6 +294,8 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
     f?.routed(f.route);
     logRequest(req, route, status, ms);
     if (f?.model !== undefined) modelMetrics(metrics, f, ms);
+    // the {base_url} gate sets the key: only its requests are in the request log
+    if (requestLog && req.apiKey && f) requestLog.add(requestLogRow(req, f, route, status, ms));
     if (tracing && f?.span) {
       const attributes = spanAttributes(req, f);
       if (f.clientClosed) attributes['portico.outcome'] = CLIENT_CLOSED;
@@ -556,6 +562,44 @@ export function logRequest(req: FastifyRequest, route: string, status: number, m
     }
   }
   req.log[level](line, 'request');
+}
+
+const roundOrNull = (ms: number | undefined) => (ms === undefined ? null : round(ms));
+
+/**
+ * A {base_url} request's row of the request log, from its facts: who (key, user, org), what (route, operation,
+ * model, deployment), how it ended (status, the client's error code and message), how long (the whole, the first
+ * output from the request's start, the engine), what it was charged, and the response stored for it.
+ */
+export function requestLogRow(req: FastifyRequest, f: RequestFacts, route: string, status: number, ms: number): RequestLogRow {
+  const key = req.apiKey!;
+  const now = Date.now();
+  const since = f.sinceFirstOutput();
+  return {
+    request_id: req.id,
+    created_at: Math.floor((now - ms) / 1000),
+    received_at_ms: Math.round(now - ms),
+    key_id: key.keyId,
+    user_id: key.userId,
+    org_id: key.orgId,
+    method: req.method,
+    route: route === 'unknown' ? req.url.split('?')[0]!.slice(0, 200) : route,
+    operation: f.operation ?? req.routeOptions.config?.scope ?? 'other',
+    model: f.model ?? null,
+    deployment: f.deployment ?? null,
+    status: f.clientClosed ? 499 : status,
+    error_code: f.errorCode ?? (f.clientClosed ? CLIENT_CLOSED : null),
+    error_message: f.errorMessage ?? null,
+    latency_ms: round(ms),
+    ttft_ms: since === undefined ? null : round(Math.max(0, ms - since)),
+    engine_ms: roundOrNull(f.upstreamMs),
+    input_tokens: f.inputTokens,
+    output_tokens: f.outputTokens,
+    characters: f.characters,
+    audio_seconds: f.audioSeconds,
+    cost_micros: f.costMicros,
+    response_id: f.responseId ?? null,
+  };
 }
 
 /** The per-model series of a request that reached a model (src/platform/ops/metrics.ts). Exported for bench/observability.ts. */

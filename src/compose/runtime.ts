@@ -17,6 +17,7 @@ import { bearerToken } from '../platform/http/auth.js';
 import { createWebModule } from '../web/index.js';
 import { ConcurrencyLimiter, createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
 import { Admission } from '../api/admission.js';
+import { RequestLog } from '../platform/ops/request-log.js';
 import { Metrics } from '../platform/ops/metrics.js';
 import { createOpsModule } from '../platform/ops/routes.js';
 import type { Tracing } from '../platform/ops/tracing.js';
@@ -75,6 +76,8 @@ export interface Runtime {
   readonly metrics: Metrics;
   /** OpenTelemetry traces, when a collector is configured (OTEL_EXPORTER_OTLP_ENDPOINT) */
   readonly tracing?: Tracing;
+  /** the request log: a row per {base_url} request (the admin API's requests) */
+  readonly requestLog: RequestLog;
   /** the Prometheus text of this process (gauges refreshed) */
   scrape(): Promise<string>;
   readonly responses: ResponsesModule;
@@ -115,6 +118,10 @@ export interface RuntimeOptions {
   serverFactory?: HttpOptions['serverFactory'];
   /** how a budget's soft-limit webhook is posted (default: fetch; tests) */
   postWebhook?: (url: string, body: unknown) => Promise<void>;
+  /** the most request-log rows waiting in memory (default REQUEST_LOG_MAX_BUFFERED; tests) */
+  requestLogMaxBuffered?: number;
+  /** how long a request-log row may wait for its batch (tests) */
+  requestLogDelayMs?: number;
 }
 
 /** What the runtime gives every feature module it builds (each takes the part it names). */
@@ -144,6 +151,27 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
   };
   try {
     const metrics = new Metrics();
+    // a row per {base_url} request, written in batches off the request path; closed last (closers run in reverse),
+    // after the HTTP application and the modules' work, so a graceful stop writes every request's row
+    const requestLog = new RequestLog(core.db.db, {
+      maxBuffered: opts.requestLogMaxBuffered,
+      delayMs: opts.requestLogDelayMs,
+      onDropped: (n) => metrics.requestLogDropped.inc(n),
+      log,
+    });
+    closing(() => requestLog.close());
+    // the rows older than PORTICO_REQUEST_LOG_DAYS go, at start and every hour
+    if (config.requestLogDays > 0) {
+      const prune = () =>
+        void requestLog.prune(config.requestLogDays).then(
+          (n) => n > 0 && log.debug({ rows: n }, 'request log: old rows removed'),
+          (e: unknown) => log.warn({ err: (e as Error).message }, 'request log: old rows not removed; tried again in an hour'),
+        );
+      const pruner = setInterval(prune, 3_600_000);
+      pruner.unref();
+      closing(async () => clearInterval(pruner));
+      prune();
+    }
     // the OpenTelemetry SDK is loaded only when a collector is configured: without one, tracing costs nothing
     let tracing: Tracing | undefined;
     if (config.tracing) {
@@ -157,7 +185,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     // every verified token also tells who administers which organization now (org keys follow it)
     const jwt: JwtVerifier = {
       async verify(token) {
-        const user = await verifyJwt.verify(token);
+        const members = core.keys.members;
+        const user = members ? await members.apply(await verifyJwt.verify(token)) : await verifyJwt.verify(token);
         await core.keys.roles.sync(user);
         // the first user of a fresh embedded install becomes an operator (one flag read after that)
         await core.operators.seen(user);
@@ -318,6 +347,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       voices: (m) => (m.type === 'speech' ? voicesOf(m) : undefined),
       log,
       onSessionUser: (user) => core.operators.seen(user),
+      orgRoles: core.keys.members ? (user) => core.keys.members!.apply(user) : undefined,
     });
     closing(() => web.close());
 
@@ -352,6 +382,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         instance: { id: responses.service.background.instanceId, host: hostname(), pid: process.pid, startedAt: Math.floor(Date.now() / 1000) },
         deployments: () => router.deploymentHealth(models.list()),
       },
+      requestLog: config.requestLogDays > 0 ? requestLog : undefined,
+      members: core.keys.members,
     });
     closing(() => admin.close!(0));
 
@@ -448,6 +480,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       // a frame a little over the limit gets an error frame; far over it (it must be read whole), a 1009 close
       websocket: { maxPayload: config.ws.maxFrameBytes + 1024 * 1024, preClose: () => responses.sockets!.close(opts.gracefulClose ? config.shutdownGraceMs : 0) },
       tracing,
+      requestLog: config.requestLogDays > 0 ? requestLog : undefined,
       clientClosedWaitMs: opts.clientClosedWaitMs,
       trustProxy: config.trustProxy,
       // a trusted proxy carries every client's connections: the per-address cap counts the others only
@@ -475,6 +508,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       budget,
       metrics,
       tracing,
+      requestLog,
       scrape,
       responses,
       declared: found,

@@ -106,6 +106,8 @@ export interface Config {
   workerId?: number;
   /** a running background job whose instance has been silent this long is marked failed (ms) */
   backgroundStaleMs: number;
+  /** PORTICO_REQUEST_LOG_DAYS: how long the request log keeps a request (days; 0 = the log is off) */
+  requestLogDays: number;
   /** what one client may hold of the HTTP server (docs/security.md, "Limits and timeouts") */
   http: HttpLimits;
   /** the WebSocket mode of /v1/responses (docs/api.md, "WebSocket mode") */
@@ -394,6 +396,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     workerId: env.PORTICO_WORKER_ID ? int(env, 'PORTICO_WORKER_ID', 1, 1, 1024) : undefined,
     backgroundStaleMs: int(env, 'BACKGROUND_STALE_MS', 30_000, 1_000, 3_600_000),
+    requestLogDays: int(env, 'PORTICO_REQUEST_LOG_DAYS', 30, 0, 3650),
     web: webConfig(env, host, port),
   };
 }

@@ -143,6 +143,13 @@ export const ERRORS = {
     type: 'invalid_request_error',
     message: 'this model is read-only here: it comes from the model file, a pull or Portico itself',
     zh: '此模型在此处为只读：它来自模型文件、拉取的模型或 Portico 内置',
+    },
+  roles_from_identity_provider: {
+    status: 409,
+    portal: 40909,
+    type: 'invalid_request_error',
+    message: "organization roles come from the identity provider here: change the member's role there",
+    zh: '此处的组织角色来自身份提供方：请在身份提供方处修改成员的角色',
   },
   uri_too_long: { status: 414, portal: 41400, type: 'invalid_request_error', message: 'a path parameter is too long', zh: '路径参数过长' },
   payload_too_large: { status: 413, portal: 41300, type: 'invalid_request_error', message: 'request body too large', zh: '请求体过大' },
@@ -411,6 +418,11 @@ export const MESSAGES = {
   admin_grant_amount: {
     en: '{field} must be a non-zero number of credits with at most 6 decimals, at most {max} (a negative grant removes credits; a limit is positive); got {amount}',
     zh: '{field} 必须是非零的额度数，最多 6 位小数，绝对值不超过 {max}（发放额度为负数表示扣除；限额必须为正数）；收到 {amount}',
+  },
+  admin_request_unknown: { en: "no request '{id}' in the request log or the usage ledger", zh: "请求日志和用量账本中没有请求 '{id}'" },
+  admin_member_default_org: {
+    en: "org_id 'default' is the personal scope of each user: it has no members or roles",
+    zh: "org_id 'default' 是每个用户的个人范围：没有成员或角色",
   },
   admin_operator_exists: { en: "user '{user}' is already a recorded operator", zh: "用户 '{user}' 已经是记录在案的运维人员" },
   admin_operator_not_recorded: {

@@ -128,6 +128,7 @@ export class Background {
       { id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: queued, inputItems: p.inputItems, request, runner, job: 'queued' },
       events,
     );
+    if (p.facts) p.facts.responseId = p.id;
     try {
       await this.queue.enqueue(p.id);
     } catch (e) {

@@ -119,7 +119,10 @@ export class Runner {
         }
         // the server stopped the stream (shutdown past its grace) after output: it ends as any failure after
         // output does (error, then response.failed), stored and charged, so GET /v1/responses/{id} finds it
-        if (p.facts) p.facts.errorCode ??= stopped.code;
+        if (p.facts) {
+          p.facts.errorCode ??= stopped.code;
+          p.facts.errorMessage ??= stopped.message;
+        }
         final = builder.fail(stopped.code, stopped.message);
       } finally {
         signal.removeEventListener('abort', onAbort);
@@ -247,6 +250,7 @@ export class Runner {
       if (facts) {
         facts.failed(new Error('the model engine ended without finishing the response'));
         facts.errorCode ??= 'engine_error';
+        facts.errorMessage ??= 'the model engine ended without finishing the response';
       }
       return { final: builder.fail('engine_error', 'the model engine ended without finishing the response') };
     } catch (e) {
@@ -257,6 +261,7 @@ export class Runner {
       if (facts) {
         facts.failed(e);
         facts.errorCode ??= code === 'validation_error' ? 'engine_error' : code;
+        facts.errorMessage ??= message;
       }
       return { final: builder.fail(code === 'validation_error' ? 'engine_error' : code, message) };
     }
@@ -313,6 +318,7 @@ export class Runner {
   private async finishRecord(p: Prepared, final: ResponseObject) {
     if (p.store) {
       await this.d.store.insert({ id: p.id, userId: p.key.userId, orgId: p.key.orgId, keyId: p.key.keyId, object: final, inputItems: p.inputItems, request: null });
+      if (p.facts) p.facts.responseId = p.id;
     }
     try {
       await this.recordUsage(p, final);

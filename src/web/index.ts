@@ -39,6 +39,8 @@ export interface WebDeps {
   pageDir?: string;
   /** told of each user a session recognizes (bearer tokens are told by `jwt`) */
   onSessionUser?: (user: UserPrincipal) => Promise<void>;
+  /** the roles an operator set, in place of those the session's sign-in carried (roles Portico's own: src/portal/keys/members.ts) */
+  orgRoles?: (user: UserPrincipal) => Promise<UserPrincipal>;
 }
 
 export interface WebModule {
@@ -67,7 +69,7 @@ export function createWebModule(deps: WebDeps): WebModule {
   const ctx = createWebContext({
     web,
     jwt: deps.jwt,
-    sessions: new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000)),
+    sessions: new SessionService(new WebSessionStore(deps.db), deps.config.keyPepper, Math.round(web.sessionTtlMs / 1000), deps.orgRoles),
     oidc: web.oidc ? new OidcSignIn(web.oidc, deps.config.jwt.orgRolesClaim, deps.config.keyPepper, deps.config.jwt.operatorClaim) : undefined,
     page: loadPageAssets(pageDir),
     onSessionUser: deps.onSessionUser,

@@ -30,6 +30,8 @@ export class SessionService {
     private readonly store: WebSessionStore,
     private readonly pepper: Buffer,
     private readonly ttlSeconds: number,
+    /** the roles an operator set, read at every use of a session (so a change applies at once) */
+    private readonly orgRoles?: (user: UserPrincipal) => Promise<UserPrincipal>,
   ) {}
 
   /** Starts a session; returns the cookie's value (shown to nobody else) and the session. */
@@ -64,12 +66,13 @@ export class SessionService {
       return undefined;
     }
     const roles = typeof row.org_roles === 'string' ? JSON.parse(row.org_roles) : row.org_roles;
+    const signedIn: UserPrincipal = {
+      userId: row.user_id,
+      orgRoles: roles && typeof roles === 'object' ? (roles as Record<string, string>) : {},
+      ...(row.operator === true ? { operator: true as const } : {}),
+    };
     return {
-      principal: {
-        userId: row.user_id,
-        orgRoles: roles && typeof roles === 'object' ? (roles as Record<string, string>) : {},
-        ...(row.operator === true ? { operator: true as const } : {}),
-      },
+      principal: this.orgRoles ? await this.orgRoles(signedIn) : signedIn,
       csrfToken: row.csrf_token,
       method: row.method === 'oidc' ? 'oidc' : 'link',
       createdAt: row.created_at,

@@ -69,6 +69,7 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: str
   { method: 'POST', url: '/v1/admin/users/olga/keys/enable', payload: { api_key_id: 'key_x' } },
   { method: 'GET', url: '/v1/admin/orgs' },
   { method: 'GET', url: '/v1/admin/orgs/acme' },
+  { method: 'PUT', url: '/v1/admin/orgs/acme/members/mia', payload: { role: 'admin' } },
   { method: 'POST', url: '/v1/admin/credits', payload: { user_id: 'mia', amount: 5 } },
   { method: 'GET', url: '/v1/admin/usage' },
   { method: 'GET', url: '/v1/admin/requests' },

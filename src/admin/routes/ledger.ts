@@ -1,5 +1,5 @@
 import { AppError, msg } from '../../platform/errors.js';
-import type { LedgerFilter } from '../store.js';
+import type { LedgerFilter, RequestFilter } from '../store.js';
 
 /** The ledger filter of a query string (usage, requests, CSV): the time range defaults to the 30 days before now. */
 export function ledgerFilter(q: {
@@ -27,4 +27,10 @@ export function ledgerFilter(q: {
     operation: q.operation,
     requestId: q.request_id,
   };
+}
+
+/** the requests' filter: the ledger's, the status ('ok', 'error' or a number) and a request id prefix */
+export function requestFilter(q: Parameters<typeof ledgerFilter>[0] & { status?: string; q?: string }): RequestFilter {
+  const status = q.status === undefined ? undefined : q.status === 'ok' || q.status === 'error' ? q.status : Number(q.status);
+  return { ...ledgerFilter(q), status, q: q.q };
 }

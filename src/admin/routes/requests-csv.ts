@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { RequestsCsvQuery } from '../schemas.js';
-import { ledgerFilter } from './ledger.js';
+import { requestFilter } from './ledger.js';
 import type { AdminContext } from '../context.js';
 
 /** GET /v1/admin/requests.csv: the same records as CSV (a file to download), newest first. */
@@ -20,7 +20,7 @@ export default function (app: FastifyInstance, { service }: AdminContext) {
       },
     },
     async (req, reply) => {
-      const csv = await service.requestsCsv(ledgerFilter(req.query), req.query.limit);
+      const csv = await service.requestsCsv(requestFilter(req.query), req.query.limit);
       reply.type('text/csv; charset=utf-8').header('content-disposition', 'attachment; filename="portico-requests.csv"').header('cache-control', 'no-store');
       return csv;
     },

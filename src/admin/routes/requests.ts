@@ -3,17 +3,18 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import { RequestSchema, RequestsQuery } from '../schemas.js';
-import { ledgerFilter } from './ledger.js';
+import { requestFilter } from './ledger.js';
 import type { AdminContext } from '../context.js';
 
-/** GET /v1/admin/requests: the usage ledger's records, newest first, filtered and paged. */
+/** GET /v1/admin/requests: the requests of the request log and the usage ledger, newest first, filtered and paged. */
 export default function (app: FastifyInstance, { service }: AdminContext) {
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/requests',
     {
       schema: {
         tags: ['Admin'],
-        summary: 'Recent requests from the usage ledger: time, user, key, model, deployment, tokens, cost; filtered and paged',
+        summary:
+          "Recent {base_url} requests (the request log, with the usage ledger's charge): time, user, key, model, deployment, status, error, latency, tokens, cost; filtered and paged",
         querystring: RequestsQuery,
         response: {
           200: envelope(
@@ -29,6 +30,6 @@ export default function (app: FastifyInstance, { service }: AdminContext) {
         },
       },
     },
-    async (req) => ok(req, await service.requests(ledgerFilter(req.query), req.query)),
+    async (req) => ok(req, await service.requests(requestFilter(req.query), req.query)),
   );
 }

@@ -270,4 +270,55 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0015_request_log': {
+    async up(db: Kysely<any>) {
+      // one row per {base_url} request whose key was known, success or failure, written in batches off the request
+      // path (src/platform/ops/request-log.ts) and pruned after PORTICO_REQUEST_LOG_DAYS; the admin API's requests
+      await db.schema
+        .createTable('request_log')
+        .addColumn('seq', 'bigserial', (c) => c.primaryKey())
+        .addColumn('request_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('received_at_ms', 'bigint', (c) => c.notNull())
+        .addColumn('key_id', 'text')
+        .addColumn('user_id', 'text')
+        .addColumn('org_id', 'text')
+        .addColumn('method', 'text', (c) => c.notNull())
+        .addColumn('route', 'text', (c) => c.notNull())
+        .addColumn('operation', 'text', (c) => c.notNull())
+        .addColumn('model', 'text')
+        .addColumn('deployment', 'text')
+        .addColumn('status', 'integer', (c) => c.notNull())
+        .addColumn('error_code', 'text')
+        .addColumn('error_message', 'text')
+        .addColumn('latency_ms', 'double precision', (c) => c.notNull())
+        .addColumn('ttft_ms', 'double precision')
+        .addColumn('engine_ms', 'double precision')
+        .addColumn('input_tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('output_tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('characters', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('audio_seconds', 'double precision', (c) => c.notNull().defaultTo(0))
+        .addColumn('cost_micros', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('response_id', 'text')
+        .execute();
+      await db.schema.createIndex('request_log_at').on('request_log').columns(['created_at', 'seq']).execute();
+      await sql`create index request_log_request on request_log (request_id text_pattern_ops)`.execute(db);
+      await db.schema.createIndex('request_log_user').on('request_log').columns(['user_id', 'created_at']).execute();
+      await db.schema.createIndex('request_log_key').on('request_log').columns(['key_id', 'created_at']).execute();
+      // the ledger's records of one request (its cost and tokens beside its log row)
+      await db.schema.createIndex('usage_records_request').on('usage_records').column('request_id').execute();
+      // an organization role an operator set (where roles are Portico's own: no identity provider); it wins over the
+      // role a sign-in link or token carries for that organization (docs/api.md, "Organization roles")
+      await db.schema
+        .createTable('org_members')
+        .addColumn('org_id', 'text', (c) => c.notNull())
+        .addColumn('user_id', 'text', (c) => c.notNull())
+        .addColumn('role', 'text', (c) => c.notNull().check(sql`role in ('admin', 'member')`))
+        .addColumn('updated_by', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('org_members_pk', ['org_id', 'user_id'])
+        .execute();
+      await db.schema.createIndex('org_members_user').on('org_members').column('user_id').execute();
+    },
+  },
 };

@@ -183,7 +183,51 @@ export interface StoredModelTable {
   updated_by: string;
 }
 
+/** One {base_url} request whose key was known (src/platform/ops/request-log.ts); times in ms where named so. */
+export interface RequestLogTable {
+  seq: Generated<string>;
+  request_id: string;
+  /** Unix seconds the request was received */
+  created_at: number;
+  received_at_ms: number;
+  key_id: string | null;
+  user_id: string | null;
+  org_id: string | null;
+  method: string;
+  /** the route's pattern (/v1/responses/:id) */
+  route: string;
+  /** the ledger's operation when it was charged, else the route's scope */
+  operation: string;
+  model: string | null;
+  deployment: string | null;
+  status: number;
+  error_code: string | null;
+  /** the message the client got (never a secret) */
+  error_message: string | null;
+  latency_ms: number;
+  ttft_ms: number | null;
+  engine_ms: number | null;
+  input_tokens: number;
+  output_tokens: number;
+  characters: number;
+  audio_seconds: number;
+  cost_micros: number;
+  /** the stored response (the `responses` table), when there is one */
+  response_id: string | null;
+}
+
+/** A member's organization role set by an operator (roles Portico's own: no identity provider). */
+export interface OrgMemberTable {
+  org_id: string;
+  user_id: string;
+  role: 'admin' | 'member';
+  updated_by: string;
+  updated_at: number;
+}
+
 export interface Database {
+  request_log: RequestLogTable;
+  org_members: OrgMemberTable;
   stored_models: StoredModelTable;
   budgets: BudgetTable;
   operators: OperatorTable;

@@ -38,7 +38,10 @@ export function toAppError(err: unknown, req: FastifyRequest): AppError {
     return err instanceof AppError ? err : new AppError('service_unavailable', msg('client_gone'));
   }
   const e = appErrorOf(err, req);
-  if (req.facts && req.facts.errorCode === undefined) req.facts.errorCode = e.code;
+  if (req.facts && req.facts.errorCode === undefined) {
+    req.facts.errorCode = e.code;
+    req.facts.errorMessage = e.message;
+  }
   return e;
 }
 

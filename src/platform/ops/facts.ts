@@ -30,6 +30,13 @@ export class RequestFacts {
   ttftMs: number | undefined = undefined;
   /** the error code the client got (src/platform/errors.ts), also when a stream ended in an error event */
   errorCode: string | undefined = undefined;
+  /** the message the client got with it (English; never a secret): the request log's error */
+  errorMessage: string | undefined = undefined;
+  /** what the request was charged, in micro-credits, and under which operation (src/api/metering.ts) */
+  costMicros = 0;
+  operation: string | undefined = undefined;
+  /** the id of the response stored for it (the Responses API with store), for the request log */
+  responseId: string | undefined = undefined;
   /** an engine or upstream failure: the upstream's HTTP status when it answered one, and its (redacted) reason */
   upstreamStatus: number | undefined = undefined;
   upstreamError: string | undefined = undefined;
@@ -46,6 +53,7 @@ export class RequestFacts {
   handling: PromiseLike<unknown> | undefined = undefined;
   private kept: PromiseLike<unknown>[] | undefined = undefined;
   private engineAt = 0;
+  private firstAt = 0;
 
   /** the router's note of the request (src/models/router fills it as it tries deployments): read at the end */
   route: { deployment?: string; fallback?: string; tries?: number } | undefined = undefined;
@@ -76,11 +84,20 @@ export class RequestFacts {
     this.engineAt = performance.now();
     this.upstreamMs = undefined;
     this.ttftMs = undefined;
+    this.firstAt = 0;
   }
 
   /** the engine's first output came */
   firstOutput(): void {
-    if (this.ttftMs === undefined && this.engineAt !== 0) this.ttftMs = performance.now() - this.engineAt;
+    if (this.ttftMs === undefined && this.engineAt !== 0) {
+      this.firstAt = performance.now();
+      this.ttftMs = this.firstAt - this.engineAt;
+    }
+  }
+
+  /** ms from the first output to now (undefined: none came): the request log's first output, from the request's start */
+  sinceFirstOutput(): number | undefined {
+    return this.firstAt === 0 ? undefined : performance.now() - this.firstAt;
   }
 
   /** the engine's answer ended (or failed) */
@@ -119,7 +136,9 @@ export class RequestFacts {
   }
 
   /** what the request is charged for (added: a spoken answer is charged tokens and characters) */
-  used(u: { inputTokens?: number; outputTokens?: number; characters?: number; audioSeconds?: number }): void {
+  used(u: { inputTokens?: number; outputTokens?: number; characters?: number; audioSeconds?: number; costMicros?: number; operation?: string }): void {
+    if (u.costMicros) this.costMicros += u.costMicros;
+    if (u.operation !== undefined) this.operation ??= u.operation;
     if (u.inputTokens) this.inputTokens += u.inputTokens;
     if (u.outputTokens) this.outputTokens += u.outputTokens;
     if (u.characters) this.characters += u.characters;

@@ -126,6 +126,11 @@ export class Metrics {
     help: 'Usage records the database refused for their content, set aside in DATA_DIR/usage-refused.ndjson',
     registers: [this.registry],
   });
+  readonly requestLogDropped = new Counter({
+    name: 'portico_request_log_dropped_total',
+    help: 'Request log rows dropped: the buffer was full (PORTICO_REQUEST_LOG_DAYS, docs/operations.md) or the database refused their batch',
+    registers: [this.registry],
+  });
   readonly rateLimited = new Counter({
     name: 'portico_rate_limited_total',
     help: 'Requests refused by rate limits or budgets',

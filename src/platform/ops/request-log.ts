@@ -1,0 +1,123 @@
+import type { Insertable } from 'kysely';
+import type { Db } from '../db/index.js';
+import type { RequestLogTable } from '../db/schema.js';
+
+export type RequestLogRow = Insertable<RequestLogTable>;
+
+/** how long a row may wait for companions before its batch is written (one INSERT per interval when busy) */
+const WRITE_DELAY_MS = 250;
+/** rows per INSERT */
+const BATCH = 500;
+/** the most rows held in memory by default (about 1-2 MB): past it, rows are dropped and counted */
+export const REQUEST_LOG_MAX_BUFFERED = 10_000;
+
+export interface RequestLogOptions {
+  /** how long a row may wait for companions (default WRITE_DELAY_MS) */
+  delayMs?: number;
+  /** the most rows waiting in memory; more are dropped (and counted) rather than held */
+  maxBuffered?: number;
+  /** told of every row dropped (the buffer was full) and of rows a failed write lost */
+  onDropped?: (n: number) => void;
+  log?: { warn(o: object, m: string): void };
+}
+
+/**
+ * The request log (table `request_log`): one row per {base_url} request whose key was known, written from the
+ * request's facts when it ends (src/compose/http.ts). Adding a row is a push onto an array: rows are written in
+ * batches by a timer, off the request path, like the usage ledger's. Unlike the ledger it is no record of
+ * money: the buffer is bounded (a row that finds it full is dropped and counted, `portico_request_log_dropped_total`)
+ * and a batch the database refuses is dropped after one warning rather than retried without end. `close()`
+ * writes what is left (a graceful stop loses nothing).
+ */
+export class RequestLog {
+  private pending: RequestLogRow[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> | undefined;
+  private closed = false;
+  private warned = false;
+  readonly maxBuffered: number;
+  private readonly delayMs: number;
+  /** rows dropped since start (the buffer was full, or their write failed) */
+  dropped = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly opts: RequestLogOptions = {},
+  ) {
+    this.maxBuffered = opts.maxBuffered ?? REQUEST_LOG_MAX_BUFFERED;
+    this.delayMs = opts.delayMs ?? WRITE_DELAY_MS;
+  }
+
+  /** Takes one row; it is written within WRITE_DELAY_MS. Never throws, never waits. */
+  add(row: RequestLogRow): void {
+    if (this.closed || this.pending.length >= this.maxBuffered) {
+      this.drop(1);
+      return;
+    }
+    this.pending.push(row);
+    if (this.timer === undefined && this.writing === undefined) {
+      this.timer = setTimeout(this.tick, this.delayMs);
+      this.timer.unref();
+    }
+  }
+
+  private readonly tick = () => {
+    this.timer = undefined;
+    void this.write();
+  };
+
+  private drop(n: number) {
+    this.dropped += n;
+    this.opts.onDropped?.(n);
+  }
+
+  /** Writes what is pending (one writer at a time); what came meanwhile goes with the next. */
+  private write(): Promise<void> {
+    if (this.writing) return this.writing;
+    if (this.pending.length === 0) return Promise.resolve();
+    const run = (async () => {
+      while (this.pending.length > 0) {
+        const batch = this.pending.splice(0, BATCH);
+        try {
+          await this.db.insertInto('request_log').values(batch).execute();
+          this.warned = false;
+        } catch (e) {
+          this.drop(batch.length);
+          if (!this.warned) this.opts.log?.warn({ err: (e as Error).message, rows: batch.length }, 'request log rows not written: dropped');
+          this.warned = true;
+        }
+      }
+    })();
+    this.writing = run;
+    void run.finally(() => {
+      this.writing = undefined;
+      if (this.pending.length > 0 && !this.closed && this.timer === undefined) {
+        this.timer = setTimeout(this.tick, this.delayMs);
+        this.timer.unref();
+      }
+    });
+    return run;
+  }
+
+  /** Writes every row taken so far (the admin API reads after this). */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    while (this.writing || this.pending.length > 0) await this.write();
+  }
+
+  /** Removes the rows older than `days` days; how many. */
+  async prune(days: number, now = Date.now()): Promise<number> {
+    const before = Math.floor(now / 1000) - Math.round(days * 86400);
+    const r = await this.db.deleteFrom('request_log').where('created_at', '<', before).executeTakeFirst();
+    return Number(r.numDeletedRows ?? 0);
+  }
+
+  /** Shutdown: what is buffered is written; rows after this are dropped. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+  }
+}

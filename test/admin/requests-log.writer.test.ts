@@ -1,0 +1,124 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { RequestLog } from '../../src/platform/ops/request-log.js';
+import { createCore } from '../../src/compose/core.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const logged = async (t: TestApp) =>
+  Number(
+    (
+      await t.core.db.db
+        .selectFrom('request_log')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
+
+describe('the request log: written off the request path, bounded, flushed on close, pruned', () => {
+  test('rows wait in memory and are written in a batch; a graceful stop writes what is buffered (nothing lost)', async () => {
+    // a database that outlives the app: files under DATA_DIR, opened again after the stop
+    const dataDir = mkdtempSync(join(tmpdir(), 'portico-reqlog-'));
+    try {
+      const env = { DATA_DIR: dataDir, PORTICO_DB: '', DATABASE_URL: '' };
+      // rows wait an hour for their batch: only the stop can write them
+      const t = await buildTestApp({ env, models: [], runtime: { requestLogDelayMs: 3_600_000 } });
+      const key = await t.inferenceKey('alice');
+      for (let i = 0; i < 7; i++) {
+        const res = await t.app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${key}`, 'x-request-id': `req_close_${i}` } });
+        assert.equal(res.statusCode, 200);
+      }
+      // the answers went out before their rows were written (the write is batched by a timer, off the request path)
+      assert.equal(await logged(t), 0, 'nothing written on the request path');
+      // a graceful stop: the app, the runtime (the log flushed), the core
+      await t.app.close();
+      await t.runtime.close();
+      await t.core.close();
+      const config = loadConfig({ DATA_DIR: dataDir, PORTICO_DB: '', DATABASE_URL: '', JWT_SECRET: 'test-secret-0123456789abcdef0123456789abcdef', LOG_LEVEL: 'silent' });
+      const core = await createCore(config, { role: 'serve', models: [] });
+      try {
+        const rows = await core.db.db.selectFrom('request_log').select(['request_id', 'status', 'route']).orderBy('request_id').execute();
+        assert.deepEqual(
+          rows.map((r) => r.request_id),
+          [0, 1, 2, 3, 4, 5, 6].map((i) => `req_close_${i}`),
+        );
+        assert.ok(rows.every((r) => r.status === 200 && r.route === '/v1/models'));
+      } finally {
+        await core.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a full buffer drops rows and counts them (portico_request_log_dropped_total) instead of growing', async () => {
+    const t = await buildTestApp({ models: [], runtime: { requestLogMaxBuffered: 3 } });
+    try {
+      const key = await t.inferenceKey('alice');
+      const sent = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => t.app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${key}`, 'x-request-id': `req_bound_${i}` } })),
+      );
+      assert.ok(
+        sent.every((r) => r.statusCode === 200),
+        'every request is answered all the same',
+      );
+      await t.runtime.requestLog.flush();
+      const n = await logged(t);
+      assert.ok(n >= 3 && n < 8, `kept ${n}`);
+      assert.equal(t.runtime.requestLog.dropped, 8 - n);
+      const scrape = await t.runtime.scrape();
+      assert.match(scrape, new RegExp(`portico_request_log_dropped_total ${8 - n}\\b`));
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('prune removes the rows older than the retention, and only those', async () => {
+    const t = await buildTestApp({ models: [] });
+    try {
+      const now = Date.now();
+      const row = (id: string, ageDays: number) => ({
+        request_id: id,
+        created_at: Math.floor(now / 1000 - ageDays * 86400),
+        received_at_ms: Math.round(now - ageDays * 86400_000),
+        method: 'GET',
+        route: '/v1/models',
+        operation: 'models',
+        status: 200,
+        latency_ms: 1,
+      });
+      await t.core.db.db
+        .insertInto('request_log')
+        .values([row('req_old', 31), row('req_edge', 29.9), row('req_new', 0)])
+        .execute();
+      const log = new RequestLog(t.core.db.db);
+      assert.equal(await log.prune(30, now), 1);
+      const left = await t.core.db.db.selectFrom('request_log').select('request_id').orderBy('request_id').execute();
+      assert.deepEqual(
+        left.map((r) => r.request_id),
+        ['req_edge', 'req_new'],
+      );
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('PORTICO_REQUEST_LOG_DAYS is read, bounded, and 0 turns the log off', async () => {
+    const base = { DATA_DIR: '/tmp/x', JWT_SECRET: 'test-secret-0123456789abcdef0123456789abcdef' };
+    assert.equal(loadConfig(base).requestLogDays, 30);
+    assert.equal(loadConfig({ ...base, PORTICO_REQUEST_LOG_DAYS: '7' }).requestLogDays, 7);
+    assert.throws(() => loadConfig({ ...base, PORTICO_REQUEST_LOG_DAYS: '-1' }), /PORTICO_REQUEST_LOG_DAYS/);
+    const t = await buildTestApp({ models: [], env: { PORTICO_REQUEST_LOG_DAYS: '0' } });
+    try {
+      const key = await t.inferenceKey('alice');
+      assert.equal((await t.app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${key}` } })).statusCode, 200);
+      await t.runtime.requestLog.flush();
+      assert.equal(await logged(t), 0);
+    } finally {
+      await t.close();
+    }
+  });
+});
