@@ -103,6 +103,18 @@ for (const db of testDatabases()) {
       const one = (await get('/v1/admin/orgs/acme')).json().data;
       assert.equal(one.api_keys.length, 1);
       assert.equal(one.api_keys[0].user_id, 'adam');
+      // its members by id with the role last recorded: as many as `members` counts, the administrator among them
+      assert.equal(one.member_list.length, acme.members);
+      assert.deepEqual(
+        one.member_list.filter((m: any) => m.role === 'admin'),
+        [{ user_id: 'adam', role: 'admin' }],
+      );
+      assert.ok(one.member_list.every((m: any) => m.role === 'admin' || m.role === 'member'));
+      assert.deepEqual(
+        one.member_list.map((m: any) => m.user_id),
+        [...one.member_list.map((m: any) => m.user_id)].sort(),
+        'ordered by user id',
+      );
       assert.equal((await get('/v1/admin/orgs/nope')).json().meta.error, 'organization_not_found');
       assert.equal((await get('/v1/admin/orgs/default')).statusCode, 404);
     });

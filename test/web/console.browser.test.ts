@@ -179,7 +179,7 @@ describe("the operator's console in Chromium", () => {
     await screenshot(page, 'user', true, 'console');
   });
 
-  test('budgets: set one per user with a soft limit and a webhook, see it, remove it', async () => {
+  test('budgets: set one per user with a soft limit and a webhook, see it, remove it; one per key, on its owner’s page too', async () => {
     await page.locator('#console-nav-budgets').click();
     await page.getByRole('heading', { name: 'Budgets', level: 1 }).waitFor();
     await page.getByText('No budgets.').waitFor();
@@ -211,9 +211,24 @@ describe("the operator's console in Chromium", () => {
     await page.locator('#budget-remove-yes').click();
     await page.getByText('No budgets.').waitFor();
     assert.equal((await db().selectFrom('budgets').select('id').execute()).length, 0);
+    // one key's budget: listed on the budgets screen and on its owner's page
+    const laptop = await db().selectFrom('api_keys').select('id').where('name', '=', 'mia laptop').executeTakeFirstOrThrow();
+    await page.locator('#budget-scope').selectOption('key');
+    await page.locator('#budget-target').fill(laptop.id);
+    await page.locator('#budget-period').selectOption('daily');
+    await page.locator('#budget-limit').fill('3');
+    await page.locator('#budget-soft').fill('');
+    await page.locator('#budget-form-submit').click();
+    await page.locator('#budgets-table tbody tr', { hasText: laptop.id }).waitFor();
+    const keyBudget = await db().selectFrom('budgets').selectAll().where('target', '=', laptop.id).executeTakeFirstOrThrow();
+    assert.deepEqual([keyBudget.scope, keyBudget.period, keyBudget.limit_micros, keyBudget.soft_micros, keyBudget.webhook_url], ['key', 'daily', 3_000_000, null, null]);
+    await page.locator('#console-nav-users').click();
+    await page.locator('#users-table').getByRole('link', { name: 'mia' }).click();
+    await page.locator(`#user-budgets tr[data-budget-id="${keyBudget.id}"]`).waitFor();
+    await check(page, 'console user with a key budget');
   });
 
-  test('operators: add one, listed as the database has it; removing oneself is refused in plain words', async () => {
+  test('operators: add one, listed as the database has it, remove it; removing oneself is refused in plain words', async () => {
     // by keyboard: the console's navigation, then the screen's heading has the focus
     await page.locator('#console-nav-operators').focus();
     await page.keyboard.press('Enter');
@@ -240,6 +255,12 @@ describe("the operator's console in Chromium", () => {
       .catch(() => undefined);
     assert.equal(await page.locator('dialog[open]').count(), 0);
     await screenshot(page, 'operators', false, 'console');
+    await page.getByRole('button', { name: 'Remove operator nina' }).click();
+    await page.locator('#operator-remove-yes').click();
+    await page.getByText('nina is no longer an operator.').waitFor();
+    assert.equal(await db().selectFrom('operators').select('user_id').where('user_id', '=', 'nina').executeTakeFirst(), undefined);
+    assert.equal(await page.locator('#operators-table tr[data-user-id="nina"]').count(), 0);
+    assert.equal((await api(page, '/operators')).body.data.list.length, 1);
   });
 
   test('the audit log shows who did what, when, before and after, as the API has it', async () => {
@@ -252,7 +273,8 @@ describe("the operator's console in Chromium", () => {
       shown,
       viaApi.list.map((e: { action: string }) => e.action),
     );
-    for (const a of ['credits.grant', 'credits.remove', 'key.disable', 'key.enable', 'budget.set', 'budget.remove', 'operator.add']) assert.ok(shown.includes(a), a);
+    for (const a of ['credits.grant', 'credits.remove', 'key.disable', 'key.enable', 'budget.set', 'budget.remove', 'operator.add', 'operator.remove'])
+      assert.ok(shown.includes(a), a);
     const grant = page.locator('#audit-table tr[data-action="credits.grant"]');
     assert.match(await grant.innerText(), /olga[\s\S]*credits granted[\s\S]*user:mia/);
     await check(page, 'console audit');
@@ -362,6 +384,25 @@ describe("the operator's console in Chromium", () => {
     await screenshot(page, 'user-zh', false, 'console');
     await page.locator('#language').selectOption('en');
     assert.deepEqual(problems, []);
+  });
+
+  test('on a phone: the navigation wraps above the screen, nothing is wider than the screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    for (const path of ['/console/users', '/console/users/mia', '/console/orgs/acme', '/console/usage', '/console/budgets', '/console/audit', '/console/operators']) {
+      await page.evaluate((p) => {
+        history.pushState(null, '', p);
+        dispatchEvent(new PopStateEvent('popstate'));
+      }, path);
+      await page.locator('.console-screen h1').waitFor();
+      await page.waitForLoadState('networkidle');
+      assert.equal(await overflow(), 0, `${path} is wider than the screen`);
+    }
+    await page.locator('#console-nav-users').click();
+    await page.locator('#users-table').waitFor();
+    await check(page, 'console users on a phone');
+    await screenshot(page, 'phone-users', false, 'console');
+    await page.setViewportSize({ width: 1280, height: 900 });
   });
 
   for (const who of [

@@ -414,7 +414,8 @@ export function Figures(props: {
 export function DataTable(props: { id: string; caption: string; hideCaption?: boolean; head: string[]; children: ComponentChildren }) {
   return (
     <div class="table-wrap">
-      <table id={props.id}>
+      {/* class keys: on a phone each row is a card, each cell named by its column (as the page's list of keys) */}
+      <table id={props.id} class="keys">
         <caption class={props.hideCaption ? 'visually-hidden' : undefined}>{props.caption}</caption>
         <thead>
           <tr>
