@@ -143,7 +143,7 @@ export const ERRORS = {
     type: 'invalid_request_error',
     message: 'this model is read-only here: it comes from the model file, a pull or Portico itself',
     zh: '此模型在此处为只读：它来自模型文件、拉取的模型或 Portico 内置',
-    },
+  },
   roles_from_identity_provider: {
     status: 409,
     portal: 40909,
