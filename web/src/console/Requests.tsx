@@ -1,8 +1,7 @@
 import { useState } from 'preact/hooks';
-import { admin, query, seg } from './api.js';
+import { admin, query, seg, type AdminRequest as RequestRow, type AdminRequestDetail as RequestDetail, type AdminRequests as RequestList } from './api.js';
 import { DataTable, Pager, useLoad } from './shared.js';
 import type { ScreenProps } from './Console.js';
-import type { RequestDetail, RequestList, RequestRow } from './contract.js';
 import { formatDate, formatNumber, useI18n, type Lang } from '../i18n.js';
 import { Dialog, ErrorBox, Field } from '../components/ui.js';
 

@@ -18,6 +18,7 @@ import type {
   OperatorSchema,
   OrgDetail,
   OrgSummary,
+  RequestDetail,
   RequestSchema,
   RequestsQuery,
   UsageQuery,
@@ -61,6 +62,8 @@ export type AdminUsageRow = AdminUsage['list'][number];
 export type AdminRequestsQuery = Static<typeof RequestsQuery>;
 export type AdminRequest = Static<typeof RequestSchema>;
 export type AdminRequests = Paged<AdminRequest> & { start_time: number; end_time: number };
+/** GET /requests/{request_id}: the row, its timings, the stored response */
+export type AdminRequestDetail = Static<typeof RequestDetail>;
 /** GET /budgets, POST /budgets */
 export type Budget = Static<typeof BudgetSchema>;
 export type BudgetWithSpend = Static<typeof BudgetListSchema>['list'][number];
