@@ -43,9 +43,10 @@ export function Requests(_props: ScreenProps) {
   const [opened, setOpened] = useState<string | null>(null);
   const { data, error } = useLoad(() => admin<RequestList>('GET', `/requests${query({ ...filterParams(filters), page, per_page: PER_PAGE })}`), [filters, page]);
 
+  // Show asks again even with the filters unchanged (a copy: the list reloads on a new filters object)
   const apply = (f: Filters) => {
     setDraft(f);
-    setFilters(f);
+    setFilters({ ...f });
     setPage(1);
   };
   const set = (patch: Partial<Filters>) => setDraft((d) => ({ ...d, ...patch }));
