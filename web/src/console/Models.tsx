@@ -232,14 +232,15 @@ export function Models(_props: ScreenProps) {
   const { t, lang } = useI18n();
   const { data, error, reload } = useLoad(() => admin<AdminModels>('GET', '/models'), []);
   const models = data?.list ?? null;
-  const [done, setDone] = useState('');
+  // what was just done, said in the page's language (a switch of language says it again in the other)
+  const [done, setDone] = useState<{ key: Key; name: string } | null>(null);
   const [editing, setEditing] = useState<AdminModel | 'new' | null>(null);
   const [confirm, setConfirm] = useState<Action | null>(null);
   const [tests, setTests] = useState<Record<string, { running: boolean; result?: ModelTestResult; error?: unknown }>>({});
 
   // the sentence appears once the list shows the change
-  const refresh = async (message: string) => {
-    setDone('');
+  const refresh = async (message: { key: Key; name: string }) => {
+    setDone(null);
     await reload();
     setDone(message);
   };
@@ -260,13 +261,13 @@ export function Models(_props: ScreenProps) {
     <section class="console-models">
       <div class="page-head">
         <h1 tabIndex={-1}>{t('console.models.title')}</h1>
-        <button type="button" id="add-model" onClick={() => (setDone(''), setEditing('new'))}>
+        <button type="button" id="add-model" onClick={() => (setDone(null), setEditing('new'))}>
           {t('console.models.add')}
         </button>
       </div>
       <p class="hint">{t('console.models.intro')}</p>
       <p class="status" role="status" aria-live="polite">
-        {done}
+        {done && t(done.key, { name: done.name })}
       </p>
       <ErrorBox error={error} />
       {models && models.length === 0 && <p class="empty">{t('console.models.none')}</p>}
@@ -351,7 +352,7 @@ export function Models(_props: ScreenProps) {
                   <span class="muted">{t('console.models.noActions')}</span>
                 ) : (
                   <>
-                    <button type="button" class="secondary small" onClick={() => (setDone(''), setEditing(m))} aria-label={t('console.models.editNamed', { name: m.name })}>
+                    <button type="button" class="secondary small" onClick={() => (setDone(null), setEditing(m))} aria-label={t('console.models.editNamed', { name: m.name })}>
                       {t('console.models.edit')}
                     </button>
                     <button
@@ -382,7 +383,7 @@ export function Models(_props: ScreenProps) {
         onClose={() => setEditing(null)}
         onSaved={(m, created) => {
           setEditing(null);
-          void refresh(t(created ? 'console.models.addedDone' : 'console.models.savedDone', { name: m.name }));
+          void refresh({ key: created ? 'console.models.addedDone' : 'console.models.savedDone', name: m.name });
         }}
       />
       <Confirm
@@ -398,7 +399,7 @@ export function Models(_props: ScreenProps) {
           const path = `/models/${seg(model.name)}`;
           if (action === 'remove') await admin('DELETE', path);
           else await admin('POST', `${path}/${action}`, {});
-          void refresh(t(`console.models.${action}Done`, { name: model.name }));
+          void refresh({ key: `console.models.${action}Done`, name: model.name });
         }}
       />
     </section>

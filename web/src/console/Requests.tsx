@@ -128,22 +128,29 @@ export function Requests(_props: ScreenProps) {
         >
           {data.list.map((r) => (
             <tr key={r.id} data-request-id={r.request_id}>
-              <td data-label={t('console.requests.time')} class="nowrap">
-                {formatDate(lang, r.created_at, true)}
-              </td>
+              <td data-label={t('console.requests.time')}>{formatDate(lang, r.created_at, true)}</td>
               <td data-label={t('console.requests.requestId')}>
-                <button type="button" class="link mono" onClick={() => setOpened(r.request_id)} aria-label={t('console.requests.open', { id: r.request_id })}>
+                <button
+                  type="button"
+                  class="link mono request-id"
+                  title={r.request_id}
+                  onClick={() => setOpened(r.request_id)}
+                  aria-label={t('console.requests.open', { id: r.request_id })}
+                >
                   {r.request_id}
                 </button>
               </td>
               <td data-label={t('console.requests.user')}>
                 {or(r.user_id)}
-                <div class="muted mono">{or(r.key_id)}</div>
+                <div class="muted mono key-id" title={r.key_id ?? undefined}>
+                  {or(r.key_id)}
+                </div>
               </td>
               <td data-label={t('console.requests.model')}>
                 {or(r.model)}
                 <div class="muted">
-                  {or(r.deployment)} · {r.operation}
+                  {r.deployment && `${r.deployment} · `}
+                  {r.operation}
                 </div>
               </td>
               <td data-label={t('console.requests.status')}>
