@@ -241,6 +241,7 @@ export class StoredModels {
     for (const row of rows) built.set(row.name, this.build(row));
     const served = [...built.values()].filter((b) => b.row.enabled && b.spec).map((b) => b.spec!);
     const change = await this.o.apply(served);
+    const previous = this.built;
     this.built = built;
     // a served model whose key does not decrypt answers 503 saying why; one that no longer has that problem is
     // cleared (only what was marked here: a missing model file is the file check's to clear)
@@ -253,9 +254,11 @@ export class StoredModels {
     }
     for (const name of this.unreadable) if (!unreadable.has(name) && this.o.models.layerOf(name) !== 'configured') this.o.models.setUnavailable(name, undefined);
     this.unreadable = unreadable;
+    // said once, when it starts (every change anywhere reads the table again)
     for (const b of built.values()) {
-      if (b.error) this.o.log.warn({ model: b.row.name }, `the stored model '${b.row.name}' is not served: ${b.error}`);
-      if (b.secretError) this.o.log.warn({ model: b.row.name }, b.secretError.en);
+      const was = previous.get(b.row.name);
+      if (b.error && b.error !== was?.error) this.o.log.warn({ model: b.row.name }, `the stored model '${b.row.name}' is not served: ${b.error}`);
+      if (b.secretError && b.secretError.en !== was?.secretError?.en) this.o.log.warn({ model: b.row.name }, b.secretError.en);
     }
     if (change.added.length || change.removed.length || change.changed.length) {
       this.o.log.info({ added: change.added, removed: change.removed, changed: change.changed }, 'stored models applied');
