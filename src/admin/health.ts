@@ -146,7 +146,13 @@ export class ClusterHealth {
     if (!this.shared()) return;
     await this.publishing;
     if (this.now() - this.publishedAt >= this.maxAgeMs) return;
-    await this.feed!.publish(SNAPSHOT_CHANNEL, { from: this.source.instance.id, bye: true }).catch((e) => this.failed(e));
+    // a feed that is reconnecting does not hold the shutdown: the others drop this instance after maxAgeMs anyway
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.feed!.publish(SNAPSHOT_CHANNEL, { from: this.source.instance.id, bye: true }).catch((e) => this.failed(e)),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.waitMs))),
+    ]);
+    clearTimeout(timer);
   }
 
   /**

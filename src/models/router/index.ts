@@ -510,17 +510,25 @@ export class Router {
     // the try began at t0 (the same millisecond as far as a breaker or a minute window can tell)
     const probe = this.health.begin(h, t0);
     let ended = false;
+    // what the caller gets at the first output (its value set then); the try's end reads the tokens it counted
+    const lease: Lease<T> = {
+      value: undefined as T,
+      target: t,
+      model,
+      signal: engineSignal,
+      used: 0,
+      end: (ok, err) => end(ok, ok === false ? (timedOut ?? err) : err),
+    };
     // the breaker's verdict, once per client request and deployment: a failure (before or after the first
     // output), or a success when the answer ended whole; none when the client left (the operators' figures count
     // the try, and the whole answer's latency)
-    let lease: Lease<T> | undefined;
     const end = (ok: boolean | undefined, err?: unknown) => {
       if (ended) return;
       ended = true;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       const now = this.now();
-      if (lease !== undefined && lease.used > 0) this.health.tokensUsed(h, lease.used, now);
+      if (lease.used > 0) this.health.tokensUsed(h, lease.used, now);
       if (ok === false) this.judge(t, r, err, probe, verdicts, true, now);
       else if (ok === true) {
         this.health.succeeded(h, now);
@@ -568,14 +576,7 @@ export class Router {
     const left = totalMs - (firstAt - t0);
     timer = setTimeout(expire('no complete answer', totalMs, false), Math.max(1, left));
     this.health.answered(h);
-    lease = {
-      value,
-      target: t,
-      model,
-      signal: engineSignal,
-      used: 0,
-      end: (ok, err) => end(ok, ok === false ? (timedOut ?? err) : err),
-    };
+    lease.value = value;
     return lease;
   }
 
