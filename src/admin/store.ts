@@ -338,12 +338,15 @@ export class AdminStore {
       withTotal ? sql<{ n: unknown }>`select count(*) as n from ${all} r`.execute(this.db) : Promise.resolve({ rows: [{ n: 0 }] }),
     ]);
     const out = rows.rows.map(requestRow);
-    // a log row's charge: the ledger's records of its request (the cost charged, capped at what was reserved)
-    const logged = out.filter((r) => r.source === 'log').map((r) => r.request_id);
+    // a log row's charge: the ledger's records of its request (the cost charged, capped at what was reserved), read
+    // through the ledger's index of key and time (a request is charged under its key, at or after it came)
+    const logged = out.filter((r) => r.source === 'log' && r.key_id !== null);
     if (logged.length > 0) {
       const charged = await this.db
         .selectFrom('usage_records')
-        .where('request_id', 'in', [...new Set(logged)])
+        .where('key_id', 'in', [...new Set(logged.map((r) => r.key_id!))])
+        .where('created_at', '>=', Math.min(...logged.map((r) => r.created_at)))
+        .where('request_id', 'in', [...new Set(logged.map((r) => r.request_id))])
         .select(['request_id'])
         .select(usageSums())
         .groupBy('request_id')

@@ -573,12 +573,10 @@ const roundOrNull = (ms: number | undefined) => (ms === undefined ? null : round
  */
 export function requestLogRow(req: FastifyRequest, f: RequestFacts, route: string, status: number, ms: number): RequestLogRow {
   const key = req.apiKey!;
-  const now = Date.now();
-  const since = f.sinceFirstOutput();
   return {
     request_id: req.id,
-    created_at: Math.floor((now - ms) / 1000),
-    received_at_ms: Math.round(now - ms),
+    created_at: Math.floor(f.receivedAt / 1000),
+    received_at_ms: f.receivedAt,
     key_id: key.keyId,
     user_id: key.userId,
     org_id: key.orgId,
@@ -591,7 +589,7 @@ export function requestLogRow(req: FastifyRequest, f: RequestFacts, route: strin
     error_code: f.errorCode ?? (f.clientClosed ? CLIENT_CLOSED : null),
     error_message: f.errorMessage ?? null,
     latency_ms: round(ms),
-    ttft_ms: since === undefined ? null : round(Math.max(0, ms - since)),
+    ttft_ms: roundOrNull(f.firstOutputMs()),
     engine_ms: roundOrNull(f.upstreamMs),
     input_tokens: f.inputTokens,
     output_tokens: f.outputTokens,

@@ -54,6 +54,9 @@ export class RequestFacts {
   private kept: PromiseLike<unknown>[] | undefined = undefined;
   private engineAt = 0;
   private firstAt = 0;
+  /** when the request came: the wall clock (Unix ms, the request log's time) and the monotonic one */
+  readonly receivedAt = Date.now();
+  private readonly startedAt = performance.now();
 
   /** the router's note of the request (src/models/router fills it as it tries deployments): read at the end */
   route: { deployment?: string; fallback?: string; tries?: number } | undefined = undefined;
@@ -95,9 +98,9 @@ export class RequestFacts {
     }
   }
 
-  /** ms from the first output to now (undefined: none came): the request log's first output, from the request's start */
-  sinceFirstOutput(): number | undefined {
-    return this.firstAt === 0 ? undefined : performance.now() - this.firstAt;
+  /** ms from the request's start to the engine's first output (undefined: none came): the request log's first output */
+  firstOutputMs(): number | undefined {
+    return this.firstAt === 0 ? undefined : this.firstAt - this.startedAt;
   }
 
   /** the engine's answer ended (or failed) */

@@ -1,8 +1,35 @@
-import type { Insertable } from 'kysely';
+import { sql, type Insertable } from 'kysely';
 import type { Db } from '../db/index.js';
 import type { RequestLogTable } from '../db/schema.js';
 
 export type RequestLogRow = Insertable<RequestLogTable>;
+
+/** the columns a row sets (seq is the table's) */
+const COLUMNS = [
+  'request_id',
+  'created_at',
+  'received_at_ms',
+  'key_id',
+  'user_id',
+  'org_id',
+  'method',
+  'route',
+  'operation',
+  'model',
+  'deployment',
+  'status',
+  'error_code',
+  'error_message',
+  'latency_ms',
+  'ttft_ms',
+  'engine_ms',
+  'input_tokens',
+  'output_tokens',
+  'characters',
+  'audio_seconds',
+  'cost_micros',
+  'response_id',
+] as const satisfies ReadonlyArray<keyof RequestLogRow>;
 
 /** how long a row may wait for companions before its batch is written (one INSERT per interval when busy) */
 const WRITE_DELAY_MS = 250;
@@ -79,7 +106,9 @@ export class RequestLog {
       while (this.pending.length > 0) {
         const batch = this.pending.splice(0, BATCH);
         try {
-          await this.db.insertInto('request_log').values(batch).execute();
+          // one parameter, the batch as JSON, rather than a parameter per value (12,500 for 500 rows)
+          await sql`insert into request_log (${sql.join(COLUMNS.map((c) => sql.ref(c)))})
+            select ${sql.join(COLUMNS.map((c) => sql.ref(`r.${c}`)))} from json_populate_recordset(null::request_log, ${JSON.stringify(batch)}) r`.execute(this.db);
           this.warned = false;
         } catch (e) {
           this.drop(batch.length);
