@@ -359,7 +359,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await check('a refusal in Chinese');
     await page.keyboard.press('Escape');
     await page.locator('#console-nav-health').click();
-    await page.getByRole('heading', { name: '健康状况' }).waitFor();
+    await page.getByRole('heading', { name: '健康状态' }).waitFor();
     await page.locator('#health-table').waitFor();
     assert.match(await page.locator('#health-updated').innerText(), /最后更新/);
     await check('health in Chinese');

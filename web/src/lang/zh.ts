@@ -519,7 +519,7 @@ export const zh: Record<keyof typeof en, string> = {
   'console.models.notJson': '“{field}”不是 JSON 对象。请写成 {"key": value}，或留空。',
 
   'console.health.nav': '健康状态',
-  'console.health.title': '健康状况',
+  'console.health.title': '健康状态',
   'console.health.intro': '每个部署的熔断器和最近 {s} 秒的流量，为所有实例之和。此页面显示时每 {every} 秒更新一次。',
   'console.health.updated': '最后更新 {time}',
   'console.health.paused': '标签页隐藏时暂停',
