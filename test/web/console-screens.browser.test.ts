@@ -417,6 +417,7 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await page.locator('#model-confirm-yes').click();
     await status('Model “page-chat” removed');
     assert.equal(await row.count(), 0);
+    await waitFor(async () => (await page.evaluate(() => document.activeElement?.id)) === 'add-model', { what: 'the focus on "Add a model" after the row went' });
     assert.equal((await call('page-chat', 'gone?')).status, 404);
     assert.equal(
       (await adminGet('/models')).list.some((m: any) => m.name === 'page-chat'),

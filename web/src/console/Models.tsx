@@ -243,6 +243,9 @@ export function Models(_props: ScreenProps) {
     setDone(null);
     await reload();
     setDone(message);
+    // a removed model's row took the button that opened the confirmation with it: the focus goes on from the screen's
+    // first control, not from the top of the page
+    if (!document.activeElement || document.activeElement === document.body) document.getElementById('add-model')?.focus();
   };
 
   const runTest = async (model: string, deployment: string) => {
