@@ -63,7 +63,8 @@ export function Requests(_props: ScreenProps) {
         </a>
       </div>
       <form
-        class="toolbar filters"
+        class="toolbar"
+        id="console-requests-filters"
         aria-label={t('console.requests.filters')}
         onSubmit={(e) => {
           e.preventDefault();
