@@ -282,6 +282,13 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     });
     await waitFor(() => healthCalls.length > whileHidden, { what: 'a refresh once visible again' });
 
+    // an update that fails: said in plain words on the status line, the last figures stay
+    await page.route('**/v1/admin/health', (r) => r.fulfill({ status: 503, contentType: 'text/html', body: '<h1>503</h1>' }));
+    await page.locator('#health-updated [role=alert]').getByText('Could not update: Portico is unavailable for a moment (HTTP 503).').waitFor();
+    assert.equal(await body.locator('tr.deployment-row').count(), 1, 'the table stays');
+    await check('health after a failed update');
+    await page.unroute('**/v1/admin/health');
+    await waitFor(async () => (await page.locator('#health-updated [role=alert]').count()) === 0, { what: 'the next update clears it' });
     // leaving the screen stops it
     await page.locator('#console-nav-requests').click();
     await page.getByRole('heading', { name: 'Requests' }).waitFor();
