@@ -347,6 +347,49 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), `Open request ${ok.request_id}`, 'focus back on the row');
   });
 
+  test('models: a deployment that moves up does not inherit the key of the one removed before it', async () => {
+    // two deployments with keys of their own (made through the API); the page removes the first
+    const made = await t.app.inject({
+      method: 'POST',
+      url: '/v1/admin/models',
+      headers: operator,
+      payload: {
+        entry: {
+          name: 'two-keys',
+          deployments: [
+            { id: 'tk-a', provider: 'openai-compatible', base_url: up.url, api_key: 'sk-key-of-a-0123456789' },
+            { id: 'tk-b', provider: 'openai-compatible', base_url: up.url, api_key: 'sk-key-of-b-0123456789' },
+          ],
+        },
+      },
+    });
+    assert.equal(made.statusCode, 201, made.body);
+    // the screen shows it once opened again
+    await page.locator('#console-nav-health').click();
+    await page.locator('#console-nav-models').click();
+    const row = modelRow('two-keys');
+    await row.getByRole('button', { name: 'Edit two-keys' }).click();
+    const dialog = page.locator('#model-dialog');
+    await dialog.getByRole('button', { name: 'Remove deployment 1' }).click();
+    const left = dialog.locator('fieldset.deployment');
+    assert.equal(await left.count(), 1);
+    assert.match(await left.innerText(), /This deployment moved/, 'the form says its key must be typed again');
+    await check('a deployment that moved');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await status('Model “two-keys” saved');
+    const item = (await adminGet('/models')).list.find((m: any) => m.name === 'two-keys');
+    assert.deepEqual(
+      item.entry.deployments.map((d: any) => d.id),
+      ['tk-b'],
+    );
+    assert.deepEqual(item.secrets, {}, "tk-b did not take tk-a's key");
+    up.script({ text: 'b here' });
+    await row.getByRole('button', { name: 'Test deployment tk-b' }).click();
+    await row.locator('.test-result').getByText('b here').waitFor();
+    assert.equal(up.requests.at(-1)!.headers.authorization, undefined, "tk-a's key never reaches tk-b's upstream");
+    assert.equal((await t.app.inject({ method: 'DELETE', url: '/v1/admin/models/two-keys', headers: operator })).statusCode, 200);
+  });
+
   test('in Chinese: the three screens', async () => {
     await page.locator('#language').selectOption('zh');
     await page.locator('#console-nav-models').click();
