@@ -428,6 +428,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       operator: (req) => admin.authenticate(req),
       async key(req) {
         const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
+        // known from here: a refusal below (scope, budget, rate limit) is in the request log under the key
+        req.apiKey = key;
         routeScopes.assert(key, req.routeOptions.config?.scope);
         // the budgets an operator set on the key, its owner or its organization (429 budget_exceeded past one)
         try {

@@ -40,6 +40,10 @@ for (const db of testDatabases()) {
       up.script({ text: 'a streamed answer', chunks: 4, delayMs: 5 });
       const streamed = await call(key, '/v1/chat/completions', { model: 'm-ok', stream: true, messages: [{ role: 'user', content: 'hi' }] }, (ids.stream = 'req_test_stream_1'));
       assert.equal(streamed.statusCode, 200);
+      // a refusal by the gate once the key is known (its scopes do not include chat)
+      const embedOnly = await t.inferenceKey('alice', { scopes: ['embeddings'] });
+      const scoped = await call(embedOnly, '/v1/chat/completions', { model: 'm-ok', messages: [{ role: 'user', content: 'hi' }] }, (ids.scope = 'req_test_scope_1'));
+      assert.equal(scoped.statusCode, 403);
       up.script({ text: 'stored answer' });
       const stored = await call(key, '/v1/responses', { model: 'm-ok', input: 'keep this "question", please' }, (ids.stored = 'req_test_stored_1'));
       assert.equal(stored.statusCode, 200, stored.body);
@@ -86,6 +90,11 @@ for (const db of testDatabases()) {
       assert.ok(bad.error && bad.error.code.length > 0, JSON.stringify(bad));
       assert.ok(bad.latency_ms > 0);
 
+      const scoped = await row(ids.scope);
+      assert.equal(scoped.status, 403);
+      assert.equal(scoped.error.code, 'insufficient_scope');
+      assert.equal(scoped.user_id, 'alice');
+
       const s = await row(ids.stream);
       assert.equal(s.status, 200);
       assert.equal(s.error, null);
@@ -95,7 +104,7 @@ for (const db of testDatabases()) {
 
     test('every filter narrows: user, key, org, model, deployment, status, time, q; paging', async () => {
       const all = (await get('/v1/admin/requests')).json().data;
-      assert.equal(all.total, 5);
+      assert.equal(all.total, 6);
       const reqIds = (q: string) =>
         get(`/v1/admin/requests?${q}`).then((r) =>
           r
@@ -106,12 +115,12 @@ for (const db of testDatabases()) {
       assert.deepEqual(await reqIds('user_id=mike'), [ids.bad]);
       const mikeKey = (await row(ids.bad)).key_id;
       assert.deepEqual(await reqIds(`key_id=${mikeKey}`), [ids.bad]);
-      assert.equal((await reqIds('org_id=default')).length, 5);
+      assert.equal((await reqIds('org_id=default')).length, 6);
       assert.deepEqual(await reqIds('org_id=acme'), []);
       assert.deepEqual(await reqIds('model=m-bad'), [ids.bad]);
       const dep = (await row(ids.bad)).deployment;
       assert.deepEqual(await reqIds(`deployment=${encodeURIComponent(dep)}`), [ids.bad]);
-      assert.deepEqual(await reqIds('status=error'), [ids.bad, ids.missing].sort());
+      assert.deepEqual(await reqIds('status=error'), [ids.bad, ids.missing, ids.scope].sort());
       assert.deepEqual(await reqIds('status=ok'), [ids.ok, ids.stored, ids.stream].sort());
       assert.deepEqual(await reqIds('status=404'), [ids.missing]);
       assert.deepEqual(await reqIds('q=req_test_st'), [ids.stored, ids.stream].sort());
@@ -119,10 +128,10 @@ for (const db of testDatabases()) {
       const future = Math.floor(Date.now() / 1000) + 3600;
       assert.deepEqual(await reqIds(`start_time=${future}&end_time=${future + 10}`), []);
       const p1 = (await get('/v1/admin/requests?per_page=2')).json().data;
-      const p3 = (await get('/v1/admin/requests?per_page=2&page=3')).json().data;
+      const p3 = (await get('/v1/admin/requests?per_page=4&page=2')).json().data;
       assert.equal(p1.list.length, 2);
-      assert.equal(p3.list.length, 1);
-      assert.equal(p1.total, 5);
+      assert.equal(p3.list.length, 2);
+      assert.equal(p1.total, 6);
       // newest first
       const times = all.list.map((r: any) => r.created_at);
       assert.deepEqual(
@@ -156,7 +165,7 @@ for (const db of testDatabases()) {
         lines[0],
         'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,characters,audio_seconds,cost,response_id',
       );
-      assert.equal(lines.length, 3);
+      assert.equal(lines.length, 4);
       const missing = lines.find((l) => l.includes(ids.missing))!;
       assert.ok(missing.includes(',404,model_not_found,'), missing);
       // a message with a comma or quote is quoted, its quotes doubled
