@@ -1,4 +1,4 @@
-import { Type } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import { KeyRecordSchema } from '../portal/keys/schemas.js';
 
 const MAX_UNIX = 253402300799;
@@ -221,7 +221,7 @@ export const RequestsCsvQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const nullable = <T extends object>(t: T) => Type.Union([t as never, Type.Null()]);
+const nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
 export const RequestSchema = Type.Object({
   id: Type.String({ description: "the row's id (a request id may repeat: a client may send its own X-Request-Id)" }),
@@ -343,6 +343,7 @@ export const ModelTestSchema = Type.Object({
 });
 
 export const ModelDeletedSchema = Type.Object({ name: Type.String(), deleted: Type.Boolean() });
+
 export const HealthQuery = Type.Object(
   { model: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "only this model's deployments" })) },
   { additionalProperties: false },

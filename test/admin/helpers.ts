@@ -77,6 +77,7 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: str
   { method: 'GET', url: '/v1/admin/budgets' },
   { method: 'POST', url: '/v1/admin/budgets', payload: { scope: 'user', target: 'mia', period: 'daily', limit: 1 } },
   { method: 'DELETE', url: '/v1/admin/budgets/budget_x' },
+  { method: 'GET', url: '/v1/admin/health' },
   { method: 'GET', url: '/v1/admin/models' },
   { method: 'POST', url: '/v1/admin/models', payload: { entry: { name: 'sec-m', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', api_key: 'sk-x' } } },
   { method: 'PUT', url: '/v1/admin/models/sec-m', payload: { entry: { name: 'sec-m', provider: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1' } } },
@@ -84,5 +85,4 @@ export const ROUTES: Array<{ method: 'GET' | 'POST' | 'PUT' | 'DELETE'; url: str
   { method: 'POST', url: '/v1/admin/models/sec-m/enable' },
   { method: 'POST', url: '/v1/admin/models/sec-m/test', payload: {} },
   { method: 'DELETE', url: '/v1/admin/models/sec-m' },
-  { method: 'GET', url: '/v1/admin/health' },
 ];

@@ -226,9 +226,9 @@ export interface OrgMemberTable {
 }
 
 export interface Database {
-  stored_models: StoredModelTable;
   request_log: RequestLogTable;
   org_members: OrgMemberTable;
+  stored_models: StoredModelTable;
   budgets: BudgetTable;
   operators: OperatorTable;
   audit_log: AuditLogTable;

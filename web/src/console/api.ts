@@ -10,10 +10,15 @@ import type {
   BudgetSchema,
   GrantAnswer,
   GrantBody,
+  HealthAnswer,
   KeyChangeAnswer,
+  ModelItemSchema,
+  ModelListSchema,
+  ModelTestSchema,
   OperatorSchema,
   OrgDetail,
   OrgSummary,
+  RequestDetail,
   RequestSchema,
   RequestsQuery,
   UsageQuery,
@@ -57,6 +62,8 @@ export type AdminUsageRow = AdminUsage['list'][number];
 export type AdminRequestsQuery = Static<typeof RequestsQuery>;
 export type AdminRequest = Static<typeof RequestSchema>;
 export type AdminRequests = Paged<AdminRequest> & { start_time: number; end_time: number };
+/** GET /requests/{request_id}: the row, its timings, the stored response */
+export type AdminRequestDetail = Static<typeof RequestDetail>;
 /** GET /budgets, POST /budgets */
 export type Budget = Static<typeof BudgetSchema>;
 export type BudgetWithSpend = Static<typeof BudgetListSchema>['list'][number];
@@ -66,6 +73,17 @@ export type Operator = Static<typeof OperatorSchema>;
 /** GET /audit */
 export type AuditQueryParams = Static<typeof AuditQuery>;
 export type AuditEntry = Static<typeof AuditSchema>;
+
+/** GET /models: every model with its source; POST, PUT, enable, disable answer one */
+export type AdminModel = Static<typeof ModelItemSchema>;
+export type AdminModels = Static<typeof ModelListSchema>;
+/** POST /models/{name}/test */
+export type ModelTestResult = Static<typeof ModelTestSchema>;
+
+/** GET /health: every deployment's breaker, traffic and limits, summed over the instances */
+export type AdminHealth = Static<typeof HealthAnswer>;
+export type HealthDeployment = AdminHealth['deployments'][number];
+export type BreakerState = HealthDeployment['state'];
 
 /** a query string from defined values only */
 export function query(params: Record<string, string | number | undefined | null>): string {
