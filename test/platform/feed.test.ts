@@ -5,7 +5,6 @@
  * reconnection. On Redis and on PostgreSQL LISTEN/NOTIFY, each with a name of the test's own.
  */
 import { describe, test } from 'node:test';
-import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { createFeed, type ChangeFeed } from '../../src/platform/cluster/feed.js';
