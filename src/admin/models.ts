@@ -118,7 +118,11 @@ export class ModelsAdmin {
         marks[slot.place] = '(set)';
       }
     }
-    const kept = new Set(StoredModels.slotsOf(entry).filter((s) => s.rowKey in next).map((s) => s.place));
+    const kept = new Set(
+      StoredModels.slotsOf(entry)
+        .filter((s) => s.rowKey in next)
+        .map((s) => s.place),
+    );
     for (const place of had.keys()) if (!kept.has(place)) marks[place] = '(removed)';
     const row = await stored.store.update(name, { entry, secrets: next, updated_at: now(), updated_by: actor.userId });
     if (!row) throw new AppError('model_not_found', msg('model_unknown', { name }), 'name');

@@ -444,9 +444,7 @@ export class StoredModels {
     const ok = (o: unknown): o is Record<string, unknown> => isObject(o) && o.provider === 'openai-compatible' && o.api_key_env === undefined;
     if (Array.isArray(entry.deployments)) {
       return entry.deployments.flatMap((d, i) =>
-        ok(d) && typeof d.id === 'string'
-          ? [{ place: placeOf(d.id), path: `deployments.${i}.api_key`, rowKey: rowKeyOf(d.id), origin: originOf(d.base_url) }]
-          : [],
+        ok(d) && typeof d.id === 'string' ? [{ place: placeOf(d.id), path: `deployments.${i}.api_key`, rowKey: rowKeyOf(d.id), origin: originOf(d.base_url) }] : [],
       );
     }
     return ok(entry) ? [{ place: 'api_key', path: 'api_key', rowKey: rowKeyOf(undefined), origin: originOf(entry.base_url) }] : [];

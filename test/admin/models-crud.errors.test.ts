@@ -98,7 +98,13 @@ for (const db of testDatabases()) {
       await refused({ ...base(), api_key_env: 'NOT_SET_ANYWHERE_42' }, 400, 'invalid_request', /'api_key_env' names NOT_SET_ANYWHERE_42, which is not set/);
       // a key follows its deployment by id: a deployment of a list without one cannot be given a key
       await refused(
-        { name: 'bad', deployments: [{ id: 'b-1', provider: 'openai-compatible', base_url: up.url }, { provider: 'openai-compatible', base_url: up.url, api_key: 'sk-abc' }] },
+        {
+          name: 'bad',
+          deployments: [
+            { id: 'b-1', provider: 'openai-compatible', base_url: up.url },
+            { provider: 'openai-compatible', base_url: up.url, api_key: 'sk-abc' },
+          ],
+        },
         400,
         'invalid_request',
         /'deployments\.1\.api_key' needs the deployment's own 'id': a stored key follows its deployment by id/,
@@ -118,7 +124,10 @@ for (const db of testDatabases()) {
       assert.equal(made.statusCode, 201, made.body);
       const stored = await t.core.db.db.selectFrom('stored_models').selectAll().where('name', '=', 'moving').executeTakeFirstOrThrow();
       for (const [lang, re] of [
-        [undefined, /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the base_url now goes to https:\/\/elsewhere\.example; a stored key is never sent to another upstream: type the key for the new one in 'entry\.api_key', or give null to go without one$/],
+        [
+          undefined,
+          /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the base_url now goes to https:\/\/elsewhere\.example; a stored key is never sent to another upstream: type the key for the new one in 'entry\.api_key', or give null to go without one$/,
+        ],
         ['zh', /^'entry\.api_key'：存储的 api_key 是为 http:\/\/127\.0\.0\.1:\d+ 设置的，而 base_url 现在指向 https:\/\/elsewhere\.example/],
       ] as const) {
         const res = await call('PUT', '/models/moving', { entry: { provider: 'openai-compatible', base_url: 'https://elsewhere.example/v1' } }, lang);

@@ -116,8 +116,15 @@ for (const db of testDatabases()) {
       assert.equal((await admin('POST', '/models', { entry: { name: 'older', deployments: [dep('o-1'), dep('o-2')] } })).statusCode, 201);
       const box = new SecretBox(t.config.secretsKey.material);
       // as the earlier format wrote it: the place by index, sealed under that place
-      const secrets = { 'deployments.0.api_key': box.seal(FIRST, 'model:older\u0000deployments.0.api_key'), 'deployments.1.api_key': box.seal(SECOND, 'model:older\u0000deployments.1.api_key') };
-      await t.core.db.db.updateTable('stored_models').set({ secrets: JSON.stringify(secrets) }).where('name', '=', 'older').execute();
+      const secrets = {
+        'deployments.0.api_key': box.seal(FIRST, 'model:older\u0000deployments.0.api_key'),
+        'deployments.1.api_key': box.seal(SECOND, 'model:older\u0000deployments.1.api_key'),
+      };
+      await t.core.db.db
+        .updateTable('stored_models')
+        .set({ secrets: JSON.stringify(secrets) })
+        .where('name', '=', 'older')
+        .execute();
       await reread('older');
       const item = ((await admin('GET', '/models')).json().data.list as any[]).find((m) => m.name === 'older');
       assert.deepEqual([item.error, item.secrets], [null, { 'deployments.o-1.api_key': true, 'deployments.o-2.api_key': true }]);

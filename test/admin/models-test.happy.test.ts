@@ -76,7 +76,13 @@ for (const db of testDatabases()) {
       try {
         const one = { id: 'tk-1', provider: 'openai-compatible', base_url: up.url };
         const two = { id: 'tk-2', provider: 'openai-compatible', base_url: up2.url };
-        await add({ name: 'two-keys', deployments: [{ ...one, api_key: KEY }, { ...two, api_key: KEY2 }] });
+        await add({
+          name: 'two-keys',
+          deployments: [
+            { ...one, api_key: KEY },
+            { ...two, api_key: KEY2 },
+          ],
+        });
         const tested = async (id: string) => {
           up.reset();
           up2.reset();

@@ -115,7 +115,12 @@ function formOf(m: AdminModel): ModelForm {
   const listed = Array.isArray(e.deployments);
   const deployments = listed
     ? (e.deployments as Array<Record<string, unknown>>).map((d) => deploymentForm(d, d.id !== undefined && m.secrets[`deployments.${str(d.id)}.api_key`] === true))
-    : [deploymentForm(pick(e, (k) => !MODEL_ONLY.includes(k)), m.secrets.api_key === true)];
+    : [
+        deploymentForm(
+          pick(e, (k) => !MODEL_ONLY.includes(k)),
+          m.secrets.api_key === true,
+        ),
+      ];
   const secretOrigins: Record<string, string> = {};
   if (listed) {
     for (const d of e.deployments as Array<Record<string, unknown>>) {
@@ -445,8 +450,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   const set = (patch: Partial<ModelForm>) => setForm((f) => ({ ...f, ...patch }));
   const setDeployment = (uid: number, patch: Partial<DeploymentForm>) =>
     setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
-  const addDeployment = () =>
-    setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false, null)] }));
+  const addDeployment = () => setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
   const removeDeployment = (uid: number) => setForm((f) => ({ ...f, deployments: f.deployments.filter((d) => d.uid !== uid) }));
   const list = useRef<HTMLFieldSetElement>(null);
 

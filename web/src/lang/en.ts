@@ -500,7 +500,8 @@ export const en = {
   'console.models.apiKeyNone': 'Optional. Stored encrypted and never shown again, not even to you.',
   'console.models.apiKeySet': 'A key is stored (it is never shown). Leave the field empty to keep it, or type a new key to replace it.',
   'console.models.apiKeyRemoving': 'The stored key will be removed when you save.',
-  'console.models.apiKeyMoved': 'A stored key stays with the deployment id it was typed for, and the id of this deployment is new (or, with one deployment, it moved into a list): type its key, or it is saved without one.',
+  'console.models.apiKeyMoved':
+    'A stored key stays with the deployment id it was typed for, and the id of this deployment is new (or, with one deployment, it moved into a list): type its key, or it is saved without one.',
   'console.models.apiKeyOrigin': 'The base URL now goes to another upstream, and a stored key is never sent to another one: type the key for it, or it is saved without one.',
   'console.models.notServed': 'Not served:',
   'console.models.apiKeyKeep': 'set: leave empty to keep',
