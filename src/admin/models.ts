@@ -1,24 +1,27 @@
 import { AppError, msg } from '../platform/errors.js';
-import { SOURCE_TEXT, StoredModels, type ModelItem, type StoredRow, type TestResult } from '../models/stored.js';
+import { secretsOf, SOURCE_TEXT, StoredModels, type ModelItem, type StoredRow, type TestResult } from '../models/stored.js';
+import { SecretError } from '../platform/secrets.js';
 import type { AuditLog } from './audit.js';
 import type { Actor } from './service.js';
 
 /** What the audit log writes in place of a secret: never the key, only what happened to it. */
 type Mark = '(set)' | '(changed)' | '(removed)';
 
-/** An entry with each secret's place marked (the audit log's before and after). */
+/** An entry with each secret's place (`api_key`, `deployments.<id>.api_key`) marked (the audit log's before and after). */
 function marked(entry: Record<string, unknown>, marks: Record<string, Mark>, enabled: boolean): Record<string, unknown> {
   const copy = JSON.parse(JSON.stringify(entry)) as Record<string, unknown>;
+  const name = String(copy.name);
   for (const [place, mark] of Object.entries(marks)) {
-    if (place === 'api_key') copy.api_key = mark;
-    const i = Number(/^deployments\.(\d+)\.api_key$/.exec(place)?.[1]);
-    const d = Number.isInteger(i) && Array.isArray(copy.deployments) ? (copy.deployments[i] as Record<string, unknown> | undefined) : undefined;
-    if (d && typeof d === 'object') d.api_key = mark;
+    if (place === 'api_key' && !Array.isArray(copy.deployments)) copy.api_key = mark;
+    const id = /^deployments\.(.+)\.api_key$/.exec(place)?.[1];
+    const list = Array.isArray(copy.deployments) ? (copy.deployments as unknown[]) : [];
+    const d = list.find((x, i) => x && typeof x === 'object' && ((x as { id?: unknown }).id ?? `${name}#${i + 1}`) === id) as Record<string, unknown> | undefined;
+    if (d) d.api_key = mark;
   }
   return { entry: copy, enabled };
 }
 
-const setMarks = (row: StoredRow) => Object.fromEntries(Object.keys(row.secrets).map((k) => [k, '(set)' as Mark]));
+const setMarks = (row: StoredRow) => Object.fromEntries([...secretsOf(row).keys()].map((k) => [k, '(set)' as Mark]));
 const now = () => Math.floor(Date.now() / 1000);
 
 /**
@@ -60,7 +63,10 @@ export class ModelsAdmin {
     const spec = stored.check(entry);
     await stored.assertFree(spec, true);
     const sealed: Record<string, string> = {};
-    for (const [place, key] of secrets) if (key !== null) sealed[place] = stored.seal(spec.name, place, key);
+    for (const slot of StoredModels.slotsOf(entry)) {
+      const key = secrets.get(slot.place);
+      if (typeof key === 'string') sealed[slot.rowKey] = stored.seal(spec.name, slot, key);
+    }
     const at = now();
     const row = await stored.store.insert({ name: spec.name, entry, secrets: sealed, enabled: true, created_at: at, updated_at: at, updated_by: actor.userId });
     if (!row) throw new AppError('conflict', msg('model_name_taken', { name: spec.name, source: SOURCE_TEXT.stored }), 'entry.name');
@@ -69,7 +75,13 @@ export class ModelsAdmin {
     return this.item(row.name);
   }
 
-  /** An api_key left out keeps the stored one (per place), null removes it; a place that can no longer hold one loses it. */
+  /**
+   * An api_key left out keeps the stored one of its deployment, found by the deployment's id (never by its index: a
+   * deployment removed or moved takes its key with it, a new id has none), or of a model without a list while it
+   * stays one; null removes it; a place that can no longer hold one loses it. A kept key is bound to the origin of
+   * the base_url it was given for: an entry that moves it to another origin without typing the key again is refused
+   * (400), so a key never follows to another upstream.
+   */
   async update(actor: Actor, name: string, raw: unknown): Promise<ModelItem> {
     const { stored } = this.d;
     const before = await stored.writable(name);
@@ -80,19 +92,38 @@ export class ModelsAdmin {
     const entry = { name, ...given };
     const spec = stored.check(entry);
     await stored.assertFree(spec, false);
+    const had = secretsOf(before);
     const next: Record<string, string> = {};
-    const marks: Record<string, '(set)' | '(changed)' | '(removed)'> = {};
-    for (const place of StoredModels.placesOf(entry)) {
-      const key = secrets.get(place);
+    const marks: Record<string, Mark> = {};
+    for (const slot of StoredModels.slotsOf(entry)) {
+      const key = secrets.get(slot.place);
+      const held = had.get(slot.place);
       if (typeof key === 'string') {
-        next[place] = stored.seal(name, place, key);
-        marks[place] = place in before.secrets ? '(changed)' : '(set)';
-      } else if (key === undefined && before.secrets[place] !== undefined) {
-        next[place] = before.secrets[place];
-        marks[place] = '(set)';
+        next[slot.rowKey] = stored.seal(name, slot, key);
+        marks[slot.place] = held ? '(changed)' : '(set)';
+      } else if (key === undefined && held?.written) {
+        if (held.origin !== slot.origin) {
+          throw new AppError(
+            'invalid_request',
+            msg('model_key_origin', { path: `entry.${slot.path}`, from: held.origin ?? '(no base_url)', to: slot.origin ?? '(no base_url)' }),
+            `entry.${slot.path}`,
+          );
+        }
+        try {
+          next[slot.rowKey] = stored.reseal(name, held, slot);
+        } catch (e) {
+          if (!(e instanceof SecretError)) throw e;
+          throw new AppError('invalid_request', msg('model_secret_unreadable', { name, why: e.message }), `entry.${slot.path}`);
+        }
+        marks[slot.place] = '(set)';
       }
     }
-    for (const place of Object.keys(before.secrets)) if (!(place in next)) marks[place] = '(removed)';
+    const kept = new Set(
+      StoredModels.slotsOf(entry)
+        .filter((s) => s.rowKey in next)
+        .map((s) => s.place),
+    );
+    for (const place of had.keys()) if (!kept.has(place)) marks[place] = '(removed)';
     const row = await stored.store.update(name, { entry, secrets: next, updated_at: now(), updated_by: actor.userId });
     if (!row) throw new AppError('model_not_found', msg('model_unknown', { name }), 'name');
     await this.changed();

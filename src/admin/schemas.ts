@@ -308,7 +308,7 @@ export const ModelParams = Type.Object({ name: Type.String({ minLength: 1, maxLe
 
 const Entry = Type.Record(Type.String(), Type.Unknown(), {
   description:
-    "a model-file entry (docs/models.md: name, provider, the provider's keys, deployments...), checked as the model file is; plus `api_key` (write-only, stored encrypted) on an openai-compatible entry or deployment: null removes the stored one, left out keeps it",
+    "a model-file entry (docs/models.md: name, provider, the provider's keys, deployments...), checked as the model file is; plus `api_key` (write-only, stored encrypted) on an openai-compatible entry or deployment (one of a list needs its own id): null removes the stored one, left out keeps the one of the same deployment id (or of an entry without deployments), but never for a base_url moved to another origin (400)",
 });
 
 export const ModelBody = Type.Object({ entry: Entry }, { additionalProperties: false });
@@ -320,7 +320,9 @@ export const ModelItemSchema = Type.Object({
   read_only: Type.Boolean({ description: 'true for everything but stored models: change those where they come from' }),
   enabled: Type.Boolean({ description: 'false: a stored model that is not served (404 to clients)' }),
   entry: Type.Record(Type.String(), Type.Unknown(), { description: 'the model-file entry as stored or read, without its secrets' }),
-  secrets: Type.Record(Type.String(), Type.Boolean(), { description: 'the places that hold a secret, e.g. {"api_key": true}; never the secret' }),
+  secrets: Type.Record(Type.String(), Type.Boolean(), {
+    description: 'the places that hold a secret: {"api_key": true} (an entry without deployments), {"deployments.<id>.api_key": true} (by deployment id); never the secret',
+  }),
   updated_at: Type.Union([Type.Integer(), Type.Null()], { description: 'Unix seconds of the last change (stored models)' }),
   updated_by: Type.Union([Type.String(), Type.Null()], { description: 'the operator who made it' }),
   error: Type.Union([Type.String(), Type.Null()], { description: 'why it is not served as it stands (null: nothing wrong)' }),

@@ -44,7 +44,10 @@ export interface StoredRow {
   name: string;
   /** the model-file entry, without its api_key values */
   entry: Record<string, unknown>;
-  /** the place of each secret (`api_key`, `deployments.0.api_key`) -> its sealed value */
+  /**
+   * each secret, sealed: `api_key` (a model without a `deployments` list) or `deployment:<id>` (the deployment of that
+   * id); rows written before keys followed ids have `deployments.<index>.api_key` (read by secretsOf, never written)
+   */
   secrets: Record<string, string>;
   enabled: boolean;
   created_at: number;
@@ -119,7 +122,7 @@ export interface ModelItem {
   enabled: boolean;
   /** the model-file entry as stored or read, without its secrets */
   entry: Record<string, unknown>;
-  /** the places that hold a secret: `{ "api_key": true }` */
+  /** the places that hold a secret: `{ "api_key": true }`, `{ "deployments.<id>.api_key": true }` */
   secrets: Record<string, true>;
   updated_at: number | null;
   updated_by: string | null;
@@ -137,10 +140,81 @@ interface Built {
   secretError?: Texts;
 }
 
-/** A secret given with an entry: its place, and the key (null: remove the one stored there). */
+/**
+ * A secret given with an entry: its place (`api_key`, `deployments.<id>.api_key`), and the key (null: remove the one
+ * stored there).
+ */
 export interface GivenSecrets {
   entry: Record<string, unknown>;
   secrets: Map<string, string | null>;
+}
+
+/** A secret as stored: the row's key, the sealed value and the context that opens it. */
+export interface HeldSecret {
+  rowKey: string;
+  sealed: string;
+  context: string;
+  /** the origin of the base_url it was given for (null: none, or not a URL) */
+  origin: string | null;
+}
+
+/** A place of an entry that may hold a stored key now: openai-compatible, no api_key_env, and (in a list) an id. */
+export interface SecretSlot {
+  /** as the answer names it: `api_key` or `deployments.<id>.api_key` */
+  place: string;
+  /** as the entry's path names it (`api_key`, `deployments.<index>.api_key`), for a 400's param */
+  path: string;
+  rowKey: string;
+  origin: string | null;
+}
+
+/** The origin of a base_url (scheme, host, port): what a stored key is bound to besides its deployment. */
+export function originOf(url: unknown): string | null {
+  if (typeof url !== 'string') return null;
+  try {
+    const o = new URL(url).origin;
+    return o === 'null' ? null : o;
+  } catch {
+    return null;
+  }
+}
+
+/** the row's key and the sealing context of a deployment's secret (its id) or a model's own (no list) */
+const rowKeyOf = (id: string | undefined) => (id === undefined ? 'api_key' : `deployment:${id}`);
+const placeOf = (id: string | undefined) => (id === undefined ? 'api_key' : `deployments.${id}.api_key`);
+const contextOf = (name: string, rowKey: string) => `model:${name}\u0000${rowKey}`;
+/** a row written before keys followed ids: the place by index */
+const BY_INDEX = /^deployments\.(\d+)\.api_key$/;
+
+/**
+ * The secrets of a row by place (`api_key`, `deployments.<id>.api_key`). A row of the earlier format (places by
+ * index) is read by the id its entry gave that index then (the row's entry and secrets were written together);
+ * such a secret still opens with the context it was sealed with. A deployment without an id of its own is named
+ * `<name>#<n>` (by its index), so its key is served but never kept by a later change (`written` false).
+ */
+export function secretsOf(row: StoredRow): Map<string, HeldSecret & { written: boolean }> {
+  const out = new Map<string, HeldSecret & { written: boolean }>();
+  const list = Array.isArray(row.entry.deployments) ? (row.entry.deployments as unknown[]) : undefined;
+  for (const [rowKey, sealed] of Object.entries(row.secrets)) {
+    const context = contextOf(row.name, rowKey);
+    if (rowKey === 'api_key') {
+      if (!list) out.set('api_key', { rowKey, sealed, context, origin: originOf(row.entry.base_url), written: true });
+      continue;
+    }
+    if (rowKey.startsWith('deployment:')) {
+      const id = rowKey.slice('deployment:'.length);
+      const d = list?.find((x) => isObject(x) && x.id === id);
+      if (isObject(d)) out.set(placeOf(id), { rowKey, sealed, context, origin: originOf(d.base_url), written: true });
+      continue;
+    }
+    const i = Number(BY_INDEX.exec(rowKey)?.[1]);
+    const d = Number.isInteger(i) ? list?.[i] : undefined;
+    if (!isObject(d)) continue;
+    const written = typeof d.id === 'string';
+    const id = written ? (d.id as string) : `${row.name}#${i + 1}`;
+    out.set(placeOf(id), { rowKey, sealed, context, origin: originOf(d.base_url), written });
+  }
+  return out;
 }
 
 /** What a test request answered (POST /v1/admin/models/{name}/test). */
@@ -274,11 +348,11 @@ export class StoredModels {
       return { row, error: e instanceof AppError || e instanceof ModelConfigError ? e.message : String(e) };
     }
     let secretError: Texts | undefined;
-    for (const [place, sealed] of Object.entries(row.secrets)) {
+    for (const [place, { sealed, context }] of secretsOf(row)) {
       const version = createHash('sha256').update(sealed).digest('base64url').slice(0, 16);
       let secret: { apiKey?: string; error?: string; version: string };
       try {
-        secret = { apiKey: this.o.box.open(sealed, `model:${row.name}\u0000${place}`), version };
+        secret = { apiKey: this.o.box.open(sealed, context), version };
       } catch (e) {
         const why = e instanceof SecretError ? e.message : 'it does not decrypt';
         secretError = msg('model_secret_unreadable', { name: row.name, why });
@@ -324,21 +398,32 @@ export class StoredModels {
 
   /**
    * Takes the `api_key` values out of an entry an operator gave: each on an openai-compatible entry or deployment,
-   * a string (the key) or null (remove the stored one). 400 for any other place or value.
+   * a string (the key) or null (remove the stored one), by the place it belongs to: `api_key` for an entry without
+   * a list, `deployments.<id>.api_key` for a deployment (a key follows its deployment by id, never by index, so a
+   * deployment of a list given a key needs an `id` of its own). 400 for any other place or value.
    */
   takeSecrets(raw: unknown): GivenSecrets {
     if (!isObject(raw)) throw invalid('entry: must be a mapping with at least name and provider');
     const entry: Record<string, unknown> = { ...raw };
     const secrets = new Map<string, string | null>();
-    const take = (obj: Record<string, unknown>, place: string, provider: unknown) => {
+    const take = (obj: Record<string, unknown>, path: string, place: string | undefined, provider: unknown) => {
       if (!('api_key' in obj)) return;
+      const at = path;
       const v = obj.api_key;
       delete obj.api_key;
       if (v !== null && (typeof v !== 'string' || v.trim() === '' || v.length > MAX_SECRET || /[\s\u0000-\u001f\u007f]/.test(v))) {
-        throw invalid(`entry: '${place}' must be the upstream's key (1-${MAX_SECRET} characters without spaces), or null to remove the stored one`, `entry.${place}`);
+        throw invalid(`entry: '${at}' must be the upstream's key (1-${MAX_SECRET} characters without spaces), or null to remove the stored one`, `entry.${at}`);
       }
-      if (provider !== 'openai-compatible') throw invalid(`entry: '${place}' applies to openai-compatible deployments only`, `entry.${place}`);
-      if (v !== null && obj.api_key_env !== undefined) throw invalid(`entry: '${place}' and 'api_key_env' both give the upstream's key: keep one`, `entry.${place}`);
+      if (provider !== 'openai-compatible') throw invalid(`entry: '${at}' applies to openai-compatible deployments only`, `entry.${at}`);
+      if (v !== null && obj.api_key_env !== undefined) throw invalid(`entry: '${at}' and 'api_key_env' both give the upstream's key: keep one`, `entry.${at}`);
+      // a deployment without an id holds no key (none is kept for it): null has nothing to remove
+      if (place === undefined && v === null) return;
+      if (place === undefined) {
+        throw invalid(
+          `entry: '${at}' needs the deployment's own 'id': a stored key follows its deployment by id (one without an id is named by its index, which changes when the list does)`,
+          `entry.${at.replace(/api_key$/, 'id')}`,
+        );
+      }
       secrets.set(place, v as string | null);
     };
     if (Array.isArray(entry.deployments)) {
@@ -346,22 +431,34 @@ export class StoredModels {
       entry.deployments = entry.deployments.map((d, i) => {
         if (!isObject(d)) return d;
         const copy = { ...d };
-        take(copy, `deployments.${i}.api_key`, copy.provider);
+        const id = copy.id === undefined || copy.id === null ? undefined : String(copy.id);
+        take(copy, `deployments.${i}.api_key`, id === undefined ? undefined : placeOf(id), copy.provider);
         return copy;
       });
-    } else take(entry, 'api_key', entry.provider);
+    } else take(entry, 'api_key', 'api_key', entry.provider);
     return { entry, secrets };
   }
 
-  /** The places of an entry that may hold a stored key now (openai-compatible, no api_key_env). */
-  static placesOf(entry: Record<string, unknown>): string[] {
-    const ok = (o: unknown) => isObject(o) && o.provider === 'openai-compatible' && o.api_key_env === undefined;
-    if (Array.isArray(entry.deployments)) return entry.deployments.flatMap((d, i) => (ok(d) ? [`deployments.${i}.api_key`] : []));
-    return ok(entry) ? ['api_key'] : [];
+  /** The places of a (checked) entry that may hold a stored key now. */
+  static slotsOf(entry: Record<string, unknown>): SecretSlot[] {
+    const ok = (o: unknown): o is Record<string, unknown> => isObject(o) && o.provider === 'openai-compatible' && o.api_key_env === undefined;
+    if (Array.isArray(entry.deployments)) {
+      return entry.deployments.flatMap((d, i) =>
+        ok(d) && typeof d.id === 'string' ? [{ place: placeOf(d.id), path: `deployments.${i}.api_key`, rowKey: rowKeyOf(d.id), origin: originOf(d.base_url) }] : [],
+      );
+    }
+    return ok(entry) ? [{ place: 'api_key', path: 'api_key', rowKey: rowKeyOf(undefined), origin: originOf(entry.base_url) }] : [];
   }
 
-  seal(name: string, place: string, key: string): string {
-    return this.o.box.seal(key, `model:${name}\u0000${place}`);
+  /** A key sealed for a place of a model: it opens only there (another model, another deployment id: it does not). */
+  seal(name: string, slot: Pick<SecretSlot, 'rowKey'>, key: string): string {
+    return this.o.box.seal(key, contextOf(name, slot.rowKey));
+  }
+
+  /** A held secret sealed again for another row key (a row of the earlier format, changed: written by id now). */
+  reseal(name: string, held: HeldSecret, slot: Pick<SecretSlot, 'rowKey'>): string {
+    if (held.context === contextOf(name, slot.rowKey)) return held.sealed;
+    return this.seal(name, slot, this.o.box.open(held.sealed, held.context));
   }
 
   /**
@@ -452,7 +549,7 @@ export class StoredModels {
       read_only: false,
       enabled: row.enabled,
       entry: row.entry,
-      secrets: Object.fromEntries(Object.keys(row.secrets).map((k) => [k, true as const])),
+      secrets: Object.fromEntries([...secretsOf(row).keys()].map((k) => [k, true as const])),
       updated_at: row.updated_at,
       updated_by: row.updated_by,
       error: b.error ?? b.secretError?.en ?? (hidden ? `a model of the model file has the name '${row.name}' and is served instead` : null),
@@ -545,11 +642,12 @@ export class StoredModels {
   }
 }
 
-/** The objects a secret's place is put on: the deployment it names; the entry itself for a model without a list. */
+/** The objects a secret's place is put on: the deployment of its id; the entry itself for a model without a list. */
 function targetsOf(spec: ModelSpec, place: string): object[] {
   if (place === 'api_key') return [spec];
-  const i = Number(/^deployments\.(\d+)\.api_key$/.exec(place)?.[1]);
-  const d = Number.isInteger(i) ? spec.deployments?.[i] : undefined;
+  const id = /^deployments\.(.+)\.api_key$/.exec(place)?.[1];
+  const i = spec.deployments?.findIndex((x) => x.id === id) ?? -1;
+  const d = i >= 0 ? spec.deployments?.[i] : undefined;
   // the entry carries its first deployment's keys too (spec.ts, ModelSpec.deployments)
   return d ? (i === 0 ? [d, spec] : [d]) : [];
 }

@@ -96,7 +96,52 @@ for (const db of testDatabases()) {
         /'api_key' goes in each deployment/,
       );
       await refused({ ...base(), api_key_env: 'NOT_SET_ANYWHERE_42' }, 400, 'invalid_request', /'api_key_env' names NOT_SET_ANYWHERE_42, which is not set/);
+      // a key follows its deployment by id: a deployment of a list without one cannot be given a key
+      await refused(
+        {
+          name: 'bad',
+          deployments: [
+            { id: 'b-1', provider: 'openai-compatible', base_url: up.url },
+            { provider: 'openai-compatible', base_url: up.url, api_key: 'sk-abc' },
+          ],
+        },
+        400,
+        'invalid_request',
+        /'deployments\.1\.api_key' needs the deployment's own 'id': a stored key follows its deployment by id/,
+      );
+      await refused(
+        { name: 'bad', deployments: [{ provider: 'openai-compatible', base_url: up.url, api_key: 'sk-abc' }] },
+        400,
+        'invalid_request',
+        /'deployments\.0\.api_key' needs the deployment's own 'id'/,
+        'zh',
+      );
       await nothingStored();
+    });
+
+    test('a kept key moved to another origin: 400 in both languages, the row unchanged', async () => {
+      const made = await call('POST', '/models', { entry: { name: 'moving', provider: 'openai-compatible', base_url: up.url, api_key: 'sk-moving-key-1' } });
+      assert.equal(made.statusCode, 201, made.body);
+      const stored = await t.core.db.db.selectFrom('stored_models').selectAll().where('name', '=', 'moving').executeTakeFirstOrThrow();
+      for (const [lang, re] of [
+        [
+          undefined,
+          /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the base_url now goes to https:\/\/elsewhere\.example; a stored key is never sent to another upstream: type the key for the new one in 'entry\.api_key', or give null to go without one$/,
+        ],
+        ['zh', /^'entry\.api_key'：存储的 api_key 是为 http:\/\/127\.0\.0\.1:\d+ 设置的，而 base_url 现在指向 https:\/\/elsewhere\.example/],
+      ] as const) {
+        const res = await call('PUT', '/models/moving', { entry: { provider: 'openai-compatible', base_url: 'https://elsewhere.example/v1' } }, lang);
+        assert.equal(res.statusCode, 400, res.body);
+        assert.equal(res.json().meta.error, 'invalid_request');
+        assert.match(res.json().meta.message, re);
+        assert.ok(!res.body.includes('sk-moving-key-1'));
+      }
+      // the scheme is part of the origin: https on the same host is another upstream too
+      const https = await call('PUT', '/models/moving', { entry: { provider: 'openai-compatible', base_url: up.url.replace('http:', 'https:') } });
+      assert.equal(https.statusCode, 400, https.body);
+      const after = await t.core.db.db.selectFrom('stored_models').selectAll().where('name', '=', 'moving').executeTakeFirstOrThrow();
+      assert.deepEqual([after.entry, after.secrets, after.updated_at], [stored.entry, stored.secrets, stored.updated_at]);
+      assert.equal((await call('DELETE', '/models/moving')).statusCode, 200);
     });
 
     test('fallbacks name served models of the same type', async () => {

@@ -183,7 +183,7 @@ for (const db of testDatabases()) {
       };
       const res = await call('POST', '/models', { entry });
       assert.equal(res.statusCode, 201, res.body);
-      assert.deepEqual(res.json().data.secrets, { 'deployments.0.api_key': true, 'deployments.1.api_key': true });
+      assert.deepEqual(res.json().data.secrets, { 'deployments.sd-1.api_key': true, 'deployments.sd-2.api_key': true });
       assert.equal(res.json().data.entry.deployments[0].api_key, undefined);
       up.reset();
       const tested = await call('POST', '/models/stored-d/test', { deployment: 'sd-2' });
@@ -200,11 +200,103 @@ for (const db of testDatabases()) {
         entry: { name: 'stored-d', deployments: deployments.map(({ api_key: _k, ...d }) => ({ ...d, timeouts: { first_byte_ms: 5000 } })) },
       });
       assert.equal(edited.statusCode, 200, edited.body);
-      assert.deepEqual(edited.json().data.secrets, { 'deployments.0.api_key': true, 'deployments.1.api_key': true });
+      assert.deepEqual(edited.json().data.secrets, { 'deployments.sd-1.api_key': true, 'deployments.sd-2.api_key': true });
+      const sealed = JSON.parse((await row('stored-d'))!.secrets);
+      assert.deepEqual(Object.keys(sealed).sort(), ['deployment:sd-1', 'deployment:sd-2'], 'stored by deployment id');
       up.reset();
       assert.equal((await chat('stored-d')).statusCode, 200);
       assert.equal(up.requests.at(-1)!.headers.authorization, 'Bearer sk-dep-one-0000001');
       assert.equal((await call('DELETE', '/models/stored-d')).statusCode, 200);
+    });
+
+    test('keys follow their deployment by id: one removed, the list reordered, a new id, each deployment sends its own key', async () => {
+      const A = 'sk-key-of-k1-aaaaaaaa';
+      const B = 'sk-key-of-k2-bbbbbbbb';
+      const dep = (id: string, k?: string) => ({ id, provider: 'openai-compatible', base_url: up.url, upstream_model: `up-${id}`, ...(k ? { api_key: k } : {}) });
+      const sent = async (id: string) => {
+        up.reset();
+        const res = await call('POST', '/models/stored-k/test', { deployment: id });
+        assert.equal(res.json().data.ok, true, res.body);
+        assert.equal(up.requests.at(-1)!.body.model, `up-${id}`);
+        return up.requests.at(-1)!.headers.authorization;
+      };
+      const put = async (deployments: unknown[]) => {
+        const res = await call('PUT', '/models/stored-k', { entry: { name: 'stored-k', deployments } });
+        assert.equal(res.statusCode, 200, res.body);
+        return res.json().data.secrets;
+      };
+      assert.equal((await call('POST', '/models', { entry: { name: 'stored-k', deployments: [dep('k-1', A), dep('k-2', B)] } })).statusCode, 201);
+      assert.equal(await sent('k-1'), `Bearer ${A}`);
+      assert.equal(await sent('k-2'), `Bearer ${B}`);
+      // the first removed: the one left (now first) keeps ITS key, not the removed one's
+      assert.deepEqual(await put([dep('k-2')]), { 'deployments.k-2.api_key': true });
+      assert.equal(await sent('k-2'), `Bearer ${B}`);
+      up.reset();
+      assert.equal((await chat('stored-k')).statusCode, 200);
+      assert.equal(up.requests.at(-1)!.headers.authorization, `Bearer ${B}`);
+      // k-1 back, after k-2, its key typed again; then the list reordered with no key given: each keeps its own
+      assert.deepEqual(await put([dep('k-2'), dep('k-1', A)]), { 'deployments.k-1.api_key': true, 'deployments.k-2.api_key': true });
+      assert.deepEqual(await put([dep('k-1'), dep('k-2')]), { 'deployments.k-1.api_key': true, 'deployments.k-2.api_key': true });
+      assert.equal(await sent('k-1'), `Bearer ${A}`);
+      assert.equal(await sent('k-2'), `Bearer ${B}`);
+      // a new id where k-1 was, no key typed: it gets none (not k-1's), k-2 keeps its own
+      assert.deepEqual(await put([dep('k-3'), dep('k-2')]), { 'deployments.k-2.api_key': true });
+      assert.equal(await sent('k-3'), undefined, 'no key sent for a new deployment');
+      assert.equal(await sent('k-2'), `Bearer ${B}`);
+      // a renamed id is a new deployment too: k-2's key does not follow to k-2b
+      assert.deepEqual(await put([dep('k-3'), dep('k-2b')]), {});
+      assert.equal(await sent('k-2b'), undefined);
+      const audit = (await call('GET', '/audit?target=stored-k&per_page=100')).json().data.list as any[];
+      assert.equal(audit[0].before.entry.deployments[1].api_key, '(set)', 'the audit marks the key at its deployment (k-2)');
+      assert.equal(audit[0].after.entry.deployments[1].api_key, undefined, 'k-2b has none');
+      assert.ok(!JSON.stringify(audit).includes(A) && !JSON.stringify(audit).includes(B));
+      assert.equal((await call('DELETE', '/models/stored-k')).statusCode, 200);
+    });
+
+    test('a key follows only to the same upstream origin: base_url moved elsewhere is refused until the key is typed again or removed', async () => {
+      const other = await startScriptedUpstream();
+      try {
+        const K = 'sk-key-for-first-origin-1';
+        const K2 = 'sk-key-for-other-origin-2';
+        assert.equal((await call('POST', '/models', { entry: { name: 'stored-o', provider: 'openai-compatible', base_url: up.url, api_key: K } })).statusCode, 201);
+        // the same origin, another path: the key stays
+        const samePlace = await call('PUT', '/models/stored-o', { entry: { provider: 'openai-compatible', base_url: `${up.url}/` } });
+        assert.equal(samePlace.statusCode, 200, samePlace.body);
+        assert.deepEqual(samePlace.json().data.secrets, { api_key: true });
+        // another origin, no key typed: 400 naming the place, nothing changed, nothing sent to the other upstream
+        const moved = await call('PUT', '/models/stored-o', { entry: { provider: 'openai-compatible', base_url: other.url } });
+        assert.equal(moved.statusCode, 400, moved.body);
+        assert.equal(moved.json().meta.error, 'invalid_request');
+        assert.match(moved.json().meta.message, /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the base_url now goes to /);
+        assert.ok(moved.json().meta.message.includes(new URL(other.url).origin), moved.body);
+        assert.ok(!moved.body.includes(K));
+        assert.equal(JSON.parse((await row('stored-o'))!.entry).base_url, `${up.url}/`);
+        assert.equal(other.requests.length, 0);
+        // null: moved without a key, and the answer says no key is stored
+        const bare = await call('PUT', '/models/stored-o', { entry: { provider: 'openai-compatible', base_url: other.url, api_key: null } });
+        assert.equal(bare.statusCode, 200, bare.body);
+        assert.deepEqual(bare.json().data.secrets, {});
+        other.reset();
+        assert.equal((await call('POST', '/models/stored-o/test', {})).json().data.ok, true);
+        assert.equal(other.requests.at(-1)!.headers.authorization, undefined);
+        // typed again for the new origin: sent there
+        const typed = await call('PUT', '/models/stored-o', { entry: { provider: 'openai-compatible', base_url: other.url, api_key: K2 } });
+        assert.deepEqual(typed.json().data.secrets, { api_key: true });
+        other.reset();
+        assert.equal((await call('POST', '/models/stored-o/test', {})).json().data.ok, true);
+        assert.equal(other.requests.at(-1)!.headers.authorization, `Bearer ${K2}`);
+        // a deployment of a list: the same rule, by its id
+        const listed = await call('PUT', '/models/stored-o', {
+          entry: { deployments: [{ id: 'o-1', provider: 'openai-compatible', base_url: other.url, api_key: K2 }] },
+        });
+        assert.deepEqual(listed.json().data.secrets, { 'deployments.o-1.api_key': true });
+        const depMoved = await call('PUT', '/models/stored-o', { entry: { deployments: [{ id: 'o-1', provider: 'openai-compatible', base_url: up.url }] } });
+        assert.equal(depMoved.statusCode, 400, depMoved.body);
+        assert.match(depMoved.json().meta.message, /'entry\.deployments\.0\.api_key': the stored api_key was given for/);
+        assert.equal((await call('DELETE', '/models/stored-o')).statusCode, 200);
+      } finally {
+        await other.close();
+      }
     });
 
     test('the file later takes a stored name: the file model is served, the stored one listed with why; given up again: the stored one serves', async () => {

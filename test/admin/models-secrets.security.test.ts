@@ -8,6 +8,7 @@ import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { bearer, callers, type Callers } from './helpers.js';
 import type { ModelSpec } from '../../src/models/config.js';
+import { SecretBox } from '../../src/platform/secrets.js';
 
 const FIRST = 'sk-never-shown-first-4242424242';
 const SECOND = 'sk-never-shown-second-5353535353';
@@ -79,6 +80,67 @@ for (const db of testDatabases()) {
       }
       assert.ok(log.length > 0, 'the log was captured');
       assert.ok(JSON.stringify(audit).includes('(changed)'), 'the audit says the key changed');
+    });
+
+    const admin = async (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: unknown) =>
+      t.app.inject({ method, url: `/v1/admin${url}`, headers: c.operator, ...(payload !== undefined ? { payload: payload as never } : {}) });
+    const dep = (id: string, k?: string) => ({ id, provider: 'openai-compatible', base_url: up.url, upstream_model: `up-${id}`, ...(k ? { api_key: k } : {}) });
+    const rowOf = (name: string) => t.core.db.db.selectFrom('stored_models').selectAll().where('name', '=', name).executeTakeFirstOrThrow();
+    /** the table changed behind the API's back, read again (as a change anywhere makes every instance do) */
+    const reread = async (name: string) => {
+      assert.equal((await admin('POST', `/models/${name}/disable`)).statusCode, 200);
+      assert.equal((await admin('POST', `/models/${name}/enable`)).statusCode, 200);
+    };
+
+    test("a sealed key is bound to its deployment's id: moved in the row to another deployment, it does not open and nothing is sent", async () => {
+      assert.equal((await admin('POST', '/models', { entry: { name: 'bound', deployments: [dep('b-1', FIRST), dep('b-2')] } })).statusCode, 201);
+      const row = await rowOf('bound');
+      const sealed = JSON.parse(row.secrets) as Record<string, string>;
+      assert.deepEqual(Object.keys(sealed), ['deployment:b-1']);
+      await t.core.db.db
+        .updateTable('stored_models')
+        .set({ secrets: JSON.stringify({ 'deployment:b-2': sealed['deployment:b-1'] }) })
+        .where('name', '=', 'bound')
+        .execute();
+      await reread('bound');
+      const item = ((await admin('GET', '/models')).json().data.list as any[]).find((m) => m.name === 'bound');
+      assert.match(item.error, /stored api_key cannot be decrypted \(it does not decrypt \(altered, or moved from another record\)\)/);
+      up.reset();
+      const tested = await admin('POST', '/models/bound/test', { deployment: 'b-2' });
+      assert.equal(tested.json().data.ok, false, tested.body);
+      assert.ok(!up.requests.some((r) => JSON.stringify(r.headers).includes(FIRST)), 'the key was not sent for another deployment');
+      assert.equal((await admin('DELETE', '/models/bound')).statusCode, 200);
+    });
+
+    test('a row of the earlier format (keys by index) is still read by the ids its entry had; a change keeps each key with its id', async () => {
+      assert.equal((await admin('POST', '/models', { entry: { name: 'older', deployments: [dep('o-1'), dep('o-2')] } })).statusCode, 201);
+      const box = new SecretBox(t.config.secretsKey.material);
+      // as the earlier format wrote it: the place by index, sealed under that place
+      const secrets = {
+        'deployments.0.api_key': box.seal(FIRST, 'model:older\u0000deployments.0.api_key'),
+        'deployments.1.api_key': box.seal(SECOND, 'model:older\u0000deployments.1.api_key'),
+      };
+      await t.core.db.db
+        .updateTable('stored_models')
+        .set({ secrets: JSON.stringify(secrets) })
+        .where('name', '=', 'older')
+        .execute();
+      await reread('older');
+      const item = ((await admin('GET', '/models')).json().data.list as any[]).find((m) => m.name === 'older');
+      assert.deepEqual([item.error, item.secrets], [null, { 'deployments.o-1.api_key': true, 'deployments.o-2.api_key': true }]);
+      const sent = async (id: string) => {
+        up.reset();
+        const res = await admin('POST', '/models/older/test', { deployment: id });
+        assert.equal(res.json().data.ok, true, res.body);
+        return up.requests.at(-1)!.headers.authorization;
+      };
+      assert.equal(await sent('o-2'), `Bearer ${SECOND}`);
+      // the first removed: the other keeps its own key, written by id from now on
+      const edited = await admin('PUT', '/models/older', { entry: { deployments: [dep('o-2')] } });
+      assert.deepEqual(edited.json().data.secrets, { 'deployments.o-2.api_key': true });
+      assert.deepEqual(Object.keys(JSON.parse((await rowOf('older')).secrets)), ['deployment:o-2']);
+      assert.equal(await sent('o-2'), `Bearer ${SECOND}`);
+      assert.equal((await admin('DELETE', '/models/older')).statusCode, 200);
     });
   });
 }

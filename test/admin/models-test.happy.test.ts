@@ -70,6 +70,51 @@ for (const db of testDatabases()) {
       assert.equal(bare.json().data.output, 'again');
     });
 
+    test('two deployments, two upstreams that each take only their own key: removed, reordered, renamed, each is tested with its own key or none', async () => {
+      const KEY2 = 'sk-second-upstream-key-888';
+      const up2 = await startScriptedUpstream({ apiKey: KEY2 });
+      try {
+        const one = { id: 'tk-1', provider: 'openai-compatible', base_url: up.url };
+        const two = { id: 'tk-2', provider: 'openai-compatible', base_url: up2.url };
+        await add({
+          name: 'two-keys',
+          deployments: [
+            { ...one, api_key: KEY },
+            { ...two, api_key: KEY2 },
+          ],
+        });
+        const tested = async (id: string) => {
+          up.reset();
+          up2.reset();
+          const res = await call('POST', '/models/two-keys/test', { deployment: id });
+          assert.equal(res.statusCode, 200, res.body);
+          const seen = [...up.requests, ...up2.requests].map((r) => r.headers.authorization);
+          return { ok: res.json().data.ok as boolean, code: res.json().data.error?.code as string | undefined, seen };
+        };
+        const put = async (deployments: unknown[]) => {
+          const res = await t.app.inject({ method: 'PUT', url: '/v1/admin/models/two-keys', headers: c.operator, payload: { entry: { deployments } } });
+          assert.equal(res.statusCode, 200, res.body);
+        };
+        assert.deepEqual(await tested('tk-1'), { ok: true, code: undefined, seen: [`Bearer ${KEY}`] });
+        assert.deepEqual(await tested('tk-2'), { ok: true, code: undefined, seen: [`Bearer ${KEY2}`] });
+        // tk-1 removed: tk-2 (now first) keeps its own key; by index it would have taken tk-1's and been refused
+        await put([two]);
+        assert.deepEqual(await tested('tk-2'), { ok: true, code: undefined, seen: [`Bearer ${KEY2}`] });
+        // back (typed again) and reordered with no key given: each keeps its own
+        await put([two, { ...one, api_key: KEY }]);
+        await put([one, two]);
+        assert.deepEqual(await tested('tk-1'), { ok: true, code: undefined, seen: [`Bearer ${KEY}`] });
+        assert.deepEqual(await tested('tk-2'), { ok: true, code: undefined, seen: [`Bearer ${KEY2}`] });
+        // a new id where tk-1 was: no key sent (the upstream refuses), tk-2 untouched
+        await put([{ ...one, id: 'tk-new' }, two]);
+        assert.deepEqual(await tested('tk-new'), { ok: false, code: 'upstream_auth_failed', seen: [undefined] });
+        assert.deepEqual(await tested('tk-2'), { ok: true, code: undefined, seen: [`Bearer ${KEY2}`] });
+        assert.equal((await call('DELETE', '/models/two-keys')).statusCode, 200);
+      } finally {
+        await up2.close();
+      }
+    });
+
     test('a model not stored here (given by code, like a file model) is tested too; its key missing: ok:false with the upstream refusal', async () => {
       up.reset();
       const res = await call('POST', '/models/from-code/test', {});

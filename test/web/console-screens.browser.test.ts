@@ -347,8 +347,10 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), `Open request ${ok.request_id}`, 'focus back on the row');
   });
 
-  test('models: a deployment that moves up does not inherit the key of the one removed before it', async () => {
+  test('models: keys follow their deployment by id: the one left keeps its own key, a renamed id and a base_url moved elsewhere do not', async () => {
     // two deployments with keys of their own (made through the API); the page removes the first
+    const A = 'sk-key-of-a-0123456789';
+    const B = 'sk-key-of-b-0123456789';
     const made = await t.app.inject({
       method: 'POST',
       url: '/v1/admin/models',
@@ -357,8 +359,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
         entry: {
           name: 'two-keys',
           deployments: [
-            { id: 'tk-a', provider: 'openai-compatible', base_url: up.url, api_key: 'sk-key-of-a-0123456789' },
-            { id: 'tk-b', provider: 'openai-compatible', base_url: up.url, api_key: 'sk-key-of-b-0123456789' },
+            { id: 'tk-a', provider: 'openai-compatible', base_url: up.url, api_key: A },
+            { id: 'tk-b', provider: 'openai-compatible', base_url: up.url, api_key: B },
           ],
         },
       },
@@ -368,25 +370,44 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     await page.locator('#console-nav-health').click();
     await page.locator('#console-nav-models').click();
     const row = modelRow('two-keys');
-    await row.getByRole('button', { name: 'Edit two-keys' }).click();
     const dialog = page.locator('#model-dialog');
+    const hintOf = async (field: ReturnType<typeof dialog.locator>) => dialog.locator('#' + (await field.getAttribute('aria-describedby'))).innerText();
+    await row.getByRole('button', { name: 'Edit two-keys' }).click();
     await dialog.getByRole('button', { name: 'Remove deployment 1' }).click();
     const left = dialog.locator('fieldset.deployment');
     assert.equal(await left.count(), 1);
-    assert.match(await left.innerText(), /This deployment moved/, 'the form says its key must be typed again');
-    await check('a deployment that moved');
+    assert.match(await left.innerText(), /A key is stored/, 'tk-b, now first, keeps its own key');
+    await check('a deployment that moved up');
     await dialog.getByRole('button', { name: 'Save' }).click();
     await status('Model “two-keys” saved');
-    const item = (await adminGet('/models')).list.find((m: any) => m.name === 'two-keys');
+    let item = (await adminGet('/models')).list.find((m: any) => m.name === 'two-keys');
     assert.deepEqual(
       item.entry.deployments.map((d: any) => d.id),
       ['tk-b'],
     );
-    assert.deepEqual(item.secrets, {}, "tk-b did not take tk-a's key");
+    assert.deepEqual(item.secrets, { 'deployments.tk-b.api_key': true }, "tk-b kept its own key, not tk-a's");
     up.script({ text: 'b here' });
     await row.getByRole('button', { name: 'Test deployment tk-b' }).click();
     await row.locator('.test-result').getByText('b here').waitFor();
-    assert.equal(up.requests.at(-1)!.headers.authorization, undefined, "tk-a's key never reaches tk-b's upstream");
+    assert.equal(up.requests.at(-1)!.headers.authorization, `Bearer ${B}`, "tk-b's own key, never tk-a's");
+
+    // the id renamed: a new deployment for the server, no key; the form says so before saving
+    await row.getByRole('button', { name: 'Edit two-keys' }).click();
+    const idField = dialog.getByLabel('Deployment id', { exact: true });
+    await idField.fill('tk-c');
+    const keyField = dialog.getByLabel('Upstream API key', { exact: true });
+    assert.match(await hintOf(keyField), /stays with the deployment id it was typed for/);
+    await idField.fill('tk-b');
+    assert.match(await hintOf(keyField), /A key is stored/, 'the id given back: kept again');
+    // the base_url to another origin: the key is not sent there; the form says so, and saves without it
+    await dialog.getByLabel('Base URL', { exact: true }).fill('http://elsewhere.invalid/v1');
+    assert.match(await hintOf(keyField), /goes to another upstream/);
+    await check('a base URL moved to another upstream');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await status('Model “two-keys” saved');
+    item = (await adminGet('/models')).list.find((m: any) => m.name === 'two-keys');
+    assert.deepEqual(item.secrets, {}, 'the key did not follow to another origin');
+    assert.equal(item.entry.deployments[0].base_url, 'http://elsewhere.invalid/v1');
     assert.equal((await t.app.inject({ method: 'DELETE', url: '/v1/admin/models/two-keys', headers: operator })).statusCode, 200);
   });
 

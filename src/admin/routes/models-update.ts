@@ -4,7 +4,7 @@ import { envelope, ok } from '../../platform/http/portal-envelope.js';
 import { ModelBody, ModelItemSchema, ModelParams } from '../schemas.js';
 import { actorOf, type AdminContext } from '../context.js';
 
-/** PUT /v1/admin/models/{name}: replaces a stored model's entry (an api_key left out is kept, null removes it); audited. */
+/** PUT /v1/admin/models/{name}: replaces a stored model's entry (an api_key left out is kept for the same deployment id and base_url origin, null removes it); audited. */
 export default function (app: FastifyInstance, { models }: AdminContext) {
   app.withTypeProvider<TypeBoxTypeProvider>().put(
     '/models/:name',

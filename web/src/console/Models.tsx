@@ -44,14 +44,8 @@ interface DeploymentForm {
   /** a key typed now (write-only: never filled from the server) */
   apiKey: string;
   removeKey: boolean;
-  /** a key is stored for this deployment's place */
+  /** a key was stored for this deployment when the form opened (under the id, or plain entry, it had then) */
   keySet: boolean;
-  /**
-   * where its stored key is (`api_key`, `deployments.N.api_key`), null for a new deployment: the server keeps a key by
-   * its place, so a deployment that moves (one before it removed, a second one added to a plain entry) cannot take
-   * its key along, and must not inherit the key of the one that was there
-   */
-  place: string | null;
   /** the deployment's other keys, as JSON (timeouts, health_check, context_window, api…) */
   other: string;
 }
@@ -68,8 +62,12 @@ interface ModelForm {
   deployments: DeploymentForm[];
   /** the model's other keys, as JSON */
   other: string;
-  /** the places that held a key when the form opened */
-  secretPlaces: string[];
+  /**
+   * the places that held a key when the form opened (`api_key`, `deployments.<id>.api_key`) -> the origin of the
+   * base_url it was given for: the server keeps a key for the same id (or a plain entry that stays one) and the same
+   * origin only (docs/api.md)
+   */
+  secretOrigins: Record<string, string>;
 }
 
 let uids = 0;
@@ -77,7 +75,7 @@ const str = (v: unknown) => (v === undefined || v === null ? '' : String(v));
 const json = (o: Record<string, unknown>) => (Object.keys(o).length ? JSON.stringify(o, null, 2) : '');
 const pick = (o: Record<string, unknown>, keep: (k: string) => boolean) => Object.fromEntries(Object.entries(o).filter(([k]) => keep(k)));
 
-function deploymentForm(d: Record<string, unknown>, keySet: boolean, place: string | null): DeploymentForm {
+function deploymentForm(d: Record<string, unknown>, keySet: boolean): DeploymentForm {
   return {
     uid: ++uids,
     id: str(d.id),
@@ -91,7 +89,6 @@ function deploymentForm(d: Record<string, unknown>, keySet: boolean, place: stri
     apiKey: '',
     removeKey: false,
     keySet,
-    place,
     other: json(pick(d, (k) => !FORM_DEPLOYMENT_KEYS.includes(k))),
   };
 }
@@ -105,9 +102,9 @@ function emptyForm(): ModelForm {
     retries: '',
     fallbacks: '',
     listed: false,
-    deployments: [deploymentForm({}, false, null)],
+    deployments: [deploymentForm({}, false)],
     other: '',
-    secretPlaces: [],
+    secretOrigins: {},
   };
 }
 
@@ -117,14 +114,20 @@ function formOf(m: AdminModel): ModelForm {
   const pricing = (e.pricing ?? {}) as Record<string, unknown>;
   const listed = Array.isArray(e.deployments);
   const deployments = listed
-    ? (e.deployments as Array<Record<string, unknown>>).map((d, i) => deploymentForm(d, m.secrets[`deployments.${i}.api_key`] === true, `deployments.${i}.api_key`))
+    ? (e.deployments as Array<Record<string, unknown>>).map((d) => deploymentForm(d, d.id !== undefined && m.secrets[`deployments.${str(d.id)}.api_key`] === true))
     : [
         deploymentForm(
           pick(e, (k) => !MODEL_ONLY.includes(k)),
           m.secrets.api_key === true,
-          'api_key',
         ),
       ];
+  const secretOrigins: Record<string, string> = {};
+  if (listed) {
+    for (const d of e.deployments as Array<Record<string, unknown>>) {
+      const place = `deployments.${str(d.id)}.api_key`;
+      if (d.id !== undefined && m.secrets[place]) secretOrigins[place] = originOf(str(d.base_url));
+    }
+  } else if (m.secrets.api_key) secretOrigins.api_key = originOf(str(e.base_url));
   const otherPricing = pick(pricing, (k) => !(PRICES as readonly string[]).includes(k));
   const other = pick(e, (k) => !FORM_MODEL_KEYS.includes(k) && (listed || MODEL_ONLY.includes(k)));
   if (Object.keys(otherPricing).length) other.pricing = otherPricing;
@@ -142,14 +145,33 @@ function formOf(m: AdminModel): ModelForm {
     listed,
     deployments,
     other: json(other),
-    secretPlaces: Object.keys(m.secrets).filter((k) => m.secrets[k]),
+    secretOrigins,
   };
 }
 
-/** the place the key of the deployment at index i is stored at when the form is saved */
-const placeAt = (f: ModelForm, i: number) => (f.listed || f.deployments.length > 1 ? `deployments.${i}.api_key` : 'api_key');
-/** its stored key stays with it: it has one, and it is still at its place */
-const keyStays = (f: ModelForm, d: DeploymentForm, i: number) => d.keySet && d.place === placeAt(f, i);
+/** scheme, host and port of a URL ('' when it is not one) */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '';
+  }
+}
+/** the place the deployment's key is kept at when the form is saved: by its id in a list (none without one) */
+const placeOf = (f: ModelForm, d: DeploymentForm) => (f.listed || f.deployments.length > 1 ? (d.id.trim() ? `deployments.${d.id.trim()}.api_key` : null) : 'api_key');
+/**
+ * What the server does with the stored key of a deployment left out of the entry: `kept` (a key is stored for its id,
+ * given for the same origin), `origin` (one is stored for its id, but its base_url now goes to another origin: the
+ * server refuses to guess, so the form removes it unless a key is typed), `none` (no key for its id: a new id, or a
+ * deployment whose id changed, gets none).
+ */
+function keyFate(f: ModelForm, d: DeploymentForm): 'kept' | 'origin' | 'none' {
+  const place = placeOf(f, d);
+  const origin = place === null ? undefined : f.secretOrigins[place];
+  if (origin === undefined) return 'none';
+  return origin === originOf(d.base_url.trim()) ? 'kept' : 'origin';
+}
+const keyStays = (f: ModelForm, d: DeploymentForm) => keyFate(f, d) === 'kept';
 
 class FormError extends Error {
   constructor(readonly field: Key) {
@@ -192,7 +214,7 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
     .filter(Boolean);
   if (fallbacks.length) e.fallbacks = fallbacks;
   const listed = f.listed || f.deployments.length > 1;
-  const deployments = f.deployments.map((d, i) => {
+  const deployments = f.deployments.map((d) => {
     const o: Record<string, unknown> = parseOther(d.other, 'console.models.deploymentOtherKeys');
     put(o, 'id', d.id.trim());
     o.provider = d.provider;
@@ -207,8 +229,8 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
     if (d.provider === 'openai-compatible') {
       if (d.apiKey) o.api_key = d.apiKey;
       else if (editing && d.removeKey) o.api_key = null;
-      // another deployment's key is at this place: left out, the server would keep it for this one
-      else if (editing && d.place !== placeAt(f, i) && f.secretPlaces.includes(placeAt(f, i))) o.api_key = null;
+      // its base_url goes to another upstream now: the stored key is not sent there (the form said so), it is removed
+      else if (editing && keyFate(f, d) === 'origin') o.api_key = null;
     }
     return o;
   });
@@ -428,8 +450,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   const set = (patch: Partial<ModelForm>) => setForm((f) => ({ ...f, ...patch }));
   const setDeployment = (uid: number, patch: Partial<DeploymentForm>) =>
     setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
-  const addDeployment = () =>
-    setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false, null)] }));
+  const addDeployment = () => setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
   const removeDeployment = (uid: number) => setForm((f) => ({ ...f, deployments: f.deployments.filter((d) => d.uid !== uid) }));
   const list = useRef<HTMLFieldSetElement>(null);
 
@@ -540,6 +561,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                       id={id('id')}
                       maxLength={200}
                       pattern="\S+"
+                      required={(form.listed || form.deployments.length > 1) && d.provider === 'openai-compatible' && d.apiKey !== ''}
                       value={d.id}
                       onInput={(e) => setDeployment(d.uid, { id: e.currentTarget.value })}
                       aria-describedby={`${id('id')}-hint`}
@@ -583,11 +605,13 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                       hint={
                         d.removeKey
                           ? t('console.models.apiKeyRemoving')
-                          : keyStays(form, d, i)
+                          : keyStays(form, d)
                             ? t('console.models.apiKeySet')
-                            : d.keySet
-                              ? t('console.models.apiKeyMoved')
-                              : t('console.models.apiKeyNone')
+                            : keyFate(form, d) === 'origin'
+                              ? t('console.models.apiKeyOrigin')
+                              : d.keySet
+                                ? t('console.models.apiKeyMoved')
+                                : t('console.models.apiKeyNone')
                       }
                     >
                       <div class="copy-row">
@@ -598,13 +622,13 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                           spellcheck={false}
                           disabled={d.removeKey}
                           value={d.apiKey}
-                          placeholder={keyStays(form, d, i) ? t('console.models.apiKeyKeep') : ''}
+                          placeholder={keyStays(form, d) ? t('console.models.apiKeyKeep') : ''}
                           onInput={(e) => setDeployment(d.uid, { apiKey: e.currentTarget.value })}
                           aria-describedby={`${id('api_key')}-hint`}
                         />
-                        {keyStays(form, d, i) && !d.removeKey && <span class="badge active key-set">{t('console.models.keyIsSet')}</span>}
+                        {keyStays(form, d) && !d.removeKey && <span class="badge active key-set">{t('console.models.keyIsSet')}</span>}
                       </div>
-                      {keyStays(form, d, i) && !isNew && (
+                      {keyStays(form, d) && !isNew && (
                         <label class="check">
                           <input type="checkbox" checked={d.removeKey} onChange={(e) => setDeployment(d.uid, { removeKey: e.currentTarget.checked, apiKey: '' })} />
                           {t('console.models.removeKey')}
