@@ -87,7 +87,7 @@ export class ModelsAdmin {
     const before = await stored.writable(name);
     const { entry: given, secrets } = stored.takeSecrets(raw);
     if (given.name !== undefined && given.name !== name) {
-      throw new AppError('invalid_request', msg('model_rename', { given: String(given.name), name }), 'entry.name');
+      throw new AppError('invalid_model_entry', msg('model_rename', { given: String(given.name), name }), 'entry.name');
     }
     const entry = { name, ...given };
     const spec = stored.check(entry);
@@ -104,7 +104,7 @@ export class ModelsAdmin {
       } else if (key === undefined && held?.written) {
         if (held.origin !== slot.origin) {
           throw new AppError(
-            'invalid_request',
+            'invalid_model_entry',
             msg('model_key_origin', { path: `entry.${slot.path}`, from: held.origin ?? '(no base_url)', to: slot.origin ?? '(no base_url)' }),
             `entry.${slot.path}`,
           );
@@ -113,7 +113,7 @@ export class ModelsAdmin {
           next[slot.rowKey] = stored.reseal(name, held, slot);
         } catch (e) {
           if (!(e instanceof SecretError)) throw e;
-          throw new AppError('invalid_request', msg('model_secret_unreadable', { name, why: e.message }), `entry.${slot.path}`);
+          throw new AppError('invalid_model_entry', msg('model_secret_unreadable', { name, why: e.message }), `entry.${slot.path}`);
         }
         marks[slot.place] = '(set)';
       }

@@ -246,7 +246,7 @@ export interface StoredModelsOptions {
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const invalid = (reason: string, param = 'entry') => new AppError('invalid_request', msg('model_entry_invalid', { reason }), param);
+const invalid = (reason: string, param = 'entry') => new AppError('invalid_model_entry', msg('model_entry_invalid', { reason }), param);
 /** how a message names where a model comes from */
 export const SOURCE_TEXT: Record<ModelSource, Texts> = {
   file: { en: 'a model of the model file', zh: '模型文件中的模型' },
@@ -365,7 +365,7 @@ export class StoredModels {
 
   /**
    * Checks an entry (without its api_key values) as the model file's checker does, plus what a file checks across
-   * its entries: fallbacks name served models of the same type. Throws 400 invalid_request with the checker's message.
+   * its entries: fallbacks name served models of the same type. Throws 400 invalid_model_entry with the checker's message.
    */
   check(entry: Record<string, unknown>): ModelSpec {
     const name = typeof entry.name === 'string' ? entry.name : undefined;
@@ -565,13 +565,13 @@ export class StoredModels {
     const b = this.built.get(name);
     const spec = this.o.models.get(name) ?? b?.spec;
     if (!spec) {
-      if (b) return { ok: false, model: name, deployment: deploymentId ?? name, latency_ms: 0, error: { code: 'invalid_request', message: b.error ?? 'the entry is refused' } };
+      if (b) return { ok: false, model: name, deployment: deploymentId ?? name, latency_ms: 0, error: { code: 'invalid_model_entry', message: b.error ?? 'the entry is refused' } };
       throw new AppError('model_not_found', msg('model_unknown', { name }), 'name');
     }
     const deps: DeploymentSpec[] = spec.deployments ?? [{ ...spec, id: deploymentName(spec), weight: 1, upstream_model: upstreamName(spec) } as DeploymentSpec];
     const dep = deploymentId === undefined ? deps[0]! : deps.find((d) => d.id === deploymentId);
     if (!dep) {
-      throw new AppError('invalid_request', msg('model_deployment_unknown', { name, deployment: deploymentId ?? '', list: deps.map((d) => d.id).join(', ') }), 'deployment');
+      throw new AppError('invalid_model_entry', msg('model_deployment_unknown', { name, deployment: deploymentId ?? '', list: deps.map((d) => d.id).join(', ') }), 'deployment');
     }
     const timeoutMs = Math.min(dep.timeouts?.first_byte_ms ?? TEST_TIMEOUT_MS, dep.timeouts?.total_ms ?? TEST_TIMEOUT_MS, TEST_TIMEOUT_MS);
     const t0 = performance.now();

@@ -45,7 +45,7 @@ export const ERRORS = {
   },
   /** the request's bytes are not HTTP (Node's parser refused them before any route: compose/http.ts, clientError) */
   /** an entry an operator gave (a model of the admin API) that the model file's checker refuses; the message is the checker's */
-  invalid_request: { status: 400, portal: 40013, type: 'invalid_request_error', message: 'the request is not valid', zh: '请求无效' },
+  invalid_model_entry: { status: 400, portal: 40013, type: 'invalid_request_error', message: 'the request is not valid', zh: '请求无效' },
   malformed_request: {
     status: 400,
     portal: 40012,

@@ -1,4 +1,4 @@
-// Models at run time: every bad entry gets the model file checker's message as 400 invalid_request, a name taken
+// Models at run time: every bad entry gets the model file checker's message as 400 invalid_model_entry, a name taken
 // by any other model 409 conflict, a change to a model that is not stored 409 read_only, an unknown one 404.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -53,49 +53,49 @@ for (const db of testDatabases()) {
       const meta = await refused(
         { ...rest, base_ur: base_url },
         400,
-        'invalid_request',
+        'invalid_model_entry',
         /unknown key 'base_ur' for provider openai-compatible \(did you mean 'base_url'\?\); allowed keys: /,
       );
       assert.equal(meta.code, 40013);
-      await refused({ ...base(), timeouts: { first_bite_ms: 10 } }, 400, 'invalid_request', /unknown key 'timeouts.first_bite_ms' \(did you mean 'first_byte_ms'\?\)/);
-      await refused({ ...base(), context_windw: 10 }, 400, 'invalid_request', /did you mean 'context_window'/);
+      await refused({ ...base(), timeouts: { first_bite_ms: 10 } }, 400, 'invalid_model_entry', /unknown key 'timeouts.first_bite_ms' \(did you mean 'first_byte_ms'\?\)/);
+      await refused({ ...base(), context_windw: 10 }, 400, 'invalid_model_entry', /did you mean 'context_window'/);
       await nothingStored();
     });
 
     test('a wrong provider, a missing base_url, a bad base_url, a bad type', async () => {
-      await refused({ ...base(), provider: 'openai' }, 400, 'invalid_request', /unknown provider "openai"; one of: openai-compatible, llama/);
-      await refused({ name: 'bad', provider: 'openai-compatible' }, 400, 'invalid_request', /'base_url' is required for provider openai-compatible/);
-      await refused({ ...base(), base_url: 'http://127.0.0.1:99999/v1' }, 400, 'invalid_request', /'base_url' has the port 99999, outside 1-65535/);
-      await refused({ ...base(), type: 'image' }, 400, 'invalid_request', /'type' must be one of: text, speech, transcription, embeddings/);
-      await refused({ name: 'bad' }, 400, 'invalid_request', /'provider' is required/);
+      await refused({ ...base(), provider: 'openai' }, 400, 'invalid_model_entry', /unknown provider "openai"; one of: openai-compatible, llama/);
+      await refused({ name: 'bad', provider: 'openai-compatible' }, 400, 'invalid_model_entry', /'base_url' is required for provider openai-compatible/);
+      await refused({ ...base(), base_url: 'http://127.0.0.1:99999/v1' }, 400, 'invalid_model_entry', /'base_url' has the port 99999, outside 1-65535/);
+      await refused({ ...base(), type: 'image' }, 400, 'invalid_model_entry', /'type' must be one of: text, speech, transcription, embeddings/);
+      await refused({ name: 'bad' }, 400, 'invalid_model_entry', /'provider' is required/);
       await nothingStored();
     });
 
     test('bad pricing: a negative price, a unit no feature meters (did you mean), a price the type is never charged', async () => {
-      await refused({ ...base(), pricing: { input_per_million: -1 } }, 400, 'invalid_request', /'pricing.input_per_million' must be at least 0/);
-      await refused({ ...base(), pricing: { per_charactr: 1 } }, 400, 'invalid_request', /unknown key 'pricing.per_charactr' \(did you mean 'per_character'\?\)/);
-      await refused({ ...base(), pricing: { per_character: 1 } }, 400, 'invalid_request', /'pricing.per_character' applies to speech models only/);
-      await refused({ ...base(), pricing: { output_per_million: 'a lot' } }, 400, 'invalid_request', /'pricing.output_per_million' must be a number/);
+      await refused({ ...base(), pricing: { input_per_million: -1 } }, 400, 'invalid_model_entry', /'pricing.input_per_million' must be at least 0/);
+      await refused({ ...base(), pricing: { per_charactr: 1 } }, 400, 'invalid_model_entry', /unknown key 'pricing.per_charactr' \(did you mean 'per_character'\?\)/);
+      await refused({ ...base(), pricing: { per_character: 1 } }, 400, 'invalid_model_entry', /'pricing.per_character' applies to speech models only/);
+      await refused({ ...base(), pricing: { output_per_million: 'a lot' } }, 400, 'invalid_model_entry', /'pricing.output_per_million' must be a number/);
       await nothingStored();
     });
 
     test('api_key: only a string or null, only on openai-compatible, not with api_key_env, in each deployment', async () => {
-      await refused({ ...base(), api_key: 42 }, 400, 'invalid_request', /'api_key' must be the upstream's key/);
-      await refused({ ...base(), api_key: '' }, 400, 'invalid_request', /'api_key' must be the upstream's key/);
-      await refused({ ...base(), api_key: 'sk-abc', api_key_env: 'UPSTREAM_KEY_SET' }, 400, 'invalid_request', /'api_key' and 'api_key_env' both give/);
+      await refused({ ...base(), api_key: 42 }, 400, 'invalid_model_entry', /'api_key' must be the upstream's key/);
+      await refused({ ...base(), api_key: '' }, 400, 'invalid_model_entry', /'api_key' must be the upstream's key/);
+      await refused({ ...base(), api_key: 'sk-abc', api_key_env: 'UPSTREAM_KEY_SET' }, 400, 'invalid_model_entry', /'api_key' and 'api_key_env' both give/);
       await refused(
         { name: 'bad', provider: 'llama', path: '/nowhere.gguf', api_key: 'sk-abc' },
         400,
-        'invalid_request',
+        'invalid_model_entry',
         /'api_key' applies to openai-compatible deployments only/,
       );
       await refused(
         { name: 'bad', api_key: 'sk-abc', deployments: [{ provider: 'openai-compatible', base_url: up.url }] },
         400,
-        'invalid_request',
+        'invalid_model_entry',
         /'api_key' goes in each deployment/,
       );
-      await refused({ ...base(), api_key_env: 'NOT_SET_ANYWHERE_42' }, 400, 'invalid_request', /'api_key_env' names NOT_SET_ANYWHERE_42, which is not set/);
+      await refused({ ...base(), api_key_env: 'NOT_SET_ANYWHERE_42' }, 400, 'invalid_model_entry', /'api_key_env' names NOT_SET_ANYWHERE_42, which is not set/);
       // a key follows its deployment by id: a deployment of a list without one cannot be given a key
       await refused(
         {
@@ -106,13 +106,13 @@ for (const db of testDatabases()) {
           ],
         },
         400,
-        'invalid_request',
+        'invalid_model_entry',
         /'deployments\.1\.api_key' needs the deployment's own 'id': a stored key follows its deployment by id/,
       );
       await refused(
         { name: 'bad', deployments: [{ provider: 'openai-compatible', base_url: up.url, api_key: 'sk-abc' }] },
         400,
-        'invalid_request',
+        'invalid_model_entry',
         /'deployments\.0\.api_key' needs the deployment's own 'id'/,
         'zh',
       );
@@ -132,7 +132,7 @@ for (const db of testDatabases()) {
       ] as const) {
         const res = await call('PUT', '/models/moving', { entry: { provider: 'openai-compatible', base_url: 'https://elsewhere.example/v1' } }, lang);
         assert.equal(res.statusCode, 400, res.body);
-        assert.equal(res.json().meta.error, 'invalid_request');
+        assert.equal(res.json().meta.error, 'invalid_model_entry');
         assert.match(res.json().meta.message, re);
         assert.ok(!res.body.includes('sk-moving-key-1'));
       }
@@ -145,9 +145,9 @@ for (const db of testDatabases()) {
     });
 
     test('fallbacks name served models of the same type', async () => {
-      await refused({ ...base(), fallbacks: ['nope'] }, 400, 'invalid_request', /'fallbacks' names "nope", which is not a model Portico serves/);
-      await refused({ ...base(), fallbacks: ['tts-1'] }, 400, 'invalid_request', /'fallbacks' names "tts-1", a speech model, not a text one/);
-      await refused({ ...base(), fallbacks: ['bad'] }, 400, 'invalid_request', /names the model itself/);
+      await refused({ ...base(), fallbacks: ['nope'] }, 400, 'invalid_model_entry', /'fallbacks' names "nope", which is not a model Portico serves/);
+      await refused({ ...base(), fallbacks: ['tts-1'] }, 400, 'invalid_model_entry', /'fallbacks' names "tts-1", a speech model, not a text one/);
+      await refused({ ...base(), fallbacks: ['bad'] }, 400, 'invalid_model_entry', /names the model itself/);
     });
 
     test('a name clash: with the file model, a built-in one, a stored one, a deployment id; in Chinese too', async () => {

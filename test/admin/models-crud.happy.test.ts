@@ -266,7 +266,7 @@ for (const db of testDatabases()) {
         // another origin, no key typed: 400 naming the place, nothing changed, nothing sent to the other upstream
         const moved = await call('PUT', '/models/stored-o', { entry: { provider: 'openai-compatible', base_url: other.url } });
         assert.equal(moved.statusCode, 400, moved.body);
-        assert.equal(moved.json().meta.error, 'invalid_request');
+        assert.equal(moved.json().meta.error, 'invalid_model_entry');
         assert.match(moved.json().meta.message, /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the base_url now goes to /);
         assert.ok(moved.json().meta.message.includes(new URL(other.url).origin), moved.body);
         assert.ok(!moved.body.includes(K));
