@@ -8,7 +8,7 @@
 // run in a pass of their own too: Chromium's CPU use would otherwise upset the timing checks of the audio tests.
 // Within each pass the files start longest first (their times in the last run, kept in
 // node_modules/.cache/portico/test-times.json), so that the passes' slots end together. The last line sums every pass.
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -126,7 +126,9 @@ const slowest = measured;
 try {
   for (const [ms, f] of measured) known[timeKey(f)] = ms;
   mkdirSync(dirname(timesPath), { recursive: true });
-  writeFileSync(timesPath, JSON.stringify(known, Object.keys(known).sort(), 1) + '\n');
+  // written whole and then renamed: two runs ending together (worktrees share node_modules) never leave half a file
+  writeFileSync(`${timesPath}.${process.pid}`, JSON.stringify(known, Object.keys(known).sort(), 1) + '\n');
+  renameSync(`${timesPath}.${process.pid}`, timesPath);
 } catch (e) {
   console.log(`# the files' times not kept for the next run's order (${e.message})`);
 }
