@@ -6,10 +6,11 @@
 // load, recovery measured against a clock) run in a second pass on their own, so the rest of the suite does
 // not compete with them for the two cores. The browser tests (*.browser.test.js: Chromium driving the web page)
 // run in a pass of their own too: Chromium's CPU use would otherwise upset the timing checks of the audio tests.
-// The last line sums every pass.
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+// Within each pass the files start longest first (their times in the last run, kept in
+// node_modules/.cache/portico/test-times.json), so that the passes' slots end together. The last line sums every pass.
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve, sep } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
 
@@ -24,6 +25,29 @@ const files = [];
   }
 })(join(outDir, 'test'));
 files.sort();
+
+// Longest first: each pass hands its files out in order to `concurrency` slots, so a long file started last keeps
+// the pass going alone at its end. The order comes from the files' times in earlier runs (written below, in
+// node_modules/.cache, or PORTICO_TEST_TIMES); a file with no time yet goes first (it may be long); with no times
+// at all (a fresh clone), the larger compiled file first.
+const timesPath = process.env.PORTICO_TEST_TIMES || join('node_modules', '.cache', 'portico', 'test-times.json');
+/** a test file's name in the times: its path under test/ without the extension (the reporter names the .ts source) */
+const timeKey = (f) => {
+  const i = f.lastIndexOf(`test${sep}`);
+  return (i < 0 ? f : f.slice(i))
+    .split(sep)
+    .join('/')
+    .replace(/\.test\.[jt]s$/, '');
+};
+let known = {};
+try {
+  known = JSON.parse(readFileSync(timesPath, 'utf8'));
+} catch {
+  // no earlier run
+}
+const haveTimes = Object.keys(known).length > 0;
+const expected = new Map(files.map((f) => [f, haveTimes ? (known[timeKey(f)] ?? Infinity) : statSync(f).size]));
+files.sort((a, b) => expected.get(b) - expected.get(a) || a.localeCompare(b));
 
 const isCluster = (f) => f.includes(`${sep}test${sep}cluster${sep}`);
 const isBrowser = (f) => f.endsWith('.browser.test.js');
@@ -66,17 +90,8 @@ let passNo = 0;
 function run({ files, concurrency }) {
   return new Promise((resolve) => {
     const times = join(runDir, `times-${passNo++}.txt`);
-    const args = [
-      '--enable-source-maps',
-      '--test',
-      `--test-concurrency=${concurrency}`,
-      '--test-timeout=180000',
-      '--test-reporter=tap',
-      '--test-reporter-destination=stdout',
-      `--test-reporter=${fileURLToPath(new URL('./test-times.mjs', import.meta.url))}`,
-      `--test-reporter-destination=${times}`,
-      ...files,
-    ];
+    // scripts/test-pass.mjs, not `node --test`: the CLI sorts the files by name, the pass must keep the order above
+    const args = ['--enable-source-maps', fileURLToPath(new URL('./test-pass.mjs', import.meta.url)), String(concurrency), '180000', times, ...files];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     const counts = { pass: 0, fail: 0, cancelled: 0, skipped: 0 };
     let tail = '';
@@ -101,11 +116,22 @@ for (const p of passes) {
   if (code !== 0) failed = true;
   for (const k of Object.keys(total)) total[k] += counts[k];
 }
-const slowest = readdirSync(runDir)
+const measured = readdirSync(runDir)
   .filter((n) => n.startsWith('times-'))
   .flatMap((n) => readFileSync(join(runDir, n), 'utf8').split('\n').filter(Boolean))
   .map((l) => [Number(l.slice(0, l.indexOf(' '))), l.slice(l.indexOf(' ') + 1)])
   .sort((a, b) => b[0] - a[0]);
+const slowest = measured;
+// the times of this run's files replace their earlier ones (the others are kept): the next run's order
+try {
+  for (const [ms, f] of measured) known[timeKey(f)] = ms;
+  mkdirSync(dirname(timesPath), { recursive: true });
+  // written whole and then renamed: two runs ending together (worktrees share node_modules) never leave half a file
+  writeFileSync(`${timesPath}.${process.pid}`, JSON.stringify(known, Object.keys(known).sort(), 1) + '\n');
+  renameSync(`${timesPath}.${process.pid}`, timesPath);
+} catch (e) {
+  console.log(`# the files' times not kept for the next run's order (${e.message})`);
+}
 console.log(
   `# the slowest test files (the sum of their top-level tests' times):\n${slowest
     .slice(0, 15)

@@ -5,8 +5,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pgliteTemplate } from '../helpers/db-template.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+/** the new embedded database starts from the suite's migrated template (test/helpers/db-template.ts), not initdb */
+const template = await pgliteTemplate();
 const env = (dataDir: string) => ({
   ...process.env,
   DATA_DIR: dataDir,
@@ -15,6 +18,7 @@ const env = (dataDir: string) => ({
   JWT_SECRET: 'lock-test-secret-0123456789abcdef0123456789',
   DATABASE_URL: '',
   REDIS_URL: '',
+  PORTICO_PGLITE_TEMPLATE: template,
 });
 
 test('an operator command on the embedded database of a running server is refused, and works once it stops', { timeout: 175_000 }, async () => {

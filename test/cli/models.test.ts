@@ -19,6 +19,8 @@ import { formatBytes } from '../../src/models/pull/format.js';
 const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 const ENOSPC = pathToFileURL(fileURLToPath(new URL('../helpers/enospc-preload.js', import.meta.url))).href;
 const TOKEN = 'hf_cli_secret_token_42';
+/** the stall wait of the tests that make the hub send nothing: each try waits it out (a local hub sends a 5 MB chunk in far less) */
+const STALL_MS = '1000';
 
 interface Run {
   code: number;
@@ -268,7 +270,7 @@ test('a transfer that stalls (the connection stays open, nothing arrives) is cut
   let stalls = 0;
   hub.faults.stall = (start) => start > 0 && stalls++ === 0;
   try {
-    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: '1500' }));
+    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: STALL_MS }));
     assert.equal(r.code, 0, r.stderr);
     assert.equal(stalls >= 2, true, 'the stalled range was asked for again');
     assert.match(r.stderr, /nothing arrived for \S+ at [\d.]+ [kM]?B of [\d.]+ MB; the transfer is cut and resumed \(try 2 of 4\)/);
@@ -280,11 +282,11 @@ test('a transfer that stalls (the connection stays open, nothing arrives) is cut
   const d2 = home();
   hub.faults.stall = (start) => start > 0;
   try {
-    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d2, { PORTICO_PULL_STALL_MS: '1500' }));
+    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d2, { PORTICO_PULL_STALL_MS: STALL_MS }));
     assert.equal(r.code, 1, r.stderr);
     assert.match(
       r.stderr,
-      /portico: the transfer stalled: nothing arrived for 2 s, 4 times; the part downloaded so far is kept: run the same command again to resume \(PORTICO_PULL_STALL_MS sets the wait\)/,
+      /portico: the transfer stalled: nothing arrived for 1 s, 4 times; the part downloaded so far is kept: run the same command again to resume \(PORTICO_PULL_STALL_MS sets the wait\)/,
     );
     assert.equal((r.stderr.match(/the transfer is cut and resumed/g) ?? []).length, 3);
     assert.ok(
@@ -335,7 +337,7 @@ test('a resumed pull says how much was really downloaded before (not the partial
   // the hub gives the first `have` bytes of the file, then nothing more: the pull stalls, retries, and gives up
   hub.faults.onlyBelow = have;
   try {
-    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: '1500' }));
+    const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: STALL_MS }));
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, /the part downloaded so far is kept/);
   } finally {
@@ -347,7 +349,7 @@ test('a resumed pull says how much was really downloaded before (not the partial
     hub.requests.filter((q) => q.range !== 'bytes=0-15'),
   );
   assert.equal(received, have);
-  const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: '1500' }));
+  const r = await inProcess({ command: 'pull', ref: 'hf:acme/Big-GGUF' }, env(d, { PORTICO_PULL_STALL_MS: STALL_MS }));
   assert.equal(r.code, 0, r.stderr);
   const line = r.stderr.split('\n').find((l) => l.startsWith('pulling '));
   assert.ok(line?.endsWith(`, resuming at ${formatBytes(received)}`), `the resume names the ${received} bytes received: ${line}`);

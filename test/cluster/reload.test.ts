@@ -11,19 +11,14 @@ import { dirname, join } from 'node:path';
 import { freePort, parseSse, spawnPortico, startCluster, waitReady, type Cluster, type Instance } from '../helpers/cluster.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { portico } from '../cli/helpers.js';
+import { waitFor } from '../helpers/wait.js';
+import { pgliteTemplate } from '../helpers/db-template.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 
 const JWT_SECRET = 'reload-jwt-secret-0123456789abcdef0123456789ab';
 
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** waits for `probe` to give a value (the reloads of real processes: up to 20 s, polled every 50 ms) */
+const until = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 20_000) => waitFor(probe, { what, timeoutMs: ms, everyMs: 50 });
 
 /** the JSON log lines of a process so far */
 function logLines(inst: Instance): Array<Record<string, any>> {
@@ -82,7 +77,7 @@ function replaceFile(file: string, text: string) {
   renameSync(tmp, file);
 }
 
-/** One `portico serve` on PGlite, with its own DATA_DIR and model file. */
+/** One `portico serve` on PGlite, with its own DATA_DIR (its database made from the suite's template) and model file. */
 async function startPglite(up: ScriptedUpstream, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'portico-reload-'));
   const file = join(dir, 'models.yaml');
@@ -97,6 +92,7 @@ async function startPglite(up: ScriptedUpstream, env: Record<string, string> = {
     PORTICO_CONFIG: file,
     JWT_SECRET,
     LOG_LEVEL: 'info',
+    PORTICO_PGLITE_TEMPLATE: await pgliteTemplate(),
     ...env,
   });
   await waitReady(inst, 60_000);

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { waitFor } from '../helpers/wait.js';
+import { pgliteTemplate } from '../helpers/db-template.js';
 import { signToken } from '../../src/platform/auth/jwt.js';
 import { createCore } from '../../src/compose/core.js';
 import { loadConfig } from '../../src/platform/config.js';
@@ -47,6 +48,7 @@ async function serve(up: ScriptedUpstream, graceMs: number): Promise<Served> {
       JWT_SECRET: SECRET,
       PORTICO_CONFIG: config,
       SHUTDOWN_GRACE_MS: String(graceMs),
+      PORTICO_PGLITE_TEMPLATE: await pgliteTemplate(),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

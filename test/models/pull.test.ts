@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { FakeHub, sha256, type FakeHubRepo } from '../helpers/fake-hub.js';
 import { makeTinyGguf } from '../helpers/tiny-gguf.js';
-import { stallWatch } from '../helpers/wait.js';
+import { stallWatch, waitFor } from '../helpers/wait.js';
 import { encodeGguf, str, u32 } from '../helpers/gguf-writer.js';
 import { pullModel, type PullEvent, type PullOptions } from '../../src/models/pull/pull.js';
 import { ModelCatalogue } from '../../src/models/pull/catalogue.js';
@@ -479,7 +479,8 @@ describe('resume', () => {
     // the hub gives the bytes before `have` (to whichever transfer asks, in whatever order), then nothing more
     hub.faults.onlyBelow = have;
     try {
-      await refused(pullModel('hf:acme/Big-GGUF', opts(dir, { stallMs: 1500 })), 'interrupted', /the transfer stalled/);
+      // the hub sends nothing more, so each try waits the stall out: 1 s (10 MB from a local server come in far less)
+      await refused(pullModel('hf:acme/Big-GGUF', opts(dir, { stallMs: 1000 })), 'interrupted', /the transfer stalled/);
     } finally {
       hub.faults.onlyBelow = undefined;
     }
@@ -525,25 +526,25 @@ describe('the catalogue', () => {
     const w = cat.watch((c) => seen.push(c.models.map((m) => m.name)));
     const p = cat.watch((c) => polled.push(c.models.map((m) => m.name)), { pollMs: 50 });
     try {
-      await waitFor(() => seen.length === 1 && polled.length === 1);
+      await waitFor(() => seen.length === 1 && polled.length === 1, { what: 'the first change seen both ways', timeoutMs: 5000 });
       assert.deepEqual(seen[0], [], 'the current (empty) list first');
       const stalls = stallWatch();
       const t0 = Date.now();
       await pullModel('hf:acme/Tiny-Chat-GGUF', opts(dir));
-      await waitFor(() => seen.length === 2);
+      await waitFor(() => seen.length === 2, { what: 'the second change seen', timeoutMs: 5000 });
       // within the pull plus a moment (plus what this process's event loop was stalled), not the 2 s poll
       const stalled = stalls.stop();
       assert.ok(Date.now() - t0 < 1500 + stalled, `seen ${Date.now() - t0} ms after the pull started (${stalled.toFixed(0)} ms of stalls)`);
       assert.deepEqual(seen[1], ['tiny-chat:q4_k_m']);
       await new ModelCatalogue(dir).remove('tiny-chat:q4_k_m');
-      await waitFor(() => seen.length === 3 && polled.length === 3);
+      await waitFor(() => seen.length === 3 && polled.length === 3, { what: 'the third change seen both ways', timeoutMs: 5000 });
       assert.deepEqual(seen[2], []);
       assert.deepEqual(polled, seen);
       // a damaged file is reported, the last good list stays
       const errors: Error[] = [];
       const w2 = cat.watch(() => {}, { onError: (e) => errors.push(e), pollMs: 50 });
       writeFileSync(join(dir, 'models.json'), '{not json');
-      await waitFor(() => errors.length > 0);
+      await waitFor(() => errors.length > 0, { what: 'the error reported', timeoutMs: 5000 });
       assert.match(errors[0].message, /models.json is not valid JSON/);
       w2.close();
       await refused(cat.list(), 'catalogue_error', /is not valid JSON .* fix or delete it/);
@@ -574,11 +575,3 @@ describe('the catalogue', () => {
     await refused(cat.list(), 'catalogue_error', /outside/);
   });
 });
-
-async function waitFor(cond: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

@@ -13,22 +13,13 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Type } from 'typebox';
 import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
+import { waitFor } from '../helpers/wait.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { planReload } from '../../src/models/reload.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { EngineRegistry } from '../../src/engines/registry.js';
 import { defineProvider, type Provider, type ProviderContext } from '../../src/engines/provider.js';
 import { EngineError, type TextEngine } from '../../src/engines/types.js';
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** JSON log lines written by the app (LOG_LEVEL info) */
 function logSink() {
@@ -127,7 +118,7 @@ describe('the engine registry retires engines of a replaced configuration', () =
       made.map((m) => m.key),
       ['old', 'new'],
     );
-    await until('the old engine told to retire', () => (made[0]!.retired ? true : undefined));
+    await waitFor(() => made[0]!.retired, { what: 'the old engine told to retire', timeoutMs: 15_000 });
     assert.equal(made[0]!.closed, false, 'closed while its work was under way');
     // a request that took the old spec before the reload never makes an engine of the old keys under the name
     await assert.rejects(registry.text(old), (e: unknown) => e instanceof EngineError && e.status === 503 && e.retryable === true && /changed with a reload/.test(e.message));
@@ -229,7 +220,7 @@ ${o.gone === false ? '' : `  - { name: gone, provider: openai-compatible, base_u
       assert.equal(chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''), pieces.join(''), 'every piece arrived');
       assert.ok(text.trimEnd().endsWith('data: [DONE]'), 'the stream ended normally');
       assert.equal(chunks.at(-1).choices.at(-1)?.finish_reason ?? chunks.at(-2)?.choices?.[0]?.finish_reason, 'stop');
-      await until('the old engine to close once its stream ended', closedLine);
+      await waitFor(closedLine, { what: 'the old engine to close once its stream ended', timeoutMs: 15_000 });
     });
 
     test('an unchanged deployment keeps its open breaker and engine; a changed one starts afresh', async () => {

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { pgliteTemplate } from '../helpers/db-template.js';
 
 interface Answer {
   status: number;
@@ -108,7 +109,7 @@ describe('client errors before a request on `portico serve`', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'portico-client-errors-'));
     child = spawn(process.execPath, ['dist/src/cli/main.js', 'serve'], {
-      env: { ...process.env, DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', PORTICO_DB: 'memory', LOG_LEVEL: 'info' },
+      env: { ...process.env, DATA_DIR: dir, PORT: '0', HOST: '127.0.0.1', PORTICO_DB: 'memory', LOG_LEVEL: 'info', PORTICO_PGLITE_TEMPLATE: await pgliteTemplate() },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     url = await new Promise<string>((resolve, reject) => {

@@ -7,7 +7,7 @@ import { UsageService } from '../../src/portal/usage/service.js';
 import { RefusedRecords, UsageJournal } from '../../src/portal/usage/journal.js';
 import type { UsageInsert, UsageStore } from '../../src/portal/usage/store.js';
 import { captureLog } from '../helpers/log.js';
-import { stallWatch } from '../helpers/wait.js';
+import { stallWatch, waitFor } from '../helpers/wait.js';
 
 /** A store that keeps rows in memory (unique by record_id, as the table is) and can be made to fail. */
 function fakeStore() {
@@ -36,13 +36,6 @@ const service = (store: ReturnType<typeof fakeStore>, dir: string, log = capture
   new UsageService(store as unknown as UsageStore, journal, { log, refused });
 
 const key = { keyId: 'key_1', userId: 'u', orgId: 'default' };
-const until = async (cond: () => boolean, ms = 5000) => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
 
 test('journaled records are shipped in batches, survive a database outage, and none is lost', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
@@ -50,21 +43,21 @@ test('journaled records are shipped in batches, survive a database outage, and n
     const store = fakeStore();
     const usage = service(store, dir);
     for (let i = 0; i < 50; i++) await usage.record({ requestId: `r${i}`, key, model: 'm', operation: 'responses', inputTokens: 1 });
-    await until(() => store.rows.size === 50);
+    await waitFor(() => store.rows.size === 50, { what: 'the first 50 rows stored', timeoutMs: 5000 });
     assert.ok(store.calls < 50, `records were batched (${store.calls} inserts for 50 records)`);
     // the database goes away: requests keep being acknowledged, their records wait in the journal
     store.down = true;
     const callsBefore = store.calls;
     for (let i = 50; i < 120; i++) await usage.record({ requestId: `r${i}`, key, model: 'm', operation: 'responses', inputTokens: 1 });
     // a shipment was tried (and refused) while the database was away
-    await until(() => store.calls > callsBefore);
+    await waitFor(() => store.calls > callsBefore, { what: 'another write tried', timeoutMs: 5000 });
     assert.equal(store.rows.size, 50);
     const spooled = readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8').trim().split('\n').length;
     assert.ok(spooled >= 70, `the journal holds the unshipped records (${spooled})`);
     await assert.rejects(usage.flush(), /ECONNREFUSED/);
     // it comes back: everything arrives by itself, with no new record to trigger it
     store.down = false;
-    await until(() => store.rows.size === 120, 8000);
+    await waitFor(() => store.rows.size === 120, { what: 'all 120 rows stored', timeoutMs: 8000 });
     assert.deepEqual([...store.rows.values()].map((r) => r.request_id).sort(), Array.from({ length: 120 }, (_, i) => `r${i}`).sort());
     await usage.flush();
     assert.equal(readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8'), '', 'the journal is emptied once everything is stored');

@@ -2,14 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunManager } from '../../src/responses/runs.js';
 import { captureLog } from '../helpers/log.js';
-
-const until = async (cond: () => boolean, ms = 2000) => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
+import { waitFor } from '../helpers/wait.js';
 
 test('a background job that throws is logged once, at error level, with its response id', async () => {
   const { log, lines } = captureLog();
@@ -17,7 +10,7 @@ test('a background job that throws is logged once, at error level, with its resp
   const run = runs.submit('resp_broken', async () => {
     throw new Error('relation "responses" does not exist');
   });
-  await until(() => run.done);
+  await waitFor(() => run.done, { what: 'the run to end', timeoutMs: 2000 });
   assert.equal(lines.length, 1);
   assert.equal(lines[0]!.level, 'error');
   assert.equal(lines[0]!.obj.id, 'resp_broken');
@@ -27,7 +20,7 @@ test('a background job that throws is logged once, at error level, with its resp
   const ok = runs.submit('resp_fine', async () => {
     ran = true;
   });
-  await until(() => ok.done);
+  await waitFor(() => ok.done, { what: 'the run to end', timeoutMs: 2000 });
   assert.equal(ran, true);
   assert.equal(lines.length, 1);
   await runs.close();
@@ -41,7 +34,7 @@ test('a job stopped by cancel or shutdown that then throws is not an error: one 
   const cancelled = runs.submit('resp_cancelled', abortable);
   cancelled.cancelRequested = true;
   cancelled.controller.abort(new Error('cancelled'));
-  await until(() => cancelled.done);
+  await waitFor(() => cancelled.done, { what: 'the run to end', timeoutMs: 2000 });
   assert.deepEqual(
     lines.map((l) => [l.level, l.obj.id, l.obj.reason]),
     [['info', 'resp_cancelled', 'cancelled']],

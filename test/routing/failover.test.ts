@@ -10,7 +10,7 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { timed } from '../helpers/wait.js';
+import { timed, waitFor } from '../helpers/wait.js';
 import OpenAI from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -125,15 +125,14 @@ models:
       signal: ctl.signal,
     }).catch((e: Error) => e);
     const inflight = () => t.runtime.router.health.peek('c2-hole')?.inflight;
-    const until = async (want: number, ms: number) => {
-      const deadline = Date.now() + ms;
-      while (inflight() !== want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    const until = async (want: number) => {
+      await waitFor(() => inflight() === want, { what: `${want} try in flight`, timeoutMs: 5000, everyMs: 5 });
       return inflight();
     };
-    assert.equal(await until(1, 5000), 1, 'the try is under way');
+    assert.equal(await until(1), 1, 'the try is under way');
     const r = await timed(async () => {
       ctl.abort();
-      return until(0, 5000);
+      return until(0);
     });
     assert.equal(r.value, 0);
     assert.ok(r.ms < 500 + r.stallMs, `the try ended ${r.ms.toFixed(0)} ms after the client left (its connect_ms is 2000)`);

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { gunzipSync, brotliDecompressSync } from 'node:zlib';
 import { SignJWT } from 'jose';
 import { buildTestApp, testDatabases, type TestApp } from '../helpers/app.js';
+import { pgliteTemplate } from '../helpers/db-template.js';
 import { assertOk, assertPortalError, INFER, MGMT } from '../portal/util.js';
 import { linkKey, mintSignInLink } from '../../src/web/link.js';
 import { sql } from '../../src/platform/db/index.js';
@@ -351,7 +352,7 @@ describe('web page settings and the CLI', () => {
     const firstLines = async (extra: Record<string, string>) => {
       const dir = mkdtempSync(join(tmpdir(), 'portico-serve-'));
       const child = spawn(process.execPath, ['dist/src/cli/main.js', 'serve'], {
-        env: { ...process.env, DATA_DIR: dir, PORT: '0', PORTICO_DB: 'memory', LOG_LEVEL: 'info', ...extra },
+        env: { ...process.env, DATA_DIR: dir, PORT: '0', PORTICO_DB: 'memory', LOG_LEVEL: 'info', PORTICO_PGLITE_TEMPLATE: await pgliteTemplate(), ...extra },
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       try {
