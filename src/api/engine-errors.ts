@@ -27,7 +27,9 @@ function engineAppError(e: EngineError): AppError {
   // a refusal with one of OpenAI's validation codes (an upstream's, or an engine's own) keeps it
   if (e.status === 400 && (VALIDATION_DETAILS as readonly string[]).includes(e.code))
     return new AppError('validation_error', e.message, null, { detail: e.code as ValidationDetail });
-  if (e.code in ERRORS) return new AppError(e.code as ErrorCode, e.message);
+  // an engine's own code keeps its meaning; an upstream's code that happens to be one of ours (an upstream 400 with
+  // code `conflict`, say) does not make a refusal of another status (a 409) out of it
+  if (e.code in ERRORS && ERRORS[e.code as ErrorCode].status === e.status) return new AppError(e.code as ErrorCode, e.message);
   const s = e.status;
   const code: ErrorCode =
     s === 429

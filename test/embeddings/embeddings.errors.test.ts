@@ -75,6 +75,12 @@ describe('embeddings: bad input', () => {
     assert.match(u.message, /unreadable embeddings answer/);
     e.up.script({ status: 429, errorMessage: 'too many' });
     await expectError(await post({ model: EMBED, input: 'x' }), 429, 'rate_limit_exceeded');
+    // an upstream's code that is also one of Portico's, of another status, stays a 400 refusal: not our 409 or 429
+    for (const code of ['conflict', 'read_only', 'insufficient_quota']) {
+      e.up.script({ status: 400, errorBody: { error: { message: `upstream says ${code}`, type: 'invalid_request_error', param: null, code } } });
+      const r = await expectError(await post({ model: EMBED, input: 'x' }), 400, 'validation_error');
+      assert.match(r.message, new RegExp(`upstream says ${code}`));
+    }
   });
 
   test('the model file: matryoshka only on embeddings models, parallel only on text models', () => {
