@@ -344,8 +344,17 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     assert.match(await dialog.locator('.request-input').innerText(), /Hello, stored model/);
     assert.match(await dialog.locator('.request-output').innerText(), /Served by the stored model\./);
     await check('one request');
+    assert.equal(new URL(page.url()).pathname, `/console/requests/${ok.request_id}`, 'the open request has an address of its own');
     await page.keyboard.press('Escape');
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), `Open request ${ok.request_id}`, 'focus back on the row');
+    assert.equal(new URL(page.url()).pathname, '/console/requests');
+    // that address, opened afresh (a shared link), shows the request; closing it leaves the list
+    await page.goto(`${t.url}/console/requests/${ok.request_id}`);
+    await dialog.locator('#request-timings').waitFor();
+    assert.match(await dialog.locator('.request-output').innerText(), /Served by the stored model\./);
+    await page.keyboard.press('Escape');
+    await waitFor(async () => new URL(page.url()).pathname === '/console/requests', { what: 'the list after the shared request closed' });
+    await page.locator('#requests-table tbody tr').first().waitFor();
   });
 
   test('models: keys follow their deployment by id: the one left keeps its own key, a renamed id and a base_url moved elsewhere do not', async () => {

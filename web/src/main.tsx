@@ -2,7 +2,7 @@ import { render } from 'preact';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, admin, onSessionEnded, portal, setApiLanguage, setCsrfToken, type Me, type Session } from './api.js';
 import { I18n, detectLanguage, saveLanguage, translator, type Key, type Lang } from './i18n.js';
-import { linkClick, navigate, usePath } from './router.js';
+import { focusKept, linkClick, navigate, usePath } from './router.js';
 import { SignIn } from './pages/SignIn.js';
 import { Keys } from './pages/Keys.js';
 import { Usage } from './pages/Usage.js';
@@ -120,7 +120,7 @@ function App() {
   // a new screen: its heading takes the focus (keyboard and screen reader users start there), in a layout effect:
   // before the screen is painted, so no key press lands on the old focus once the new screen shows
   useLayoutEffect(() => {
-    main.current?.querySelector<HTMLElement>('h1')?.focus();
+    if (!focusKept()) main.current?.querySelector<HTMLElement>('h1')?.focus();
     const page = PAGES.find((p) => p.path === path);
     // the console names its own screens
     if (!isConsole(path)) document.title = page ? `${t(page.label)} · Portico` : 'Portico';

@@ -67,8 +67,9 @@ export function Operators(_props: ScreenProps) {
         onYes={async () => {
           const id = removing!.user_id;
           await admin('DELETE', `/operators/${seg(id)}`);
-          setNotice(t('console.operators.removed', { user: id }));
+          // the list first, then the sentence: what it says is what the list shows
           await reload();
+          setNotice(t('console.operators.removed', { user: id }));
         }}
       />
     </section>

@@ -56,8 +56,9 @@ function Org({ id }: { id: string }) {
     setNotice('');
     try {
       await admin('PUT', `/orgs/${seg(id)}/members/${seg(m.user_id)}`, { role });
-      setNotice(t('console.orgs.roleChanged', { user: m.user_id, role: t(`console.orgs.role.${role}`) }));
+      // the list first, then the sentence: what it says is what the list shows
       await org.reload();
+      setNotice(t('console.orgs.roleChanged', { user: m.user_id, role: t(`console.orgs.role.${role}`) }));
     } catch (e) {
       setRoleError(e);
     }

@@ -4,6 +4,7 @@ import { DataTable, Pager, useLoad } from './shared.js';
 import type { ScreenProps } from './Console.js';
 import { formatDate, formatNumber, useI18n, type Lang } from '../i18n.js';
 import { Dialog, ErrorBox, Field } from '../components/ui.js';
+import { navigate } from '../router.js';
 
 interface Filters {
   user_id: string;
@@ -35,12 +36,16 @@ const PER_PAGE = 20;
 const ok = (r: RequestRow) => r.status >= 200 && r.status < 400 && r.error === null;
 const or = (v: string | null) => v ?? '—';
 
-export function Requests(_props: ScreenProps) {
+/** where one request opens (a link to it can be shared; Back closes it) */
+const requestHref = (id: string) => `/console/requests/${seg(id)}`;
+
+export function Requests({ sub }: ScreenProps) {
   const { t, lang } = useI18n();
   const [draft, setDraft] = useState<Filters>(NO_FILTERS);
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
   const [page, setPage] = useState(1);
-  const [opened, setOpened] = useState<string | null>(null);
+  // the request opened is the address's (/console/requests/<request id>)
+  const opened = sub ?? null;
   const { data, error } = useLoad(() => admin<RequestList>('GET', `/requests${query({ ...filterParams(filters), page, per_page: PER_PAGE })}`), [filters, page]);
 
   // Show asks again even with the filters unchanged (a copy: the list reloads on a new filters object)
@@ -135,7 +140,7 @@ export function Requests(_props: ScreenProps) {
                   type="button"
                   class="link mono request-id"
                   title={r.request_id}
-                  onClick={() => setOpened(r.request_id)}
+                  onClick={() => navigate(requestHref(r.request_id), false, { keepFocus: true })}
                   aria-label={t('console.requests.open', { id: r.request_id })}
                 >
                   {r.request_id}
@@ -173,7 +178,7 @@ export function Requests(_props: ScreenProps) {
         </DataTable>
       )}
       {data && <Pager id="requests-pager" page={page} perPage={PER_PAGE} total={data.total} onPage={setPage} />}
-      <RequestDialog id={opened} onClose={() => setOpened(null)} />
+      <RequestDialog id={opened} onClose={() => navigate('/console/requests', false, { keepFocus: true })} />
     </section>
   );
 }

@@ -79,6 +79,7 @@ export function Confirm(props: { open: boolean; id: string; title: string; text:
   const { t } = useI18n();
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const cancel = useRef<HTMLButtonElement>(null);
   useLayoutEffect(() => setError(null), [props.open]);
   const run = async () => {
     setBusy(true);
@@ -87,6 +88,9 @@ export function Confirm(props: { open: boolean; id: string; title: string; text:
       props.onClose();
     } catch (e) {
       setError(e);
+      // the pressed button is disabled while it runs, which sent the focus out of the dialog: it comes back to
+      // Cancel, so the keyboard (Escape, Tab) is in the dialog that shows the error
+      cancel.current?.focus();
     } finally {
       setBusy(false);
     }
@@ -99,7 +103,7 @@ export function Confirm(props: { open: boolean; id: string; title: string; text:
         <button type="button" id={`${props.id}-yes`} class={props.danger ? 'danger' : undefined} disabled={busy} onClick={run}>
           {props.yes}
         </button>
-        <button type="button" class="secondary" onClick={props.onClose} autoFocus>
+        <button type="button" class="secondary" onClick={props.onClose} autoFocus ref={cancel}>
           {t('common.cancel')}
         </button>
       </div>
