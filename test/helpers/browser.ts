@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { mintSignInLink } from '../../src/web/link.js';
 import type { TestApp } from './app.js';
 
@@ -28,6 +28,16 @@ export async function launchChromium(extraArgs: string[] = []): Promise<Browser>
       ...extraArgs,
     ],
   });
+}
+
+/**
+ * A page of its own (a new context: no cookie shared with another page) in English, a desktop's size by default,
+ * with its errors and failed CSP checks collected (watchConsole).
+ */
+export async function openPage(browser: Browser, viewport = { width: 1280, height: 900 }): Promise<{ ctx: BrowserContext; page: Page; problems: string[] }> {
+  const ctx = await browser.newContext({ viewport, locale: 'en-US' });
+  const page = await ctx.newPage();
+  return { ctx, page, problems: watchConsole(page) };
 }
 
 /** A sign-in link for the app under test (what `portico login` prints). */

@@ -9,7 +9,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, signInLink, watchConsole } from '../helpers/browser.js';
+import { launchChromium, openPage, signInLink } from '../helpers/browser.js';
 import { axeViolations } from '../helpers/axe.js';
 import { use } from '../admin/helpers.js';
 
@@ -18,7 +18,8 @@ describe("the console's organization roles, where they are Portico's own", () =>
   let browser: Browser;
   let op: Page;
   let mia: Page;
-  const problems: string[] = [];
+  /** each page's errors and failed CSP checks (watchConsole fills them as they come) */
+  const pages: string[][] = [];
   const a11y: string[] = [];
 
   /** what the admin API says of acme's members, from inside the operator's page (its session) */
@@ -47,9 +48,8 @@ describe("the console's organization roles, where they are Portico's own", () =>
     await use(t, { keyId: adam.id, userId: 'mia', orgId: 'acme' }, { cost: 1 });
     browser = await launchChromium();
     const page = async (user: string, roles: Record<string, string> = {}) => {
-      const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
-      const p = await ctx.newPage();
-      problems.push(...watchConsole(p));
+      const { page: p, problems: seen } = await openPage(browser);
+      pages.push(seen);
       await p.goto(await signInLink(t, user, roles));
       await p.getByRole('heading', { name: 'API keys' }).waitFor();
       return p;
@@ -101,6 +101,6 @@ describe("the console's organization roles, where they are Portico's own", () =>
       ['olga', 'olga'],
     );
     assert.deepEqual(a11y, []);
-    assert.deepEqual(problems, []);
+    assert.deepEqual(pages.flat(), []);
   });
 });

@@ -11,7 +11,7 @@ import type { Browser, BrowserContext, Page, Response as PwResponse } from 'play
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
-import { launchChromium, screenshot, signInLink, watchConsole } from '../helpers/browser.js';
+import { launchChromium, openPage, screenshot, signInLink } from '../helpers/browser.js';
 import { axeViolations } from '../helpers/axe.js';
 import { bearer } from '../admin/helpers.js';
 import { quietFor, waitFor } from '../helpers/wait.js';
@@ -56,10 +56,8 @@ describe("the console's Models, Health and Requests screens in Chromium", () => 
     operator = bearer(await t.token('olga'));
     key = await t.inferenceKey('alice');
     browser = await launchChromium();
-    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+    ({ ctx, page, problems } = await openPage(browser));
     ctx.setDefaultTimeout(15_000);
-    page = await ctx.newPage();
-    problems = watchConsole(page);
     page.on('response', (r: PwResponse) => {
       if (new URL(r.url()).pathname.startsWith('/v1/admin/'))
         void r.text().then(

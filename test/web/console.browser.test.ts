@@ -7,9 +7,9 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium, screenshot, signInLink, watchConsole } from '../helpers/browser.js';
+import { launchChromium, openPage, screenshot, signInLink, watchConsole } from '../helpers/browser.js';
 import { axeViolations } from '../helpers/axe.js';
 import { use } from '../admin/helpers.js';
 import { waitFor } from '../helpers/wait.js';
@@ -17,7 +17,6 @@ import { waitFor } from '../helpers/wait.js';
 describe("the operator's console in Chromium", () => {
   let t: TestApp & { url?: string };
   let browser: Browser;
-  let ctx: BrowserContext;
   let page: Page;
   let problems: string[];
   const a11y: string[] = [];
@@ -62,9 +61,7 @@ describe("the operator's console in Chromium", () => {
         .execute();
     }
     browser = await launchChromium();
-    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
-    page = await ctx.newPage();
-    problems = watchConsole(page);
+    ({ page, problems } = await openPage(browser));
   });
   after(async () => {
     await browser?.close();

@@ -10,7 +10,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { sql } from '../../src/platform/db/index.js';
-import { launchChromium, screenshot, signInLink, watchConsole } from '../helpers/browser.js';
+import { launchChromium, openPage, screenshot, signInLink } from '../helpers/browser.js';
 
 describe('the portal page in Chromium', () => {
   let t: TestApp & { url?: string };
@@ -26,10 +26,8 @@ describe('the portal page in Chromium', () => {
     const models = [{ name: 'chat-small', provider: 'openai-compatible', type: 'text', base_url: up.url, upstream_model: 'tiny' } as ModelSpec];
     t = await buildTestApp({ listen: true, models, builtins: true });
     browser = await launchChromium();
-    ctx = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-US' });
+    ({ ctx, page, problems } = await openPage(browser, { width: 1280, height: 860 }));
     await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: t.url });
-    page = await ctx.newPage();
-    problems = watchConsole(page);
   });
   after(async () => {
     await browser?.close();

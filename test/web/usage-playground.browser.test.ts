@@ -9,7 +9,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
-import { launchChromium, screenshot, signInLink, watchConsole } from '../helpers/browser.js';
+import { launchChromium, openPage, screenshot, signInLink } from '../helpers/browser.js';
 import { axeViolations } from '../helpers/axe.js';
 import { execFile, spawnSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -32,9 +32,7 @@ describe('usage per key and the playground in Chromium', () => {
     const models = [{ name: 'chat-small', provider: 'openai-compatible', type: 'text', base_url: up.url, upstream_model: 'tiny' } as ModelSpec];
     t = await buildTestApp({ listen: true, models, builtins: true });
     browser = await launchChromium();
-    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
-    page = await ctx.newPage();
-    problems = watchConsole(page);
+    ({ ctx, page, problems } = await openPage(browser));
   });
   after(async () => {
     await browser?.close();
