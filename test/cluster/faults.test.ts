@@ -224,8 +224,10 @@ describe('PostgreSQL and Redis going away under load (two instances, through cut
       ['pg-back', marks['redis-down']],
       ['redis-back', Date.now()],
     ] as const) {
-      // a request still in flight when the next cut came belongs to that outage, not to this recovery
-      const late = responses(p).filter((o) => o.start >= marks[`${p}-steady`] && o.start + o.ms < endAt);
+      // a request still in flight when the next cut came belongs to that outage, not to this recovery (one that
+      // ended in the millisecond the next phase was marked ended before its cut: the 12 recovered() waited for are
+      // all here, however fast the machine answers)
+      const late = responses(p).filter((o) => o.start >= marks[`${p}-steady`] && o.start + o.ms <= endAt);
       assert.ok(late.length > 10, `only ${late.length} requests late in ${p}`);
       const lateBad = late.filter((o) => o.status !== 200);
       const logs = c.instances
