@@ -8,7 +8,8 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ModelSpec } from '../../src/models/config.js';
-import { eventually } from './helpers.js';
+import assert from 'node:assert/strict';
+import { eventually, wavFile } from './helpers.js';
 
 const FAKE_DECODER = `#!/usr/bin/env node
 const fs = require('fs');
@@ -84,5 +85,47 @@ export function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * 8 s of 16 kHz audio whose only silent stretch is at 3.2 s: in pieces of at most 5 s it is cut there, into
+ * pieces of 3.2 s and 4.8 s (the scripted decoder answers "piece3" and "piece5").
+ */
+export function twoPieces(): Buffer {
+  const rate = 16000;
+  const s = new Int16Array(8 * rate);
+  for (let i = 0; i < s.length; i++) s[i] = Math.round(Math.sin(i * 0.3) * 3000);
+  s.fill(0, Math.round(3.18 * rate), Math.round(3.22 * rate));
+  return wavFile(s, rate);
+}
+
+/** the two pieces' decoder processes, shorter first */
+export function byLength<T extends { seconds: number }>(starts: T[]): [T, T] {
+  const two = starts.slice(-2).sort((a, b) => a.seconds - b.seconds);
+  return [two[0]!, two[1]!];
+}
+
+/** the parsed `data:` events of an SSE response, as they arrive */
+export async function* eventsOf(res: Response): AsyncGenerator<unknown> {
+  if (res.status !== 200) assert.fail(`status ${res.status}: ${await res.text()}`);
+  const reader = res.body!.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    let at: number;
+    while ((at = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, at);
+      buf = buf.slice(at + 2);
+      const data = block
+        .split('\n')
+        .filter((l) => l.startsWith('data: '))
+        .map((l) => l.slice(6))
+        .join('\n');
+      if (data) yield JSON.parse(data);
+    }
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
   }
 }

@@ -7,7 +7,7 @@ import { SPEECH_FORMATS } from '../../codec/index.js';
 import type { AudioService } from '../service.js';
 import { OPENAI_VOICES } from '../voices.js';
 import { SseWriter } from '../../platform/http/sse.js';
-import { ENGINE_HEADER, sendAudioEvents } from './sse.js';
+import { ENGINE_HEADER, ENGINE_HEADER_DOC, sendAudioEvents } from './sse.js';
 
 /** One event of a speech stream (stream_format sse), for the OpenAPI document. */
 const SPEECH_EVENT = {
@@ -62,7 +62,7 @@ const SPEECH_ANSWER = {
     'The audio, streamed as it is synthesized, in the response_format asked for (mp3 by default); with stream_format sse, ' +
     'Server-Sent Events (`data: <json>` lines): speech.audio.delta {audio: base64 of the next bytes of the file}, then speech.audio.done {usage}. ' +
     'The x-portico-engine header names the engine that speaks (flite, espeak-ng, or the upstream provider).',
-  headers: { [ENGINE_HEADER]: { description: 'the engine that served the answer', schema: { type: 'string' } } },
+  headers: ENGINE_HEADER_DOC,
   content: {
     ...Object.fromEntries(['audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/wav', 'audio/pcm'].map((t) => [t, { schema: { type: 'string', format: 'binary' } }])),
     'text/event-stream': { schema: SPEECH_EVENT },

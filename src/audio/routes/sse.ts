@@ -5,6 +5,15 @@ import { openAIErrorBody, toAppError } from '../../platform/http/errors.js';
 /** The header every audio answer carries: the engine that served it (the words of /v1/models' `engine`). */
 export const ENGINE_HEADER = 'x-portico-engine';
 
+/** The header in the OpenAPI document (a 200 answer's `headers`). */
+export const ENGINE_HEADER_DOC = {
+  [ENGINE_HEADER]: {
+    type: 'string',
+    description:
+      'The engine that served the answer, as /v1/models names engines: whisper, pocketsphinx, flite, espeak-ng (a list when several spoke), or the provider of a forwarded model (openai-compatible).',
+  },
+};
+
 /**
  * Writes the events of a streamed audio answer (transcript.text.*, speech.audio.*) as OpenAI does: `data: <json>`
  * lines, no event lines, no `[DONE]` (the `*.done` event is the last). An error before the first event is thrown

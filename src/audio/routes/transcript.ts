@@ -3,7 +3,7 @@ import { clientGone } from '../../platform/http/client-gone.js';
 import type { AudioService } from '../service.js';
 import { readUpload } from '../upload.js';
 import { SseWriter } from '../../platform/http/sse.js';
-import { ENGINE_HEADER, sendAudioEvents } from './sse.js';
+import { ENGINE_HEADER, ENGINE_HEADER_DOC, sendAudioEvents } from './sse.js';
 import { UPLOAD_FORMATS, MAX_PROMPT } from '../service.js';
 
 /**
@@ -75,6 +75,7 @@ const TRANSCRIPT_ANSWER = {
   description:
     'json: {text, usage}; verbose_json: {task, language, duration, text, segments[], words[] (when asked), usage}; text, srt and vtt: the transcript as text. ' +
     'The x-portico-engine header names the engine that recognized it (whisper, pocketsphinx, or the upstream provider).',
+  headers: ENGINE_HEADER_DOC,
   content: {
     'application/json': {
       schema: {
