@@ -422,7 +422,8 @@ export class AudioService {
     } finally {
       if (sent && !run.charged && run.duration !== undefined) {
         run.charged = true;
-        this.chargeTranscription(p, key, requestId, run.duration, facts).catch((e) => this.d.log?.error({ err: e }, 'transcription usage record failed'));
+        // awaited: the route (and the request's log line) ends after it
+        await this.chargeTranscription(p, key, requestId, run.duration, facts).catch((e) => this.d.log?.error({ err: e }, 'transcription usage record failed'));
       }
     }
   }
