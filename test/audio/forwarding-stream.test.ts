@@ -12,7 +12,7 @@ import { Stream } from 'openai/core/streaming';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { DEFAULT_VERBOSE_JSON, startScriptedAudioUpstream, tone, type ScriptedAudioUpstream } from '../helpers/scripted-audio-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
-import { client, probe, wavFile } from './helpers.js';
+import { client, eventually, probe, wavFile } from './helpers.js';
 
 describe('forwarded audio models: streamed answers and the engine header', () => {
   let t: TestApp & { url?: string };
@@ -69,5 +69,31 @@ describe('forwarded audio models: streamed answers and the engine header', () =>
     const p = await probe(bytes);
     assert.equal(p.codec, 'pcm_s16le');
     assert.ok(Math.abs(p.duration - 1) < 0.05, `one second of tone: ${p.duration}`);
+  });
+
+  test('speech sse streams as the audio is made: the first delta comes while the upstream is still sending; leaving stops it, charged once', async () => {
+    const user = 'sse-endless';
+    const me = await client(t, user);
+    const n = up.requests.length;
+    // the upstream never finishes: the events can only come as the audio is made
+    up.script({ type: 'pcm', samples: tone(0.2), chunkSizes: [4800], intervalMs: 5, endless: true });
+    const ac = new AbortController();
+    const { data } = await me.openai.audio.speech
+      .create({ model: 'remote-tts', voice: 'nova', input: 'Never ending.', response_format: 'pcm', stream_format: 'sse' }, { signal: ac.signal })
+      .withResponse();
+    let first: { type: string; audio?: string } | undefined;
+    for await (const e of Stream.fromSSEResponse<{ type: string; audio?: string }>(data, ac)) {
+      first = e;
+      break;
+    }
+    assert.equal(first?.type, 'speech.audio.delta');
+    assert.ok(Buffer.from(first!.audio!, 'base64').length > 0);
+    // the client left: Portico leaves the upstream too
+    await eventually(() => up.requests[n]!.clientAborted, 30_000, 'the upstream request was abandoned');
+    const usage = () => t.services.db.db.selectFrom('usage_records').selectAll().where('user_id', '=', user).execute();
+    await eventually(async () => (await usage()).length > 0, 30_000, 'usage recorded');
+    const rows = await usage();
+    assert.equal(rows.length, 1, 'charged once');
+    assert.equal(Number(rows[0]!.characters), 'Never ending.'.length);
   });
 });
