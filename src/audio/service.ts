@@ -33,12 +33,15 @@ import type { KeyPrincipal } from '../platform/auth/principal.js';
 import type { RequestFacts } from '../platform/ops/facts.js';
 import type { MeteredUnit } from '../platform/module.js';
 import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSpeech, isSpeechFormat, type SpeechFormat } from '../codec/index.js';
-import { OPENAI_VOICES, planSpeech } from './voices.js';
+import { OPENAI_VOICES, planSpeech, type VoiceRun } from './voices.js';
 import { LANGUAGE_NAMES } from '../engines/shared/languages.js';
 import { ALL_RESPONSE_FORMATS, formatsFor, isEmbeddedSpeech, speechQualityOf, translates } from './models.js';
 import type { Ticket } from './scheduler.js';
 import { joinTranscripts, pieces, PIECE_RATE } from './pieces.js';
-import { formatTranscript, type FormattedBody, type Granularity, type ResponseFormat } from './transcript-format.js';
+import { formatTranscript, usageSeconds, type FormattedBody, type Granularity, type ResponseFormat } from './transcript-format.js';
+import { OrderedText, type SpeechEvent, type TranscriptEvent } from './stream.js';
+import { AsyncChannel } from '../platform/async-channel.js';
+import { PROVIDERS } from '../engines/providers.js';
 
 export const MAX_SPEECH_INPUT = 4096;
 /** a transcription's or translation's prompt: at most this many characters */
@@ -96,6 +99,10 @@ export interface PreparedSpeech {
   format: SpeechFormat;
   speed: number;
   quality: SpeechQuality;
+  /** `sse`: the audio as speech.audio.delta events (./stream.ts); `audio`: the bytes themselves */
+  streamFormat: 'audio' | 'sse';
+  /** the engine that speaks it, as /v1/models names engines (the x-portico-engine header) */
+  engine: string;
 }
 
 export interface PreparedTranscription {
@@ -107,6 +114,10 @@ export interface PreparedTranscription {
   language?: string;
   prompt?: string;
   temperature: number;
+  /** stream=true on a model that streams: transcript.text.delta / .done events (./stream.ts) */
+  stream: boolean;
+  /** the engine that served it (the x-portico-engine header), set by the service once it is chosen */
+  engine?: string;
 }
 
 /** The multipart fields of /audio/transcriptions and /audio/translations (the file part is apart). */
@@ -122,6 +133,25 @@ function one(fields: FieldMap, name: string): string | undefined {
   if (!v || v.length === 0) return undefined;
   if (v.length > 1) throw bad(`'${name}' was given ${v.length} times; give it once.`, name);
   return v[0];
+}
+
+/** A transcription under way: the audio's length once known, and whether its usage is recorded. */
+interface RecognitionRun {
+  duration?: number;
+  charged: boolean;
+}
+
+/**
+ * The engines that speak a text on the embedded voices, as /v1/models names them (`flite`, `espeak-ng`), in the
+ * order they speak; several (a voice of one and a sentence in another script) are a list: `flite, espeak-ng`.
+ */
+export function speechEngineNames(runs: readonly VoiceRun[]): string {
+  const names: string[] = [];
+  for (const r of runs) {
+    const name = PROVIDERS.get(r.engine)?.builtin?.voices?.engine ?? r.engine;
+    if (!names.includes(name)) names.push(name);
+  }
+  return names.join(', ');
 }
 
 export function voicesOf(spec: ModelSpec): readonly string[] {
@@ -170,22 +200,26 @@ export class AudioService {
       const n = codePoints(b.instructions);
       if (n > MAX_SPEECH_INPUT) throw bad(`'instructions' is too long: ${n} characters; the maximum is ${MAX_SPEECH_INPUT}.`, 'instructions');
     }
+    let streamFormat: 'audio' | 'sse' = 'audio';
     if (b.stream_format !== undefined && b.stream_format !== null && b.stream_format !== 'audio') {
-      if (b.stream_format === 'sse')
-        throw bad("stream_format 'sse' is not supported by this server; use 'audio' (the default): the audio itself is streamed.", 'stream_format', 'unsupported_parameter');
-      throw bad(`Invalid stream_format ${JSON.stringify(b.stream_format)}. Supported: audio.`, 'stream_format');
+      if (b.stream_format !== 'sse') throw bad(`Invalid stream_format ${JSON.stringify(b.stream_format)}. Supported: audio, sse.`, 'stream_format');
+      // as OpenAI: "sse is not supported for tts-1 or tts-1-hd"
+      if (spec.name === 'tts-1' || spec.name === 'tts-1-hd')
+        throw bad(`stream_format 'sse' is not supported for ${spec.name} (as on OpenAI); use gpt-4o-mini-tts, or stream_format 'audio'.`, 'stream_format', 'unsupported_parameter');
+      streamFormat = 'sse';
     }
     const quality = speechQualityOf(spec);
+    let engine: string = spec.provider;
     if (isEmbeddedSpeech(spec)) {
       // text in a script no embedded engine reads is refused now, not after part of the audio was sent
       try {
-        planSpeech(b.input, b.voice as Voice, quality);
+        engine = speechEngineNames(planSpeech(b.input, b.voice as Voice, quality));
       } catch (e) {
         if (e instanceof EngineError && e.code === 'unsupported_language') throw new AppError('unsupported_language', e.message, 'input');
         throw e;
       }
     }
-    return { spec, input: b.input, characters, voice: b.voice, format, speed, quality };
+    return { spec, input: b.input, characters, voice: b.voice, format, speed, quality, streamFormat, engine };
   }
 
   contentType(p: PreparedSpeech): string {
@@ -206,6 +240,18 @@ export class AudioService {
     } finally {
       turns?.close();
     }
+  }
+
+  /**
+   * Speech as events (stream_format "sse"): each encoded chunk of the one audio file as a `speech.audio.delta`
+   * (base64), then `speech.audio.done` with the usage. The chunks are those of `speech` (the first one after the
+   * first sentence is synthesized; every failure before it thrown before any event), so the decoded deltas, put
+   * together, are one valid file of the response_format.
+   */
+  async *speechEvents(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): AsyncGenerator<SpeechEvent> {
+    for await (const bytes of this.speech(p, key, requestId, signal, facts)) yield { type: 'speech.audio.delta', audio: bytes.toString('base64') };
+    if (signal.aborted) return;
+    yield { type: 'speech.audio.done', usage: { input_tokens: 0, output_tokens: 0, total_tokens: 0, characters: p.characters } };
   }
 
   private async *speak(p: PreparedSpeech, key: KeyPrincipal, requestId: string, signal: AbortSignal, turns: Ticket | undefined, facts?: RequestFacts): AsyncGenerator<Buffer> {
@@ -306,8 +352,16 @@ export class AudioService {
     const prompt = one(fields, 'prompt');
     const promptLength = prompt === undefined ? 0 : codePoints(prompt);
     if (promptLength > MAX_PROMPT) throw bad(`'prompt' is too long: ${promptLength} characters; the maximum is ${MAX_PROMPT}.`, 'prompt');
-    const stream = one(fields, 'stream');
-    if (stream !== undefined && stream !== 'false') throw bad('Streaming transcriptions are not supported by this server.', 'stream', 'unsupported_parameter');
+    const rawStream = one(fields, 'stream')?.trim().toLowerCase();
+    if (rawStream !== undefined && rawStream !== '' && rawStream !== 'true' && rawStream !== 'false')
+      throw bad(`'stream' must be true or false (got '${one(fields, 'stream')}').`, 'stream');
+    // as OpenAI: translations have no stream (only false is let through), and whisper-1 ignores it
+    if (rawStream === 'true' && task === 'translate')
+      throw bad("Translations are not streamed (OpenAI's translations take no stream parameter); leave it out, or stream a transcription.", 'stream', 'unsupported_parameter');
+    const stream = rawStream === 'true' && spec.name !== 'whisper-1';
+    if (stream && format !== 'json' && format !== 'text') {
+      throw bad(`A streamed transcription answers transcript.text events: response_format must be json or text (got '${format}').`, 'response_format');
+    }
     // the SDK sends arrays as repeated `key[]`; plain repeated `key` and comma-separated values are accepted too
     const rawGran = [...(fields['timestamp_granularities[]'] ?? []), ...(fields['timestamp_granularities'] ?? [])]
       .flatMap((v) => v.split(','))
@@ -325,16 +379,88 @@ export class AudioService {
       throw bad('Word timestamps are not available for translations: verbose_json translations have segments only.', 'timestamp_granularities');
     }
     if (granularities.length === 0) granularities.push('segment');
-    return { task, spec, file, format, granularities, language, prompt, temperature };
+    return { task, spec, file, format, granularities, language, prompt, temperature, stream };
   }
 
   async transcribe(p: PreparedTranscription, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): Promise<FormattedBody> {
+    const run: RecognitionRun = { charged: false };
+    const t = await this.recognize(p, key, requestId, signal, run, facts);
+    return formatTranscript(t, {
+      task: p.task,
+      format: p.format,
+      granularities: p.granularities,
+      duration: run.duration!,
+      temperature: p.temperature,
+      language: p.task === 'translate' ? (p.language ?? t.language) : (t.language ?? p.language),
+    });
+  }
+
+  /**
+   * A streamed transcription (stream=true): `transcript.text.delta` events as the text is recognized (each piece
+   * of long audio when it is done, in order, and finer when the engine tells its text as it goes: onText), then
+   * `transcript.text.done` with the whole text and the usage. Every failure before the first delta is thrown before
+   * it (an ordinary error answer). Charged once: when recognition ends, or, when the client goes away after text
+   * was sent, right after (the whole audio, as a speech client that leaves is charged its whole input).
+   */
+  async *transcribeEvents(p: PreparedTranscription, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): AsyncGenerator<TranscriptEvent> {
+    const run: RecognitionRun = { charged: false };
+    const deltas = new AsyncChannel<string>();
+    const recognized = this.recognize(p, key, requestId, signal, run, facts, (d) => deltas.push(d));
+    recognized.then(
+      () => deltas.end(),
+      (e) => deltas.fail(e),
+    );
+    let sent = false;
+    try {
+      for await (const delta of deltas) {
+        if (!sent) facts?.firstOutput();
+        sent = true;
+        yield { type: 'transcript.text.delta', delta };
+      }
+      const t = await recognized;
+      yield { type: 'transcript.text.done', text: t.text.trim(), usage: { type: 'duration', seconds: usageSeconds(run.duration!) } };
+    } finally {
+      if (sent && !run.charged && run.duration !== undefined) {
+        run.charged = true;
+        // awaited: the route (and the request's log line) ends after it
+        await this.chargeTranscription(p, key, requestId, run.duration, facts).catch((e) => this.d.log?.error({ err: e }, 'transcription usage record failed'));
+      }
+    }
+  }
+
+  private async chargeTranscription(p: PreparedTranscription, key: KeyPrincipal, requestId: string, duration: number, facts?: RequestFacts): Promise<void> {
+    const seconds = Math.round(duration * 1000) / 1000;
+    await this.d.metering.charge({
+      requestId,
+      key,
+      spec: p.spec,
+      operation: p.task === 'translate' ? AUDIO_OPERATIONS.translation : AUDIO_OPERATIONS.transcription,
+      used: { units: { audio_seconds: seconds } },
+      facts,
+    });
+  }
+
+  /**
+   * Decodes, recognizes (in turns and pieces on the embedded recognizers) and charges. `run` says the audio's
+   * length as soon as it is known and whether the charge is made; `onText` gets the text in order as it is
+   * recognized (./stream.ts, OrderedText).
+   */
+  private async recognize(
+    p: PreparedTranscription,
+    key: KeyPrincipal,
+    requestId: string,
+    signal: AbortSignal,
+    run: RecognitionRun,
+    facts?: RequestFacts,
+    onText?: (delta: string) => void,
+  ): Promise<Transcript> {
     if (facts) {
       facts.model = p.spec.name;
       facts.deployment = deploymentName(p.spec);
     }
     if (p.file.bytes.length === 0) throw new AppError('invalid_file_format', `The file is empty. ${INVALID_FILE_MESSAGE}`, 'file');
     const engine: TranscriptionEngine = await resolveEngine(() => this.d.engines.transcription(p.spec), facts, toClientError);
+    p.engine = engine.kind;
     if (p.task === 'translate' && !engine.canTranslate && p.language && p.language !== 'en') {
       throw new AppError(
         'unsupported_language',
@@ -368,6 +494,7 @@ export class AudioService {
       if (duration < MIN_AUDIO_SECONDS) {
         throw new AppError('audio_too_short', `Audio file is too short. Minimum audio length is ${MIN_AUDIO_SECONDS} seconds.`, 'file');
       }
+      run.duration = duration;
     }
     const request: TranscribeRequest = {
       model: upstreamName(p.spec),
@@ -385,7 +512,13 @@ export class AudioService {
     let t: Transcript;
     facts?.engineStarted();
     try {
-      t = turns && pcm16k ? await this.recognizeInTurns(engine, request, pcm16k, turns) : await engine.transcribe(request);
+      if (turns && pcm16k) t = await this.recognizeInTurns(engine, request, pcm16k, turns, onText);
+      else if (onText) {
+        // one piece (a forwarded model: its text comes when the upstream answers)
+        const text = new OrderedText(1, onText);
+        t = await engine.transcribe({ ...request, onText: (d) => text.delta(0, d) });
+        text.done(0, t.text);
+      } else t = await engine.transcribe(request);
       if (facts) {
         facts.firstOutput();
         facts.engineEnded();
@@ -406,43 +539,40 @@ export class AudioService {
         );
       }
     }
-    const seconds = Math.round(duration * 1000) / 1000;
-    await this.d.metering.charge({
-      requestId,
-      key,
-      spec: p.spec,
-      operation: p.task === 'translate' ? AUDIO_OPERATIONS.translation : AUDIO_OPERATIONS.transcription,
-      used: { units: { audio_seconds: seconds } },
-      facts,
-    });
-    return formatTranscript(t, {
-      task: p.task,
-      format: p.format,
-      granularities: p.granularities,
-      duration,
-      temperature: p.temperature,
-      language: p.task === 'translate' ? (p.language ?? t.language) : (t.language ?? p.language),
-    });
+    run.duration = duration;
+    if (run.charged) return t;
+    run.charged = true;
+    await this.chargeTranscription(p, key, requestId, duration, facts);
+    return t;
   }
 
   /**
    * The audio in pieces (./pieces.ts), each a turn of its own: the pieces of one request run side by side when
    * slots are free, and otherwise wait their turn with every other key's. One piece failing stops the others.
    */
-  private async recognizeInTurns(engine: TranscriptionEngine, request: TranscribeRequest, pcm: Float32Array, turns: Ticket): Promise<Transcript> {
+  private async recognizeInTurns(engine: TranscriptionEngine, request: TranscribeRequest, pcm: Float32Array, turns: Ticket, onText?: (delta: string) => void): Promise<Transcript> {
     const stop = new AbortController();
     const signal = request.signal ? AbortSignal.any([request.signal, stop.signal]) : stop.signal;
     // a piece shorter than the engine's window would cost as much as a whole window
     const cuts = pieces(pcm, Math.max(this.d.engines.pieceSeconds, engine.window ?? 0));
+    // a streamed transcription: each piece's text goes out in the order of the audio, as soon as the pieces
+    // before it are done (and as the engine tells it, for the piece at the head)
+    const text = onText ? new OrderedText(cuts.length, onText) : undefined;
     // every piece waits on this signal (an hour in 30-s pieces: 120 listeners, none of them a leak)
     setMaxListeners(cuts.length + 10, signal);
-    const parts = cuts.map(async (c) => {
+    const parts = cuts.map(async (c, i) => {
       try {
         const turn = await turns.step((c.end - c.start) / PIECE_RATE, signal);
         let completed = false;
         try {
-          const transcript = await engine.transcribe({ ...request, pcm16k: pcm.subarray(c.start, c.end), signal });
+          const transcript = await engine.transcribe({
+            ...request,
+            pcm16k: pcm.subarray(c.start, c.end),
+            signal,
+            ...(text ? { onText: (d: string) => text.delta(i, d) } : {}),
+          });
           completed = true;
+          text?.done(i, transcript.text);
           return { offset: c.start / PIECE_RATE, transcript };
         } finally {
           turn.done(completed);

@@ -270,6 +270,13 @@ export interface TranscribeRequest {
   temperature?: number;
   wordTimestamps: boolean;
   signal?: AbortSignal;
+  /**
+   * Called with each piece of text as the engine produces it, in order, when the engine can tell (whisper's new
+   * segments); their concatenation is the transcript's text, give or take surrounding spaces. Optional on both
+   * sides: an engine that cannot (pocketsphinx, which answers at the end) never calls it, and the streamed
+   * transcription then sends each piece of audio's text when that piece is recognized (src/audio/stream.ts).
+   */
+  onText?: (delta: string) => void;
 }
 
 /** A segment; the optional fields are what the engine can tell (the formatter fills or computes the rest). */

@@ -6,6 +6,33 @@ import { clientGone } from '../../platform/http/client-gone.js';
 import { SPEECH_FORMATS } from '../../codec/index.js';
 import type { AudioService } from '../service.js';
 import { OPENAI_VOICES } from '../voices.js';
+import { SseWriter } from '../../platform/http/sse.js';
+import { ENGINE_HEADER, ENGINE_HEADER_DOC, sendAudioEvents } from './sse.js';
+
+/** One event of a speech stream (stream_format sse), for the OpenAPI document. */
+const SPEECH_EVENT = {
+  oneOf: [
+    {
+      type: 'object',
+      title: 'SpeechAudioDeltaEvent',
+      required: ['type', 'audio'],
+      properties: { type: { type: 'string', enum: ['speech.audio.delta'] }, audio: { type: 'string', format: 'byte', description: 'base64 of the next bytes of the audio file' } },
+    },
+    {
+      type: 'object',
+      title: 'SpeechAudioDoneEvent',
+      required: ['type', 'usage'],
+      properties: {
+        type: { type: 'string', enum: ['speech.audio.done'] },
+        usage: {
+          type: 'object',
+          description: 'input_tokens, output_tokens, total_tokens are 0 (speech is billed per character); characters: the characters billed',
+          properties: { input_tokens: { type: 'integer' }, output_tokens: { type: 'integer' }, total_tokens: { type: 'integer' }, characters: { type: 'integer' } },
+        },
+      },
+    },
+  ],
+};
 
 /**
  * The speech body. Types, ranges and unknown fields are checked here; what depends on the model (its voices,
@@ -19,15 +46,27 @@ const SpeechBody = Type.Object(
     response_format: Type.Optional(Type.Union([...SPEECH_FORMATS.map((f) => Type.Literal(f)), Type.Null()], { description: 'default mp3' })),
     speed: Type.Optional(Type.Union([Type.Number({ minimum: 0.25, maximum: 4 }), Type.Null()], { description: '0.25 to 4, default 1' })),
     instructions: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
-    stream_format: Type.Optional(Type.Union([Type.Literal('audio'), Type.Literal('sse'), Type.Null()], { description: 'audio (the audio itself streams); sse is refused' })),
+    stream_format: Type.Optional(
+      Type.Union([Type.Literal('audio'), Type.Literal('sse'), Type.Null()], {
+        description:
+          'audio (default: the audio itself streams) or sse (speech.audio.delta events with base64 audio, then speech.audio.done; not for tts-1 and tts-1-hd, as on OpenAI)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
 
 /** The 200 answer, for the OpenAPI document only: the body is the audio as it is encoded, never serialized from this. */
 const SPEECH_ANSWER = {
-  description: 'The audio, streamed as it is synthesized, in the response_format asked for (mp3 by default)',
-  content: Object.fromEntries(['audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/wav', 'audio/pcm'].map((t) => [t, { schema: { type: 'string', format: 'binary' } }])),
+  description:
+    'The audio, streamed as it is synthesized, in the response_format asked for (mp3 by default); with stream_format sse, ' +
+    'Server-Sent Events (`data: <json>` lines): speech.audio.delta {audio: base64 of the next bytes of the file}, then speech.audio.done {usage}. ' +
+    'The x-portico-engine header names the engine that speaks (flite, espeak-ng, or the upstream provider).',
+  headers: ENGINE_HEADER_DOC,
+  content: {
+    ...Object.fromEntries(['audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/wav', 'audio/pcm'].map((t) => [t, { schema: { type: 'string', format: 'binary' } }])),
+    'text/event-stream': { schema: SPEECH_EVENT },
+  },
 };
 
 /** POST /audio/speech: JSON in, the audio streamed out (chunked transfer encoding) as it is synthesized. */
@@ -45,6 +84,14 @@ export default function (app: FastifyInstance, svc: AudioService) {
     },
     async (req, reply) => {
       const p = svc.prepareSpeech(req.body, req.apiKey!);
+      if (p.streamFormat === 'sse') {
+        const sse = new SseWriter(req, reply);
+        const events = svc.speechEvents(p, req.apiKey!, req.id, sse.closed, req.facts);
+        await sendAudioEvents(req, reply, sse, events, () => p.engine);
+        return reply;
+      }
+      // set now: an error answer before the first byte names the engine too
+      reply.header(ENGINE_HEADER, p.engine);
       const gone = clientGone(reply);
       const it = svc.speech(p, req.apiKey!, req.id, gone.signal, req.facts);
       let first: IteratorResult<Buffer>;
