@@ -142,7 +142,8 @@ export class AudioEngines {
         .map((p) => (p.builtin!.recognizer!.needsModel ? `a ${p.name} model` : p.name))
         .join(' or ')})`;
     }
-    return spec.provider;
+    // a provider may say more of what serves the entry (the piper voices: which speaker says each voice name)
+    return (PROVIDERS.get(spec.provider) as Provider<any> | undefined)?.describe?.(spec as never) ?? spec.provider;
   }
 
   async speech(spec: ModelSpec): Promise<SpeechEngine> {

@@ -129,6 +129,8 @@ export interface Provider<O extends TObject = TObject> {
    * cheap enough to ask at each request). Absent: always.
    */
   available?(env: Readonly<Record<string, string | undefined>>): boolean;
+  /** What serves this entry, for the `engine` field of GET /v1/models (e.g. a voice's speakers); absent: the provider's name. */
+  describe?(spec: ProviderSpec<O>): string;
   readonly builtin?: BuiltinRole;
 }
 
