@@ -20,6 +20,8 @@ import { PIPER_TEST_BASE_HZ, piperTestConfig, piperTestOnnx } from '../helpers/o
 import { createPiperEngine } from '../../src/engines/piper/index.js';
 import { onnxMetadataKeys, prepareVoice } from '../../src/engines/piper/voice-files.js';
 import type { PcmChunk } from '../../src/engines/types.js';
+import { parseModelRef } from '../../src/models/pull/refs.js';
+import { defaultModelName } from '../../src/models/pull/names.js';
 
 const VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'onyx', 'nova', 'sage', 'shimmer', 'verse', 'marin', 'cedar'] as const;
 const FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
@@ -91,13 +93,32 @@ describe('neural voices (piper on sherpa-onnx)', () => {
     );
   });
 
-  test('/v1/models shows the pulled voice and which speaker says each OpenAI voice; tts-1 keeps the formant voices', async () => {
+  test('/v1/models shows the pulled voice and which speaker says each OpenAI voice, on it and on the built-in speech models', async () => {
     const models = (await openai.models.list()).data as unknown as Array<{ id: string; type: string; engine: string }>;
     const m = models.find((x) => x.id === 'piper-en_us-portico_test-medium');
     assert.ok(m, models.map((x) => x.id).join(', '));
     assert.equal(m.type, 'speech');
     assert.match(m.engine, /^piper voice en_US-portico_test-medium \(sherpa-onnx\), 13 speakers: alloy=speaker0, ash=speaker1, .*cedar=speaker12$/);
-    assert.equal(models.find((x) => x.id === 'tts-1')!.engine, 'flite/espeak-ng (embedded voices)');
+    for (const id of ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts']) {
+      assert.equal(models.find((x) => x.id === id)!.engine, `${m.engine} (model piper-en_us-portico_test-medium); other scripts: espeak-ng`, id);
+    }
+  });
+
+  test('the built-in speech models speak with the pulled voice (each name its speaker); other scripts stay on espeak-ng', async () => {
+    for (const [model, voice, i] of [
+      ['tts-1', 'alloy', 0],
+      ['tts-1-hd', 'echo', 4],
+      ['gpt-4o-mini-tts', 'cedar', 12],
+    ] as const) {
+      const res = await openai.audio.speech.create({ model, voice, input: SENTENCE, response_format: 'wav' });
+      const hz = toneHz(await decodePcm(Buffer.from(await res.arrayBuffer())), 24000);
+      const want = PIPER_TEST_BASE_HZ * (i + 1);
+      assert.ok(Math.abs(hz - want) / want < 0.03, `${model}/${voice}: ${hz.toFixed(1)} Hz, want ${want}`);
+    }
+    // Russian is not the voice's language: espeak-ng speaks it (speech, not the model's pure tone)
+    const res = await openai.audio.speech.create({ model: 'tts-1', voice: 'alloy', input: 'Привет, как дела?', response_format: 'wav' });
+    const hz = toneHz(await decodePcm(Buffer.from(await res.arrayBuffer())), 24000);
+    assert.ok(Math.abs(hz - PIPER_TEST_BASE_HZ) > 20, `espeak-ng speech, not the 110 Hz tone: ${hz.toFixed(1)} Hz`);
   });
 
   test('all 13 voices decode in every format at the wire rate; each voice is its own speaker; loudness at the common level', async () => {
@@ -198,5 +219,42 @@ describe('the piper engine', () => {
     );
     await assert.rejects(createPiperEngine({ modelPath: join(dir, 'one.onnx'), dataDir: dir }), /not espeak-ng's data folder/);
     await assert.rejects(createPiperEngine({ modelPath: join(dir, 'missing.onnx') }), /cannot be read/);
+  });
+});
+
+describe('piper references', () => {
+  test('piper:<voice> is the voice in rhasspy/piper-voices; a name not of the form <lang>_<REGION>-<name>-<quality> is refused', () => {
+    assert.deepEqual(parseModelRef('piper:en_US-libritts_r-medium', 'https://huggingface.co'), {
+      kind: 'hf-file',
+      text: 'piper:en_US-libritts_r-medium',
+      owner: 'rhasspy',
+      repo: 'piper-voices',
+      file: 'en/en_US/libritts_r/medium/en_US-libritts_r-medium.onnx',
+      revision: 'main',
+      piper: 'en_US-libritts_r-medium',
+    });
+    assert.equal((parseModelRef('piper:en_GB-alba-medium', 'https://huggingface.co') as { file: string }).file, 'en/en_GB/alba/medium/en_GB-alba-medium.onnx');
+    for (const bad of ['piper:', 'piper:libritts', 'piper:en_US-../x-medium', 'piper:en_US-amy-huge']) {
+      assert.throws(
+        () => parseModelRef(bad, 'https://huggingface.co'),
+        (e: Error & { code?: string }) => e.code === 'bad_ref' && /piper voices are named/.test(e.message),
+        bad,
+      );
+    }
+    assert.equal(defaultModelName('en/en_US/libritts_r/medium/en_US-libritts_r-medium.onnx'), 'piper-en_us-libritts_r-medium');
+  });
+
+  test('a voice the hub does not have is a clear failure of the pull', async () => {
+    const hub = await new FakeHub().start();
+    const modelsDir = mkdtempSync(join(tmpdir(), 'portico-piper-missing-'));
+    try {
+      hub.addRepo({ owner: 'rhasspy', repo: 'piper-voices', files: [] });
+      const r = await portico(['models', 'pull', 'piper:en_US-nobody-low'], { MODELS_DIR: modelsDir, PORTICO_HF_ENDPOINT: hub.url, DATA_DIR: modelsDir });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /piper has no voice "en_US-nobody-low"/);
+    } finally {
+      await hub.close();
+      rmSync(modelsDir, { recursive: true, force: true });
+    }
   });
 });

@@ -10,8 +10,8 @@
  * at a time per voice (sentences of concurrent requests take turns), as the formant voices' worker pools do.
  */
 import { createRequire } from 'node:module';
-import { EngineError, type PcmChunk, type SpeechRequest, type SpeechEngine } from '../types.js';
-import { clampSpeed, sentencesOf } from '../shared/tts.js';
+import { EngineError, type PcmChunk, type SpeechRequest } from '../types.js';
+import { clampSpeed, sentencesOf, type EmbeddedSpeechEngine } from '../shared/tts.js';
 import { normalizeSentence } from '../shared/loudness.js';
 import { prepareVoice, type PiperVoiceConfig } from './voice-files.js';
 import { findEspeakData } from './espeak-data.js';
@@ -61,7 +61,7 @@ export interface PiperEngineOptions {
   maxSentenceChars?: number;
 }
 
-export interface PiperEngine extends SpeechEngine {
+export interface PiperEngine extends EmbeddedSpeechEngine {
   readonly sampleRate: number;
   readonly config: PiperVoiceConfig;
   /** OpenAI voice -> speaker id */
@@ -105,25 +105,33 @@ export async function createPiperEngine(o: PiperEngineOptions): Promise<PiperEng
     return run;
   };
   let closed = false;
+  /** each sentence synthesized and yielded before the next is started: the first audio goes out after the first sentence */
+  async function* speak(sentences: readonly string[], req: SpeechRequest): AsyncGenerator<PcmChunk> {
+    const speaker = table[req.voice];
+    if (!speaker) throw new EngineError(`Unknown voice '${req.voice}'. Known voices: ${Object.keys(table).join(', ')}`, 'invalid_voice', 400);
+    if (closed) throw new EngineError('the piper voice was closed', 'engine_unavailable', 503);
+    // sherpa-onnx's speed is 1 / length_scale, as OpenAI's: above 1 is faster
+    const speed = clampSpeed(req.speed);
+    for (const sentence of sentences) {
+      if (req.signal?.aborted) return;
+      const audio = await generate(sentence, speaker.id, speed);
+      // a sentence with nothing espeak-ng can phonemize gives no samples
+      if (!audio.samples?.length) continue;
+      yield { samples: normalizeSentence(toInt16(audio.samples), sampleRate), sampleRate };
+    }
+  }
   return {
     kind: 'piper',
     voices: Object.keys(table),
     sampleRate,
     config: prepared.config,
     speakerIds: table,
-    async *synthesize(req: SpeechRequest): AsyncIterable<PcmChunk> {
-      const speaker = table[req.voice];
-      if (!speaker) throw new EngineError(`Unknown voice '${req.voice}'. Known voices: ${Object.keys(table).join(', ')}`, 'invalid_voice', 400);
-      if (closed) throw new EngineError('the piper voice was closed', 'engine_unavailable', 503);
-      // sherpa-onnx's speed is 1 / length_scale, as OpenAI's: above 1 is faster
-      const speed = clampSpeed(req.speed);
-      for (const sentence of sentencesOf(req.text, req.quality, o.maxSentenceChars)) {
-        if (req.signal?.aborted) return;
-        const audio = await generate(sentence, speaker.id, speed);
-        // a sentence with nothing espeak-ng can phonemize gives no samples
-        if (!audio.samples?.length) continue;
-        yield { samples: normalizeSentence(toInt16(audio.samples), sampleRate), sampleRate };
-      }
+    ready: async () => {},
+    synthesize(req: SpeechRequest): AsyncIterable<PcmChunk> {
+      return speak(sentencesOf(req.text, req.quality, o.maxSentenceChars), req);
+    },
+    synthesizeSentences(sentences: readonly string[], req: SpeechRequest): AsyncIterable<PcmChunk> {
+      return speak(sentences, req);
     },
     async close() {
       // the native voice is freed with its object once nothing references it

@@ -65,6 +65,8 @@ export const piper = defineProvider({
     }
     return d;
   },
+  // its first model (pulled or configured) speaks the voices of tts-1, tts-1-hd and gpt-4o-mini-tts (src/audio/engines.ts)
+  builtin: { voiceModel: true },
   create: {
     async speech(s) {
       const { createPiperEngine } = await import('./index.js');
