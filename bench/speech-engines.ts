@@ -128,7 +128,7 @@ async function main() {
   }
   out();
   out(
-    "Every engine streams sentence by sentence: the paragraph's first byte comes after its first sentence is synthesized, so it is close to the one-sentence figure while the whole request grows with the text.",
+    "Every engine streams sentence by sentence: the paragraph's first byte comes after its first sentence is synthesized, not the whole paragraph. The load average above is other work on the same 2 cores: the p99 figures are mostly its noise.",
   );
   out();
 
