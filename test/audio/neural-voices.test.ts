@@ -18,7 +18,7 @@ import { client, probe, run } from './helpers.js';
 import { trimmedLevelDb } from '../helpers/voice-features.js';
 import { PIPER_TEST_BASE_HZ, piperTestConfig, piperTestOnnx } from '../helpers/onnx-piper.js';
 import { createPiperEngine } from '../../src/engines/piper/index.js';
-import { onnxMetadataKeys, prepareVoice } from '../../src/engines/piper/voice-files.js';
+import { onnxMetadataKeys, parsePiperConfig, prepareVoice, tokensText } from '../../src/engines/piper/voice-files.js';
 import type { PcmChunk } from '../../src/engines/types.js';
 import { parseModelRef } from '../../src/models/pull/refs.js';
 import { defaultModelName } from '../../src/models/pull/names.js';
@@ -190,6 +190,14 @@ describe('the piper engine', () => {
     await engine.close();
   });
 
+  test('the tokens file leaves out what sherpa-onnx cannot read (symbols of several code points, line breaks); a space is its id alone', () => {
+    const config = parsePiperConfig(
+      JSON.stringify({ audio: { sample_rate: 22050 }, phoneme_id_map: { _: [0], '^': [1], $: [2], ' ': [3], ab: [4], '\n': [5], ɪ: [6] } }),
+      'x.json',
+    );
+    assert.equal(tokensText(config.phonemeIds), '_ 0\n^ 1\n$ 2\n3\nɪ 6\n');
+  });
+
   test("piper's own files get sherpa-onnx's metadata in a copy; files that have it are used as they are", async () => {
     writeFileSync(join(dir, 'plain.onnx'), piperTestOnnx());
     writeFileSync(join(dir, 'plain.onnx.json'), JSON.stringify(piperTestConfig()));
@@ -212,11 +220,13 @@ describe('the piper engine', () => {
     assert.ok(Math.abs(toneHz(a!.samples, 16000) - PIPER_TEST_BASE_HZ) < 5);
     // not a piper config: refused before sherpa-onnx (which would end the process) sees it
     writeFileSync(join(dir, 'bad.onnx'), piperTestOnnx());
-    writeFileSync(join(dir, 'bad.onnx.json'), JSON.stringify({ audio: { sample_rate: 22050 }, phoneme_id_map: { ab: [1] } }));
+    writeFileSync(join(dir, 'bad.onnx.json'), JSON.stringify({ audio: { sample_rate: 22050 }, phoneme_id_map: { _: [0], ab: [1], '\n': [2], $: [3] } }));
     await assert.rejects(
       createPiperEngine({ modelPath: join(dir, 'bad.onnx') }),
-      (e: Error & { code?: string }) => e.code === 'engine_unavailable' && /not one symbol/.test(e.message),
+      (e: Error & { code?: string }) => e.code === 'engine_unavailable' && /has no "\^"/.test(e.message),
     );
+    writeFileSync(join(dir, 'bad.onnx.json'), JSON.stringify({ audio: { sample_rate: 96000 }, phoneme_id_map: { _: [0], '^': [1], $: [2] } }));
+    await assert.rejects(createPiperEngine({ modelPath: join(dir, 'bad.onnx') }), /sample_rate/);
     await assert.rejects(createPiperEngine({ modelPath: join(dir, 'one.onnx'), dataDir: dir }), /not espeak-ng's data folder/);
     await assert.rejects(createPiperEngine({ modelPath: join(dir, 'missing.onnx') }), /cannot be read/);
   });

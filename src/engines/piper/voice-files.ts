@@ -61,15 +61,14 @@ export function parsePiperConfig(text: string, path: string): PiperVoiceConfig {
   const map = doc.phoneme_id_map;
   if (!map || typeof map !== 'object') throw fail(`piper voice ${path}: no phoneme_id_map`);
   const phonemeIds = new Map<string, number>();
-  const seen = new Set<number>();
   for (const [sym, ids] of Object.entries(map)) {
     const id = Array.isArray(ids) ? ids[0] : undefined;
-    // sherpa-onnx takes one code point per symbol and one id per symbol
-    if ([...sym].length !== 1 || !Number.isInteger(id) || (id as number) < 0)
-      throw fail(`piper voice ${path}: phoneme_id_map entry ${JSON.stringify(sym)} is not one symbol with one id`);
-    if (sym === '\n' || sym === '\r' || sym === '\t') continue;
+    if (!Number.isInteger(id) || (id as number) < 0) throw fail(`piper voice ${path}: phoneme_id_map entry ${JSON.stringify(sym)} has no id`);
+    // sherpa-onnx's tokens file takes one code point per symbol (and ends the process on any other): espeak-ng's
+    // phonemes come one code point at a time, so a longer symbol could never be spoken anyway; a line break would
+    // split the line
+    if ([...sym].length !== 1 || /[\n\r\t\v\f]/.test(sym)) continue;
     phonemeIds.set(sym, id as number);
-    seen.add(id as number);
   }
   for (const s of ['_', '^', '$']) if (!phonemeIds.has(s)) throw fail(`piper voice ${path}: phoneme_id_map has no "${s}" (pad, start, end)`);
   const speakers = Number.isInteger(doc.num_speakers) && doc.num_speakers > 0 ? (doc.num_speakers as number) : 1;
