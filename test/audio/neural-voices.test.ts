@@ -232,6 +232,37 @@ describe('the piper engine', () => {
   });
 });
 
+describe('a neural voice that cannot be loaded', () => {
+  let dir: string;
+  let t: TestApp & { url?: string };
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'portico-piper-broken-'));
+    writeFileSync(join(dir, 'v.onnx'), piperTestOnnx());
+    writeFileSync(join(dir, 'v.onnx.json'), JSON.stringify(piperTestConfig()));
+    t = await buildTestApp({
+      listen: true,
+      builtins: true,
+      models: [{ name: 'broken-voice', provider: 'piper', type: 'speech', path: join(dir, 'v.onnx'), data_dir: join(dir, 'no-such-folder') } as never],
+    });
+  });
+  after(async () => {
+    await t?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('answers 503 engine_unavailable saying why, on its own name and on tts-1 (no silent fall back to the formant voices)', async () => {
+    const { openai } = await client(t);
+    for (const model of ['broken-voice', 'tts-1']) {
+      const err = (await openai.audio.speech.create({ model, voice: 'alloy', input: SENTENCE }).catch((e) => e)) as InstanceType<typeof OpenAI.APIError>;
+      assert.ok(err instanceof OpenAI.APIError, `${model}: ${String(err)}`);
+      assert.equal(err.status, 503, model);
+      assert.equal(err.code, 'engine_unavailable', model);
+      assert.match((err.error as { message: string }).message, /not espeak-ng's data folder/, model);
+      assert.ok(!(err.error as { message: string }).message.includes(dir), `no server path: ${(err.error as { message: string }).message}`);
+    }
+  });
+});
+
 describe('piper references', () => {
   test('piper:<voice> is the voice in rhasspy/piper-voices; a name not of the form <lang>_<REGION>-<name>-<quality> is refused', () => {
     assert.deepEqual(parseModelRef('piper:en_US-libritts_r-medium', 'https://huggingface.co'), {

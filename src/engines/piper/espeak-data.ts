@@ -30,7 +30,12 @@ export function findEspeakData(given: string | undefined, modelPath: string, env
   const explicit = given ?? (env.PORTICO_ESPEAK_NG_DATA || undefined);
   if (explicit) {
     if (!isEspeakData(explicit)) {
-      throw new EngineError(`${explicit} is not espeak-ng's data folder (it needs phontab, phonindex, phondata, intonations and en_dict)`, 'engine_unavailable', 503);
+      // the folder is the operator's: named in the server's log (the provider's factory), not to clients
+      throw new EngineError(
+        `the voice's data_dir (or PORTICO_ESPEAK_NG_DATA) is not espeak-ng's data folder (it needs phontab, phonindex, phondata, intonations and en_dict)`,
+        'engine_unavailable',
+        503,
+      );
     }
     return explicit;
   }

@@ -10,6 +10,7 @@
  * at a time per voice (sentences of concurrent requests take turns), as the formant voices' worker pools do.
  */
 import { createRequire } from 'node:module';
+import { basename } from 'node:path';
 import { EngineError, type PcmChunk, type SpeechRequest } from '../types.js';
 import { clampSpeed, sentencesOf, type EmbeddedSpeechEngine } from '../shared/tts.js';
 import { normalizeSentence } from '../shared/loudness.js';
@@ -85,7 +86,7 @@ export async function createPiperEngine(o: PiperEngineOptions): Promise<PiperEng
   try {
     table = speakerTable(prepared.config, o.speakers);
   } catch (e) {
-    throw new EngineError(`piper voice ${o.modelPath}: ${(e as Error).message}`, 'engine_unavailable', 503);
+    throw new EngineError(`piper voice ${basename(o.modelPath)}: ${(e as Error).message}`, 'engine_unavailable', 503);
   }
   let tts: SherpaTts;
   try {
@@ -94,7 +95,10 @@ export async function createPiperEngine(o: PiperEngineOptions): Promise<PiperEng
       maxNumSentences: 1,
     });
   } catch (e) {
-    throw new EngineError(`piper voice ${o.modelPath} could not be loaded by sherpa-onnx: ${(e as Error).message}`, 'engine_unavailable', 503);
+    // sherpa-onnx's message may name the server's files: the server's log has it (the provider's factory), not the client
+    throw Object.assign(new EngineError(`piper voice ${basename(o.modelPath)} could not be loaded by sherpa-onnx (the server's log says why)`, 'engine_unavailable', 503), {
+      cause: e,
+    });
   }
   const sampleRate = tts.sampleRate;
   // one synthesis at a time: each sentence waits for the one before it (of any request)

@@ -68,9 +68,15 @@ export const piper = defineProvider({
   // its first model (pulled or configured) speaks the voices of tts-1, tts-1-hd and gpt-4o-mini-tts (src/audio/engines.ts)
   builtin: { voiceModel: true },
   create: {
-    async speech(s) {
+    async speech(s, ctx) {
       const { createPiperEngine } = await import('./index.js');
-      return createPiperEngine({ modelPath: s.path, configPath: s.config, dataDir: s.data_dir, speakers: s.speakers });
+      try {
+        return await createPiperEngine({ modelPath: s.path, configPath: s.config, dataDir: s.data_dir, speakers: s.speakers });
+      } catch (e) {
+        // clients are told what is wrong without the server's paths; the operator reads them here
+        ctx.log.warn({ err: e, model: s.name, path: s.path, data_dir: s.data_dir ?? ctx.env.PORTICO_ESPEAK_NG_DATA }, 'piper voice could not be loaded');
+        throw e;
+      }
     },
   },
 });

@@ -40,7 +40,9 @@ export async function readPiperConfig(path: string): Promise<PiperVoiceConfig> {
   try {
     text = await readFile(path, 'utf8');
   } catch (e) {
-    throw fail(`piper voice: cannot read its config ${path} (${(e as Error).message}); a piper voice is its .onnx and the .onnx.json published with it`);
+    throw fail(
+      `piper voice: cannot read its config ${basename(path)} (${(e as NodeJS.ErrnoException).code ?? 'unreadable'}); a piper voice is its .onnx and the .onnx.json published with it`,
+    );
   }
   return parsePiperConfig(text, path);
 }
@@ -51,26 +53,26 @@ export function parsePiperConfig(text: string, path: string): PiperVoiceConfig {
   try {
     doc = JSON.parse(text);
   } catch (e) {
-    throw fail(`piper voice: its config ${path} is not JSON (${(e as Error).message})`);
+    throw fail(`piper voice: its config ${basename(path)} is not JSON (${(e as Error).message})`);
   }
   const sampleRate = doc?.audio?.sample_rate;
-  if (!Number.isInteger(sampleRate) || sampleRate < 8000 || sampleRate > 48000) throw fail(`piper voice ${path}: audio.sample_rate is missing or not a sample rate`);
+  if (!Number.isInteger(sampleRate) || sampleRate < 8000 || sampleRate > 48000) throw fail(`piper voice ${basename(path)}: audio.sample_rate is missing or not a sample rate`);
   if (doc.phoneme_type !== undefined && doc.phoneme_type !== 'espeak') {
-    throw fail(`piper voice ${path}: phoneme_type "${doc.phoneme_type}" is not supported (only espeak phonemes)`);
+    throw fail(`piper voice ${basename(path)}: phoneme_type "${doc.phoneme_type}" is not supported (only espeak phonemes)`);
   }
   const map = doc.phoneme_id_map;
-  if (!map || typeof map !== 'object') throw fail(`piper voice ${path}: no phoneme_id_map`);
+  if (!map || typeof map !== 'object') throw fail(`piper voice ${basename(path)}: no phoneme_id_map`);
   const phonemeIds = new Map<string, number>();
   for (const [sym, ids] of Object.entries(map)) {
     const id = Array.isArray(ids) ? ids[0] : undefined;
-    if (!Number.isInteger(id) || (id as number) < 0) throw fail(`piper voice ${path}: phoneme_id_map entry ${JSON.stringify(sym)} has no id`);
+    if (!Number.isInteger(id) || (id as number) < 0) throw fail(`piper voice ${basename(path)}: phoneme_id_map entry ${JSON.stringify(sym)} has no id`);
     // sherpa-onnx's tokens file takes one code point per symbol (and ends the process on any other): espeak-ng's
     // phonemes come one code point at a time, so a longer symbol could never be spoken anyway; a line break would
     // split the line
     if ([...sym].length !== 1 || /[\n\r\t\v\f]/.test(sym)) continue;
     phonemeIds.set(sym, id as number);
   }
-  for (const s of ['_', '^', '$']) if (!phonemeIds.has(s)) throw fail(`piper voice ${path}: phoneme_id_map has no "${s}" (pad, start, end)`);
+  for (const s of ['_', '^', '$']) if (!phonemeIds.has(s)) throw fail(`piper voice ${basename(path)}: phoneme_id_map has no "${s}" (pad, start, end)`);
   const speakers = Number.isInteger(doc.num_speakers) && doc.num_speakers > 0 ? (doc.num_speakers as number) : 1;
   const speakerNames: string[] = [];
   if (doc.speaker_id_map && typeof doc.speaker_id_map === 'object') {
@@ -166,7 +168,7 @@ export async function onnxMetadataKeys(path: string): Promise<Set<string>> {
     }
     if (pos !== size) throw new Error('truncated');
   } catch (e) {
-    throw fail(`piper voice: ${path} is not an ONNX model (${(e as Error).message})`);
+    throw fail(`piper voice: ${basename(path)} is not an ONNX model (${(e as Error).message})`);
   } finally {
     await fh.close();
   }
@@ -212,7 +214,7 @@ export async function prepareVoice(model: string, configPath = `${model}.json`):
   try {
     await access(model, constants.R_OK);
   } catch {
-    throw fail(`piper voice: the model file ${model} cannot be read`);
+    throw fail(`piper voice: the model file ${basename(model)} cannot be read`);
   }
   const config = await readPiperConfig(configPath);
   const id = await fileId(model);
