@@ -14,7 +14,7 @@ import OpenAI from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { FakeHub } from '../helpers/fake-hub.js';
 import { portico } from '../cli/helpers.js';
-import { client, probe, run } from './helpers.js';
+import { client, run } from './helpers.js';
 import { trimmedLevelDb } from '../helpers/voice-features.js';
 import { PIPER_TEST_BASE_HZ, piperTestConfig, piperTestOnnx } from '../helpers/onnx-piper.js';
 import { createPiperEngine } from '../../src/engines/piper/index.js';
@@ -29,6 +29,18 @@ const RATES: Record<(typeof FORMATS)[number], number> = { mp3: 24000, opus: 4800
 const CODECS: Record<(typeof FORMATS)[number], string> = { mp3: 'mp3', opus: 'opus', aac: 'aac', flac: 'flac', wav: 'pcm_s16le', pcm: 'pcm_s16le' };
 const SENTENCE = 'The weather today is sunny and warm.';
 const VOICE_PATH = 'en/en_US/portico_test/medium/en_US-portico_test-medium.onnx';
+
+/**
+ * One ffmpeg run per response: what its stream is (codec, sample rate, channels, from ffmpeg's own report) and its
+ * samples decoded whole, as 24 kHz mono s16 (`raw`: the bytes are pcm at 24 kHz).
+ */
+async function decode(bytes: Buffer, raw = false): Promise<{ codec: string; sampleRate: number; mono: boolean; samples: Int16Array }> {
+  const inArgs = raw ? ['-f', 's16le', '-ar', '24000', '-ac', '1'] : [];
+  const { stdout, stderr } = await run('ffmpeg', ['-hide_banner', ...inArgs, '-i', 'pipe:0', '-f', 's16le', '-ac', '1', '-ar', '24000', 'pipe:1'], bytes);
+  const m = /Stream #0:0.*?: Audio: (\w+)[^,]*, (\d+) Hz, (mono|1 channels)/.exec(stderr);
+  assert.ok(m, `ffmpeg's report: ${stderr}`);
+  return { codec: m[1]!, sampleRate: Number(m[2]), mono: true, samples: new Int16Array(stdout.buffer.slice(stdout.byteOffset, stdout.byteOffset + (stdout.length & ~1))) };
+}
 
 /** The samples of a response as 24 kHz mono s16 (`raw`: pcm already). */
 async function decodePcm(bytes: Buffer, raw = false): Promise<Int16Array> {
@@ -124,24 +136,25 @@ describe('neural voices (piper on sherpa-onnx)', () => {
   test('all 13 voices decode in every format at the wire rate; each voice is its own speaker; loudness at the common level', async () => {
     const hz: Record<string, number> = {};
     for (const voice of VOICES) {
+      const durations: number[] = [];
       await Promise.all(
         FORMATS.map(async (format) => {
           const res = await openai.audio.speech.create({ model: 'piper-en_us-portico_test-medium', voice, input: SENTENCE, response_format: format });
-          const bytes = Buffer.from(await res.arrayBuffer());
-          const p = await probe(bytes, format === 'pcm');
-          assert.equal(p.sampleRate, RATES[format], `${voice}/${format} sample rate`);
-          assert.equal(p.codec, CODECS[format], `${voice}/${format} codec`);
-          assert.equal(p.channels, 1);
-          assert.ok(p.duration > 0.3, `${voice}/${format}: ${p.duration} s`);
+          const d = await decode(Buffer.from(await res.arrayBuffer()), format === 'pcm');
+          assert.equal(d.sampleRate, RATES[format], `${voice}/${format} sample rate`);
+          assert.equal(d.codec, CODECS[format], `${voice}/${format} codec`);
+          assert.ok(d.mono, `${voice}/${format} mono`);
+          durations.push(d.samples.length / 24000);
           if (format === 'wav') {
-            const pcm = await decodePcm(bytes);
-            hz[voice] = toneHz(pcm, 24000);
-            const level = trimmedLevelDb(pcm, 24000);
+            hz[voice] = toneHz(d.samples, 24000);
+            const level = trimmedLevelDb(d.samples, 24000);
             // the model's tone is at -13.5 dBFS; every Portico voice is brought to about -20 (within +-2 dB of the others)
             assert.ok(level > -22.5 && level < -18.5, `${voice}: ${level.toFixed(1)} dB`);
           }
         }),
       );
+      // the same audio in every format (codec padding aside)
+      assert.ok(Math.min(...durations) > 0.3 && Math.max(...durations) - Math.min(...durations) < 0.15, `${voice}: ${durations.map((x) => x.toFixed(2)).join(' ')}`);
     }
     // voice i reached speaker i: its tone is 110 Hz x (i + 1)
     VOICES.forEach((v, i) => {
