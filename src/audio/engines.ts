@@ -10,6 +10,11 @@
  *   engine whose voices are the thirteen OpenAI voices; each voice (and each sentence in another script) is spoken
  *   by the provider that declares it, as src/audio/voices.ts says (today flite and espeak-ng; those providers are
  *   `shared`: one worker pool each per process, whatever the model).
+ * - the built-in speech models, when a model of a provider that declares `builtin.voiceModel` is there (a neural
+ *   voice, configured or pulled: `portico models pull piper:<voice>`): the first such model speaks their thirteen
+ *   voices (its engine maps the names to its speakers), sentences in other scripts staying on the embedded voices.
+ *   Without one, the embedded voices: they stay the default that needs nothing downloaded. A voice model that cannot
+ *   be loaded is a 503 saying why, never a silent fall back to the formant voices.
  * - every other speech model: its provider's engine (e.g. forwarded upstream).
  *
  * Transcription:
@@ -51,13 +56,18 @@ function simplestFirst(): Provider[] {
   return [...all.filter((p) => !p.builtin!.recognizer!.needsModel), ...all.filter((p) => p.builtin!.recognizer!.needsModel)];
 }
 
-/** One engine for every OpenAI voice: routes each to the provider that renders it. */
-function embeddedVoices(engines: EngineRegistry): SpeechEngine {
+/**
+ * One engine for every OpenAI voice: routes each to the provider that renders it, or to the voice model `voiceModel`
+ * names (the built-in models: a neural voice when there is one).
+ */
+function embeddedVoices(engines: EngineRegistry, voiceModel?: () => ModelSpec | undefined): SpeechEngine {
   return {
     kind: 'embedded',
     voices: OPENAI_VOICES,
     synthesize(req: SpeechRequest): AsyncIterable<PcmChunk> {
-      return speakEmbedded(req, (kind) => embeddedEngine(engines, kind));
+      const model = voiceModel?.();
+      // voice model providers make engines that speak sentence lists in the OpenAI voices (Provider.builtin.voiceModel)
+      return speakEmbedded(req, (kind) => embeddedEngine(engines, kind), model ? async () => (await engines.speech(model)) as EmbeddedSpeechEngine : undefined);
     },
     // the shared engines belong to the registry, which closes them
     async close() {},
@@ -79,6 +89,8 @@ const SPEECH_SPEED = 400;
 
 export class AudioEngines {
   private readonly embedded: SpeechEngine;
+  /** the built-in speech models: the embedded voices, or the first voice model (a neural voice) when there is one */
+  private readonly builtinVoices: SpeechEngine;
   /** turns on the embedded recognizers: seconds of audio */
   readonly transcriptionQueue: FairScheduler;
   /** turns on the embedded voices: characters */
@@ -94,6 +106,7 @@ export class AudioEngines {
     private readonly env: Readonly<Record<string, string | undefined>> = process.env,
   ) {
     this.embedded = embeddedVoices(engines);
+    this.builtinVoices = embeddedVoices(engines, () => this.voiceModel());
     this.pieceSeconds = limits.pieceSeconds;
     this.transcriptionQueue = new FairScheduler({
       what: 'transcription',
@@ -125,8 +138,19 @@ export class AudioEngines {
     return this.models.list().find((m) => m.provider === p.name && m.type === 'transcription');
   }
 
+  /** The first model (configured or pulled) of a provider that speaks the built-in voices (a neural voice). */
+  private voiceModel(): ModelSpec | undefined {
+    return this.models.list().find((m) => m.type === 'speech' && PROVIDERS.get(m.provider)?.builtin?.voiceModel);
+  }
+
   /** Which engine serves a model, for GET /v1/models (the built-in recognizer: what would serve it now). */
   engineOf(spec: ModelSpec): string {
+    const voiceModel = builtinOf(spec) === 'embedded-tts' ? this.voiceModel() : undefined;
+    if (voiceModel) {
+      const own = (PROVIDERS.get(voiceModel.provider) as Provider<any>).describe?.(voiceModel as never) ?? voiceModel.provider;
+      const other = [...PROVIDERS.values()].find((p) => p.builtin?.otherScripts);
+      return `${own} (model ${voiceModel.name})${other ? `; other scripts: ${other.builtin!.voices?.engine ?? other.name}` : ''}`;
+    }
     if (builtinOf(spec) === 'embedded-tts' || isEmbeddedSpeech(spec)) return `${VOICE_PROVIDERS.map((p) => p.builtin!.voices!.engine).join('/')} (embedded voices)`;
     if (builtinOf(spec) === 'auto-recognizer') {
       for (const p of builtinRecognizers()) {
@@ -142,10 +166,12 @@ export class AudioEngines {
         .map((p) => (p.builtin!.recognizer!.needsModel ? `a ${p.name} model` : p.name))
         .join(' or ')})`;
     }
-    return spec.provider;
+    // a provider may say more of what serves the entry (the piper voices: which speaker says each voice name)
+    return (PROVIDERS.get(spec.provider) as Provider<any> | undefined)?.describe?.(spec as never) ?? spec.provider;
   }
 
   async speech(spec: ModelSpec): Promise<SpeechEngine> {
+    if (builtinOf(spec) === 'embedded-tts') return this.builtinVoices;
     if (isEmbeddedSpeech(spec)) return this.embedded;
     return this.engines.speech(spec);
   }

@@ -120,23 +120,34 @@ export function unspeakableMessage(reason: string): string {
 
 /**
  * Speaks `req` (an OpenAI voice) on the embedded engines: each run of sentences on its engine voice, in order,
- * streamed as it is synthesized. `engine` gives the shared engine of a kind. With `req.turns`, each sentence
+ * streamed as it is synthesized. `engine` gives the shared engine of a kind. `voiceModel`, when it gives an engine
+ * (a neural voice model: Provider.builtin.voiceModel), speaks the runs in the voice's own language instead, with the
+ * OpenAI voice name (it maps the names itself); runs in other scripts stay on their engine. With `req.turns`, each sentence
  * takes a turn of its own (./scheduler.ts, its characters the cost) and gives it back when the engine has
  * synthesized it, whether or not the consumer has read it yet: a slow reader never holds a slot.
  */
-export async function* speakEmbedded(req: SpeechRequest, engine: (kind: EmbeddedTtsKind) => Promise<EmbeddedSpeechEngine>): AsyncGenerator<PcmChunk> {
+export async function* speakEmbedded(
+  req: SpeechRequest,
+  engine: (kind: EmbeddedTtsKind) => Promise<EmbeddedSpeechEngine>,
+  voiceModel?: () => Promise<EmbeddedSpeechEngine | undefined>,
+): AsyncGenerator<PcmChunk> {
   if (!isOpenAiVoice(req.voice)) {
     throw new EngineError(`Unknown voice '${req.voice}'. Supported voices: ${OPENAI_VOICES.join(', ')}`, 'invalid_voice', 400);
   }
   const runs = planSpeech(req.text, req.voice, req.quality);
+  const neural = voiceModel ? await voiceModel() : undefined;
+  const on = async (run: VoiceRun): Promise<[EmbeddedSpeechEngine, Pick<SpeechRequest, 'voice' | 'pitch' | 'gainDb'>]> =>
+    neural && run.language === undefined
+      ? [neural, { voice: req.voice, pitch: 1, gainDb: 0 }]
+      : [await engine(run.engine), { voice: run.voice, pitch: run.pitch, gainDb: run.gainDb }];
   if (!req.turns) {
     for (const run of runs) {
-      const e = await engine(run.engine);
-      yield* e.synthesizeSentences(run.sentences, { ...req, voice: run.voice, pitch: run.pitch, gainDb: run.gainDb });
+      const [e, voice] = await on(run);
+      yield* e.synthesizeSentences(run.sentences, { ...req, ...voice });
     }
     return;
   }
-  yield* speakInTurns(runs, req, req.turns, engine);
+  yield* speakInTurns(runs, req, req.turns, on);
 }
 
 /** The sentences one after another, each in a turn; the audio runs ahead of the reader as it does without turns. */
@@ -144,7 +155,7 @@ async function* speakInTurns(
   runs: readonly VoiceRun[],
   req: SpeechRequest,
   turns: WorkTurns,
-  engine: (kind: EmbeddedTtsKind) => Promise<EmbeddedSpeechEngine>,
+  on: (run: VoiceRun) => Promise<[EmbeddedSpeechEngine, Pick<SpeechRequest, 'voice' | 'pitch' | 'gainDb'>]>,
 ): AsyncGenerator<PcmChunk> {
   const stop = new AbortController();
   const signal = req.signal ? AbortSignal.any([req.signal, stop.signal]) : stop.signal;
@@ -152,8 +163,8 @@ async function* speakInTurns(
   const producer = (async () => {
     try {
       for (const run of runs) {
-        const e = await engine(run.engine);
-        const params: SpeechRequest = { ...req, turns: undefined, voice: run.voice, pitch: run.pitch, gainDb: run.gainDb, signal };
+        const [e, voice] = await on(run);
+        const params: SpeechRequest = { ...req, turns: undefined, ...voice, signal };
         for (const sentence of run.sentences) {
           const turn = await turns.step(codePoints(sentence), signal);
           let completed = false;

@@ -65,6 +65,12 @@ export interface BuiltinRole {
    */
   voices?: { engine: string; renders: Readonly<Record<string, VoiceRendition>> };
   /**
+   * speech: a model of it (configured or pulled) speaks the OpenAI voices of the built-in speech models (tts-1,
+   * tts-1-hd, gpt-4o-mini-tts) in place of the embedded voices: the first such model does, its engine an
+   * EmbeddedSpeechEngine that takes the OpenAI voice names. Sentences in other scripts stay on `otherScripts`.
+   */
+  voiceModel?: boolean;
+  /**
    * speech: it speaks the sentences written in other scripts (src/engines/shared/scripts.ts names its voice for each
    * language), in this variant for each OpenAI voice.
    */
@@ -129,6 +135,8 @@ export interface Provider<O extends TObject = TObject> {
    * cheap enough to ask at each request). Absent: always.
    */
   available?(env: Readonly<Record<string, string | undefined>>): boolean;
+  /** What serves this entry, for the `engine` field of GET /v1/models (e.g. a voice's speakers); absent: the provider's name. */
+  describe?(spec: ProviderSpec<O>): string;
   readonly builtin?: BuiltinRole;
 }
 

@@ -62,7 +62,7 @@ export interface CatalogueWatch {
   close(): void;
 }
 
-const KINDS = new Set(['text', 'embedding', 'transcription']);
+const KINDS = new Set(['text', 'embedding', 'transcription', 'speech']);
 
 export class ModelCatalogue {
   constructor(readonly dir: string) {}
@@ -92,7 +92,7 @@ export class ModelCatalogue {
     const models: StoredModel[] = [];
     for (const [i, m] of doc.models.entries()) {
       if (!m || typeof m.name !== 'string' || typeof m.file !== 'string' || !KINDS.has(m.kind)) {
-        throw new PullError('catalogue_error', `${this.path}: models[${i}] needs a name, a file and a kind (text, embedding or transcription)`);
+        throw new PullError('catalogue_error', `${this.path}: models[${i}] needs a name, a file and a kind (text, embedding, transcription or speech)`);
       }
       this.filePath(m.file);
       models.push({ ...m, aliases: Array.isArray(m.aliases) ? m.aliases.filter((a: unknown) => typeof a === 'string') : [] });
@@ -199,6 +199,11 @@ export class ModelCatalogue {
     const model = { ...result.model, path: this.filePath(result.model.file) };
     if (result.removed === 'model') {
       await rm(model.path, { force: true });
+      if (model.kind === 'speech') {
+        // a piper voice's .onnx.json, and the files the engine made from them (src/engines/piper/voice-files.ts)
+        await rm(`${model.path}.json`, { force: true });
+        await rm(join(dirname(model.path), '.portico-piper'), { recursive: true, force: true });
+      }
       // drop the folders the pull made (hf/<owner>/<repo>), if now empty
       for (let d = dirname(model.path); d.startsWith(normalize(this.dir) + sep); d = dirname(d)) {
         try {

@@ -10,6 +10,10 @@ import { formatBytes } from './format.js';
 import { createProgressRenderer, type ProgressOutput } from './progress.js';
 import { pullSettings } from './settings.js';
 import { detectWhisperBinding, whisperInstallCommand } from '../../engines/whisper/index.js';
+import { piper } from '../../engines/piper/provider.js';
+
+/** Whether the neural voices' runtime (sherpa-onnx-node, optional) is installed here. */
+const sherpaInstalled = () => piper.available?.({}) ?? true;
 
 /** One `portico models` command, as the CLI parsed it. */
 export type ModelsCommand =
@@ -80,6 +84,12 @@ async function pull(o: Extract<ModelsCommand, { command: 'pull' }>, io: Required
         ? `${m.name} is already pulled (${m.path}); served as ${names}\n`
         : `pulled ${m.name} (${m.kind}, ${formatBytes(m.size)}, sha256 ${m.sha256.slice(0, 12)}...) to ${m.path}; served as ${names}\n`,
     );
+    if (m.kind === 'speech') {
+      io.stdout.write(
+        `POST /v1/audio/speech with model ${m.name} speaks the 13 OpenAI voice names as this voice's speakers (GET /v1/models shows which); tts-1 keeps the built-in voices\n`,
+      );
+      if (!sherpaInstalled()) io.stdout.write(`it needs sherpa-onnx-node, an optional dependency: run npm ci (without --omit=optional)\n`);
+    }
     if (m.kind === 'transcription' && !detectWhisperBinding(io.env.PORTICO_WHISPER_BINDING || undefined)) {
       io.stdout.write(`whisper-1 and the other transcription models use it once the whisper binding is installed (until then they answer 503): ${whisperInstallCommand()}\n`);
     }

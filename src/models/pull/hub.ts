@@ -224,3 +224,29 @@ export async function headOfFile(hub: Hub, url: string, what: string, repoPage?:
   }
   return { size, sha256, commit: commit && /^[0-9a-f]{40}$/.test(commit) ? commit : undefined, head: Buffer.concat(chunks).subarray(0, 16) };
 }
+
+/**
+ * A small file of a repository, whole (a piper voice's .onnx.json: a few kB), following redirects by hand as the
+ * other requests do. Refused past `maxBytes`.
+ */
+export async function fetchSmallFile(hub: Hub, url: string, what: string, maxBytes = 1 << 20, repoPage?: string): Promise<Buffer> {
+  const { res } = await request(hub, url, { method: 'GET', headers: { 'accept-encoding': 'identity' } }, what, repoPage);
+  const chunks: Buffer[] = [];
+  let got = 0;
+  const reader = res.body?.getReader();
+  try {
+    while (reader) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      got += value.length;
+      if (got > maxBytes) throw new PullError('not_a_model', `${what} is larger than ${maxBytes} bytes: not the small file it should be`);
+      chunks.push(Buffer.from(value));
+    }
+  } catch (e) {
+    if (e instanceof PullError) throw e;
+    throw networkError(hub, url, e);
+  } finally {
+    await reader?.cancel().catch(() => {});
+  }
+  return Buffer.concat(chunks);
+}

@@ -7,6 +7,7 @@
  *   Llama-3.2-1B-Instruct-Q4_K_M.gguf   -> llama-3.2-1b-instruct:q4_k_m
  *   ggml-base.en.bin                    -> whisper-base.en
  *   ggml-large-v3-turbo-q5_0.bin        -> whisper-large-v3-turbo:q5_0
+ *   en_US-libritts_r-medium.onnx        -> piper-en_us-libritts_r-medium
  *
  * When another file already has that name, the owner is put in front (bartowski/llama-3.2-1b-instruct:q4_k_m).
  */
@@ -38,6 +39,16 @@ export function isSplitPart(fileName: string): { part: number; parts: number } |
 /** The default served name for a model file (the rule above). */
 export function defaultModelName(fileName: string, owner?: string): string {
   const base = fileName.split('/').pop()!;
+  if (/\.onnx$/i.test(base)) {
+    // piper voices: their names carry no quantization (a "-low"/"-medium" is the voice's quality)
+    const voice =
+      base
+        .slice(0, -'.onnx'.length)
+        .toLowerCase()
+        .replace(/[^a-z0-9._-]+/g, '-')
+        .replace(/^[-._]+/, '') || 'voice';
+    return owner ? `${owner.toLowerCase()}/piper-${voice}` : `piper-${voice}`;
+  }
   let stem = base.replace(/-\d{5}-of-\d{5}(?=\.gguf$)/i, '').replace(/\.(gguf|bin)$/i, '');
   const whisper = /\.bin$/i.test(base) && /^ggml-/i.test(stem);
   if (whisper) stem = stem.slice('ggml-'.length);

@@ -3,18 +3,18 @@
  * then move the file into MODELS_DIR and write it into the catalogue. Until that last step the file lives in
  * MODELS_DIR/.partial, which nothing serves; a failure other than an interruption removes it.
  */
-import { open, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { open, mkdir, rename, rm, rmdir, stat, statfs, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, normalize, sep } from 'node:path';
 import { ModelCatalogue, type PulledModel, type StoredModel } from './catalogue.js';
 import { downloadModelFile, partialProgress, settle } from './download.js';
 import { PullError } from './errors.js';
 import { formatBytes } from './format.js';
-import { displayUrl, headOfFile, listRepoFiles, repoPageUrl, resolveUrl, type Hub, type RepoFile } from './hub.js';
+import { displayUrl, fetchSmallFile, headOfFile, listRepoFiles, repoPageUrl, resolveUrl, type Hub, type RepoFile } from './hub.js';
 import { acquireLock, LockBusyError } from './lock.js';
 import { checkModelName, defaultModelName, isSplitPart, quantInFileName } from './names.js';
 import { parseModelRef, WHISPER_MODELS, type ModelRef } from './refs.js';
 import { DEFAULT_HUB } from './settings.js';
-import { inspectGguf, notAModel, sniffFormat, verifyFile, type ModelFormat, type ModelKind } from './verify.js';
+import { inspectGguf, looksLikeOnnx, notAModel, sniffFormat, verifyFile, type ModelFormat, type ModelKind } from './verify.js';
 
 export interface PullOptions {
   modelsDir: string;
@@ -160,15 +160,23 @@ async function resolveTarget(ref: ModelRef, hub: Hub, kindOverride: PullOptions[
   try {
     head = await headOfFile(hub, resolveUrl(hub, ref.owner, ref.repo, revision, file), what, page);
   } catch (e) {
+    if (e instanceof PullError && e.code === 'not_found' && ref.kind === 'hf-file' && ref.piper) {
+      throw new PullError(
+        'not_found',
+        `piper has no voice "${ref.piper}" (${what}); its voices are listed at https://huggingface.co/rhasspy/piper-voices (e.g. en_US-libritts_r-medium, en_US-amy-medium, en_GB-alba-medium)`,
+      );
+    }
     if (e instanceof PullError && e.code === 'not_found' && ref.kind === 'hf-file' && ref.whisper) {
       throw new PullError('not_found', `whisper.cpp has no model "${ref.whisper}" (${what}); it has ${WHISPER_MODELS.join(', ')} and their -q5_0/-q5_1/-q8_0 variants`);
     }
     throw e;
   }
-  const format = sniffFormat(head.head);
-  if (!format) throw notAModel(what, head.head, ref.kind === 'hf-file' && ref.whisper ? 'ggml' : 'any');
+  // a piper voice is ONNX, which has no magic number: only a piper reference is read as ONNX
+  const format = ref.kind === 'hf-file' && ref.piper ? (looksLikeOnnx(head.head) ? 'onnx' : undefined) : sniffFormat(head.head);
+  if (!format) throw notAModel(what, head.head, ref.kind === 'hf-file' && ref.whisper ? 'ggml' : ref.kind === 'hf-file' && ref.piper ? 'onnx' : 'any');
   if (ref.kind === 'hf-file' && ref.whisper && format !== 'ggml') throw notAModel(what, head.head, 'ggml');
   if (format === 'ggml' && kindOverride) throw new PullError('bad_ref', `${what} is a whisper.cpp model (transcription); --kind ${kindOverride} applies to GGUF models`);
+  if (format === 'onnx' && kindOverride) throw new PullError('bad_ref', `${what} is a piper voice (speech); --kind ${kindOverride} applies to GGUF models`);
   const commit = head.commit ?? (/^[0-9a-f]{40}$/.test(revision) ? revision : undefined);
   return {
     ref,
@@ -238,6 +246,23 @@ async function pruneEmpty(dir: string, root: string): Promise<void> {
       return;
     }
   }
+}
+
+/** A piper voice's .onnx.json, from the same commit as the voice, checked to be one. */
+async function fetchVoiceConfig(hub: Hub, t: Target): Promise<Buffer> {
+  const file = `${t.file}.json`;
+  const what = `hf:${t.owner}/${t.repo}/${file}`;
+  const bytes = await fetchSmallFile(hub, resolveUrl(hub, t.owner!, t.repo!, t.revision ?? 'main', file), what, 1 << 20, repoPageUrl(hub, t.owner!, t.repo!));
+  let doc: any;
+  try {
+    doc = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new PullError('not_a_model', `${what} is not the voice's JSON config`);
+  }
+  if (!Number.isInteger(doc?.audio?.sample_rate) || !doc.phoneme_id_map || typeof doc.phoneme_id_map !== 'object') {
+    throw new PullError('not_a_model', `${what} is not a piper voice config (it needs audio.sample_rate and phoneme_id_map)`);
+  }
+  return bytes;
 }
 
 export async function pullModel(refText: string, o: PullOptions): Promise<PullResult> {
@@ -341,7 +366,7 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
     const v = await verifyFile(downloaded, { size: t.size, sha256: t.sha256 }, t.what, (done, total) => emit({ type: 'verifying', done, total }));
     if (o.signal?.aborted) throw new PullError('interrupted', 'stopped during verification; the download is kept: run the same command again to finish', true);
     const head = await readHead(downloaded);
-    const format = sniffFormat(head);
+    const format = t.format === 'onnx' ? (looksLikeOnnx(head) ? 'onnx' : undefined) : sniffFormat(head);
     if (format !== t.format) throw notAModel(t.what, head, t.format);
     let kind: ModelKind = 'transcription';
     let architecture: string | undefined;
@@ -350,7 +375,12 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
       kind = o.kind ?? info.kind;
       architecture = info.architecture;
     }
+    if (format === 'onnx') kind = 'speech';
+    // a piper voice is spoken with its .onnx.json (sample rate, phonemes, speakers): fetched and checked before the
+    // voice is put in place, then written beside it
+    const companion = format === 'onnx' && t.owner ? await fetchVoiceConfig(hub, t) : undefined;
     await mkdir(dirname(finalPath), { recursive: true });
+    if (companion) await writeFile(`${finalPath}.json`, companion);
     await rename(downloaded, finalPath);
     const stored = await catalogue.update((models) => {
       // from here the file is in place: should this write fail, it must not stay behind uncatalogued
@@ -382,7 +412,10 @@ export async function pullModel(refText: string, o: PullOptions): Promise<PullRe
     return { model, status: 'pulled' };
   } catch (e) {
     if (!(e instanceof PullError && e.resumable)) await cleanup();
-    if (committing && !(await catalogue.list().catch(() => [])).some((m) => m.file === t.relPath)) await rm(finalPath, { force: true });
+    if (committing && !(await catalogue.list().catch(() => [])).some((m) => m.file === t.relPath)) {
+      await rm(finalPath, { force: true });
+      if (t.format === 'onnx') await rm(`${finalPath}.json`, { force: true });
+    }
     throw e;
   } finally {
     await lock.release();

@@ -5,6 +5,8 @@
  *                                                (default Q4_K_M, or the repository's only GGUF)
  *   hf:<owner>/<repo>/<path/file>[#<revision>]   one file of a repository (a .gguf, or a whisper.cpp ggml .bin)
  *   whisper:<name>                               a whisper.cpp model: hf:ggerganov/whisper.cpp/ggml-<name>.bin
+ *   piper:<voice>                                a piper voice (en_US-libritts_r-medium): its .onnx in rhasspy/piper-voices
+ *                                                (<lang>/<lang_REGION>/<name>/<quality>/<voice>.onnx), and its .onnx.json
  *   https://...                                  any URL; hub URLs (.../<owner>/<repo>/resolve|blob/<rev>/<file>)
  *                                                are read as hf: references, so they get the checksum and token
  */
@@ -14,12 +16,24 @@ export const WHISPER_REPO = { owner: 'ggerganov', repo: 'whisper.cpp' } as const
 /** whisper.cpp's published models (for hints; other names are still tried) */
 export const WHISPER_MODELS = ['tiny', 'tiny.en', 'base', 'base.en', 'small', 'small.en', 'medium', 'medium.en', 'large-v1', 'large-v2', 'large-v3', 'large-v3-turbo'];
 
+export const PIPER_REPO = { owner: 'rhasspy', repo: 'piper-voices' } as const;
+/** piper voice names: <lang>_<REGION>-<name>-<quality> */
+const PIPER_VOICE = /^([a-z]{2,3})_([A-Z]{2})-([A-Za-z0-9_]{1,60})-(x_low|low|medium|high)$/;
+
+/** Where rhasspy/piper-voices keeps a voice's .onnx (its .onnx.json is beside it). */
+export function piperVoicePath(voice: string): string | undefined {
+  const m = PIPER_VOICE.exec(voice);
+  if (!m) return undefined;
+  return `${m[1]}/${m[1]}_${m[2]}/${m[3]}/${m[4]}/${voice}.onnx`;
+}
+
 export type ModelRef =
   | { kind: 'hf-repo'; text: string; owner: string; repo: string; quant?: string; revision: string }
-  | { kind: 'hf-file'; text: string; owner: string; repo: string; file: string; revision: string; whisper?: string }
+  | { kind: 'hf-file'; text: string; owner: string; repo: string; file: string; revision: string; whisper?: string; piper?: string }
   | { kind: 'url'; text: string; url: URL };
 
-const HELP = 'use hf:<owner>/<repo>[:<quant>], hf:<owner>/<repo>/<file>.gguf, whisper:<name> (e.g. whisper:base.en) or an https:// URL';
+const HELP =
+  'use hf:<owner>/<repo>[:<quant>], hf:<owner>/<repo>/<file>.gguf, whisper:<name> (e.g. whisper:base.en), piper:<voice> (e.g. piper:en_US-libritts_r-medium) or an https:// URL';
 /** owner and repository names as the hub allows them */
 const REPO_PART = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,95})$/;
 const QUANT = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$/;
@@ -101,6 +115,12 @@ export function parseModelRef(input: string, hubEndpoint: string): ModelRef {
       throw bad(text, `bad whisper model name "${name}" (whisper.cpp has ${WHISPER_MODELS.join(', ')}, and -q5_0/-q8_0 variants)`);
     }
     return { kind: 'hf-file', text, ...WHISPER_REPO, file: `ggml-${name}.bin`, revision: 'main', whisper: name };
+  }
+  if (lower.startsWith('piper:')) {
+    const voice = text.slice('piper:'.length);
+    const file = piperVoicePath(voice);
+    if (!file) throw bad(text, `bad piper voice "${voice}": piper voices are named <lang>_<REGION>-<name>-<quality>, e.g. en_US-libritts_r-medium, en_GB-alba-medium`);
+    return { kind: 'hf-file', text, ...PIPER_REPO, file, revision: 'main', piper: voice };
   }
   for (const prefix of ['hf://', 'hf:', 'huggingface:']) {
     if (lower.startsWith(prefix)) return parseHf(text, text.slice(prefix.length));

@@ -8,8 +8,8 @@ export interface PulledModelSpec {
   /** the name clients send */
   name: string;
   /** the embedded engine that runs the file */
-  provider: 'llama' | 'whisper';
-  type: 'text' | 'embedding' | 'transcription';
+  provider: 'llama' | 'whisper' | 'piper';
+  type: 'text' | 'embedding' | 'transcription' | 'speech';
   /** absolute path of the model file */
   path: string;
   /** the catalogue entry's own name (the same for its aliases) */
@@ -20,7 +20,7 @@ export function pulledModelSpecs(models: PulledModel[]): PulledModelSpec[] {
   return models.flatMap((m) =>
     [m.name, ...m.aliases].map((name) => ({
       name,
-      provider: m.kind === 'transcription' ? ('whisper' as const) : ('llama' as const),
+      provider: m.kind === 'transcription' ? ('whisper' as const) : m.kind === 'speech' ? ('piper' as const) : ('llama' as const),
       type: m.kind,
       path: m.path,
       model: m.name,

@@ -8,8 +8,16 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { PullError } from './errors.js';
 
-export type ModelFormat = 'gguf' | 'ggml';
-export type ModelKind = 'text' | 'embedding' | 'transcription';
+export type ModelFormat = 'gguf' | 'ggml' | 'onnx';
+export type ModelKind = 'text' | 'embedding' | 'transcription' | 'speech';
+
+/**
+ * Whether the first bytes can be an ONNX model (a protobuf ModelProto begins with its ir_version, field 1, a small
+ * number). ONNX has no magic number: only asked of files a reference says are ONNX (piper voices).
+ */
+export function looksLikeOnnx(head: Uint8Array): boolean {
+  return head.length >= 2 && head[0] === 0x08 && head[1]! >= 3 && head[1]! <= 30;
+}
 
 /** The format the first bytes announce, or undefined. */
 export function sniffFormat(head: Uint8Array): ModelFormat | undefined {
@@ -39,7 +47,14 @@ export function describeBytes(head: Uint8Array): string {
 }
 
 export function notAModel(what: string, head: Uint8Array, expected: ModelFormat | 'any'): PullError {
-  const want = expected === 'ggml' ? 'a whisper.cpp ggml model' : expected === 'gguf' ? 'a GGUF model' : 'a GGUF model (or a whisper.cpp ggml model)';
+  const want =
+    expected === 'ggml'
+      ? 'a whisper.cpp ggml model'
+      : expected === 'gguf'
+        ? 'a GGUF model'
+        : expected === 'onnx'
+          ? 'an ONNX model (a piper voice)'
+          : 'a GGUF model (or a whisper.cpp ggml model)';
   return new PullError('not_a_model', `${what} is not ${want}: ${describeBytes(head)}`);
 }
 
