@@ -11,8 +11,9 @@ import { flite } from './flite/provider.js';
 import { espeak } from './espeak/provider.js';
 import { pocketsphinx } from './pocketsphinx/provider.js';
 import { whisper } from './whisper/provider.js';
+import { anthropic } from './anthropic/provider.js';
 
-export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper] as Provider[]).map((p) => [p.name, p]));
+export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, anthropic] as Provider[]).map((p) => [p.name, p]));
 
 /** Every provider's own model-file keys, each optional: what a feature may read of any model entry. */
 export type AnyProviderOptions = Partial<
@@ -21,7 +22,8 @@ export type AnyProviderOptions = Partial<
     Static<typeof flite.options> &
     Static<typeof espeak.options> &
     Static<typeof pocketsphinx.options> &
-    Static<typeof whisper.options>
+    Static<typeof whisper.options> &
+    Static<typeof anthropic.options>
 >;
 
 /**
