@@ -115,17 +115,27 @@ test('the request: images (data URL -> base64 source, http URL -> url source), t
     engine.generate(
       req({
         messages: [
-          { role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image_url', url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'auto' }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'What is this?' },
+              { type: 'image_url', url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'auto' },
+            ],
+          },
           { role: 'user', content: [{ type: 'image_url', url: 'https://example.com/cat.jpg', detail: 'high' }] },
-          { role: 'assistant', content: 'Let me look.', toolCalls: [{ callId: 'toolu_1', name: 'lookup', arguments: '{"q":"cat"}' }, { callId: 'toolu_2', name: 'now', arguments: '' }] },
+          {
+            role: 'assistant',
+            content: 'Let me look.',
+            toolCalls: [
+              { callId: 'toolu_1', name: 'lookup', arguments: '{"q":"cat"}' },
+              { callId: 'toolu_2', name: 'now', arguments: '' },
+            ],
+          },
           { role: 'tool', toolCallId: 'toolu_1', content: 'a cat' },
           { role: 'tool', toolCallId: 'toolu_2', content: '12:00' },
           { role: 'user', content: 'And so?' },
         ],
-        tools: [
-          { name: 'lookup', description: 'Looks up', parameters: { type: 'object', properties: { q: { type: 'string' } } }, strict: true },
-          { name: 'now' },
-        ],
+        tools: [{ name: 'lookup', description: 'Looks up', parameters: { type: 'object', properties: { q: { type: 'string' } } }, strict: true }, { name: 'now' }],
         toolChoice: 'auto',
         maxOutputTokens: 300,
       }),
@@ -172,7 +182,10 @@ test('the request: tool_choice none / required -> any / a function -> tool; para
     [{ toolChoice: 'none' }, { type: 'none' }],
     [{ toolChoice: 'required' }, { type: 'any' }],
     [{ toolChoice: { type: 'function', name: 'f' } }, { type: 'tool', name: 'f' }],
-    [{ toolChoice: 'required', parallelToolCalls: false }, { type: 'any', disable_parallel_tool_use: true }],
+    [
+      { toolChoice: 'required', parallelToolCalls: false },
+      { type: 'any', disable_parallel_tool_use: true },
+    ],
     [{ parallelToolCalls: false }, { type: 'auto', disable_parallel_tool_use: true }],
   ];
   for (const [over, want] of cases) {
@@ -205,7 +218,13 @@ test('refused before any call, naming the parameter: penalties, seed, temperatur
 // ------------------------------------------------------------------ the answer
 
 test('streamed text: deltas as they come, the upstream model, usage with cache reads and writes as input and cache reads as cached', async () => {
-  up.script({ text: 'Hello there, friend.', chunks: 3, ping: true, model: 'claude-test-20250101', usage: { input_tokens: 5, cache_read_input_tokens: 100, cache_creation_input_tokens: 20, output_tokens: 7 } });
+  up.script({
+    text: 'Hello there, friend.',
+    chunks: 3,
+    ping: true,
+    model: 'claude-test-20250101',
+    usage: { input_tokens: 5, cache_read_input_tokens: 100, cache_creation_input_tokens: 20, output_tokens: 7 },
+  });
   const evs = await collect(engine.generate(req()));
   assert.equal(evs.filter((e) => e.type === 'text_delta').length, 3);
   assert.equal(text(evs), 'Hello there, friend.');
@@ -216,7 +235,12 @@ test('streamed text: deltas as they come, the upstream model, usage with cache r
 });
 
 test('stream false: one JSON answer is asked for (no stream field), the events are the same as streamed', async () => {
-  const reply = { text: 'Whole answer.', thinking: 'Thinking it over.', toolUses: [{ name: 'f', input: { a: 1 } }], usage: { input_tokens: 3, output_tokens: 9, thinking_tokens: 4 } };
+  const reply = {
+    text: 'Whole answer.',
+    thinking: 'Thinking it over.',
+    toolUses: [{ name: 'f', input: { a: 1 } }],
+    usage: { input_tokens: 3, output_tokens: 9, thinking_tokens: 4 },
+  };
   up.script(reply, reply);
   const whole = await collect(engine.generate(req({ stream: false, tools: [{ name: 'f' }] })));
   assert.equal(up.requests[0]!.body.stream, undefined);
@@ -252,7 +276,13 @@ test('reasoning: effort -> thinking with a budget (max_tokens above it), thinkin
 });
 
 test('tool calls: streamed input_json_delta pieces -> start, deltas, end; two calls one after the other; a call without input gets {}', async () => {
-  up.script({ text: 'Checking.', toolUses: [{ id: 'toolu_a', name: 'weather', input: ['{"city":', '"Paris"}'] }, { id: 'toolu_b', name: 'now', input: [] }] });
+  up.script({
+    text: 'Checking.',
+    toolUses: [
+      { id: 'toolu_a', name: 'weather', input: ['{"city":', '"Paris"}'] },
+      { id: 'toolu_b', name: 'now', input: [] },
+    ],
+  });
   const evs = await collect(engine.generate(req({ tools: [{ name: 'weather' }, { name: 'now' }] })));
   assert.deepEqual(toolCalls(evs), [
     { callId: 'toolu_a', name: 'weather', arguments: '{"city":"Paris"}' },
@@ -263,7 +293,12 @@ test('tool calls: streamed input_json_delta pieces -> start, deltas, end; two ca
 });
 
 test('tool calls: parallel_tool_calls false keeps only the first call (should the upstream send two)', async () => {
-  up.script({ toolUses: [{ name: 'a', input: { x: 1 } }, { name: 'b', input: { y: 2 } }] });
+  up.script({
+    toolUses: [
+      { name: 'a', input: { x: 1 } },
+      { name: 'b', input: { y: 2 } },
+    ],
+  });
   const evs = await collect(engine.generate(req({ tools: [{ name: 'a' }, { name: 'b' }], parallelToolCalls: false })));
   assert.deepEqual(
     toolCalls(evs).map((c) => c.name),
@@ -278,7 +313,9 @@ test('structured output: a forced tool of the format name, its input streamed ba
     up.script((body) => ({ toolUses: [{ name: body.tools[0].name, input: ['{"answer":', '"42"}'] }] }));
     const evs = await collect(engine.generate(req({ stream, format: { type: 'json_schema', name: 'the answer', schema, strict: true } })));
     const b = up.requests[0]!.body;
-    assert.deepEqual(b.tools, [{ name: 'the_answer', description: 'Give the answer as the input of this tool: it is the JSON object the user asked for.', input_schema: schema, strict: true }]);
+    assert.deepEqual(b.tools, [
+      { name: 'the_answer', description: 'Give the answer as the input of this tool: it is the JSON object the user asked for.', input_schema: schema, strict: true },
+    ]);
     assert.deepEqual(b.tool_choice, { type: 'tool', name: 'the_answer' });
     assert.deepEqual(JSON.parse(text(evs)), { answer: '42' });
     assert.equal(toolCalls(evs).length, 0, 'no tool call for the client');
@@ -301,11 +338,7 @@ test('structured output: a forced tool of the format name, its input streamed ba
 });
 
 test('stop reasons: max_tokens -> length (a cut call says so), stop_sequence -> stop, refusal -> content_filter', async () => {
-  up.script(
-    { toolUses: [{ name: 'f', input: ['{"a":'] }], stopReason: 'max_tokens' },
-    { text: 'a b', stopReason: 'stop_sequence' },
-    { text: 'I cannot', stopReason: 'refusal' },
-  );
+  up.script({ toolUses: [{ name: 'f', input: ['{"a":'] }], stopReason: 'max_tokens' }, { text: 'a b', stopReason: 'stop_sequence' }, { text: 'I cannot', stopReason: 'refusal' });
   let evs = await collect(engine.generate(req({ tools: [{ name: 'f' }] })));
   assert.deepEqual(toolCalls(evs), [{ callId: toolCalls(evs)[0]!.callId, name: 'f', arguments: '{"a":', incomplete: true }]);
   assert.equal(done(evs).finishReason, 'length');
@@ -493,7 +526,16 @@ test('provider: the model-file check (base_url, api_key_env) and the probes (GET
 
 test('prompt caching (cache_prompt): cache_control on the system prompt and on the last block of the last turn', async () => {
   const e = createAnthropicEngine({ baseUrl: up.url, apiKey: KEY, cachePrompt: true });
-  await collect(e.generate(req({ messages: [{ role: 'system', content: 'Long rules.' }, { role: 'user', content: 'Hi' }] })));
+  await collect(
+    e.generate(
+      req({
+        messages: [
+          { role: 'system', content: 'Long rules.' },
+          { role: 'user', content: 'Hi' },
+        ],
+      }),
+    ),
+  );
   const b = up.requests[0]!.body;
   assert.deepEqual(b.system, [{ type: 'text', text: 'Long rules.', cache_control: { type: 'ephemeral' } }]);
   assert.deepEqual(b.messages, [{ role: 'user', content: [{ type: 'text', text: 'Hi', cache_control: { type: 'ephemeral' } }] }]);

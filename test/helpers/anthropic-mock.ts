@@ -303,7 +303,12 @@ export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?:
 
   async function answer(rec: AnthropicRequest, req: http.IncomingMessage, res: http.ServerResponse) {
     if (rec.method === 'GET' && rec.path === '/v1/models') {
-      return json(res, 200, { data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2025-01-01T00:00:00Z' }], has_more: false, first_id: 'claude-test', last_id: 'claude-test' });
+      return json(res, 200, {
+        data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2025-01-01T00:00:00Z' }],
+        has_more: false,
+        first_id: 'claude-test',
+        last_id: 'claude-test',
+      });
     }
     if (rec.method !== 'POST' || rec.path !== '/v1/messages') return json(res, 404, anthropicError(404, `Not found: ${rec.path}`));
     if (!req.headers['anthropic-version']) return json(res, 400, anthropicError(400, 'anthropic-version: header is required'));

@@ -30,8 +30,7 @@ export const anthropic = defineProvider({
     },
     { additionalProperties: false },
   ),
-  check: (s, env) =>
-    (s.base_url !== undefined ? baseUrlProblem(s.base_url) : undefined) ?? (s.api_key_env !== undefined ? apiKeyEnvProblem(s.api_key_env, env) : undefined),
+  check: (s, env) => (s.base_url !== undefined ? baseUrlProblem(s.base_url) : undefined) ?? (s.api_key_env !== undefined ? apiKeyEnvProblem(s.api_key_env, env) : undefined),
   remote: true,
   storesKey: true,
   load: { text: textCode },

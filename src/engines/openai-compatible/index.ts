@@ -7,7 +7,7 @@
  * (GenerateRequest.stream false) asks for one JSON answer instead (`whole`): no event parsing, one body read;
  * a server that streams anyway is parsed as a stream.
  */
-import { EngineError, type ChatCompletionsRequest, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
+import { type ChatCompletionsRequest, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
 import { chatPassthrough, forwardJson } from './chat-passthrough.js';
 import { buildChatBody, ChatDecoder } from './chat.js';
 import { buildResponsesBody, ResponsesDecoder } from './responses.js';
@@ -73,4 +73,3 @@ export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions
     retire: () => upstream.retire(),
   };
 }
-

@@ -75,4 +75,3 @@ export function apiKeyOf(s: { name: string; api_key_env?: string }, ctx: Provide
   const env = s.api_key_env ?? defaultEnv;
   return env ? ctx.env[env] || undefined : undefined;
 }
-
