@@ -292,18 +292,31 @@ test('tool calls: streamed input_json_delta pieces -> start, deltas, end; two ca
   assert.equal(done(evs).finishReason, 'tool_calls');
 });
 
-test('tool calls: parallel_tool_calls false keeps only the first call (should the upstream send two)', async () => {
+test('tool calls: parallel_tool_calls false keeps only the first call (should the upstream send two); max_tool_calls keeps that many', async () => {
   up.script({
     toolUses: [
       { name: 'a', input: { x: 1 } },
       { name: 'b', input: { y: 2 } },
     ],
   });
-  const evs = await collect(engine.generate(req({ tools: [{ name: 'a' }, { name: 'b' }], parallelToolCalls: false })));
+  let evs = await collect(engine.generate(req({ tools: [{ name: 'a' }, { name: 'b' }], parallelToolCalls: false })));
   assert.deepEqual(
     toolCalls(evs).map((c) => c.name),
     ['a'],
   );
+  up.script({
+    toolUses: [
+      { name: 'a', input: { x: 1 } },
+      { name: 'b', input: { y: 2 } },
+      { name: 'a', input: { x: 3 } },
+    ],
+  });
+  evs = await collect(engine.generate(req({ tools: [{ name: 'a' }, { name: 'b' }], maxToolCalls: 2 })));
+  assert.deepEqual(
+    toolCalls(evs).map((c) => c.arguments),
+    ['{"x":1}', '{"y":2}'],
+  );
+  assert.equal(up.requests[1]!.body.tool_choice, undefined, 'more than one call allowed: nothing to tell Anthropic');
 });
 
 test('structured output: a forced tool of the format name, its input streamed back as the text, finish stop (streamed and whole)', async () => {
@@ -540,4 +553,40 @@ test('prompt caching (cache_prompt): cache_control on the system prompt and on t
   assert.deepEqual(b.system, [{ type: 'text', text: 'Long rules.', cache_control: { type: 'ephemeral' } }]);
   assert.deepEqual(b.messages, [{ role: 'user', content: [{ type: 'text', text: 'Hi', cache_control: { type: 'ephemeral' } }] }]);
   await e.close();
+});
+
+test("the mock speaks Anthropic's wire: the official SDK reads its streamed and whole answers (so the engine is tested against that wire)", async () => {
+  const { default: Anthropic } = await import('@anthropic-ai/sdk');
+  const sdk = new Anthropic({ apiKey: KEY, baseURL: up.url, maxRetries: 0 });
+  up.script(
+    {
+      thinking: 'Hmm.',
+      text: 'Hello there.',
+      chunks: 2,
+      toolUses: [{ name: 'f', input: ['{"a":', '1}'] }],
+      ping: true,
+      usage: { input_tokens: 4, output_tokens: 6, cache_read_input_tokens: 2 },
+    },
+    { text: 'Whole.' },
+    { status: 529, errorMessage: 'Overloaded' },
+  );
+  const final = await sdk.messages
+    .stream({ model: 'claude-test', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], tools: [{ name: 'f', input_schema: { type: 'object' } }] })
+    .finalMessage();
+  assert.deepEqual(
+    final.content.map((b) => b.type),
+    ['thinking', 'text', 'tool_use'],
+  );
+  assert.equal(final.content[1]!.type === 'text' && final.content[1].text, 'Hello there.');
+  assert.deepEqual(final.content[2]!.type === 'tool_use' && final.content[2].input, { a: 1 });
+  assert.equal(final.stop_reason, 'tool_use');
+  assert.deepEqual([final.usage.input_tokens, final.usage.cache_read_input_tokens, final.usage.output_tokens], [4, 2, 6]);
+  const whole = await sdk.messages.create({ model: 'claude-test', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(whole.content[0]!.type === 'text' && whole.content[0].text, 'Whole.');
+  await assert.rejects(sdk.messages.create({ model: 'claude-test', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }), (e: unknown) => {
+    assert.ok(e instanceof Anthropic.APIError);
+    assert.equal(e.status, 529);
+    assert.match(e.message, /Overloaded/);
+    return true;
+  });
 });

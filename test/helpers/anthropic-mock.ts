@@ -9,8 +9,8 @@
  *   up.requests[0].body / .headers
  *
  * Routes: POST /v1/messages (streamed when the body says `stream: true`, else one Message), GET /v1/models. A
- * request without `anthropic-version`, or (with `apiKey`) without the right `x-api-key`, is refused as Anthropic
- * refuses it. Failure scripts: an error status with Anthropic's error body, a hang before the headers, a stream
+ * request without `anthropic-version`, or (with `apiKey`) without the right key (`x-api-key`, or a bearer token), is
+ * refused as Anthropic refuses it. Failure scripts: an error status with Anthropic's error body, a hang before the headers, a stream
  * that breaks, hangs or sends an `error` event after N events, garbage.
  */
 import http from 'node:http';
@@ -312,7 +312,10 @@ export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?:
     }
     if (rec.method !== 'POST' || rec.path !== '/v1/messages') return json(res, 404, anthropicError(404, `Not found: ${rec.path}`));
     if (!req.headers['anthropic-version']) return json(res, 400, anthropicError(400, 'anthropic-version: header is required'));
-    if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey) return json(res, 401, anthropicError(401, 'invalid x-api-key'));
+    // the key in x-api-key, or as a bearer token (which Anthropic's own SDK sends since 1.x)
+    if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      return json(res, 401, anthropicError(401, 'invalid x-api-key'));
+    }
     const next = queue.shift() ?? mock.defaultReply;
     const r = typeof next === 'function' ? next(rec.body) : next;
     if (r.reset) return req.socket.destroy();
