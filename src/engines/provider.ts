@@ -107,6 +107,11 @@ export interface Provider<O extends TObject = TObject> {
   check?(spec: ProviderSpec<O>, env?: Readonly<Record<string, string | undefined>>): string | undefined;
   /** its engines call a server over the network: a deployment's `timeouts.connect_ms` applies to it */
   readonly remote?: boolean;
+  /**
+   * its entries may hold an upstream key typed into the admin API (`api_key`, stored sealed: src/models/stored.ts)
+   * and handed to its engines on the entry (STORED_SECRET), when they name no `api_key_env`
+   */
+  readonly storesKey?: boolean;
   /** the capabilities whose engines can be probed by an active health check (TextEngine.probe) */
   readonly probes?: readonly Capability[];
   /**

@@ -97,7 +97,8 @@ export interface Usage {
   reasoningTokens?: number;
 }
 
-export type FinishReason = 'stop' | 'length' | 'tool_calls';
+/** `content_filter`: the upstream refused to answer, or stopped, on its safety grounds (Anthropic's `refusal`) */
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';
 
 /** Events in order. Tool calls: start, zero or more deltas, end, each call finished before the next starts. */
 export type GenerateEvent =

@@ -23,6 +23,7 @@ import { AppError, msg, type Texts } from '../platform/errors.js';
 import type { MeteredUnit } from '../platform/module.js';
 import { SecretBox, SecretError } from '../platform/secrets.js';
 import { withStoredSecret, type Provider, type ProviderContext } from '../engines/provider.js';
+import { PROVIDERS } from '../engines/providers.js';
 import { EngineError, type EmbeddingsEngine, type TextEngine } from '../engines/types.js';
 import type { EngineRegistry } from '../engines/registry.js';
 import { checkModelEntry, ModelConfigError, rawEntryOf, type ModelEnv } from './config.js';
@@ -158,7 +159,7 @@ export interface HeldSecret {
   origin: string | null;
 }
 
-/** A place of an entry that may hold a stored key now: openai-compatible, no api_key_env, and (in a list) an id. */
+/** A place of an entry that may hold a stored key now: a provider that stores keys (openai-compatible, anthropic), no api_key_env, and (in a list) an id. */
 export interface SecretSlot {
   /** as the answer names it: `api_key` or `deployments.<id>.api_key` */
   place: string;
@@ -178,6 +179,10 @@ export function originOf(url: unknown): string | null {
     return null;
   }
 }
+
+/** the providers whose entries may hold a stored upstream key (Provider.storesKey) */
+const KEYED = [...PROVIDERS.values()].filter((p) => p.storesKey === true).map((p) => p.name);
+const keyed = (provider: unknown) => typeof provider === 'string' && PROVIDERS.get(provider)?.storesKey === true;
 
 /** the row's key and the sealing context of a deployment's secret (its id) or a model's own (no list) */
 const rowKeyOf = (id: string | undefined) => (id === undefined ? 'api_key' : `deployment:${id}`);
@@ -397,7 +402,7 @@ export class StoredModels {
   }
 
   /**
-   * Takes the `api_key` values out of an entry an operator gave: each on an openai-compatible entry or deployment,
+   * Takes the `api_key` values out of an entry an operator gave: each on an entry or deployment of a provider that stores keys (Provider.storesKey),
    * a string (the key) or null (remove the stored one), by the place it belongs to: `api_key` for an entry without
    * a list, `deployments.<id>.api_key` for a deployment (a key follows its deployment by id, never by index, so a
    * deployment of a list given a key needs an `id` of its own). 400 for any other place or value.
@@ -414,7 +419,7 @@ export class StoredModels {
       if (v !== null && (typeof v !== 'string' || v.trim() === '' || v.length > MAX_SECRET || /[\s\u0000-\u001f\u007f]/.test(v))) {
         throw invalid(`entry: '${at}' must be the upstream's key (1-${MAX_SECRET} characters without spaces), or null to remove the stored one`, `entry.${at}`);
       }
-      if (provider !== 'openai-compatible') throw invalid(`entry: '${at}' applies to openai-compatible deployments only`, `entry.${at}`);
+      if (!keyed(provider)) throw invalid(`entry: '${at}' applies to deployments of ${KEYED.join(' and ')} only`, `entry.${at}`);
       if (v !== null && obj.api_key_env !== undefined) throw invalid(`entry: '${at}' and 'api_key_env' both give the upstream's key: keep one`, `entry.${at}`);
       // a deployment without an id holds no key (none is kept for it): null has nothing to remove
       if (place === undefined && v === null) return;
@@ -441,7 +446,7 @@ export class StoredModels {
 
   /** The places of a (checked) entry that may hold a stored key now. */
   static slotsOf(entry: Record<string, unknown>): SecretSlot[] {
-    const ok = (o: unknown): o is Record<string, unknown> => isObject(o) && o.provider === 'openai-compatible' && o.api_key_env === undefined;
+    const ok = (o: unknown): o is Record<string, unknown> => isObject(o) && keyed(o.provider) && o.api_key_env === undefined;
     if (Array.isArray(entry.deployments)) {
       return entry.deployments.flatMap((d, i) =>
         ok(d) && typeof d.id === 'string' ? [{ place: placeOf(d.id), path: `deployments.${i}.api_key`, rowKey: rowKeyOf(d.id), origin: originOf(d.base_url) }] : [],

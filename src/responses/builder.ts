@@ -267,13 +267,15 @@ export class ResponseBuilder {
   /** Closes the open item and gives the final object: completed, or incomplete at the token cap. */
   finish(reason: FinishReason, usage: Usage, model?: string): ResponseObject {
     const r = this.response;
-    this.closeOpen(reason === 'length' ? 'incomplete' : 'completed');
+    // the token cap and a refusal on the upstream's safety grounds end an answer unfinished, as OpenAI says them
+    const cut = reason === 'length' ? 'max_output_tokens' : reason === 'content_filter' ? 'content_filter' : undefined;
+    this.closeOpen(cut ? 'incomplete' : 'completed');
     if (model) r.model = model;
     r.usage = toUsage(usage);
     r.completed_at = Math.floor(Date.now() / 1000);
-    if (reason === 'length') {
+    if (cut) {
       r.status = 'incomplete';
-      r.incomplete_details = { reason: 'max_output_tokens' };
+      r.incomplete_details = { reason: cut };
       this.send('response.incomplete', () => ({ response: this.snapshot() }));
     } else {
       r.status = 'completed';

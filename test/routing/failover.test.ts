@@ -1,5 +1,5 @@
 /**
- * Failover bounded by the deployment's timeouts (src/models/router, src/engines/openai-compatible/http.ts): a
+ * Failover bounded by the deployment's timeouts (src/models/router, src/engines/shared/http.ts): a
  * host whose connects hang (a black hole: no answer, no refusal) holds a request no longer than `first_byte_ms`
  * before the next deployment answers, and `connect_ms` fires on time. Before, the router awaited the abandoned
  * call, which the HTTP client settled only at its own 10 s connect timeout, and undici's coarse timers fired a

@@ -11,7 +11,7 @@
  */
 import { createParser } from 'eventsource-parser';
 import { EngineError, type ChatCompletionsRequest, type ForwardRequest } from '../types.js';
-import { jsonBody, parseErrorBody, type Upstream } from './http.js';
+import { jsonBody, parseErrorBody, type Upstream } from '../shared/http.js';
 
 /** the largest non-streamed answer read from an upstream */
 const MAX_JSON_BYTES = 64 * 1024 * 1024;

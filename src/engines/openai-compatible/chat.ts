@@ -131,16 +131,8 @@ export function chatUsage(u: any): Usage | undefined {
   return usage;
 }
 
-export interface StreamDecoder {
-  readonly out: GenerateEvent[];
-  /** the upstream signalled the end and `done` was pushed */
-  terminal: boolean;
-  onSse(data: string, event: string): void;
-  /** a whole JSON body (the upstream ignored stream: true) */
-  onJson(body: any): void;
-  /** end of the upstream body: pushes `done`, or throws if the stream broke before finishing */
-  finish(): void;
-}
+export type { StreamDecoder } from '../shared/answer.js';
+import type { StreamDecoder } from '../shared/answer.js';
 
 export class ChatDecoder implements StreamDecoder {
   readonly out: GenerateEvent[] = [];

@@ -9,7 +9,7 @@
  * Built on the Upstream's public methods (post, mapError) so the transport under it can change.
  */
 import { EngineError, type EmbedRequest, type EmbedResult, type EmbeddingsEngine } from '../types.js';
-import { jsonBody, Upstream } from './http.js';
+import { jsonBody, Upstream } from '../shared/http.js';
 import { estimateTextTokens } from '../shared/tokens.js';
 
 export interface OpenAICompatibleEmbeddingsOptions {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SseParser } from '../../src/engines/openai-compatible/sse.js';
+import { SseParser } from '../../src/engines/shared/sse.js';
 
 function parse(pieces: string[]): [string, string][] {
   const out: [string, string][] = [];

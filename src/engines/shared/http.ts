@@ -1,6 +1,6 @@
 /**
- * The HTTP client side of the openai-compatible engine: an undici Pool per upstream origin (keep-alive
- * connections, reused in LIFO order by undici; no cap unless `connections` is set).
+ * The HTTP client side of the upstream engines (openai-compatible, anthropic): an undici Pool per upstream origin
+ * (keep-alive connections, reused in LIFO order by undici; no cap unless `connections` is set).
  *
  * Why undici's Pool.request and not node:http or global fetch: it costs about half of node:http's CPU per
  * request (no ClientRequest/Agent/IncomingMessage machinery; measured in docs/performance.md), and its
@@ -26,6 +26,11 @@ export interface UpstreamOptions {
   /** ms to wait for the response headers, and the longest silence allowed between two body chunks */
   timeoutMs?: number;
   headers?: Record<string, string>;
+  /**
+   * the header that carries `apiKey`: `authorization` (default: `Bearer <key>`, OpenAI's way) or another one that
+   * takes the key as it is (Anthropic's `x-api-key`); the key is never sent in any other header
+   */
+  keyHeader?: string;
   /** the most connections open to this upstream at once (default: no limit, as many as requests in flight) */
   connections?: number;
   /** ms a new connection may take to open (TLS included), to the millisecond; unset: 10 s */
@@ -111,10 +116,10 @@ export class Upstream {
     try {
       u = new URL(opts.baseUrl);
     } catch {
-      throw new Error(`openai-compatible: invalid base_url ${JSON.stringify(opts.baseUrl)}`);
+      throw new Error(`upstream: invalid base_url ${JSON.stringify(opts.baseUrl)}`);
     }
     const tls = u.protocol === 'https:';
-    if (!tls && u.protocol !== 'http:') throw new Error(`openai-compatible: base_url must be http(s): ${opts.baseUrl}`);
+    if (!tls && u.protocol !== 'http:') throw new Error(`upstream: base_url must be http(s): ${opts.baseUrl}`);
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     // keep-alive: an idle connection is kept 60 s at most (less if the upstream's Keep-Alive header says so)
     this.pool = new Pool(u.origin, {
@@ -133,7 +138,8 @@ export class Upstream {
       h.authorization = 'Basic ' + Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64');
     }
     if (opts.headers) for (const [k, v] of Object.entries(opts.headers)) h[k.toLowerCase()] = v;
-    if (this.secret) h.authorization = `Bearer ${this.secret}`;
+    const keyHeader = opts.keyHeader?.toLowerCase() ?? 'authorization';
+    if (this.secret) h[keyHeader] = keyHeader === 'authorization' ? `Bearer ${this.secret}` : this.secret;
     this.baseHeaders = h;
     this.spanAttributes = { 'http.request.method': 'POST', 'server.address': u.hostname, 'server.port': Number(u.port || (tls ? 443 : 80)) };
   }
