@@ -270,6 +270,8 @@ export interface TranscribeRequest {
   temperature?: number;
   wordTimestamps: boolean;
   signal?: AbortSignal;
+  /** called with each piece of text as the engine produces it (engines that decode incrementally; others never call it) */
+  onText?: (delta: string) => void;
 }
 
 /** A segment; the optional fields are what the engine can tell (the formatter fills or computes the rest). */

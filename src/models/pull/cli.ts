@@ -9,7 +9,7 @@ import { PullError } from './errors.js';
 import { formatBytes } from './format.js';
 import { createProgressRenderer, type ProgressOutput } from './progress.js';
 import { pullSettings } from './settings.js';
-import { detectWhisperBinding, whisperInstallCommand } from '../../engines/whisper/index.js';
+import { detectWhisperBinding, whisperUnavailableHint } from '../../engines/whisper/index.js';
 
 /** One `portico models` command, as the CLI parsed it. */
 export type ModelsCommand =
@@ -81,7 +81,7 @@ async function pull(o: Extract<ModelsCommand, { command: 'pull' }>, io: Required
         : `pulled ${m.name} (${m.kind}, ${formatBytes(m.size)}, sha256 ${m.sha256.slice(0, 12)}...) to ${m.path}; served as ${names}\n`,
     );
     if (m.kind === 'transcription' && !detectWhisperBinding(io.env.PORTICO_WHISPER_BINDING || undefined)) {
-      io.stdout.write(`whisper-1 and the other transcription models use it once the whisper binding is installed (until then they answer 503): ${whisperInstallCommand()}\n`);
+      io.stdout.write(`whisper-1 and the other transcription models answer 503 until the whisper engine can run here: ${whisperUnavailableHint()}\n`);
     }
     return 0;
   } catch (e) {
