@@ -9,7 +9,7 @@
  * timestamps, one token per segment, merged back into words and regrouped into segments), and the text as it is
  * decoded (onNewSegments -> TranscribeRequest.onText).
  */
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptSegment, type TranscriptWord } from '../types.js';
 import { groupWordsIntoSegments } from '../shared/segments.js';
@@ -107,7 +107,27 @@ export function tokensToWords(segments: readonly BindingSegment[]): TranscriptWo
   return words;
 }
 
+/**
+ * Whether a ggml file holds an English-only model (the .en ones): its vocabulary size, the header's first
+ * hyper-parameter (51864 english-only, 51865+ multilingual). undefined when the file cannot be read (yet).
+ */
+export function whisperEnglishOnly(path: string): boolean | undefined {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    const b = Buffer.alloc(8);
+    if (readSync(fd, b, 0, 8, 0) < 8 || b.readUInt32LE(0) !== 0x67676d6c) return undefined;
+    return b.readInt32LE(4) < 51865;
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
 export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
+  // an English-only model transcribes English only and cannot translate (whisper.cpp would silently ignore both)
+  const englishOnly = opts.modelPath ? whisperEnglishOnly(opts.modelPath) === true : false;
   const packageName = opts.packageName ?? whisperPlatformPackage();
   let ctx: Promise<BindingContext> | undefined;
 
@@ -148,8 +168,8 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
   const engine: TranscriptionEngine = {
     kind: 'whisper',
     needsPcm: true,
-    canTranslate: true,
-    languages: undefined,
+    canTranslate: !englishOnly,
+    languages: englishOnly ? ['en'] : undefined,
     // the encoder always runs on a 30-s window: shorter audio is padded to it
     window: 30,
     async transcribe(req: TranscribeRequest): Promise<Transcript> {
@@ -158,7 +178,8 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
       const c = await context();
       const duration = req.pcm16k.length / 16000;
       const options: Record<string, unknown> = {
-        language: req.language || 'auto',
+        // an English-only model is told so: whisper.cpp would otherwise "detect" another language in it
+        language: req.language || (englishOnly ? 'en' : 'auto'),
         translate: req.task === 'translate',
         temperature: req.temperature ?? 0,
       };
@@ -205,7 +226,7 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
           .map((s) => s.text)
           .join(' ')
           .trim(),
-        language: req.task === 'translate' ? 'en' : res.language || req.language,
+        language: req.task === 'translate' || englishOnly ? 'en' : res.language || req.language,
         duration,
         segments,
         words,
