@@ -32,6 +32,11 @@ export interface WhisperOptions {
   /** CPU threads per transcription (default: the binding's default, up to 8) */
   threads?: number;
   useGpu?: boolean;
+  /**
+   * whisper's temperature fallback (re-decoding at higher temperatures when a window's result looks wrong): on
+   * unless false (the benchmark's random-weight mode, where every window would look wrong)
+   */
+  fallback?: boolean;
   /** the binding to load instead of this platform's package: a module specifier, a path or a file: URL */
   packageName?: string;
   /** where the details a client must not see go (server paths, the loader's own messages) */
@@ -185,6 +190,7 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
       };
       if (req.prompt) options.prompt = req.prompt;
       if (opts.threads) options.maxThreads = opts.threads;
+      if (opts.fallback === false) options.temperatureInc = 0;
       if (req.wordTimestamps) {
         options.tokenTimestamps = true;
         options.maxLen = 1;
