@@ -22,31 +22,11 @@ import { decodeAudio } from '../src/codec/index.js';
 import { createWhisperEngine } from '../src/engines/whisper/index.js';
 import type { TranscribeRequest } from '../src/engines/types.js';
 import { WHISPER_DIMS, writeWhisperGgml, type WhisperDims } from '../test/helpers/whisper-ggml.js';
+import { normalizeWords, wordEdits } from './lib/wer.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-/** lower case, no punctuation (apostrophes inside words kept), words */
-export function normalizeWords(s: string): string[] {
-  return s
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}'\s]/gu, ' ')
-    .replace(/(^|\s)'+|'+(\s|$)/g, ' ')
-    .split(/\s+/)
-    .filter(Boolean);
-}
-
-/** word-level Levenshtein distance (substitutions + deletions + insertions) */
-export function wordEdits(ref: string[], hyp: string[]): number {
-  let prev = Array.from({ length: hyp.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= ref.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= hyp.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (ref[i - 1] === hyp[j - 1] ? 0 : 1));
-    prev = cur;
-  }
-  return prev[hyp.length]!;
 }
 
 /** seconds of a voiced, speech-like signal at 16 kHz (what the random mode transcribes) */
@@ -79,12 +59,16 @@ async function main(): Promise<void> {
     tmp = mkdtempSync(join(os.tmpdir(), 'portico-bench-asr-'));
     modelPath = join(tmp, `ggml-${random}-random.bin`);
     const size = writeWhisperGgml(modelPath, { ...dims, n_text_ctx: textCtx });
-    console.log(`random-weight ${random} (f16, ${(size / 1e6).toFixed(0)} MB, text context ${textCtx}: at most ${textCtx / 2 - 4} tokens per 30-s window), temperature fallback off`);
+    console.log(
+      `random-weight ${random} (f16, ${(size / 1e6).toFixed(0)} MB, text context ${textCtx}: at most ${textCtx / 2 - 4} tokens per 30-s window), temperature fallback off`,
+    );
     for (const s of (arg('seconds') ?? '5,10,30').split(',').map(Number)) clips.push({ name: `${s} s synthetic`, pcm: speechLike(s) });
   } else {
     const dir = arg('dir');
     if (!modelPath || !dir) throw new Error('usage: npm run bench:asr -- --model PATH --dir DIR [--threads N] [--language xx]  |  --random base.en');
-    for (const f of readdirSync(dir).filter((f) => f.toLowerCase().endsWith('.wav')).sort()) {
+    for (const f of readdirSync(dir)
+      .filter((f) => f.toLowerCase().endsWith('.wav'))
+      .sort()) {
       const txt = join(dir, f.replace(/\.wav$/i, '.txt'));
       if (!existsSync(txt)) continue;
       const { pcm } = await decodeAudio(readFileSync(join(dir, f)));
@@ -127,10 +111,14 @@ async function main(): Promise<void> {
         words += ref.length;
         wer = pct(e / Math.max(1, ref.length));
       }
-      console.log(`| ${c.name} | ${seconds.toFixed(1)} | ${ms.toFixed(0)} | ${(ms / 1000 / seconds).toFixed(3)} | ${(cpuS / seconds).toFixed(3)} | ${r.segments?.length ?? 0} | ${wer} |`);
+      console.log(
+        `| ${c.name} | ${seconds.toFixed(1)} | ${ms.toFixed(0)} | ${(ms / 1000 / seconds).toFixed(3)} | ${(cpuS / seconds).toFixed(3)} | ${r.segments?.length ?? 0} | ${wer} |`,
+      );
     }
     console.log(`load average ${os.loadavg()[0]!.toFixed(1)} at the end`);
-    console.log(`total: ${audio.toFixed(1)} s of audio in ${compute.toFixed(2)} s wall, ${cpu.toFixed(2)} s CPU: real-time factor ${(compute / audio).toFixed(3)} (wall), ${(cpu / audio / threads).toFixed(3)} (CPU time / ${threads} threads: the wall RTF of an idle machine at best)${words ? `; WER ${pct(edits / words)} (${edits} edits / ${words} words)` : ''}`);
+    console.log(
+      `total: ${audio.toFixed(1)} s of audio in ${compute.toFixed(2)} s wall, ${cpu.toFixed(2)} s CPU: real-time factor ${(compute / audio).toFixed(3)} (wall), ${(cpu / audio / threads).toFixed(3)} (CPU time / ${threads} threads: the wall RTF of an idle machine at best)${words ? `; WER ${pct(edits / words)} (${edits} edits / ${words} words)` : ''}`,
+    );
   } finally {
     await engine.close();
     if (tmp) rmSync(tmp, { recursive: true, force: true });

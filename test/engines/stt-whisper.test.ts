@@ -59,7 +59,10 @@ test('whisper: an absent binding says so without a server path; no model path to
     return true;
   });
   await assert.rejects(createWhisperEngine({ modelPath: '' }).transcribe(req()), /no whisper model configured: pull a whisper model \(portico models pull whisper:base\.en\)/);
-  assert.match(whisperUnavailableHint('darwin', 'arm64'), /^its package for this platform \(@fugood\/node-whisper-darwin-arm64\) is missing: reinstall .* \(npm ci, without --omit=optional\)$/);
+  assert.match(
+    whisperUnavailableHint('darwin', 'arm64'),
+    /^its package for this platform \(@fugood\/node-whisper-darwin-arm64\) is missing: reinstall .* \(npm ci, without --omit=optional\)$/,
+  );
   assert.match(whisperUnavailableHint('freebsd', 'x64'), /^whisper\.cpp has no prebuilt package for freebsd-x64 .*: set PORTICO_WHISPER_BINDING/);
 });
 

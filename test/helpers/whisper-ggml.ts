@@ -31,16 +31,63 @@ export const N_VOCAB_MULTILINGUAL = 51865;
 
 export const WHISPER_DIMS = {
   /** the smallest that loads and decodes: one layer each, state 64, a 64-token text context (<= 28 tokens) */
-  'test.en': { n_vocab: N_VOCAB_EN, n_audio_ctx: 1500, n_audio_state: 64, n_audio_head: 2, n_audio_layer: 1, n_text_ctx: 64, n_text_state: 64, n_text_head: 2, n_text_layer: 1, n_mels: 80 },
-  test: { n_vocab: N_VOCAB_MULTILINGUAL, n_audio_ctx: 1500, n_audio_state: 64, n_audio_head: 2, n_audio_layer: 1, n_text_ctx: 64, n_text_state: 64, n_text_head: 2, n_text_layer: 1, n_mels: 80 },
+  'test.en': {
+    n_vocab: N_VOCAB_EN,
+    n_audio_ctx: 1500,
+    n_audio_state: 64,
+    n_audio_head: 2,
+    n_audio_layer: 1,
+    n_text_ctx: 64,
+    n_text_state: 64,
+    n_text_head: 2,
+    n_text_layer: 1,
+    n_mels: 80,
+  },
+  test: {
+    n_vocab: N_VOCAB_MULTILINGUAL,
+    n_audio_ctx: 1500,
+    n_audio_state: 64,
+    n_audio_head: 2,
+    n_audio_layer: 1,
+    n_text_ctx: 64,
+    n_text_state: 64,
+    n_text_head: 2,
+    n_text_layer: 1,
+    n_mels: 80,
+  },
   /** the published base.en dimensions (74 M parameters; ggml-base.en.bin is 148 MB in f16) */
-  'base.en': { n_vocab: N_VOCAB_EN, n_audio_ctx: 1500, n_audio_state: 512, n_audio_head: 8, n_audio_layer: 6, n_text_ctx: 448, n_text_state: 512, n_text_head: 8, n_text_layer: 6, n_mels: 80 },
+  'base.en': {
+    n_vocab: N_VOCAB_EN,
+    n_audio_ctx: 1500,
+    n_audio_state: 512,
+    n_audio_head: 8,
+    n_audio_layer: 6,
+    n_text_ctx: 448,
+    n_text_state: 512,
+    n_text_head: 8,
+    n_text_layer: 6,
+    n_mels: 80,
+  },
   /** the published tiny.en dimensions (39 M parameters) */
-  'tiny.en': { n_vocab: N_VOCAB_EN, n_audio_ctx: 1500, n_audio_state: 384, n_audio_head: 6, n_audio_layer: 4, n_text_ctx: 448, n_text_state: 384, n_text_head: 6, n_text_layer: 4, n_mels: 80 },
+  'tiny.en': {
+    n_vocab: N_VOCAB_EN,
+    n_audio_ctx: 1500,
+    n_audio_state: 384,
+    n_audio_head: 6,
+    n_audio_layer: 4,
+    n_text_ctx: 448,
+    n_text_state: 384,
+    n_text_head: 6,
+    n_text_layer: 4,
+    n_mels: 80,
+  },
 } satisfies Record<string, WhisperDims>;
 
 // the words the vocabulary is made of: what a random decoder says is made of these (ascii, so every token is valid UTF-8)
-const WORDS = 'the birch canoe slid on smooth planks glue sheet to dark blue background it is easy tell depth of well these days a chicken leg rare dish rice often served in round bowls juice lemons makes fine punch box was thrown beside parked truck'.split(' ');
+const WORDS =
+  'the birch canoe slid on smooth planks glue sheet to dark blue background it is easy tell depth of well these days a chicken leg rare dish rice often served in round bowls juice lemons makes fine punch box was thrown beside parked truck'.split(
+    ' ',
+  );
 
 /** float32 -> IEEE half bits (round to nearest; the small random values here never overflow) */
 const scratch = new Float32Array(1);

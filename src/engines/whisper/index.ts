@@ -16,15 +16,7 @@ import { groupWordsIntoSegments } from '../shared/segments.js';
 import { whenIdle } from '../shared/idle.js';
 import { WHISPER_SETUP_HINT, bindingTarget, whisperPlatformPackage, whisperUnavailableHint } from './detect.js';
 
-export {
-  WHISPER_PLATFORMS,
-  WHISPER_SETUP_HINT,
-  WHISPER_VERSION,
-  detectWhisperBinding,
-  hasWhisperPrebuilt,
-  whisperPlatformPackage,
-  whisperUnavailableHint,
-} from './detect.js';
+export { WHISPER_PLATFORMS, WHISPER_SETUP_HINT, WHISPER_VERSION, detectWhisperBinding, hasWhisperPrebuilt, whisperPlatformPackage, whisperUnavailableHint } from './detect.js';
 
 export interface WhisperOptions {
   /** path of a ggml whisper model file (required) */

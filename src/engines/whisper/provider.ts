@@ -23,8 +23,7 @@ export const whisper = defineProvider({
       order: 1,
       needsModel: true,
       hint: 'pull a whisper model (portico models pull whisper:base.en) or configure one, see docs/models.md',
-      describe: (installed, model) =>
-        installed ? `whisper (${model})` : `whisper (${model}), not installed: transcriptions answer 503 (${whisperUnavailableHint()})`,
+      describe: (installed, model) => (installed ? `whisper (${model})` : `whisper (${model}), not installed: transcriptions answer 503 (${whisperUnavailableHint()})`),
     },
   },
   create: {
