@@ -7,7 +7,7 @@
  *   below 1 is faster than real time). Anyone with a model's weights (ggml-base.en.bin from
  *   huggingface.co/ggerganov/whisper.cpp) and recordings reproduces a figure with it.
  *
- * npm run bench:asr -- --random base.en [--text-ctx 64] [--seconds 5,10,30] [--threads N] [--f32]
+ * npm run bench:asr -- --random base.en [--text-ctx 64] [--seconds 5,10,30] [--threads N]
  *   No weights needed: a model with RANDOM weights at a real model's dimensions (test/helpers/whisper-ggml.ts),
  *   on speech-like synthetic clips. Compute time does not depend on the weight values, so this measures the
  *   real-time factor of that size; but random weights decode noise, with the temperature fallback every time
@@ -58,8 +58,7 @@ async function main(): Promise<void> {
     const textCtx = Number(arg('text-ctx') ?? 64);
     tmp = mkdtempSync(join(os.tmpdir(), 'portico-bench-asr-'));
     modelPath = join(tmp, `ggml-${random}-random.bin`);
-    const f32 = process.argv.includes('--f32');
-    const size = writeWhisperGgml(modelPath, { ...dims, n_text_ctx: textCtx }, { f16: !f32 });
+        const size = writeWhisperGgml(modelPath, { ...dims, n_text_ctx: textCtx }, { f16: true });
     console.log(
       `random-weight ${random} (f16, ${(size / 1e6).toFixed(0)} MB, text context ${textCtx}: at most ${textCtx / 2 - 4} tokens per 30-s window), temperature fallback off`,
     );

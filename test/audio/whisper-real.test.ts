@@ -196,6 +196,14 @@ export class WhisperContext {
     } finally {
       await engine.close();
     }
+    // an f32 file would abort the process in ggml's convolution: refused before the binary sees it
+    const f32 = join(dir, 'f32.bin');
+    writeWhisperGgml(f32, WHISPER_DIMS['test.en'], { f16: false });
+    await assert.rejects(createWhisperEngine({ modelPath: f32 }).transcribe(req(SPEECH)), (e: Error & { status?: number }) => {
+      assert.equal(e.status, 503);
+      assert.match(e.message, /holds f32 weights, which this whisper\.cpp build cannot run/);
+      return true;
+    });
     const en = createWhisperEngine({ modelPath: join(modelsDir, 'hf/ggerganov/whisper.cpp/ggml-base.en.bin') });
     assert.equal(en.canTranslate, false);
     assert.deepEqual(en.languages, ['en']);

@@ -104,22 +104,29 @@ export function tokensToWords(segments: readonly BindingSegment[]): TranscriptWo
   return words;
 }
 
-/**
- * Whether a ggml file holds an English-only model (the .en ones): its vocabulary size, the header's first
- * hyper-parameter (51864 english-only, 51865+ multilingual). undefined when the file cannot be read (yet).
- */
-export function whisperEnglishOnly(path: string): boolean | undefined {
+/** What the header of a ggml whisper file says (undefined when it cannot be read, or is not one). */
+export function whisperHeader(path: string): { nVocab: number; ftype: number } | undefined {
   let fd: number | undefined;
   try {
     fd = openSync(path, 'r');
-    const b = Buffer.alloc(8);
-    if (readSync(fd, b, 0, 8, 0) < 8 || b.readUInt32LE(0) !== 0x67676d6c) return undefined;
-    return b.readInt32LE(4) < 51865;
+    // magic, then 11 int32: n_vocab ... n_mels, ftype (whisper_model_load in whisper.cpp)
+    const b = Buffer.alloc(48);
+    if (readSync(fd, b, 0, 48, 0) < 48 || b.readUInt32LE(0) !== 0x67676d6c) return undefined;
+    return { nVocab: b.readInt32LE(4), ftype: b.readInt32LE(44) % 1000 };
   } catch {
     return undefined;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
+}
+
+/**
+ * Whether a ggml file holds an English-only model (the .en ones): its vocabulary size, the header's first
+ * hyper-parameter (51864 english-only, 51865+ multilingual). undefined when the file cannot be read (yet).
+ */
+export function whisperEnglishOnly(path: string): boolean | undefined {
+  const h = whisperHeader(path);
+  return h ? h.nVocab < 51865 : undefined;
 }
 
 export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
@@ -144,6 +151,16 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
         if (!existsSync(opts.modelPath)) {
           opts.log?.warn({ path: opts.modelPath }, 'whisper model file not found');
           throw new EngineError('the whisper model file is not on the server (the server log says where it was looked for); pull or configure it again', 'engine_unavailable', 503);
+        }
+        // an all-f32 file (ftype 0) loads, then the encoder's convolution fails an assertion in ggml (GGML_ASSERT
+        // src0->type == F16), which aborts the whole process: refused here. The published files are f16 or quantized.
+        if (whisperHeader(opts.modelPath)?.ftype === 0) {
+          opts.log?.warn({ path: opts.modelPath }, 'whisper model file is f32 (ftype 0): refused');
+          throw new EngineError(
+            'the whisper model file holds f32 weights, which this whisper.cpp build cannot run (it would crash): use an f16 or quantized ggml file',
+            'engine_unavailable',
+            503,
+          );
         }
         try {
           const params = { filePath: opts.modelPath, useGpu: opts.useGpu ?? false };
