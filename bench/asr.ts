@@ -58,7 +58,7 @@ async function main(): Promise<void> {
     const textCtx = Number(arg('text-ctx') ?? 64);
     tmp = mkdtempSync(join(os.tmpdir(), 'portico-bench-asr-'));
     modelPath = join(tmp, `ggml-${random}-random.bin`);
-        const size = writeWhisperGgml(modelPath, { ...dims, n_text_ctx: textCtx }, { f16: true });
+    const size = writeWhisperGgml(modelPath, { ...dims, n_text_ctx: textCtx }, { f16: true });
     console.log(
       `random-weight ${random} (f16, ${(size / 1e6).toFixed(0)} MB, text context ${textCtx}: at most ${textCtx / 2 - 4} tokens per 30-s window), temperature fallback off`,
     );
