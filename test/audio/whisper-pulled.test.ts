@@ -1,8 +1,9 @@
 /**
  * A whisper model pulled with `portico models pull whisper:<name>` serves whisper-1 (and the other built-in
- * transcription models) at once, through the whisper binding (here a fake with the binding's API, named by
- * PORTICO_WHISPER_BINDING); without the binding, whisper-1 answers 503 with the exact command to install it
- * and no server path, and never falls back to pocketsphinx; /v1/models and the pull say which engine it is.
+ * transcription models) at once, through the binding PORTICO_WHISPER_BINDING names (here a fake with the
+ * wrapper's API; whisper-real.test.ts runs the real binary npm installs); when the binding cannot be loaded,
+ * whisper-1 answers 503 saying so, with no server path, and never falls back to pocketsphinx; /v1/models and
+ * the pull say which engine it is.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -31,6 +32,9 @@ export async function initWhisper(opts) {
 }
 `;
 
+/** a binding that is not installed anywhere */
+const ABSENT = '@fugood/node-whisper-definitely-absent';
+
 function ggml(size: number): Buffer {
   const b = Buffer.alloc(size, 7);
   b.writeUInt32LE(0x67676d6c, 0); // whisper.cpp's GGML_FILE_MAGIC
@@ -58,15 +62,18 @@ describe('a pulled whisper model serves whisper-1', () => {
     dir = mkdtempSync(join(tmpdir(), 'portico-fake-binding-'));
     writeFileSync(join(dir, 'binding.mjs'), FAKE_BINDING);
     fakeUrl = pathToFileURL(join(dir, 'binding.mjs')).href;
-    // the pull says what the transcription models need when the binding is missing
-    const pulled = await portico(['models', 'pull', 'whisper:tiny.en'], { MODELS_DIR: modelsDir, PORTICO_HF_ENDPOINT: hub.url, DATA_DIR: modelsDir });
+    // the pull says when the transcription models cannot run (here: a binding that is not there)
+    const pulled = await portico(['models', 'pull', 'whisper:tiny.en'], {
+      MODELS_DIR: modelsDir,
+      PORTICO_HF_ENDPOINT: hub.url,
+      DATA_DIR: modelsDir,
+      PORTICO_WHISPER_BINDING: ABSENT,
+    });
     assert.equal(pulled.code, 0, pulled.stderr);
     assert.match(pulled.stdout, /pulled whisper-tiny\.en \(transcription/);
-    assert.match(
-      pulled.stdout,
-      /whisper-1 and the other transcription models use it once the whisper binding is installed \(until then they answer 503\): npm install --no-save --omit=optional @fugood\/whisper\.node@/,
-    );
-    // a server without the binding (this machine has none); the next test starts one with it
+    assert.match(pulled.stdout, /whisper-1 and the other transcription models answer 503 until the whisper engine can run here: /);
+    // a server whose binding cannot be loaded; the next test starts one with the fake
+    process.env.PORTICO_WHISPER_BINDING = ABSENT;
     without = await buildTestApp({ listen: true, builtins: true, models: [], env: { MODELS_DIR: modelsDir } });
   });
   after(async () => {
@@ -78,8 +85,7 @@ describe('a pulled whisper model serves whisper-1', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  // first: the environment names no binding yet
-  test('without the binding: 503 engine_unavailable with the exact install command, no server path, no fallback to pocketsphinx', async () => {
+  test('a binding that cannot be loaded: 503 engine_unavailable saying so, no server path, no fallback to pocketsphinx', async () => {
     // pocketsphinx is installed here (the transcription suites need it): a 503 is the decision, not a lack of engines
     assert.equal(detectPocketsphinx().available, true);
     const client = new OpenAI({ apiKey: await without.inferenceKey('w'), baseURL: `${without.url}/v1`, maxRetries: 0 });
@@ -89,7 +95,7 @@ describe('a pulled whisper model serves whisper-1', () => {
       assert.equal(err.status, 503);
       assert.equal(err.code, 'engine_unavailable');
       const message = (err.error as { message: string }).message;
-      assert.match(message, /the whisper engine is not installed on this server: npm install --no-save --omit=optional @fugood\/whisper\.node@\S+ @fugood\/node-whisper-/);
+      assert.match(message, /the whisper engine cannot run on this server: the binding PORTICO_WHISPER_BINDING names could not be loaded/);
       assert.ok(!message.includes(modelsDir) && !message.includes(tmpdir()), `no server path: ${message}`);
     }
     const w1 = ((await client.models.list()).data as any[]).find((m) => m.id === 'whisper-1');

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createWhisperEngine, detectWhisperBinding, tokensToWords, whisperInstallCommand } from '../../src/engines/whisper/index.js';
+import { createWhisperEngine, detectWhisperBinding, tokensToWords, whisperUnavailableHint } from '../../src/engines/whisper/index.js';
 import { EngineError, type TranscribeRequest } from '../../src/engines/types.js';
 
 function req(extra: Partial<TranscribeRequest> = {}): TranscribeRequest {
@@ -42,8 +42,10 @@ export async function initWhisper(opts) {
 }
 `;
 
-test('whisper: absent binding gives the install hint; no model path too', async () => {
+test('whisper: an absent binding says so without a server path; no model path too; the hint per platform', async () => {
   assert.equal(detectWhisperBinding('@fugood/whisper.node-definitely-absent'), false);
+  // npm ci installed this platform's package (package.json optionalDependencies)
+  assert.equal(detectWhisperBinding(), true);
   const engine = createWhisperEngine({ modelPath: '/models/ggml-base.bin', packageName: '@fugood/whisper.node-definitely-absent' });
   assert.equal(engine.needsPcm, true);
   assert.equal(engine.canTranslate, true);
@@ -51,13 +53,17 @@ test('whisper: absent binding gives the install hint; no model path too', async 
     assert.ok(e instanceof EngineError);
     assert.equal(e.code, 'engine_unavailable');
     assert.equal(e.status, 503);
-    // the exact command, and no server path (the loader's own message, which has paths, goes to the log)
-    assert.match(e.message, /not installed on this server: npm install --no-save --omit=optional @fugood\/whisper\.node@\S+ @fugood\/node-whisper-[a-z0-9]+-[a-z0-9]+@\S+ /);
+    // what failed, and no server path (the loader's own message, which has paths, goes to the log)
+    assert.match(e.message, /the whisper engine cannot run on this server: the binding PORTICO_WHISPER_BINDING names could not be loaded/);
     assert.ok(!e.message.includes('/models/') && !e.message.includes('imported from'), e.message);
     return true;
   });
-  await assert.rejects(createWhisperEngine({ modelPath: '' }).transcribe(req()), /no whisper model configured: install the whisper binding \(npm install/);
-  assert.equal(whisperInstallCommand('darwin', 'arm64'), 'npm install --no-save --omit=optional @fugood/whisper.node@1.1.3 @fugood/node-whisper-darwin-arm64@1.1.3');
+  await assert.rejects(createWhisperEngine({ modelPath: '' }).transcribe(req()), /no whisper model configured: pull a whisper model \(portico models pull whisper:base\.en\)/);
+  assert.match(
+    whisperUnavailableHint('darwin', 'arm64'),
+    /^its package for this platform \(@fugood\/node-whisper-darwin-arm64\) is missing: reinstall .* \(npm ci, without --omit=optional\)$/,
+  );
+  assert.match(whisperUnavailableHint('freebsd', 'x64'), /^whisper\.cpp has no prebuilt package for freebsd-x64 .*: set PORTICO_WHISPER_BINDING/);
 });
 
 test('whisper: options and result mapping through a fake binding', async () => {

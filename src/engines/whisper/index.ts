@@ -1,20 +1,22 @@
 /**
- * Speech recognition with whisper.cpp through the optional `@fugood/whisper.node` binding (prebuilt CPU binary
- * in `@fugood/node-whisper-<platform>-<arch>`). The package is NOT a dependency of Portico: its default install
- * pulls ~240 MB of CUDA/Vulkan variants. Users who want whisper install it themselves (whisperInstallCommand():
- * the binding and its CPU package for the platform, with --omit=optional) and configure or pull a ggml model file.
- * The binding is loaded with a dynamic import at the first transcription, never before.
+ * Speech recognition with whisper.cpp, through the native module of its Node binding: the prebuilt CPU package
+ * for this platform, `@fugood/node-whisper-<platform>-<arch>`, an optional dependency npm installs by itself
+ * (./detect.ts says why not the binding's wrapper). PORTICO_WHISPER_BINDING (`packageName`) names another build
+ * instead: a module specifier, a path or a file: URL; a module with the wrapper's `initWhisper` works too (the
+ * tests' fakes). The module is loaded at the first transcription, never before, and the model with it.
  *
- * Gives segments, language detection (language omitted -> auto), translation to English, and word timings
- * (token timestamps, one token per segment, merged back into words and regrouped into segments).
+ * Gives segments, language detection (language omitted -> auto), translation to English, word timings (token
+ * timestamps, one token per segment, merged back into words and regrouped into segments), and the text as it is
+ * decoded (onNewSegments -> TranscribeRequest.onText).
  */
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { EngineError, type TranscribeRequest, type Transcript, type TranscriptionEngine, type TranscriptSegment, type TranscriptWord } from '../types.js';
 import { groupWordsIntoSegments } from '../shared/segments.js';
 import { whenIdle } from '../shared/idle.js';
-import { WHISPER_INSTALL_HINT, WHISPER_PACKAGE, whisperInstallCommand } from './detect.js';
+import { WHISPER_SETUP_HINT, bindingTarget, whisperPlatformPackage, whisperUnavailableHint } from './detect.js';
 
-export { WHISPER_INSTALL_HINT, WHISPER_PACKAGE, WHISPER_VERSION, detectWhisperBinding, whisperInstallCommand, whisperPlatformPackage } from './detect.js';
+export { WHISPER_PLATFORMS, WHISPER_SETUP_HINT, WHISPER_VERSION, detectWhisperBinding, hasWhisperPrebuilt, whisperPlatformPackage, whisperUnavailableHint } from './detect.js';
 
 export interface WhisperOptions {
   /** path of a ggml whisper model file (required) */
@@ -22,13 +24,18 @@ export interface WhisperOptions {
   /** CPU threads per transcription (default: the binding's default, up to 8) */
   threads?: number;
   useGpu?: boolean;
-  /** module specifier to import instead of '@fugood/whisper.node' (a binding installed elsewhere; the tests' fake) */
+  /**
+   * whisper's temperature fallback (re-decoding at higher temperatures when a window's result looks wrong): on
+   * unless false (the benchmark's random-weight mode, where every window would look wrong)
+   */
+  fallback?: boolean;
+  /** the binding to load instead of this platform's package: a module specifier, a path or a file: URL */
   packageName?: string;
   /** where the details a client must not see go (server paths, the loader's own messages) */
   log?: { warn(o: object, msg?: string): void };
 }
 
-// The few parts of the binding's API this engine uses (see @fugood/whisper.node lib/binding.ts).
+// The few parts of the native API this engine uses (the binding's lib/binding.ts: WhisperContext).
 interface BindingSegment {
   text: string;
   /** milliseconds */
@@ -45,8 +52,26 @@ interface BindingContext {
   transcribeData(audio: ArrayBuffer, options?: Record<string, unknown>): { stop: () => Promise<void>; promise: Promise<BindingResult> };
   release(): Promise<void>;
 }
-interface BindingModule {
-  initWhisper(options: { filePath: string; useGpu?: boolean }): Promise<BindingContext>;
+interface NativeModule {
+  WhisperContext?: new (options: { filePath: string; useGpu?: boolean }) => BindingContext;
+  /** the wrapper's API (@fugood/whisper.node), which a binding named by PORTICO_WHISPER_BINDING may have */
+  initWhisper?: (options: { filePath: string; useGpu?: boolean }) => Promise<BindingContext>;
+}
+
+const require = createRequire(import.meta.url);
+
+/** require first (the native package, an index.node), import for an ES module (the tests' fakes on Node 20) */
+async function loadBinding(spec: string): Promise<NativeModule> {
+  let m: NativeModule & { default?: NativeModule };
+  try {
+    m = require(bindingTarget(spec)) as NativeModule;
+  } catch (e) {
+    if ((e as { code?: string }).code !== 'ERR_REQUIRE_ESM') throw e;
+    m = (await import(spec)) as NativeModule;
+  }
+  const mod = m.WhisperContext || m.initWhisper ? m : m.default;
+  if (typeof mod?.WhisperContext !== 'function' && typeof mod?.initWhisper !== 'function') throw new Error(`${spec} has neither WhisperContext nor initWhisper`);
+  return mod;
 }
 
 function toPcm16(pcm: Float32Array): ArrayBuffer {
@@ -79,34 +104,68 @@ export function tokensToWords(segments: readonly BindingSegment[]): TranscriptWo
   return words;
 }
 
+/** What the header of a ggml whisper file says (undefined when it cannot be read, or is not one). */
+export function whisperHeader(path: string): { nVocab: number; ftype: number } | undefined {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    // magic, then 11 int32: n_vocab ... n_mels, ftype (whisper_model_load in whisper.cpp)
+    const b = Buffer.alloc(48);
+    if (readSync(fd, b, 0, 48, 0) < 48 || b.readUInt32LE(0) !== 0x67676d6c) return undefined;
+    return { nVocab: b.readInt32LE(4), ftype: b.readInt32LE(44) % 1000 };
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Whether a ggml file holds an English-only model (the .en ones): its vocabulary size, the header's first
+ * hyper-parameter (51864 english-only, 51865+ multilingual). undefined when the file cannot be read (yet).
+ */
+export function whisperEnglishOnly(path: string): boolean | undefined {
+  const h = whisperHeader(path);
+  return h ? h.nVocab < 51865 : undefined;
+}
+
 export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
-  const packageName = opts.packageName ?? WHISPER_PACKAGE;
+  // an English-only model transcribes English only and cannot translate (whisper.cpp would silently ignore both)
+  const englishOnly = opts.modelPath ? whisperEnglishOnly(opts.modelPath) === true : false;
+  const packageName = opts.packageName ?? whisperPlatformPackage();
   let ctx: Promise<BindingContext> | undefined;
 
   function context(): Promise<BindingContext> {
     if (!ctx) {
       ctx = (async () => {
-        if (!opts.modelPath) throw new EngineError(`no whisper model configured: ${WHISPER_INSTALL_HINT}`, 'engine_unavailable', 503);
+        if (!opts.modelPath) throw new EngineError(`no whisper model configured: ${WHISPER_SETUP_HINT}`, 'engine_unavailable', 503);
         // what reaches a client names no server path: the loader's messages (which carry paths) go to the log
-        let mod: BindingModule;
+        let mod: NativeModule;
         try {
-          const m = (await import(packageName)) as BindingModule & { default?: BindingModule };
-          mod = typeof m.initWhisper === 'function' ? m : (m.default as BindingModule);
-          if (typeof mod?.initWhisper !== 'function') throw new Error(`${packageName} has no initWhisper`);
+          mod = await loadBinding(packageName);
         } catch (e) {
           opts.log?.warn({ package: packageName, err: (e as Error).message }, 'the whisper binding could not be loaded');
-          throw new EngineError(
-            `A whisper model is set up, but the whisper engine is not installed on this server: ${whisperInstallCommand()} (in Portico's folder), then try again; see docs/models.md.`,
-            'engine_unavailable',
-            503,
-          );
+          const why = opts.packageName ? `the binding PORTICO_WHISPER_BINDING names could not be loaded (the server log says why)` : whisperUnavailableHint();
+          throw new EngineError(`A whisper model is set up, but the whisper engine cannot run on this server: ${why}; see docs/models.md.`, 'engine_unavailable', 503);
         }
         if (!existsSync(opts.modelPath)) {
           opts.log?.warn({ path: opts.modelPath }, 'whisper model file not found');
           throw new EngineError('the whisper model file is not on the server (the server log says where it was looked for); pull or configure it again', 'engine_unavailable', 503);
         }
+        // an all-f32 file (ftype 0) loads, then the encoder's convolution fails an assertion in ggml (GGML_ASSERT
+        // src0->type == F16), which aborts the whole process: refused here. The published files are f16 or quantized.
+        if (whisperHeader(opts.modelPath)?.ftype === 0) {
+          opts.log?.warn({ path: opts.modelPath }, 'whisper model file is f32 (ftype 0): refused');
+          throw new EngineError(
+            'the whisper model file holds f32 weights, which this whisper.cpp build cannot run (it would crash): use an f16 or quantized ggml file',
+            'engine_unavailable',
+            503,
+          );
+        }
         try {
-          return await mod.initWhisper({ filePath: opts.modelPath, useGpu: opts.useGpu ?? false });
+          const params = { filePath: opts.modelPath, useGpu: opts.useGpu ?? false };
+          // the native constructor loads the file synchronously (tens of ms for base.en, once per model)
+          return mod.WhisperContext ? new mod.WhisperContext(params) : await mod.initWhisper!(params);
         } catch (e) {
           opts.log?.warn({ path: opts.modelPath, err: (e as Error).message }, 'whisper model could not be loaded');
           throw new EngineError('the whisper model could not be loaded (the server log says why)', 'engine_unavailable', 503);
@@ -123,8 +182,8 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
   const engine: TranscriptionEngine = {
     kind: 'whisper',
     needsPcm: true,
-    canTranslate: true,
-    languages: undefined,
+    canTranslate: !englishOnly,
+    languages: englishOnly ? ['en'] : undefined,
     // the encoder always runs on a 30-s window: shorter audio is padded to it
     window: 30,
     async transcribe(req: TranscribeRequest): Promise<Transcript> {
@@ -133,15 +192,26 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
       const c = await context();
       const duration = req.pcm16k.length / 16000;
       const options: Record<string, unknown> = {
-        language: req.language || 'auto',
+        // an English-only model is told so: whisper.cpp would otherwise "detect" another language in it
+        language: req.language || (englishOnly ? 'en' : 'auto'),
         translate: req.task === 'translate',
         temperature: req.temperature ?? 0,
       };
       if (req.prompt) options.prompt = req.prompt;
       if (opts.threads) options.maxThreads = opts.threads;
+      if (opts.fallback === false) options.temperatureInc = 0;
       if (req.wordTimestamps) {
         options.tokenTimestamps = true;
         options.maxLen = 1;
+      }
+      // the text as whisper decodes it (a segment at a time), for a caller that streams it
+      const onText = req.onText;
+      if (onText) {
+        options.onNewSegments = (r: { segments?: BindingSegment[]; result?: string }) => {
+          if (req.signal?.aborted) return;
+          const delta = (r.segments ? r.segments.map((s) => s.text).join('') : (r.result ?? '')).replace(SPECIAL, '');
+          if (delta) onText(delta);
+        };
       }
       const job = c.transcribeData(toPcm16(req.pcm16k), options);
       const onAbort = () => void job.stop().catch(() => {});
@@ -158,17 +228,20 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
       let segments: TranscriptSegment[];
       let words: TranscriptWord[] | undefined;
       if (req.wordTimestamps) {
-        words = tokensToWords(res.segments);
+        words = tokensToWords(res.segments).map((w) => ({ ...w, start: Math.min(w.start, duration), end: Math.min(w.end, duration) }));
         segments = groupWordsIntoSegments(words, { pauseSec: 1, maxSegmentSec: 30 });
       } else {
-        segments = res.segments.map((s) => ({ start: s.t0 / 1000, end: s.t1 / 1000, text: s.text.replace(SPECIAL, '').trim() })).filter((s) => s.text.length > 0);
+        // whisper's timestamps may pass the end of the audio (it decodes a padded 30-s window): clamped to it
+        segments = res.segments
+          .map((s) => ({ start: Math.min(s.t0 / 1000, duration), end: Math.min(s.t1 / 1000, duration), text: s.text.replace(SPECIAL, '').trim() }))
+          .filter((s) => s.text.length > 0);
       }
       return {
         text: segments
           .map((s) => s.text)
           .join(' ')
           .trim(),
-        language: req.task === 'translate' ? 'en' : res.language || req.language,
+        language: req.task === 'translate' || englishOnly ? 'en' : res.language || req.language,
         duration,
         segments,
         words,

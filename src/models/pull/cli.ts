@@ -9,7 +9,7 @@ import { PullError } from './errors.js';
 import { formatBytes } from './format.js';
 import { createProgressRenderer, type ProgressOutput } from './progress.js';
 import { pullSettings } from './settings.js';
-import { detectWhisperBinding, whisperInstallCommand } from '../../engines/whisper/index.js';
+import { detectWhisperBinding, whisperUnavailableHint } from '../../engines/whisper/index.js';
 import { piper } from '../../engines/piper/provider.js';
 
 /** Whether the neural voices' runtime (sherpa-onnx-node, optional) is installed here. */
@@ -91,7 +91,7 @@ async function pull(o: Extract<ModelsCommand, { command: 'pull' }>, io: Required
       if (!sherpaInstalled()) io.stdout.write(`it needs sherpa-onnx-node, an optional dependency: run npm ci (without --omit=optional)\n`);
     }
     if (m.kind === 'transcription' && !detectWhisperBinding(io.env.PORTICO_WHISPER_BINDING || undefined)) {
-      io.stdout.write(`whisper-1 and the other transcription models use it once the whisper binding is installed (until then they answer 503): ${whisperInstallCommand()}\n`);
+      io.stdout.write(`whisper-1 and the other transcription models answer 503 until the whisper engine can run here: ${whisperUnavailableHint()}\n`);
     }
     return 0;
   } catch (e) {
