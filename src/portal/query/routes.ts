@@ -54,7 +54,7 @@ async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string,
 }
 
 /** The query APIs take a Management API Key (the apiKey scheme) or a portal JWT, for the OpenAPI document. */
-const QUERY_SECURITY = [{ apiKey: [] }, { portalJwt: [] }];
+const QUERY_SECURITY: Array<Record<string, string[]>> = [{ apiKey: [] }, { portalJwt: [] }];
 
 export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
