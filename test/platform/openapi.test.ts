@@ -52,7 +52,11 @@ for (const db of testDatabases()) {
       const open = new Set(['/v1/portal/session', '/v1/portal/session/link', '/v1/portal/session/methods']);
       const unsecured = Object.entries<Record<string, any>>(doc.paths)
         .filter(([path]) => path.startsWith('/v1') && !open.has(path))
-        .flatMap(([path, ops]) => Object.entries<any>(ops).filter(([, op]) => !op.security?.length).map(([m]) => `${m.toUpperCase()} ${path}`));
+        .flatMap(([path, ops]) =>
+          Object.entries<any>(ops)
+            .filter(([, op]) => !op.security?.length)
+            .map(([m]) => `${m.toUpperCase()} ${path}`),
+        );
       assert.deepEqual(unsecured, []);
       // the usage report documents its rows (the page types them from the same schema), key names included
       const report = doc.paths['/v1/portal/query/usage'].get.responses['200'].content['application/json'].schema.properties.data;
