@@ -23,7 +23,9 @@
  *   installed or not (a 503 saying what to install: never a fall back to a worse recognizer a client could not
  *   tell apart); one that needs none serves them when installed. Else 503 engine_unavailable naming what to
  *   install or configure. Looked for at each request until one is found (installing one needs no restart). Today:
- *   a whisper model if there is one, else pocketsphinx when installed.
+ *   a whisper model if there is one, else pocketsphinx when installed. A recognizer its provider declares `weaker`
+ *   than whisper (pocketsphinx) is said to be so (/v1/models, the start-up log), and with TRANSCRIPTION_REQUIRE=whisper
+ *   never serves these models: they answer 503 saying what to install instead of its far worse transcripts.
  * - every other model: its provider's engine.
  *
  * Turns: the embedded engines (the voices, the embedded recognizers) run a few jobs at once for the whole instance;
@@ -97,6 +99,8 @@ export class AudioEngines {
   readonly speechQueue: FairScheduler;
   /** transcription pieces, at most this long (seconds) */
   readonly pieceSeconds: number;
+  /** TRANSCRIPTION_REQUIRE=whisper: the recognizers declared weaker never serve the built-in models */
+  private readonly requireWhisperClass: boolean;
 
   constructor(
     private readonly engines: EngineRegistry,
@@ -108,6 +112,7 @@ export class AudioEngines {
     this.embedded = embeddedVoices(engines);
     this.builtinVoices = embeddedVoices(engines, () => this.voiceModel());
     this.pieceSeconds = limits.pieceSeconds;
+    this.requireWhisperClass = limits.requireWhisperClass === true;
     this.transcriptionQueue = new FairScheduler({
       what: 'transcription',
       unit: 'seconds of audio',
@@ -143,6 +148,39 @@ export class AudioEngines {
     return this.models.list().find((m) => m.type === 'speech' && PROVIDERS.get(m.provider)?.builtin?.voiceModel);
   }
 
+  /** Whether the operator refused this recognizer for the built-in models (TRANSCRIPTION_REQUIRE=whisper). */
+  private refused(p: Provider): boolean {
+    return this.requireWhisperClass && p.builtin!.recognizer!.weaker !== undefined;
+  }
+
+  /** The recognizers that may serve the built-in models here, simplest to have first (for what to install or configure). */
+  private wanted(): Provider[] {
+    return simplestFirst().filter((p) => !this.refused(p));
+  }
+
+  /**
+   * What serves the built-in transcription models now: the first recognizer (in the providers' order) with its own
+   * model there (installed or not) or, needing none, installed; none, and those the operator refused on the way.
+   */
+  private builtinRecognizer(): { p?: Provider; own?: ModelSpec; installed: boolean; refused: Provider[] } {
+    const refused: Provider[] = [];
+    for (const p of builtinRecognizers()) {
+      const r = p.builtin!.recognizer!;
+      const installed = p.available?.(this.env) ?? true;
+      const own = r.needsModel ? this.ownModel(p) : undefined;
+      // its model is there (it serves these models, or they answer 503 saying what to install), or it needs none
+      if (r.needsModel ? !own : !installed) continue;
+      if (this.refused(p)) refused.push(p);
+      else return { p, own, installed, refused };
+    }
+    return { installed: false, refused };
+  }
+
+  /** The refusal of TRANSCRIPTION_REQUIRE=whisper, in words: which recognizers it keeps from the built-in models, and why. */
+  private refusal(refused: Provider[]): string {
+    return `TRANSCRIPTION_REQUIRE=whisper refuses ${refused.map((p) => `${p.name} (${p.builtin!.recognizer!.weaker})`).join(' and ')}`;
+  }
+
   /** Which engine serves a model, for GET /v1/models (the built-in recognizer: what would serve it now). */
   engineOf(spec: ModelSpec): string {
     const voiceModel = builtinOf(spec) === 'embedded-tts' ? this.voiceModel() : undefined;
@@ -153,21 +191,51 @@ export class AudioEngines {
     }
     if (builtinOf(spec) === 'embedded-tts' || isEmbeddedSpeech(spec)) return `${VOICE_PROVIDERS.map((p) => p.builtin!.voices!.engine).join('/')} (embedded voices)`;
     if (builtinOf(spec) === 'auto-recognizer') {
-      for (const p of builtinRecognizers()) {
-        const r = p.builtin!.recognizer!;
-        const installed = p.available?.(this.env) ?? true;
-        if (r.needsModel) {
-          // its model is there: it serves these models, or they answer 503 saying what to install
-          const own = this.ownModel(p);
-          if (own) return r.describe(installed, own.name);
-        } else if (installed) return r.describe(true);
-      }
-      return `none installed (${simplestFirst()
-        .map((p) => (p.builtin!.recognizer!.needsModel ? `a ${p.name} model` : p.name))
-        .join(' or ')})`;
+      const { p, own, installed, refused } = this.builtinRecognizer();
+      if (p) return p.builtin!.recognizer!.describe(installed, own?.name);
+      const wanted = this.wanted()
+        .map((w) => (w.builtin!.recognizer!.needsModel ? `a ${w.name} model` : w.name))
+        .join(' or ');
+      if (refused.length > 0) return `none allowed: ${this.refusal(refused)}; transcriptions answer 503 until there is ${wanted}`;
+      return `none installed (${wanted})`;
     }
     // a provider may say more of what serves the entry (the piper voices: which speaker says each voice name)
     return (PROVIDERS.get(spec.provider) as Provider<any> | undefined)?.describe?.(spec as never) ?? spec.provider;
+  }
+
+  /**
+   * What serves the built-in transcription models at start, for the log: a warning when it is a recognizer declared
+   * weaker than whisper, or when none will serve them. None when no built-in transcription model is served.
+   */
+  recognizerNotice(): { warn: boolean; fields: Record<string, unknown>; message: string } | undefined {
+    const names = this.models
+      .list()
+      .filter((m) => builtinOf(m) === 'auto-recognizer')
+      .map((m) => m.name);
+    if (names.length === 0) return undefined;
+    const models = names.join(', ');
+    const { p, own, installed, refused } = this.builtinRecognizer();
+    const hints = this.wanted()
+      .filter((w) => w !== p)
+      .map((w) => w.builtin!.recognizer!.hint)
+      .join(', or ');
+    if (!p) {
+      const why = refused.length > 0 ? `${this.refusal(refused)}, and no other recognizer is here` : 'no recognizer is installed';
+      return { warn: true, fields: { models: names, engine: null }, message: `speech recognition: ${models} answer 503 engine_unavailable: ${why}. To serve them: ${hints}` };
+    }
+    const r = p.builtin!.recognizer!;
+    const fields = { models: names, engine: p.name, ...(own ? { model: own.name } : {}) };
+    if (!installed) return { warn: true, fields, message: `speech recognition: ${models} are served by ${r.describe(false, own?.name)}` };
+    if (r.weaker !== undefined) {
+      return {
+        warn: true,
+        fields: { ...fields, weaker: r.weaker },
+        message:
+          `speech recognition: ${models} are served by ${p.name}, which is ${r.weaker}: clients asking for these models get its transcripts. ` +
+          `For whisper-class transcripts: ${hints}; or set TRANSCRIPTION_REQUIRE=whisper to answer 503 instead`,
+      };
+    }
+    return { warn: false, fields, message: `speech recognition: ${models} are served by ${r.describe(true, own?.name)}` };
   }
 
   async speech(spec: ModelSpec): Promise<SpeechEngine> {
@@ -179,7 +247,12 @@ export class AudioEngines {
   async transcription(spec: ModelSpec): Promise<TranscriptionEngine> {
     if (builtinOf(spec) !== 'auto-recognizer') return this.engines.transcription(spec);
     let failure: unknown;
+    const refused: Provider[] = [];
     for (const p of builtinRecognizers()) {
+      if (this.refused(p)) {
+        refused.push(p);
+        continue;
+      }
       if (p.builtin!.recognizer!.needsModel) {
         const own = this.ownModel(p);
         if (own) return this.engines.transcription(own);
@@ -193,10 +266,14 @@ export class AudioEngines {
     }
     // the providers that forward to a server of their own (a speech server)
     const forwarders = [...PROVIDERS.values()].filter((p) => p.remote && p.create.transcription).map((p) => p.name);
+    // a refused recognizer is named whether or not it is installed: the operator's choice is why this answer is a 503
+    const why = refused.length
+      ? `'${spec.name}' is served here by a whisper-class recognizer only (${this.refusal(refused)}), and none is available${failure ? ` (${(failure as Error).message})` : ''}`
+      : `No speech recognition engine is available: ${failure ? (failure as Error).message : 'none is installed'}`;
     throw new AppError(
       'engine_unavailable',
-      `No speech recognition engine is available: ${failure ? (failure as Error).message : 'none is installed'}. ` +
-        `${simplestFirst()
+      `${why}. ` +
+        `${this.wanted()
           .map((p) => p.builtin!.recognizer!.hint)
           .join(', or ')}, ` +
         `or configure this model with provider ${forwarders.join(' or ')} and type transcription to forward to a speech server.`,

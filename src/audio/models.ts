@@ -11,6 +11,7 @@
  * A configuration entry with one of these names replaces the built-in one.
  */
 import type { BuiltinModel, ModelSpec } from '../models/spec.js';
+import { sentencesOf } from '../engines/shared/tts.js';
 import type { SpeechQuality } from '../engines/types.js';
 import type { Provider } from '../engines/provider.js';
 import { PROVIDERS } from '../engines/providers.js';
@@ -69,4 +70,14 @@ export function isEmbeddedSpeech(spec: ModelSpec): boolean {
 export function speechQualityOf(spec: ModelSpec): SpeechQuality {
   if (spec.quality) return spec.quality;
   return builtinOf(spec) === 'embedded-tts' && spec.name === 'tts-1-hd' ? 'hd' : 'standard';
+}
+
+/**
+ * Whether a speech answer is sent whole instead of streamed, so that its WAV or FLAC header carries the real length
+ * (docs/api.md, "Lengths in WAV and FLAC headers"): when streaming would gain nothing, i.e. the input is one
+ * sentence, which the voices synthesize in one job (its audio is complete before its first byte could go anyway).
+ * Longer inputs stream from their first sentence, and their header says "length unknown", as OpenAI's do.
+ */
+export function speechSentWhole(format: string, input: string, quality: SpeechQuality): boolean {
+  return (format === 'wav' || format === 'flac') && sentencesOf(input, quality).length === 1;
 }

@@ -36,6 +36,7 @@ import { AudioDecodeError, SPEECH_FORMATS, contentTypeFor, decodeAudio, encodeSp
 import { OPENAI_VOICES, planSpeech, type VoiceRun } from './voices.js';
 import { LANGUAGE_NAMES } from '../engines/shared/languages.js';
 import { ALL_RESPONSE_FORMATS, formatsFor, isEmbeddedSpeech, speechQualityOf, translates } from './models.js';
+import { speechSentWhole } from './models.js';
 import type { Ticket } from './scheduler.js';
 import { joinTranscripts, pieces, PIECE_RATE } from './pieces.js';
 import { formatTranscript, usageSeconds, type FormattedBody, type Granularity, type ResponseFormat } from './transcript-format.js';
@@ -277,7 +278,7 @@ export class AudioService {
     })();
     const held: Buffer[] = [];
     try {
-      for await (const bytes of encodeSpeech(counted, p.format, signal)) {
+      for await (const bytes of encodeSpeech(counted, p.format, signal, { whole: speechSentWhole(p.format, p.input, p.quality) })) {
         if (samples === 0) {
           held.push(bytes);
           continue;

@@ -6,10 +6,12 @@ import type { PcmChunk } from './pcm.js';
 import { AudioDecodeError, ffmpegDecode, startEncoder, type EncodedFormat } from './ffmpeg.js';
 import { downmixInt16, Int16Resampler, resampleFloat } from './pcm.js';
 import { int16ToBuffer, isWav, tryParseWav, wavHeader } from './wav.js';
+import { withFlacLength } from './flac.js';
 
 export * from './ffmpeg.js';
 export * from './pcm.js';
 export * from './wav.js';
+export * from './flac.js';
 export { timeStretch } from './stretch.js';
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
@@ -47,30 +49,69 @@ export function needsFfmpeg(format: SpeechFormat): boolean {
   return format !== 'wav' && format !== 'pcm';
 }
 
+export interface EncodeOptions {
+  /**
+   * The audio is sent whole, not streamed: nothing is yielded before the last sample, and a WAV or FLAC then
+   * carries its real length in its header (WAV: RIFF and data sizes; FLAC: STREAMINFO's total samples and MD5),
+   * where a streamed one says "unknown" (WAV 0xFFFFFFFF, FLAC 0), as OpenAI's streamed audio does. The other
+   * formats carry no length a player needs (their frames say it), and are encoded the same either way.
+   */
+  whole?: boolean;
+}
+
 /**
  * Turns a stream of engine PCM (any rate, may change between chunks) into the bytes of one response
- * in `format`, yielded as soon as they exist. For ffmpeg formats one encoder process is started at
- * once (before the first PCM, so its start-up overlaps synthesis) and fed as chunks arrive.
+ * in `format`, yielded as soon as they exist (or all at the end: `whole`). For ffmpeg formats one encoder
+ * process is started at once (before the first PCM, so its start-up overlaps synthesis) and fed as chunks arrive.
  * Aborting `signal` or breaking out of the loop kills the encoder and stops pulling `chunks`.
  */
-export async function* encodeSpeech(chunks: AsyncIterable<PcmChunk>, format: SpeechFormat, signal?: AbortSignal): AsyncGenerator<Buffer> {
+export async function* encodeSpeech(chunks: AsyncIterable<PcmChunk>, format: SpeechFormat, signal?: AbortSignal, opts: EncodeOptions = {}): AsyncGenerator<Buffer> {
   if (!isSpeechFormat(format)) throw new RangeError(`unknown speech format ${String(format)}`);
   if (!needsFfmpeg(format)) {
+    if (format === 'wav' && opts.whole) {
+      const data: Buffer[] = [];
+      let bytes = 0;
+      for await (const pcm of resampleStream(chunks, PCM_OUTPUT_RATE, signal)) {
+        // a copy: the resampler's buffers are not ours to keep
+        data.push(Buffer.from(int16ToBuffer(pcm)));
+        bytes += pcm.byteLength;
+      }
+      yield Buffer.concat([wavHeader(PCM_OUTPUT_RATE, 1, bytes), ...data]);
+      return;
+    }
     if (format === 'wav') yield wavHeader(PCM_OUTPUT_RATE);
     for await (const pcm of resampleStream(chunks, PCM_OUTPUT_RATE, signal)) {
       if (pcm.length > 0) yield Buffer.from(int16ToBuffer(pcm));
     }
     return;
   }
+  if (format === 'flac' && opts.whole) {
+    // what was fed is what FLAC (lossless, no priming) holds: its count and MD5 complete the header
+    const fed: Buffer[] = [];
+    const out: Buffer[] = [];
+    for await (const b of encodeWithFfmpeg(chunks, format, signal, (pcm) => fed.push(Buffer.from(pcm)))) out.push(b);
+    yield withFlacLength(Buffer.concat(out), Buffer.concat(fed));
+    return;
+  }
+  yield* encodeWithFfmpeg(chunks, format as EncodedFormat, signal);
+}
 
-  const encoder = startEncoder(format as EncodedFormat, { sampleRate: ENCODER_INPUT_RATE, signal });
+/** One ffmpeg encoder fed the PCM as it comes (`fed` sees every buffer written to it), its bytes yielded as they come. */
+async function* encodeWithFfmpeg(chunks: AsyncIterable<PcmChunk>, format: EncodedFormat, signal?: AbortSignal, fed?: (pcm: Buffer) => void): AsyncGenerator<Buffer> {
+  const encoder = startEncoder(format, { sampleRate: ENCODER_INPUT_RATE, signal });
   const feeder = new AbortController();
+  let written = 0;
+  let ended = false;
   const feed = (async () => {
     try {
       for await (const pcm of resampleStream(chunks, ENCODER_INPUT_RATE, signal)) {
         if (feeder.signal.aborted) return;
-        await encoder.write(int16ToBuffer(pcm));
+        const bytes = int16ToBuffer(pcm);
+        fed?.(bytes);
+        written += bytes.length;
+        await encoder.write(bytes);
       }
+      ended = true;
       encoder.end();
     } catch (e) {
       encoder.kill();
@@ -82,8 +123,14 @@ export async function* encodeSpeech(chunks: AsyncIterable<PcmChunk>, format: Spe
     feedError = e;
   });
   try {
-    for await (const bytes of encoder) {
-      yield bytes;
+    try {
+      for await (const bytes of encoder) {
+        yield bytes;
+      }
+    } catch (e) {
+      // no audio at all (nothing speakable): ffmpeg, which analyses no input (-nofind_stream_info), fails on an empty
+      // one rather than write an empty container; either way there is no audio, which the caller tells apart
+      if (!(ended && written === 0)) throw e;
     }
     await feed;
   } finally {

@@ -425,6 +425,10 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       .then(() => storedModels.refresh())
       .catch(() => {});
     await storedModels.refresh();
+    // every layer of models is in: say what serves whisper-1 and the other built-in transcription models (a
+    // warning when it is a recognizer far worse than whisper, or none), so nobody mistakes one for the other
+    const recognizer = audioEngines.recognizerNotice();
+    if (recognizer) log[recognizer.warn ? 'warn' : 'info'](recognizer.fields, recognizer.message);
     const routeScopes = new RouteScopes(found.scopes);
 
     const gate: Gate = {

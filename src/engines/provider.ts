@@ -88,6 +88,12 @@ export interface BuiltinRole {
     hint: string;
     /** what serves the built-in models, for GET /v1/models (`model`: its own entry, with needsModel) */
     describe(installed: boolean, model?: string): string;
+    /**
+     * How it falls short of a whisper-class recognizer, when it does (e.g. English only and far less accurate);
+     * absent: it is one. Said where operators and clients look (the start-up log, GET /v1/models), and with
+     * TRANSCRIPTION_REQUIRE=whisper it never serves the built-in models (they answer 503 saying what to install).
+     */
+    weaker?: string;
   };
 }
 

@@ -209,6 +209,12 @@ export interface AudioLimits {
   maxQueuedCharactersPerKey: number;
   /** longer audio is transcribed in pieces of at most this many seconds, each a turn of its own (AUDIO_PIECE_SECONDS) */
   pieceSeconds: number;
+  /**
+   * TRANSCRIPTION_REQUIRE=whisper: the built-in transcription models (whisper-1, gpt-4o-transcribe,
+   * gpt-4o-mini-transcribe) are served by a whisper-class recognizer or answer 503, never by one a provider declares
+   * weaker (pocketsphinx). Unset (or `any`): the best one installed, whatever it is.
+   */
+  requireWhisperClass?: boolean;
 }
 
 export interface WebConfig {
@@ -444,6 +450,7 @@ function audioLimits(env: Env): AudioLimits {
     maxQueuedSecondsPerKey: int(env, 'AUDIO_MAX_QUEUED_SECONDS_PER_KEY', 600, 1, 86_400),
     maxQueuedCharactersPerKey: int(env, 'AUDIO_MAX_QUEUED_CHARACTERS_PER_KEY', 16_384, 1, 10_000_000),
     pieceSeconds: int(env, 'AUDIO_PIECE_SECONDS', 15, 5, 600),
+    ...(choice(env, 'TRANSCRIPTION_REQUIRE', ['any', 'whisper'], 'any') === 'whisper' ? { requireWhisperClass: true } : {}),
   };
 }
 

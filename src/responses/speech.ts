@@ -10,6 +10,7 @@ import { AppError } from '../platform/errors.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { completeSentencesLength } from '../engines/shared/sentences.js';
 import { EngineError } from '../engines/types.js';
+import { withFlacFrameCount } from '../codec/flac.js';
 import type { ModelSpec } from '../models/spec.js';
 import type { MeteredUnit } from '../platform/module.js';
 
@@ -115,7 +116,7 @@ export class SpokenAnswer {
   private pump: Promise<void> | undefined;
   /** bytes not sent yet (less than 3: base64 pieces must join) */
   private carry: Buffer = Buffer.alloc(0);
-  /** every byte of the part, kept for WAV only (its header gets the real lengths at the end) */
+  /** every byte of the part, kept for WAV and FLAC only (their headers get the real lengths at the end) */
   private wav: Buffer[] | undefined;
   private failure: unknown;
   private rejectFailed!: (e: unknown) => void;
@@ -160,7 +161,7 @@ export class SpokenAnswer {
     this.itemId = itemId;
     this.pending = '';
     this.carry = Buffer.alloc(0);
-    this.wav = this.out.format === 'wav' ? [] : undefined;
+    this.wav = this.out.format === 'wav' || this.out.format === 'flac' ? [] : undefined;
     this.builder.audioStart();
     const speech = this.speaker.open({ voice: this.out.voice, format: this.out.format, signal: this.signal });
     this.speech = speech;
@@ -201,7 +202,7 @@ export class SpokenAnswer {
     this.check();
     if (this.carry.length) this.builder.audioDelta(this.carry.toString('base64'));
     this.carry = Buffer.alloc(0);
-    this.builder.audioDone(this.wav?.length ? withWavLengths(Buffer.concat(this.wav)).toString('base64') : undefined);
+    this.builder.audioDone(this.wav?.length ? withLengths(Buffer.concat(this.wav)).toString('base64') : undefined);
     this.wav = undefined;
   }
 
@@ -236,8 +237,12 @@ function speechError(e: unknown, signal: AbortSignal): unknown {
   );
 }
 
-/** A streamed WAV (lengths 0xFFFFFFFF) with its RIFF and data lengths filled in, now that they are known. */
-function withWavLengths(wav: Buffer): Buffer {
+/**
+ * A streamed WAV (lengths 0xFFFFFFFF) with its RIFF and data lengths filled in, now that they are known; a streamed
+ * FLAC (total samples 0) with the count of its frames' samples.
+ */
+function withLengths(wav: Buffer): Buffer {
+  if (wav.toString('ascii', 0, 4) === 'fLaC') return withFlacFrameCount(wav);
   if (wav.length < 44 || wav.toString('ascii', 0, 4) !== 'RIFF' || wav.toString('ascii', 36, 40) !== 'data') return wav;
   const out = Buffer.from(wav);
   out.writeUInt32LE(Math.min(0xffffffff, out.length - 8), 4);

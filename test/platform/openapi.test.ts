@@ -46,6 +46,18 @@ for (const db of testDatabases()) {
         assert.deepEqual(q, ['org_id', 'page', 'per_page', 'search', 'status']);
       }
       assert.deepEqual(doc.paths['/v1/models'].get.security, [{ apiKey: [] }]);
+      // the query APIs take a Management API Key or a portal JWT (issue 26: they declared no security)
+      for (const p of ['/v1/portal/query/usage', '/v1/portal/query/balance']) assert.deepEqual(doc.paths[p].get.security, [{ apiKey: [] }, { portalJwt: [] }], p);
+      // every operation under /v1 says how it is authenticated, but the sign-in ones, which take no credentials
+      const open = new Set(['/v1/portal/session', '/v1/portal/session/link', '/v1/portal/session/methods']);
+      const unsecured = Object.entries<Record<string, any>>(doc.paths)
+        .filter(([path]) => path.startsWith('/v1') && !open.has(path))
+        .flatMap(([path, ops]) =>
+          Object.entries<any>(ops)
+            .filter(([, op]) => !op.security?.length)
+            .map(([m]) => `${m.toUpperCase()} ${path}`),
+        );
+      assert.deepEqual(unsecured, []);
       // the usage report documents its rows (the page types them from the same schema), key names included
       const report = doc.paths['/v1/portal/query/usage'].get.responses['200'].content['application/json'].schema.properties.data;
       assert.deepEqual(Object.keys(report.properties).sort(), ['end_time', 'group_by', 'list', 'start_time', 'total']);

@@ -9,6 +9,7 @@ import OpenAI from 'openai';
 import { testDatabases } from '../helpers/app.js';
 import { MODEL, checkFraming, eventually, readSse, types, type Env } from './util.js';
 import { assertPlausibleDuration, joinedAudio, probeBase64, readEvents, setupAudio, spokenParts, startGatedUpstream, type GatedUpstream } from './audio-util.js';
+import { flacTotalSamples } from '../../src/codec/flac.js';
 
 const SAY = 'Hello there. This is a spoken answer. And here is a third sentence.';
 const audioBody = (extra: Record<string, unknown> = {}) => ({ model: MODEL, input: 'Talk to me.', modalities: ['text', 'audio'], ...extra });
@@ -259,6 +260,19 @@ describe('spoken answers: streaming (pglite)', () => {
     assert.equal(final.readUInt32LE(40), final.length - 44);
     assert.ok(final.subarray(44).equals(joined.subarray(44)), 'the same samples');
     assert.ok(Math.abs((await probeBase64(final.toString('base64'), 'wav')).duration - p.duration) < 0.01);
+  });
+
+  test('a FLAC stream: the pieces say no length (streamed), the final data has STREAMINFO total samples, what the audio decodes to', async () => {
+    e.up.script({ text: ['Short one. ', 'Second.'], delayMs: 50 });
+    const events = checkFraming(await readSse(await e.call('POST', '/v1/responses', { ...audioBody({ audio: { format: 'flac' } }), stream: true })));
+    const joined = Buffer.from(joinedAudio(events), 'base64');
+    assert.equal(flacTotalSamples(joined), 0, 'streamed FLAC: the length is unknown when it starts');
+    const final = Buffer.from(spokenParts(events[events.length - 1].response).audio.data, 'base64');
+    assert.equal(final.length, joined.length);
+    const samples = Math.round((await probeBase64(final.toString('base64'), 'flac')).duration * 24000);
+    assert.ok(samples > 24000 * 0.5, `${samples} samples`);
+    assert.equal(flacTotalSamples(final), samples, 'the real count of samples');
+    assert.ok(final.subarray(42).equals(joined.subarray(42)), 'the same frames');
   });
 });
 

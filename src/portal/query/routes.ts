@@ -53,6 +53,9 @@ async function resolveScope(req: FastifyRequest, deps: QueryDeps, scope: string,
   return { orgId: org };
 }
 
+/** The query APIs take a Management API Key (the apiKey scheme) or a portal JWT, for the OpenAPI document. */
+const QUERY_SECURITY: Array<Record<string, string[]>> = [{ apiKey: [] }, { portalJwt: [] }];
+
 export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
   r.get(
@@ -62,6 +65,8 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
       schema: {
         tags: ['Query APIs'],
         summary: "Usage of the caller's keys over a time range, grouped (Management API Key with usage:read, or a portal JWT)",
+        // a Management API Key (mk-...) or a portal JWT: the route checks either itself (auth 'own')
+        security: QUERY_SECURITY,
         querystring: UsageQuerySchema,
         response: { 200: envelope(UsageReportSchema) },
       },
@@ -83,6 +88,7 @@ export function registerQueryRoutes(app: FastifyInstance, deps: QueryDeps) {
       schema: {
         tags: ['Query APIs'],
         summary: 'Credits granted minus cost used (Management API Key with balance:read, or a portal JWT)',
+        security: QUERY_SECURITY,
         querystring: Type.Object({ org_id: Type.Optional(Type.String({ maxLength: 100 })) }, { additionalProperties: false }),
         response: {
           200: envelope(BalanceSchema),
