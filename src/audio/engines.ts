@@ -181,6 +181,11 @@ export class AudioEngines {
     return `TRANSCRIPTION_REQUIRE=whisper refuses ${refused.map((p) => `${p.name} (${p.builtin!.recognizer!.weaker})`).join(' and ')}`;
   }
 
+  /** The neural voice model that speaks a built-in speech model's voices now, if any (for the x-portico-engine header). */
+  voiceModelFor(spec: ModelSpec): ModelSpec | undefined {
+    return builtinOf(spec) === 'embedded-tts' ? this.voiceModel() : undefined;
+  }
+
   /** Which engine serves a model, for GET /v1/models (the built-in recognizer: what would serve it now). */
   engineOf(spec: ModelSpec): string {
     const voiceModel = builtinOf(spec) === 'embedded-tts' ? this.voiceModel() : undefined;

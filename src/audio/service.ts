@@ -146,10 +146,11 @@ interface RecognitionRun {
  * The engines that speak a text on the embedded voices, as /v1/models names them (`flite`, `espeak-ng`), in the
  * order they speak; several (a voice of one and a sentence in another script) are a list: `flite, espeak-ng`.
  */
-export function speechEngineNames(runs: readonly VoiceRun[]): string {
+export function speechEngineNames(runs: readonly VoiceRun[], voiceModel?: string): string {
   const names: string[] = [];
   for (const r of runs) {
-    const name = PROVIDERS.get(r.engine)?.builtin?.voices?.engine ?? r.engine;
+    // a neural voice model speaks the runs in the voice's own language (`language` unset); other scripts stay embedded
+    const name = voiceModel && r.language === undefined ? voiceModel : (PROVIDERS.get(r.engine)?.builtin?.voices?.engine ?? r.engine);
     if (!names.includes(name)) names.push(name);
   }
   return names.join(', ');
@@ -214,7 +215,7 @@ export class AudioService {
     if (isEmbeddedSpeech(spec)) {
       // text in a script no embedded engine reads is refused now, not after part of the audio was sent
       try {
-        engine = speechEngineNames(planSpeech(b.input, b.voice as Voice, quality));
+        engine = speechEngineNames(planSpeech(b.input, b.voice as Voice, quality), this.d.engines.voiceModelFor(spec)?.provider);
       } catch (e) {
         if (e instanceof EngineError && e.code === 'unsupported_language') throw new AppError('unsupported_language', e.message, 'input');
         throw e;

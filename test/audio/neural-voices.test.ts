@@ -122,13 +122,15 @@ describe('neural voices (piper on sherpa-onnx)', () => {
       ['tts-1-hd', 'echo', 4],
       ['gpt-4o-mini-tts', 'cedar', 12],
     ] as const) {
-      const res = await openai.audio.speech.create({ model, voice, input: SENTENCE, response_format: 'wav' });
+      const res = await openai.audio.speech.create({ model, voice, input: SENTENCE, response_format: 'wav' }).asResponse();
+      assert.equal(res.headers.get('x-portico-engine'), 'piper', `${model}: the header names the neural voice that spoke`);
       const hz = toneHz(await decodePcm(Buffer.from(await res.arrayBuffer())), 24000);
       const want = PIPER_TEST_BASE_HZ * (i + 1);
       assert.ok(Math.abs(hz - want) / want < 0.03, `${model}/${voice}: ${hz.toFixed(1)} Hz, want ${want}`);
     }
     // Russian is not the voice's language: espeak-ng speaks it (speech, not the model's pure tone)
-    const res = await openai.audio.speech.create({ model: 'tts-1', voice: 'alloy', input: 'Привет, как дела?', response_format: 'wav' });
+    const res = await openai.audio.speech.create({ model: 'tts-1', voice: 'alloy', input: 'Привет, как дела?', response_format: 'wav' }).asResponse();
+    assert.equal(res.headers.get('x-portico-engine'), 'espeak-ng');
     const hz = toneHz(await decodePcm(Buffer.from(await res.arrayBuffer())), 24000);
     assert.ok(Math.abs(hz - PIPER_TEST_BASE_HZ) > 20, `espeak-ng speech, not the 110 Hz tone: ${hz.toFixed(1)} Hz`);
   });
