@@ -1,8 +1,8 @@
 /**
  * A scripted pocketsphinx_continuous for the audio tests that need to decide when recognition ends (a configured
  * `provider: pocketsphinx` model whose `binary` is this script): each decoder process logs "pid seconds" when it
- * starts and answers the word `piece<seconds>` once the test writes release-<pid> (or exits 3 on fail-<pid>). (test/audio/fairness.test.ts
- * has the same script for the fair-sharing tests.)
+ * starts and answers the word `piece<seconds>` once the test writes release-<pid> (or exits 3 on fail-<pid>).
+ * The fair-sharing tests (test/audio/fairness.test.ts) use it too.
  */
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
