@@ -23,9 +23,11 @@ RUN node scripts/build.mjs --app --pglite-template
 FROM ${BASE} AS runtime
 # pocketsphinx (the embedded recognizer) is Debian's command-line program and its English model. ffmpeg comes with
 # npm ci (@ffmpeg-installer's static binary), the voices (flite, espeak-ng) are WebAssembly in node_modules and
-# llama.cpp is node-llama-cpp's prebuilt CPU binary: none of them needs a Debian package.
+# llama.cpp is node-llama-cpp's prebuilt CPU binary: none of them needs a Debian package. whisper.cpp's prebuilt
+# binary (@fugood/node-whisper-<platform>, an optional dependency) links OpenMP's runtime, libgomp1, which the slim
+# base lacks: without it a pulled whisper model answers 503 "cannot be loaded".
 RUN apt-get update \
- && apt-get install -y --no-install-recommends pocketsphinx pocketsphinx-en-us \
+ && apt-get install -y --no-install-recommends pocketsphinx pocketsphinx-en-us libgomp1 \
  && rm -rf /var/lib/apt/lists/*
 # a user of its own (numeric, so an orchestrator can check runAsNonRoot), owning only the data directory (and its
 # models folder, where a shared volume of pulled models may be mounted: compose.yaml)
