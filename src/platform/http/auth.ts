@@ -14,3 +14,25 @@ export function bearerToken(req: FastifyRequest): string {
   if (token === '' || /\s/.test(token)) throw new AppError('invalid_authorization_format');
   return token;
 }
+
+/**
+ * The inference key of a {base_url} request: the bearer token, or, on a route that speaks Anthropic's wire
+ * (`config.wire: 'anthropic'`), the `x-api-key` header its SDK sends. Only such a route reads `x-api-key`, so no
+ * other route gains a way in. Both headers with different keys are refused (which one was meant is not known).
+ */
+export function inferenceKeyToken(req: FastifyRequest): string {
+  const h = req.headers['x-api-key'];
+  if (req.routeOptions.config?.wire !== 'anthropic' || h === undefined) return bearerToken(req);
+  const key = Array.isArray(h) ? undefined : h.trim();
+  if (!key || /\s/.test(key)) throw new AppError('invalid_authorization_format', 'unauthorized: the x-api-key header is empty or holds more than one value');
+  if (req.headers.authorization !== undefined && req.headers.authorization.trim() !== '') {
+    let bearer: string | undefined;
+    try {
+      bearer = bearerToken(req);
+    } catch {
+      bearer = undefined;
+    }
+    if (bearer !== key) throw new AppError('invalid_authorization_format', 'unauthorized: x-api-key and Authorization name different keys; send one');
+  }
+  return key;
+}
