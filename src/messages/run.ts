@@ -130,7 +130,7 @@ export class MessagesRunner {
           break;
         }
         const text = e.type === 'text_delta' || e.type === 'reasoning_delta' || e.type === 'tool_call_delta' ? e.delta : e.type === 'tool_call_start' ? e.name : '';
-        if (hold && shown.add(text, hold.outputLimit)) {
+        if (shown.add(text, hold?.outputLimit ?? Infinity)) {
           // past what it reserved: ended as at max_tokens, without this piece (the engine is closed: the loop's end)
           finish = 'length';
           stopped = true;

@@ -15,7 +15,7 @@ export interface MessagesEnv extends ChatEnv {
 export async function setupMessages(opts: Parameters<typeof setupChat>[0] = {}): Promise<MessagesEnv> {
   const e = await setupChat(opts);
   const clientFor = (o: { apiKey?: string | null; authToken?: string | null }) =>
-    new Anthropic({ baseURL: e.url, apiKey: o.apiKey ?? null, authToken: o.authToken ?? null, maxRetries: 0 });
+    new Anthropic({ baseURL: e.url, apiKey: o.apiKey ?? null, authToken: o.authToken ?? null, maxRetries: 0, timeout: 60_000 });
   return Object.assign(e, { anthropic: clientFor({ apiKey: e.key }), clientFor });
 }
 
