@@ -164,11 +164,15 @@ function textOf(b: ContentBlockParam, at: string): string {
   return b.text;
 }
 
+const IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/gif', 'image/webp'];
+
 /** an image block as the engines' image part: base64 as a data URL, a URL as it is */
 function imageOf(b: ContentBlockParam, at: string): ChatContentPart {
   const s = b.source;
   if (!s) throw bad(`Missing required parameter: '${at}.source'.`, `${at}.source`, 'missing_required_parameter');
   if (s.type === 'base64') {
+    if (s.media_type !== undefined && !IMAGE_TYPES.includes(s.media_type))
+      throw bad(`'${at}.source.media_type' must be one of ${IMAGE_TYPES.join(', ')}.`, `${at}.source.media_type`);
     if (!s.media_type || typeof s.data !== 'string' || s.data === '')
       throw bad(`An image of source type 'base64' needs 'media_type' and 'data'.`, `${at}.source`, 'missing_required_parameter');
     return { type: 'image_url', url: `data:${s.media_type};base64,${s.data}` };
@@ -177,7 +181,8 @@ function imageOf(b: ContentBlockParam, at: string): ChatContentPart {
     if (!s.url) throw bad(`Missing required parameter: '${at}.source.url'.`, `${at}.source.url`, 'missing_required_parameter');
     return { type: 'image_url', url: s.url };
   }
-  throw unsupported("An image of source type 'file' (the Files API)", `${at}.source.type`);
+  if (s.type === 'file') throw unsupported("An image of source type 'file' (the Files API)", `${at}.source.type`);
+  throw bad(`'${at}.source.type' must be one of base64, url, file.`, `${at}.source.type`);
 }
 
 /** the fields each block type may have besides `type` and `cache_control` */

@@ -25,10 +25,12 @@ const TextBlock = Type.Object(
   { additionalProperties: false },
 );
 
-const ImageSource = Type.Object(
+/** the source of an image (or of a document block, which is refused by its type) */
+const Source = Type.Object(
   {
-    type: Type.Union([Type.Literal('base64'), Type.Literal('url'), Type.Literal('file')]),
-    media_type: Type.Optional(Type.Union([Type.Literal('image/jpeg'), Type.Literal('image/png'), Type.Literal('image/gif'), Type.Literal('image/webp')])),
+    // any type and media type: an image's are checked in ./prepare.ts, so a document's source is refused as a document
+    type: Type.String({ minLength: 1, maxLength: 64 }),
+    media_type: Type.Optional(Type.String({ maxLength: 128 })),
     data: Type.Optional(Type.String()),
     url: Type.Optional(Type.String({ minLength: 1 })),
     file_id: Type.Optional(Type.String()),
@@ -41,7 +43,7 @@ const ContentBlock = Type.Object(
   {
     type: Type.String({ minLength: 1, maxLength: 64 }),
     text: Type.Optional(Type.String()),
-    source: Type.Optional(ImageSource),
+    source: Type.Optional(Source),
     id: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     input: Type.Optional(Type.Unknown()),

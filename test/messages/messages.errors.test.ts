@@ -77,6 +77,7 @@ describe('messages: errors in Anthropic shape', () => {
       [{ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, /web_search_20250305/],
       [{ messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }] }] }, /document/],
       [{ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }, /file/],
+      [{ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/tiff', data: 'AA==' } }] }] }, /media_type/],
       [{ messages: [{ role: 'user', content: [{ type: 'text', text: 'x', citations: [{ type: 'char_location' }] }] }] }, /[Cc]itations/],
       [{ messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'The answer is' }] }, /final assistant message/],
       [{ messages: [{ role: 'assistant', content: [{ type: 'redacted_thinking', data: 'abc' }] }, ...hi] }, /redacted_thinking/],
