@@ -230,8 +230,7 @@ export function toChatMessages(system: CountTokensRequest['system'], messages: r
     const at = `messages[${i}]`;
     const blocks: ContentBlockParam[] = typeof m.content === 'string' ? [{ type: TEXT_ONLY, text: m.content }] : m.content;
     if (typeof m.content !== 'string') blocks.forEach((b, j) => checkBlock(b, m.role, `${at}.content[${j}]`));
-    if (typeof m.content !== 'string' && blocks.length === 0 && m.role !== 'assistant')
-      throw bad(`'${at}.content' is empty: a message needs at least one block.`, `${at}.content`);
+    if (typeof m.content !== 'string' && blocks.length === 0 && m.role !== 'assistant') throw bad(`'${at}.content' is empty: a message needs at least one block.`, `${at}.content`);
     const answered = new Set<string>();
     if (m.role === 'system') {
       out.push({ role: 'system', content: blocks.map((b, j) => textOf(b, `${at}.content[${j}]`)).join('\n\n') });
@@ -242,8 +241,7 @@ export function toChatMessages(system: CountTokensRequest['system'], messages: r
         if (b.type === 'tool_result') {
           const id = b.tool_use_id;
           if (!id) throw bad(`Missing required parameter: '${bat}.tool_use_id'.`, `${bat}.tool_use_id`, 'missing_required_parameter');
-          if (!open.has(id))
-            throw bad(`'${bat}.tool_use_id' '${id}' answers no tool_use block of the assistant message just before it.`, `${bat}.tool_use_id`);
+          if (!open.has(id)) throw bad(`'${bat}.tool_use_id' '${id}' answers no tool_use block of the assistant message just before it.`, `${bat}.tool_use_id`);
           if (parts.length) throw bad(`tool_result blocks come first in a user message, before any other block.`, bat);
           answered.add(id);
           out.push({ role: 'tool', toolCallId: id, name: open.get(id), content: toolResultText(b, bat) });

@@ -215,9 +215,7 @@ export class MessagesRunner {
   /** The client left or the engine failed mid-way: charge what was produced; a failure to record is logged, not thrown. */
   private async chargeLeft(p: PreparedMessage, usage: Usage | undefined, shown: OutputCount, hold?: Hold): Promise<void> {
     const used = usage ?? (await this.estimate(p, shown));
-    await this.record(p, used, hold).catch((e) =>
-      this.d.log.error({ err: (e as Error).message, requestId: p.requestId }, 'usage of a message that ended early not recorded'),
-    );
+    await this.record(p, used, hold).catch((e) => this.d.log.error({ err: (e as Error).message, requestId: p.requestId }, 'usage of a message that ended early not recorded'));
   }
 }
 

@@ -9,10 +9,7 @@ import { Type, type Static } from 'typebox';
 import { MAX_INPUT_ITEMS } from '../platform/http/json-shape.js';
 
 /** a prompt-caching hint: accepted on the blocks, system, tools and the request, with no effect (docs/api.md) */
-const CacheControl = Type.Object(
-  { type: Type.Literal('ephemeral'), ttl: Type.Optional(Type.Union([Type.Literal('5m'), Type.Literal('1h')])) },
-  { additionalProperties: false },
-);
+const CacheControl = Type.Object({ type: Type.Literal('ephemeral'), ttl: Type.Optional(Type.Union([Type.Literal('5m'), Type.Literal('1h')])) }, { additionalProperties: false });
 const nullableCache = Type.Optional(Type.Union([CacheControl, Type.Null()]));
 
 const TextBlock = Type.Object(

@@ -29,7 +29,11 @@ describe('count_tokens: errors in Anthropic shape', () => {
   };
 
   test('no key, a bad key: 401; a key without the scope: 403', async () => {
-    const none = await fetch(`${e.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, messages: hi }) });
+    const none = await fetch(`${e.url}/v1/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, messages: hi }),
+    });
     await expectAnthropicError(none, 401, 'authentication_error');
     await refused(Anthropic.AuthenticationError, 401, 'authentication_error', { model: MODEL, messages: hi }, e.clientFor({ apiKey: 'sk-nope' }));
     const res = await fetch(`${e.url}/v1/portal/api-keys`, {

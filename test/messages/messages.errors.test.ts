@@ -35,7 +35,11 @@ describe('messages: errors in Anthropic shape', () => {
 
   test('no key, a bad key: 401 authentication_error (AuthenticationError)', async () => {
     await expectAnthropicError(await post({ model: MODEL, max_tokens: 5, messages: hi }, { 'x-api-key': '' }), 401, 'authentication_error');
-    const none = await fetch(`${e.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, max_tokens: 5, messages: hi }) });
+    const none = await fetch(`${e.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 5, messages: hi }),
+    });
     await expectAnthropicError(none, 401, 'authentication_error');
     await sdkError(Anthropic.AuthenticationError, 401, 'authentication_error', { model: MODEL, max_tokens: 5, messages: hi }, e.clientFor({ apiKey: 'sk-not-a-key' }));
     await sdkError(Anthropic.AuthenticationError, 401, 'authentication_error', { model: MODEL, max_tokens: 5, messages: hi }, e.clientFor({ authToken: 'sk-not-a-key' }));
@@ -58,14 +62,22 @@ describe('messages: errors in Anthropic shape', () => {
     assert.match(err.message, /frobnicate/);
     err = await sdkError(Anthropic.BadRequestError, 400, 'invalid_request_error', { model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x', extra: 1 }] });
     assert.match(err.message, /extra/);
-    err = await sdkError(Anthropic.BadRequestError, 400, 'invalid_request_error', { model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'text', text: 'x', foo: 1 }] }] });
+    err = await sdkError(Anthropic.BadRequestError, 400, 'invalid_request_error', {
+      model: MODEL,
+      max_tokens: 5,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'x', foo: 1 }] }],
+    });
     assert.match(err.message, /foo/);
     err = await sdkError(Anthropic.BadRequestError, 400, 'invalid_request_error', { model: MODEL, max_tokens: 0, messages: hi });
     assert.match(err.message, /max_tokens/);
     err = await sdkError(Anthropic.BadRequestError, 400, 'invalid_request_error', { model: MODEL, max_tokens: 5, messages: [] });
     assert.match(err.message, /messages/);
     // not JSON at all
-    await expectAnthropicError(await fetch(`${e.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': e.key }, body: '{"model":' }), 400, 'invalid_request_error');
+    await expectAnthropicError(
+      await fetch(`${e.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': e.key }, body: '{"model":' }),
+      400,
+      'invalid_request_error',
+    );
     assert.equal(e.up.requests.length, 0);
   });
 
@@ -79,7 +91,15 @@ describe('messages: errors in Anthropic shape', () => {
       [{ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }, /file/],
       [{ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/tiff', data: 'AA==' } }] }] }, /media_type/],
       [{ messages: [{ role: 'user', content: [{ type: 'text', text: 'x', citations: [{ type: 'char_location' }] }] }] }, /[Cc]itations/],
-      [{ messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'The answer is' }] }, /final assistant message/],
+      [
+        {
+          messages: [
+            { role: 'user', content: 'hi' },
+            { role: 'assistant', content: 'The answer is' },
+          ],
+        },
+        /final assistant message/,
+      ],
       [{ messages: [{ role: 'assistant', content: [{ type: 'redacted_thinking', data: 'abc' }] }, ...hi] }, /redacted_thinking/],
     ];
     for (const [extra, re] of cases) {

@@ -120,7 +120,11 @@ describe('messages (Anthropic SDK) in front of an OpenAI-compatible upstream', (
         input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] },
       },
     ];
-    e.up.script({ text: 'Let me look.', toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: ['{"city":', '"Paris"}'] }], usage: { prompt_tokens: 40, completion_tokens: 9 } });
+    e.up.script({
+      text: 'Let me look.',
+      toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: ['{"city":', '"Paris"}'] }],
+      usage: { prompt_tokens: 40, completion_tokens: 9 },
+    });
     const first = await e.anthropic.messages.create({
       model: MODEL,
       max_tokens: 100,
@@ -146,7 +150,13 @@ describe('messages (Anthropic SDK) in front of an OpenAI-compatible upstream', (
       messages: [
         { role: 'user', content: 'Weather in Paris?' },
         { role: 'assistant', content: first.content },
-        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_w1', content: [{ type: 'text', text: 'sunny, 24 C' }] }, { type: 'text', text: 'Thanks.' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 'call_w1', content: [{ type: 'text', text: 'sunny, 24 C' }] },
+            { type: 'text', text: 'Thanks.' },
+          ],
+        },
       ],
     });
     assert.deepEqual(second.content, [{ type: 'text', text: 'It is sunny in Paris.' }]);
@@ -217,7 +227,12 @@ describe('messages (Anthropic SDK) in front of an OpenAI-compatible upstream', (
     assert.deepEqual(m.usage.output_tokens_details, { thinking_tokens: 5 });
 
     e.up.script({ reasoning: ['Hmm, ', 'four.'], text: '4' });
-    const stream = e.anthropic.messages.stream({ model: MODEL, max_tokens: 20000, thinking: { type: 'enabled', budget_tokens: 10000 }, messages: [{ role: 'user', content: '2+2?' }] });
+    const stream = e.anthropic.messages.stream({
+      model: MODEL,
+      max_tokens: 20000,
+      thinking: { type: 'enabled', budget_tokens: 10000 },
+      messages: [{ role: 'user', content: '2+2?' }],
+    });
     const thoughts: string[] = [];
     stream.on('thinking', (d) => thoughts.push(d));
     const s = await stream.finalMessage();

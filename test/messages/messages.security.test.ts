@@ -33,7 +33,11 @@ describe('messages: keys, scopes, usage', () => {
   const messages = (headers: Record<string, string>, b: unknown = body) =>
     fetch(`${e.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(b) });
   const chat = (headers: Record<string, string>) =>
-    fetch(`${e.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ model: MODEL, messages: body.messages }) });
+    fetch(`${e.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: MODEL, messages: body.messages }),
+    });
 
   test('the key in x-api-key or as a bearer token (the SDK with apiKey and with authToken); both headers must name the same key', async () => {
     assert.equal((await e.anthropic.messages.create(body as any)).type, 'message');

@@ -20,7 +20,8 @@ export default function (app: FastifyInstance, svc: MessagesService) {
         body: MessagesBody,
         response: {
           200: {
-            description: "Anthropic's message object; with stream: true, text/event-stream of `event: <type>` and `data: <json>` lines (message_start, ping, content_block_start, content_block_delta, content_block_stop, message_delta, message_stop; `error` mid-stream)",
+            description:
+              "Anthropic's message object; with stream: true, text/event-stream of `event: <type>` and `data: <json>` lines (message_start, ping, content_block_start, content_block_delta, content_block_stop, message_delta, message_stop; `error` mid-stream)",
             content: { 'application/json': { schema: MessageAnswer }, 'text/event-stream': { schema: { type: 'string' } } },
           },
         },
