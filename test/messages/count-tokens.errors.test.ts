@@ -5,7 +5,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import Anthropic from '@anthropic-ai/sdk';
+import Anthropic, { APIError } from '@anthropic-ai/sdk';
 import { MODEL, expectAnthropicError, setupMessages, type MessagesEnv } from './helpers.js';
 
 const hi = [{ role: 'user' as const, content: 'hi' }];
@@ -17,7 +17,7 @@ describe('count_tokens: errors in Anthropic shape', () => {
   });
   after(() => e.close());
 
-  const refused = async (cls: new (...a: any[]) => Anthropic.APIError, status: number, type: string, body: Record<string, unknown>, client = e.anthropic) => {
+  const refused = async (cls: new (...a: any[]) => APIError, status: number, type: string, body: Record<string, unknown>, client = e.anthropic) => {
     const err = await client.messages.countTokens(body as any).then(
       () => assert.fail('expected a refusal'),
       (x: unknown) => x,

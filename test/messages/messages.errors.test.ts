@@ -5,7 +5,8 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import Anthropic from '@anthropic-ai/sdk';
+import Anthropic, { APIError } from '@anthropic-ai/sdk';
+import { waitFor } from '../helpers/wait.js';
 import { MODEL, expectAnthropicError, readAnthropicStream, setupMessages, type MessagesEnv } from './helpers.js';
 
 const hi = [{ role: 'user' as const, content: 'hi' }];
@@ -21,7 +22,7 @@ describe('messages: errors in Anthropic shape', () => {
     fetch(`${e.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': e.key, ...headers }, body: JSON.stringify(body) });
 
   /** the SDK's error for a create, asserted to be of `cls` with Anthropic's `type` */
-  const sdkError = async (cls: new (...a: any[]) => Anthropic.APIError, status: number, type: string, body: Record<string, unknown>, client = e.anthropic) => {
+  const sdkError = async (cls: new (...a: any[]) => APIError, status: number, type: string, body: Record<string, unknown>, client = e.anthropic) => {
     const err = await client.messages.create(body as any).then(
       () => assert.fail('expected a refusal'),
       (x: unknown) => x,
@@ -163,9 +164,36 @@ describe('messages: errors in Anthropic shape', () => {
       (x: unknown) => x,
     );
     assert.ok(err instanceof Anthropic.APIError, String(err));
-    assert.equal((err as Anthropic.APIError).type, 'api_error');
+    assert.equal((err as APIError).type, 'api_error');
     const after = (await e.usage('alice')).find((x) => x.operation === 'anthropic.messages' && x.model === MODEL)?.requests ?? 0;
     assert.equal(after - before, 2, 'both broken streams were charged what they produced');
+  });
+
+  test('a client that leaves mid-stream stops the upstream generation and is charged what it was sent', async () => {
+    const before = (await e.usage('alice')).find((x) => x.operation === 'anthropic.messages')?.requests ?? 0;
+    e.up.script({ text: Array.from({ length: 40 }, (_, i) => `piece${i} `), delayMs: 50 });
+    const ac = new AbortController();
+    const res = await fetch(`${e.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': e.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 500, messages: hi, stream: true }),
+      signal: ac.signal,
+    });
+    const reader = res.body!.getReader();
+    let got = '';
+    while (!got.includes('piece2')) got += new TextDecoder().decode((await reader.read()).value);
+    ac.abort();
+    const rec = e.up.requests[e.up.requests.length - 1]!;
+    await rec.closed;
+    assert.equal(rec.aborted, true, 'the upstream request was closed before its answer ended');
+    const row = await waitFor(
+      async () => {
+        const r = (await e.usage('alice')).find((x) => x.operation === 'anthropic.messages');
+        return r && r.requests > before ? r : undefined;
+      },
+      { what: 'the usage record' },
+    );
+    assert.equal(row.requests, before + 1, 'charged (an estimate: the upstream never sent its usage)');
   });
 
   test('a wrong method or path under /v1/messages is refused, and the Chat Completions routes keep the OpenAI shape', async () => {

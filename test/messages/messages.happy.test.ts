@@ -34,6 +34,7 @@ describe('messages (Anthropic SDK) in front of an OpenAI-compatible upstream', (
       ...({ temperature: 0.3, top_p: 0.9 } as object),
     });
     assert.match(m.id, /^msg_[A-Za-z0-9]{24}$/);
+    assert.match(m._request_id ?? '', /^req_/, 'the request id, where the SDK reads it');
     assert.equal(m.type, 'message');
     assert.equal(m.role, 'assistant');
     assert.equal(m.model, MODEL, 'the model as the client named it');
@@ -81,6 +82,7 @@ describe('messages (Anthropic SDK) in front of an OpenAI-compatible upstream', (
     assert.equal(m.usage.input_tokens, 12);
     assert.equal(m.usage.output_tokens, 3);
     assert.equal(await stream.finalText(), 'Once upon a time.');
+    assert.match(stream.request_id ?? '', /^req_/);
     assert.equal(e.last().stream, true);
 
     e.up.script({ text: ['Hi', '!'], usage: { prompt_tokens: 5, completion_tokens: 2 } });

@@ -28,6 +28,9 @@ export default function (app: FastifyInstance, svc: MessagesService) {
       },
     },
     async (req, reply) => {
+      // Anthropic's SDK reads the request id from `request-id` (message._request_id, an error's requestID); set on
+      // the raw response so that the event stream's head carries it too
+      reply.raw.setHeader('request-id', req.id);
       const p = await svc.prepare(req.body, req.apiKey!, req.id, req.facts);
       if (!p.stream) {
         const gone = clientGone(reply);
