@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { AppError } from '../errors.js';
+import { AppError, msg } from '../errors.js';
 
 /**
  * The bearer token of a request, or the spec's errors: no header -> `unauthorized`; a header that is not
@@ -24,7 +24,7 @@ export function inferenceKeyToken(req: FastifyRequest): string {
   const h = req.headers['x-api-key'];
   if (req.routeOptions.config?.wire !== 'anthropic' || h === undefined) return bearerToken(req);
   const key = Array.isArray(h) ? undefined : h.trim();
-  if (!key || /\s/.test(key)) throw new AppError('invalid_authorization_format', 'unauthorized: the x-api-key header is empty or holds more than one value');
+  if (!key || /\s/.test(key)) throw new AppError('invalid_authorization_format', msg('x_api_key_malformed'));
   if (req.headers.authorization !== undefined && req.headers.authorization.trim() !== '') {
     let bearer: string | undefined;
     try {
@@ -32,7 +32,7 @@ export function inferenceKeyToken(req: FastifyRequest): string {
     } catch {
       bearer = undefined;
     }
-    if (bearer !== key) throw new AppError('invalid_authorization_format', 'unauthorized: x-api-key and Authorization name different keys; send one');
+    if (bearer !== key) throw new AppError('invalid_authorization_format', msg('x_api_key_conflict'));
   }
   return key;
 }
