@@ -189,7 +189,7 @@ test('a provider imports no other provider (what two share lives in engines/shar
 });
 
 /** The features: what they need of a provider they ask the provider contract (engines/provider.ts), naming none. */
-const FEATURES = ['responses', 'chat', 'embeddings', 'audio', 'web'];
+const FEATURES = ['responses', 'chat', 'embeddings', 'audio', 'messages', 'web'];
 const PROVIDER_IDS = [...PROVIDERS.keys()];
 /** the provider folders under engines/ (everything but shared/) */
 const PROVIDER_FOLDERS = readdirSync(join(SRC, 'engines')).filter((f) => f !== 'shared' && statSync(join(SRC, 'engines', f)).isDirectory());

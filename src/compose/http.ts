@@ -14,7 +14,7 @@ import type { Logger } from '../platform/log.js';
 import { AppError, ERRORS, msg, type ErrorCode } from '../platform/errors.js';
 import { lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
-import { openAIErrorBody, sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
+import { openAIErrorBody, sendAnthropicError, sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
 import type { Metrics } from '../platform/ops/metrics.js';
@@ -377,6 +377,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
         securitySchemes: {
           portalJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
           apiKey: { type: 'http', scheme: 'bearer', description: 'inference key sk-... (or a Management API Key mk-... on the query APIs)' },
+          xApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: "inference key sk-..., as Anthropic's SDK sends it (the routes of Anthropic's wire only)" },
         },
       },
     },
@@ -469,15 +470,17 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   // ------------------------------------------------------------ {base_url}
   await app.register(
     async (api) => {
-      api.setErrorHandler((err, req, reply) => sendOpenAIError(err, req, reply));
+      // a route that speaks Anthropic's wire answers in its shape (the key's refusals too: the gate runs in the route's hooks)
+      api.setErrorHandler((err, req, reply) => (req.routeOptions.config?.wire === 'anthropic' ? sendAnthropicError : sendOpenAIError)(err, req, reply));
       api.setNotFoundHandler(notFound(sendOpenAIError, 'invalid_url'));
       api.addHook('onRoute', (r) => {
         const scope = r.config?.scope;
         if (scope !== undefined && opts.routeScopes && !opts.routeScopes.includes(scope)) {
           throw new Error(`${String(r.method)} ${r.url}: the route scope '${scope}' is declared by no module (FeatureModule.scope); declared: ${opts.routeScopes.join(', ')}`);
         }
-        if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: [{ apiKey: [] }] };
-        r.schema = { ...(r.schema ?? {}), response: { ...errorResponses('openai'), ...((r.schema?.response as object) ?? {}) } };
+        const anthropic = r.config?.wire === 'anthropic';
+        if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: anthropic ? [{ apiKey: [] }, { xApiKey: [] }] : [{ apiKey: [] }] };
+        r.schema = { ...(r.schema ?? {}), response: { ...errorResponses(anthropic ? 'anthropic' : 'openai'), ...((r.schema?.response as object) ?? {}) } };
       });
       // a large JSON body is read in blocks as it comes, not joined in one copy at its end (platform/http/json-body.ts)
       api.addHook('preParsing', (req, _reply, payload, done) => done(null, readLargeJson(req, payload)));

@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Core } from './core.js';
 import { buildHttp, type Gate, type HttpOptions } from './http.js';
 import { createJwtVerifier, type JwtVerifier } from '../platform/auth/jwt.js';
-import { bearerToken } from '../platform/http/auth.js';
+import { inferenceKeyToken } from '../platform/http/auth.js';
 import { createWebModule } from '../web/index.js';
 import { ConcurrencyLimiter, createWindowStore, RateLimiter } from '../platform/cluster/limits.js';
 import { Admission } from '../api/admission.js';
@@ -51,6 +51,7 @@ import { createAudioModule } from '../audio/module.js';
 import { AnswerSpeakerService } from '../audio/answer-speaker.js';
 import { voicesOf } from '../audio/service.js';
 import { createChatModule } from '../chat/module.js';
+import { createMessagesModule } from '../messages/module.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
 import { StoredModels, StoredModelStore } from '../models/stored.js';
@@ -406,6 +407,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       createChatModule({ models, engines: router, metering, log, admission }),
       createEmbeddingsModule({ models, engines: router, metering, log, admission }),
       createAudioModule({ models, engines: audioEngines, metering, log }),
+      createMessagesModule({ models, engines: router, metering, log, admission }),
       ...(opts.extraModules ?? []).map((m) => (typeof m === 'function' ? m({ models, engines: router, metering, log, admission }) : m)),
     ];
     // what they declare, handed down as data: the keys' scopes, the ledger's operations, the prices' units (the
@@ -436,7 +438,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       user: (req) => web.authenticatePortal(req),
       operator: (req) => admin.authenticate(req),
       async key(req) {
-        const key = await verifier.verify(bearerToken(req), 'inference', req.ip);
+        const key = await verifier.verify(inferenceKeyToken(req), 'inference', req.ip);
         // known from here: a refusal below (scope, budget, rate limit) is in the request log under the key
         req.apiKey = key;
         routeScopes.assert(key, req.routeOptions.config?.scope);

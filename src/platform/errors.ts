@@ -465,6 +465,12 @@ export const MESSAGES = {
     zh: "模型 '{name}' 无法提供服务：其存储的 api_key 无法解密（{why}）；请设置存储时所用的 PORTICO_SECRETS_KEY，或重新输入密钥",
   },
   // the {base_url} gate's scopes (api/scopes.ts)
+  // an inference key in x-api-key (the routes of Anthropic's wire: platform/http/auth.ts)
+  x_api_key_malformed: { en: 'unauthorized: the x-api-key header is empty or holds more than one value', zh: '未授权：x-api-key 请求头为空或包含多个值' },
+  x_api_key_conflict: {
+    en: 'unauthorized: x-api-key and Authorization name different keys; send one',
+    zh: '未授权：x-api-key 与 Authorization 指定了不同的密钥；请只发送其中一个',
+  },
   scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },
   scope_model_forbidden: { en: "permission denied: this API key may not use the model '{model}'", zh: "权限不足：此 API 密钥不能使用模型 '{model}'" },
   // the Responses API's stored conversations (responses/prepare.ts, responses/chain-loads.ts)

@@ -181,6 +181,12 @@ describe('no input breaks any route', () => {
             assert.equal(typeof e.meta?.code, 'number', where);
             assert.notEqual(e.meta.code, 0, where);
             assert.equal(typeof e.meta.request_id, 'string', where);
+          } else if (route.path.startsWith('/v1/messages') && res.statusCode !== 405) {
+            // Anthropic's wire answers in Anthropic's shape (a wrong method is no route's: OpenAI's)
+            assert.equal(e.type, 'error', where);
+            assert.equal(typeof e.error?.message, 'string', where);
+            assert.equal(typeof e.error?.type, 'string', where);
+            assert.equal(typeof e.request_id, 'string', where);
           } else {
             assert.equal(typeof e.error?.message, 'string', where);
             assert.equal(typeof e.error?.type, 'string', where);
@@ -232,6 +238,25 @@ describe('no input breaks any route', () => {
           max_completion_tokens: 50,
           stop: ['END'],
           stream: false,
+          temperature: 0.5,
+        },
+      })),
+      ...['gpt-test', 'gen-test'].map((model) => ({
+        url: '/v1/messages',
+        auth: auth.api,
+        body: {
+          model,
+          max_tokens: 50,
+          system: [{ type: 'text', text: 'be brief' }],
+          messages: [
+            { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+            { role: 'assistant', content: [{ type: 'tool_use', id: 'tu_1', name: 'f', input: { a: 'x' } }] },
+            { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu_1', content: 'ok' }] },
+          ],
+          tools: [{ name: 'f', input_schema: { type: 'object', properties: { a: { type: 'string' } } } }],
+          tool_choice: { type: 'auto' },
+          thinking: { type: 'enabled', budget_tokens: 1024 },
+          stop_sequences: ['END'],
           temperature: 0.5,
         },
       })),

@@ -77,6 +77,8 @@ for (const db of testDatabases()) {
             const schema = op.responses?.[status]?.content?.['application/json']?.schema;
             assert.ok(schema, `${method.toUpperCase()} ${path} declares ${status}`);
             if (path.startsWith('/v1/portal') || path.startsWith('/v1/admin')) assert.deepEqual(Object.keys(schema.properties).sort(), ['data', 'meta'], `${path} ${status}`);
+            // Anthropic's routes answer in Anthropic's shape (docs/api.md, "Anthropic Messages API")
+            else if (path.startsWith('/v1/messages')) assert.deepEqual(Object.keys(schema.properties.error.properties).sort(), ['message', 'type'], `${path} ${status}`);
             else assert.deepEqual(Object.keys(schema.properties.error.properties).sort(), ['code', 'message', 'param', 'type'], `${path} ${status}`);
           }
         }
@@ -97,6 +99,17 @@ for (const db of testDatabases()) {
         assert.ok(ok200(p, 'post')['application/json'].schema.properties.segments, p);
         assert.ok(ok200(p, 'post')['text/vtt'], p);
       }
+      // the Messages API: its bodies, its answers, and the key in x-api-key as well as bearer
+      assert.ok(doc.paths['/v1/messages'].post.requestBody.content['application/json'].schema.properties.max_tokens);
+      assert.ok(ok200('/v1/messages', 'post')['text/event-stream']);
+      assert.ok(ok200('/v1/messages/count_tokens', 'post')['application/json'].schema.properties.input_tokens);
+      assert.deepEqual(doc.paths['/v1/messages'].post.security, [{ apiKey: [] }, { xApiKey: [] }]);
+      assert.deepEqual(doc.components.securitySchemes.xApiKey, {
+        type: 'apiKey',
+        in: 'header',
+        name: 'x-api-key',
+        description: doc.components.securitySchemes.xApiKey.description,
+      });
       // the document itself is not listed
       assert.equal(doc.paths['/openapi.json'], undefined);
     });

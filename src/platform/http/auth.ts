@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { AppError } from '../errors.js';
+import { AppError, msg } from '../errors.js';
 
 /**
  * The bearer token of a request, or the spec's errors: no header -> `unauthorized`; a header that is not
@@ -13,4 +13,26 @@ export function bearerToken(req: FastifyRequest): string {
   const token = h.slice(sp + 1).trim();
   if (token === '' || /\s/.test(token)) throw new AppError('invalid_authorization_format');
   return token;
+}
+
+/**
+ * The inference key of a {base_url} request: the bearer token, or, on a route that speaks Anthropic's wire
+ * (`config.wire: 'anthropic'`), the `x-api-key` header its SDK sends. Only such a route reads `x-api-key`, so no
+ * other route gains a way in. Both headers with different keys are refused (which one was meant is not known).
+ */
+export function inferenceKeyToken(req: FastifyRequest): string {
+  const h = req.headers['x-api-key'];
+  if (req.routeOptions.config?.wire !== 'anthropic' || h === undefined) return bearerToken(req);
+  const key = Array.isArray(h) ? undefined : h.trim();
+  if (!key || /\s/.test(key)) throw new AppError('invalid_authorization_format', msg('x_api_key_malformed'));
+  if (req.headers.authorization !== undefined && req.headers.authorization.trim() !== '') {
+    let bearer: string | undefined;
+    try {
+      bearer = bearerToken(req);
+    } catch {
+      bearer = undefined;
+    }
+    if (bearer !== key) throw new AppError('invalid_authorization_format', msg('x_api_key_conflict'));
+  }
+  return key;
 }

@@ -107,3 +107,41 @@ export function sendOpenAIError(err: unknown, req: FastifyRequest, reply: Fastif
   if (e.headers) reply.headers(e.headers);
   return reply.code(e.status).send(openAIErrorBody(e, req.headers['accept-language']));
 }
+
+/**
+ * The error types of Anthropic's Messages API, by HTTP status (its API reference, "Errors"): the shape the routes
+ * that speak Anthropic's wire answer in (`config.wire: 'anthropic'`), mapped here from the one error table, so
+ * the status is the table's and Anthropic's SDK raises the typed error of that status (BadRequestError,
+ * AuthenticationError, PermissionDeniedError, NotFoundError, RateLimitError, InternalServerError...).
+ */
+export function anthropicErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 402) return 'billing_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 413) return 'request_too_large';
+  if (status === 429) return 'rate_limit_error';
+  if (status === 503 || status === 529) return 'overloaded_error';
+  if (status === 504) return 'timeout_error';
+  if (status >= 500) return 'api_error';
+  return 'invalid_request_error';
+}
+
+/**
+ * Anthropic's error shape: `{"type":"error","error":{"type","message"},"request_id"}`. Portico's code and the
+ * parameter have no field of their own there: the message names the parameter when the table's entry has one.
+ */
+export function anthropicErrorBody(e: AppError, requestId: string, acceptLanguage?: string) {
+  const message = localizedMessage(e, acceptLanguage);
+  return {
+    type: 'error' as const,
+    error: { type: anthropicErrorType(e.status), message: e.param && !message.includes(e.param) ? `${e.param}: ${message}` : message },
+    request_id: requestId,
+  };
+}
+
+export function sendAnthropicError(err: unknown, req: FastifyRequest, reply: FastifyReply) {
+  const e = toAppError(err, req);
+  if (e.headers) reply.headers(e.headers);
+  return reply.code(e.status).send(anthropicErrorBody(e, req.id, req.headers['accept-language']));
+}

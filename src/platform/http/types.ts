@@ -31,6 +31,12 @@ declare module 'fastify' {
      * TPM window, once it knows the model and the most output): the gate then counts only the request (RPM)
      */
     reserves?: boolean;
+    /**
+     * A {base_url} route that speaks another vendor's wire: `anthropic` answers its errors in Anthropic's shape
+     * (./errors.ts, anthropicErrorBody) instead of OpenAI's, and takes the inference key in `x-api-key` as well as
+     * in `Authorization: Bearer` (./auth.ts, inferenceKeyToken). No other route reads `x-api-key`.
+     */
+    wire?: 'anthropic';
   }
 }
 export {};

@@ -1,0 +1,22 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { CountTokensBody, TokensCountAnswer } from '../schemas.js';
+import { MESSAGES_SCOPE } from '../scope.js';
+import type { MessagesService } from '../service.js';
+
+export default function (app: FastifyInstance, svc: MessagesService) {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/messages/count_tokens',
+    {
+      config: { scope: MESSAGES_SCOPE, wire: 'anthropic' },
+      bodyLimit: 16 * 1024 * 1024,
+      schema: {
+        tags: ['Anthropic Messages'],
+        summary: "Count the input tokens of a message's conversation (Anthropic's count_tokens), as the serving engine counts them; nothing is charged",
+        body: CountTokensBody,
+        response: { 200: TokensCountAnswer },
+      },
+    },
+    async (req) => svc.countTokens(req.body, req.apiKey!, req.facts),
+  );
+}
