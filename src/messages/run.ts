@@ -26,7 +26,7 @@ export interface MessagesRunDeps {
 }
 
 /** Anthropic's stop reasons for the engines' finish reasons */
-const STOP: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use' };
+const STOP: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', content_filter: 'refusal' };
 
 /** Anthropic's usage object: input_tokens are the tokens not read from a cache, as Anthropic counts them */
 export function usageObject(u: Usage): Obj {

@@ -160,7 +160,7 @@ export const MessageAnswer = Type.Object(
     role: Type.Literal('assistant'),
     model: Type.String({ description: 'the model as the client named it' }),
     content: Type.Array(Type.Object({ type: Type.String() }, { additionalProperties: true }), { description: 'text, tool_use (input parsed) and thinking blocks' }),
-    stop_reason: Type.Union([Type.String(), Type.Null()], { description: 'end_turn, max_tokens, stop_sequence, tool_use' }),
+    stop_reason: Type.Union([Type.String(), Type.Null()], { description: 'end_turn, max_tokens, stop_sequence, tool_use, refusal' }),
     stop_sequence: Type.Union([Type.String(), Type.Null()]),
     usage: Usage,
   },
