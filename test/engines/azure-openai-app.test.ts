@@ -122,6 +122,13 @@ models:
       assert.deepEqual([e.code, e.type], ['content_filter', 'invalid_request_error']);
       assert.match(e.message, /content filter \(violence\)/);
     }
+    // the same prompt would be refused anywhere: no fallback is tried
+    local.reset();
+    az.script({ contentFilter: 'prompt' });
+    const fb = await post('/v1/chat/completions', { model: 'gpt-4o-fb', messages: [{ role: 'user', content: 'worse' }] });
+    assert.equal(fb.status, 400);
+    assert.equal(((await fb.json()) as { error: { code: string } }).error.code, 'content_filter');
+    assert.equal(local.requests.length, 0);
   });
 
   test('a tools round trip and structured output', async () => {

@@ -83,8 +83,8 @@ interface Entry {
 }
 
 /**
- * The engine options of an entry. The Entra token is read when the engine is made (start, reload): refreshing it
- * (they last about an hour) is the operator's, by updating the variable and reloading the models (docs/models.md).
+ * The engine options of an entry. The Entra token is read from Portico's environment, fixed at start: Portico does
+ * not refresh it (they last about an hour; docs/models.md says what that means for an operator).
  */
 function options(s: Entry, env: Readonly<Record<string, string | undefined>>, apiKey: string | undefined): AzureOpenAIOptions {
   const adToken = s.azure_ad_token_env ? env[s.azure_ad_token_env] || undefined : undefined;
