@@ -13,9 +13,10 @@ import { pocketsphinx } from './pocketsphinx/provider.js';
 import { whisper } from './whisper/provider.js';
 import { piper } from './piper/provider.js';
 import { anthropic } from './anthropic/provider.js';
+import { azureOpenAI } from './azure-openai/provider.js';
 
 export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(
-  ([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic] as Provider[]).map((p) => [p.name, p]),
+  ([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic, azureOpenAI] as Provider[]).map((p) => [p.name, p]),
 );
 
 /** Every provider's own model-file keys, each optional: what a feature may read of any model entry. */
@@ -27,7 +28,8 @@ export type AnyProviderOptions = Partial<
     Static<typeof pocketsphinx.options> &
     Static<typeof whisper.options> &
     Static<typeof piper.options> &
-    Static<typeof anthropic.options>
+    Static<typeof anthropic.options> &
+    Static<typeof azureOpenAI.options>
 >;
 
 /**

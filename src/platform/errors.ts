@@ -53,6 +53,14 @@ export const ERRORS = {
     message: 'the request is not valid HTTP and could not be read',
     zh: '请求不是有效的 HTTP，无法读取',
   },
+  /** the upstream's content filter (Azure OpenAI's) refused the prompt: the request's content, not its form */
+  content_filter: {
+    status: 400,
+    portal: 40014,
+    type: 'invalid_request_error',
+    message: "the prompt was refused by the upstream's content filter",
+    zh: '提示词被上游的内容过滤器拒绝',
+  },
   // 401
   unauthorized: { status: 401, portal: 40100, type: 'authentication_error', message: 'unauthorized', zh: '未授权' },
   invalid_authorization_format: {

@@ -1,0 +1,324 @@
+/**
+ * A scripted server that speaks Azure OpenAI, for the azure-openai provider's tests: node:http on 127.0.0.1,
+ * port 0. Its answers are typed with the official `openai` package's types (ChatCompletion, ChatCompletionChunk,
+ * CreateEmbeddingResponse) plus Azure's own additions (prompt_filter_results, content_filter_results), and its
+ * routes are the URLs the package's AzureOpenAI client builds (one test drives the mock with that client).
+ *
+ *   const az = await startAzureMock({ apiKey: 'az-key' });
+ *   az.script({ text: 'Hello', chunks: 2 });
+ *   ... POST `${az.url}/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21` with `api-key: az-key`
+ *   az.requests[0].deployment / .query / .headers / .body
+ *
+ * Routes: POST /openai/deployments/{deployment}/{chat/completions|embeddings} (api-version required, as Azure
+ * requires it there), POST /openai/v1/{chat/completions|embeddings} (api-version optional; the deployment is the
+ * body's model). Credentials: with `apiKey`, the `api-key` header; with `adToken`, `Authorization: Bearer <token>`;
+ * anything else is Azure's 401. Content filter both ways: a prompt refused (400 `content_filter` with
+ * innererror.content_filter_result), a completion cut (finish_reason content_filter). Failure scripts: an error
+ * status with OpenAI's error body, a hang before the headers, a stream that breaks or hangs after N chunks,
+ * garbage, a reset.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type OpenAI from 'openai';
+
+type Completion = OpenAI.Chat.Completions.ChatCompletion;
+type Chunk = OpenAI.Chat.Completions.ChatCompletionChunk;
+
+/** Azure's per-category filter result */
+const SAFE = {
+  hate: { filtered: false, severity: 'safe' },
+  self_harm: { filtered: false, severity: 'safe' },
+  sexual: { filtered: false, severity: 'safe' },
+  violence: { filtered: false, severity: 'safe' },
+};
+const VIOLENT = { ...SAFE, violence: { filtered: true, severity: 'high' } };
+
+export interface AzureToolCall {
+  id?: string;
+  name: string;
+  /** the arguments' JSON text, or its pieces as they should be streamed */
+  arguments: string | string[];
+}
+
+export interface AzureReply {
+  text?: string | string[];
+  /** pieces a string text is split into (default 1) */
+  chunks?: number;
+  toolCalls?: AzureToolCall[];
+  /** default: tool_calls with toolCalls, else stop */
+  finishReason?: 'stop' | 'length' | 'tool_calls' | 'content_filter';
+  usage?: { prompt_tokens: number; completion_tokens: number; cached_tokens?: number };
+  model?: string;
+  /** 'prompt': the prompt refused (400 content_filter); 'completion': the answer cut by the filter */
+  contentFilter?: 'prompt' | 'completion';
+  delayMs?: number;
+  headerDelayMs?: number;
+  breakAfter?: number;
+  hangAfter?: number;
+  /** an error answer: this status, OpenAI's error body with `errorCode` and `errorMessage` */
+  status?: number;
+  errorCode?: string;
+  errorMessage?: string;
+  headers?: Record<string, string>;
+  raw?: string[];
+  rawJson?: string;
+  hang?: boolean;
+  reset?: boolean;
+}
+
+export interface AzureRequest {
+  method: string;
+  path: string;
+  /** the deployment named in the path (deployments surface), or the body's model (v1) */
+  deployment?: string;
+  surface: 'deployments' | 'v1' | 'other';
+  query: URLSearchParams;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+  aborted: boolean;
+  closed: Promise<void>;
+}
+
+export interface AzureMock {
+  /** the resource's endpoint (the model file's `endpoint`) */
+  url: string;
+  requests: AzureRequest[];
+  script(...replies: (AzureReply | ((body: any) => AzureReply))[]): void;
+  defaultReply: AzureReply;
+  waitForRequests(n: number): Promise<AzureRequest[]>;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+let seq = 0;
+
+function split(s: string | string[] | undefined, n: number): string[] {
+  if (s === undefined) return [];
+  if (Array.isArray(s)) return s;
+  if (n <= 1 || s.length < n) return [s];
+  const size = Math.ceil(s.length / n);
+  const out: string[] = [];
+  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
+  return out;
+}
+
+export function azureError(message: string, code: string | null, extra: Record<string, unknown> = {}) {
+  return { error: { message, type: null, param: null, code, ...extra } };
+}
+
+function usageOf(r: AzureReply): OpenAI.Completions.CompletionUsage {
+  const u = r.usage ?? { prompt_tokens: 12, completion_tokens: 5 };
+  return {
+    prompt_tokens: u.prompt_tokens,
+    completion_tokens: u.completion_tokens,
+    total_tokens: u.prompt_tokens + u.completion_tokens,
+    prompt_tokens_details: { cached_tokens: u.cached_tokens ?? 0 },
+  };
+}
+
+function finishOf(r: AzureReply): 'stop' | 'length' | 'tool_calls' | 'content_filter' {
+  if (r.contentFilter === 'completion') return 'content_filter';
+  return r.finishReason ?? (r.toolCalls?.length ? 'tool_calls' : 'stop');
+}
+
+const promptFilter = [{ prompt_index: 0, content_filter_results: SAFE }];
+
+function completion(r: AzureReply, model: string): Completion & { prompt_filter_results: unknown } {
+  const text = split(r.text, 1).join('');
+  const calls = r.toolCalls?.map((c, i) => ({ id: c.id ?? `call_${i}`, type: 'function' as const, function: { name: c.name, arguments: split(c.arguments, 1).join('') } }));
+  const finish = finishOf(r);
+  return {
+    id: `chatcmpl-az${++seq}`,
+    object: 'chat.completion',
+    created: 1_760_000_000,
+    model,
+    system_fingerprint: 'fp_az',
+    prompt_filter_results: promptFilter,
+    choices: [
+      {
+        index: 0,
+        logprobs: null,
+        finish_reason: finish,
+        message: { role: 'assistant', content: text || (calls ? null : ''), refusal: null, ...(calls ? { tool_calls: calls } : {}) },
+        // Azure's addition on each choice
+        ...({ content_filter_results: finish === 'content_filter' ? VIOLENT : SAFE } as object),
+      },
+    ],
+    usage: usageOf(r),
+  };
+}
+
+function chunks(r: AzureReply, model: string): object[] {
+  const id = `chatcmpl-az${++seq}`;
+  const head = { id, object: 'chat.completion.chunk' as const, created: 1_760_000_000, model, system_fingerprint: 'fp_az' };
+  // Azure's first chunk: no choices, the prompt's filter results
+  const out: object[] = [{ id: '', object: '', created: 0, model: '', choices: [], prompt_filter_results: promptFilter }];
+  const c = (delta: Chunk['choices'][number]['delta'], finish: Chunk['choices'][number]['finish_reason'] = null, extra: object = { content_filter_results: {} }): Chunk =>
+    ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish, ...extra }] }) as Chunk;
+  out.push(c({ role: 'assistant', content: '' }));
+  for (const t of split(r.text, r.chunks ?? 1)) out.push(c({ content: t }, null, { content_filter_results: SAFE }));
+  r.toolCalls?.forEach((tc, index) => {
+    const pieces = split(tc.arguments, 1);
+    out.push(c({ tool_calls: [{ index, id: tc.id ?? `call_${index}`, type: 'function', function: { name: tc.name, arguments: '' } }] }));
+    for (const p of pieces) out.push(c({ tool_calls: [{ index, function: { arguments: p } }] }));
+  });
+  const finish = finishOf(r);
+  out.push(c({}, finish, { content_filter_results: finish === 'content_filter' ? VIOLENT : {} }));
+  out.push({ ...head, choices: [], usage: usageOf(r) });
+  return out;
+}
+
+export async function startAzureMock(opts: { apiKey?: string; adToken?: string; defaultReply?: AzureReply } = {}): Promise<AzureMock> {
+  const queue: (AzureReply | ((body: any) => AzureReply))[] = [];
+  const requests: AzureRequest[] = [];
+  let waiters: { n: number; resolve: (r: AzureRequest[]) => void }[] = [];
+  const sockets = new Set<import('node:net').Socket>();
+
+  const mock: AzureMock = {
+    url: '',
+    requests,
+    script: (...r) => void queue.push(...r),
+    defaultReply: opts.defaultReply ?? { text: 'Hello from Azure.', chunks: 2 },
+    waitForRequests(n) {
+      if (requests.length >= n) return Promise.resolve(requests);
+      return new Promise((resolve) => waiters.push({ n, resolve }));
+    },
+    reset() {
+      requests.length = 0;
+      queue.length = 0;
+    },
+    close() {
+      return new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      });
+    },
+  };
+
+  const server = http.createServer((req, res) => {
+    let closedResolve!: () => void;
+    const u = new URL(req.url ?? '/', 'http://x');
+    const dep = /^\/openai\/deployments\/([^/]+)\//.exec(u.pathname);
+    const rec: AzureRequest = {
+      method: req.method ?? 'GET',
+      path: u.pathname,
+      deployment: dep ? decodeURIComponent(dep[1]!) : undefined,
+      surface: dep ? 'deployments' : u.pathname.startsWith('/openai/v1/') ? 'v1' : 'other',
+      query: u.searchParams,
+      headers: req.headers,
+      body: undefined,
+      aborted: false,
+      closed: new Promise<void>((r) => (closedResolve = r)),
+    };
+    res.on('close', () => {
+      if (!res.writableFinished) rec.aborted = true;
+      closedResolve();
+    });
+    const parts: Buffer[] = [];
+    req.on('data', (d: Buffer) => parts.push(d));
+    req.on('end', () => {
+      const text = Buffer.concat(parts).toString('utf8');
+      try {
+        rec.body = text ? JSON.parse(text) : undefined;
+      } catch {
+        rec.body = text;
+      }
+      if (rec.surface === 'v1') rec.deployment = rec.body?.model;
+      requests.push(rec);
+      waiters = waiters.filter((w) => (requests.length >= w.n ? (w.resolve(requests), false) : true));
+      void answer(rec, req, res).catch(() => res.destroy());
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+
+  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'apim-request-id': `az-${++seq}`, ...headers });
+    res.end(JSON.stringify(body));
+  };
+
+  async function answer(rec: AzureRequest, req: http.IncomingMessage, res: http.ServerResponse) {
+    const op = rec.path.endsWith('/chat/completions') ? 'chat' : rec.path.endsWith('/embeddings') ? 'embeddings' : undefined;
+    if (rec.method !== 'POST' || rec.surface === 'other' || !op) return json(res, 404, azureError('Resource not found', '404'));
+    if (rec.surface === 'deployments' && !rec.query.get('api-version')) {
+      return json(res, 404, azureError('Resource not found', '404'));
+    }
+    const keyOk = opts.apiKey !== undefined && req.headers['api-key'] === opts.apiKey;
+    const tokenOk = opts.adToken !== undefined && req.headers.authorization === `Bearer ${opts.adToken}`;
+    if ((opts.apiKey !== undefined || opts.adToken !== undefined) && !keyOk && !tokenOk) {
+      return json(res, 401, {
+        error: {
+          code: '401',
+          message:
+            'Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.',
+        },
+      });
+    }
+    const next = queue.shift() ?? mock.defaultReply;
+    const r = typeof next === 'function' ? next(rec.body) : next;
+    if (r.reset) return req.socket.destroy();
+    if (r.hang) return;
+    if (r.headerDelayMs) await sleep(r.headerDelayMs);
+    if (r.status !== undefined && r.status >= 400) return json(res, r.status, azureError(r.errorMessage ?? 'error', r.errorCode ?? null), r.headers);
+    if (r.contentFilter === 'prompt') {
+      return json(
+        res,
+        400,
+        azureError("The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.", 'content_filter', {
+          param: 'prompt',
+          status: 400,
+          innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: VIOLENT },
+        }),
+      );
+    }
+    if (r.rawJson !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
+      return res.end(r.rawJson);
+    }
+    if (r.raw) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
+      for (const w of r.raw) {
+        res.write(w);
+        if (r.delayMs) await sleep(r.delayMs);
+      }
+      return res.end();
+    }
+    if (op === 'embeddings') {
+      const input: unknown[] = Array.isArray(rec.body?.input) ? rec.body.input : [rec.body?.input];
+      const body: OpenAI.Embeddings.CreateEmbeddingResponse = {
+        object: 'list',
+        model: r.model ?? 'text-embedding-3-small',
+        // floats, or their float32 bytes in base64 when asked (as the openai package asks by default)
+        data: input.map((x, index) => {
+          const v = [String(x).length, index, 0.5];
+          const embedding = rec.body?.encoding_format === 'base64' ? (Buffer.from(new Float32Array(v).buffer).toString('base64') as unknown as number[]) : v;
+          return { object: 'embedding' as const, index, embedding };
+        }),
+        usage: { prompt_tokens: input.length * 3, total_tokens: input.length * 3 },
+      };
+      return json(res, 200, body, r.headers);
+    }
+    const model = r.model ?? 'gpt-4o-2024-08-06';
+    if (rec.body?.stream !== true) return json(res, 200, completion(r, model), r.headers);
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...r.headers });
+    const evs = chunks(r, model);
+    for (let i = 0; i < evs.length; i++) {
+      if (r.breakAfter === i) {
+        await new Promise<void>((done) => res.write('', () => done()));
+        return res.socket?.destroy();
+      }
+      if (r.hangAfter === i) return;
+      res.write(`data: ${JSON.stringify(evs[i])}\n\n`);
+      if (r.delayMs) await sleep(r.delayMs);
+    }
+    res.write('data: [DONE]\n\n');
+    res.end();
+  }
+
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  mock.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return mock;
+}
