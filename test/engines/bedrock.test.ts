@@ -17,6 +17,7 @@ import { signRequest } from '../../src/engines/bedrock/sigv4.js';
 import { EventStreamDecoder } from '../../src/engines/bedrock/eventstream.js';
 import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../../src/engines/types.js';
 import type { ProviderContext } from '../../src/engines/provider.js';
+import { parseModelConfig } from '../../src/models/config.js';
 import { startBedrockMock, eventFrame, type BedrockMock } from '../helpers/bedrock-mock.js';
 import { stallWatch } from '../helpers/wait.js';
 
@@ -527,7 +528,11 @@ test('provider: credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS
     /no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/,
   );
   await assert.rejects(bedrock.create.text!({ name: 'c', type: 'text', base_url: up.url }, ctx(env)), /has no region/);
+  await assert.rejects(bedrock.create.text!({ name: 'c', type: 'text' }, ctx({ ...env, AWS_REGION: 'evil.example/x' })), /not an AWS region's name/);
   assert.match(bedrock.check!({ name: 'c', type: 'text', base_url: 'ftp://x' }) ?? '', /http/);
+  assert.match(bedrock.check!({ name: 'c', type: 'text', region: 'nowhere' }) ?? '', /'region' must be an AWS region's name/);
+  assert.equal(bedrock.check!({ name: 'c', type: 'text', region: 'us-gov-west-1' }), undefined);
+  assert.throws(() => parseModelConfig('models:\n  - { name: c, provider: bedrock, region: Mars }\n'), /'region' must be an AWS region's name/);
   await engine.probe!('completion', MODEL, AbortSignal.timeout(5000));
   assert.deepEqual(up.requests[3]!.body, { messages: [{ role: 'user', content: [{ text: 'ping' }] }], inferenceConfig: { maxTokens: 1 } });
 });

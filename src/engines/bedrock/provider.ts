@@ -8,7 +8,7 @@ import { baseUrlProblem, connectMs } from '../shared/upstream.js';
 const textCode = () => import('./index.js');
 
 /** an AWS region's name, e.g. us-east-1, eu-central-2, us-gov-west-1 */
-const REGION = '^[a-z]{2}(-[a-z]+)+-\\d+$';
+const REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 
 /**
  * The credentials and region of Bedrock, read as the AWS SDKs read them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
@@ -22,6 +22,9 @@ export function awsSettings(s: { name: string; region?: string }, env: Record<st
   if (region === undefined) {
     throw new EngineError(`the bedrock model '${s.name}' has no region: set 'region' in its entry, or AWS_REGION`, 'engine_unavailable', 503);
   }
+  // the region names the endpoint's host: one from the environment is checked as the model file's is
+  if (!REGION.test(region))
+    throw new EngineError(`the bedrock model '${s.name}' has the region '${region}', which is not an AWS region's name (e.g. us-east-1)`, 'engine_unavailable', 503);
   // Bedrock answers every unsigned request with a 403: said once here, not on each request
   if (accessKeyId === undefined || secretAccessKey === undefined) {
     throw new EngineError(
@@ -42,7 +45,7 @@ export const bedrock = defineProvider({
   probes: ['text'],
   options: Type.Object(
     {
-      region: Type.Optional(Type.String({ pattern: REGION, description: 'the AWS region, e.g. us-east-1 (default: AWS_REGION, then AWS_DEFAULT_REGION)' })),
+      region: Type.Optional(Type.String({ minLength: 1, description: 'the AWS region, e.g. us-east-1 (default: AWS_REGION, then AWS_DEFAULT_REGION)' })),
       base_url: Type.Optional(Type.String({ minLength: 1, description: 'the runtime endpoint (default https://bedrock-runtime.{region}.amazonaws.com)' })),
       upstream_model: Type.Optional(
         Type.String({ minLength: 1, description: 'the Bedrock model id or inference profile, e.g. anthropic.claude-3-5-haiku-20241022-v1:0 (default: name)' }),
@@ -53,7 +56,10 @@ export const bedrock = defineProvider({
     },
     { additionalProperties: false },
   ),
-  check: (s) => (s.base_url !== undefined ? baseUrlProblem(s.base_url) : undefined),
+  // the region is checked here (not by a schema pattern) so the message says what a region looks like
+  check: (s) =>
+    (s.region !== undefined && !REGION.test(s.region) ? `'region' must be an AWS region's name, e.g. us-east-1 or eu-central-1 (got '${s.region}')` : undefined) ??
+    (s.base_url !== undefined ? baseUrlProblem(s.base_url) : undefined),
   remote: true,
   load: { text: textCode },
   create: {

@@ -176,14 +176,13 @@ export function buildConverseBody(req: GenerateRequest, opts: ConverseOptions): 
   if (Object.keys(inference).length) body.inferenceConfig = inference;
 
   const tc = req.toolChoice;
-  let tools = tc === 'none' ? [] : (req.tools?.map(toolSpec) ?? []);
+  const tools = tc === 'none' ? [] : (req.tools?.map(toolSpec) ?? []);
   // Converse has no tool choice 'none': the tools are not sent, which a conversation that used tools does not allow
   if (tc === 'none' && hasTools && req.tools?.length) {
     throw unsupported(
       "'tool_choice' none is not supported by this model in a conversation with tool calls (Bedrock's Converse has no 'none' choice and needs the tools declared there).",
     );
   }
-  if (tc === 'none' && hasTools) tools = req.tools?.map(toolSpec) ?? [];
   let choice: Record<string, unknown> | undefined =
     tc === undefined || tc === 'none' ? undefined : tc === 'auto' ? { auto: {} } : tc === 'required' ? { any: {} } : { tool: { name: tc.name } };
 
