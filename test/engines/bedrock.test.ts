@@ -134,6 +134,14 @@ test('every request is signed (the mock recomputes the signature); a wrong secre
   await bad.close();
 });
 
+test('a large request (its bytes made in slices by the shared transport, non-ASCII included) is signed over those exact bytes', async () => {
+  const big = 'é'.repeat(700_000) + ' fin';
+  const evs = await collect(engine.generate(req({ messages: [{ role: 'user', content: big }] })));
+  assert.equal(done(evs).finishReason, 'stop');
+  assert.equal(up.requests[0]!.signed, true);
+  assert.equal(up.requests[0]!.body.messages[0].content[0].text, big);
+});
+
 // ------------------------------------------------------------------ the request
 
 test('the request: path (model id encoded), system blocks, inferenceConfig, no model in the body; stream false -> /converse', async () => {
