@@ -574,7 +574,7 @@ test("the mock speaks Bedrock's wire: the official BedrockRuntimeClient reads it
   let stop: string | undefined;
   let usage: unknown;
   for await (const ev of stream.stream!) {
-    kinds.push(Object.keys(ev).find((k) => (ev as Record<string, unknown>)[k] !== undefined)!);
+    kinds.push(Object.keys(ev).find((k) => (ev as unknown as Record<string, unknown>)[k] !== undefined)!);
     if (ev.contentBlockDelta?.delta?.text) txt += ev.contentBlockDelta.delta.text;
     if (ev.contentBlockDelta?.delta?.toolUse?.input) input += ev.contentBlockDelta.delta.toolUse.input;
     if (ev.messageStop) stop = ev.messageStop.stopReason;
