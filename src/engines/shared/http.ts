@@ -35,6 +35,11 @@ export interface UpstreamOptions {
   connections?: number;
   /** ms a new connection may take to open (TLS included), to the millisecond; unset: 10 s */
   connectTimeoutMs?: number;
+  /**
+   * signs each request (bedrock's AWS SigV4): given the method, the full path, the headers and the body's bytes,
+   * gives the headers to send (the signature depends on the date and the body, so it cannot be a fixed header)
+   */
+  sign?: (method: string, path: string, headers: Record<string, string>, body: string | Buffer | undefined) => Record<string, string>;
 }
 
 /** a request body too large to serialize at once: post() makes its bytes (see jsonBody) */
@@ -107,6 +112,7 @@ export class Upstream {
   private readonly spanAttributes: Record<string, string | number>;
   readonly timeoutMs: number;
   private readonly connectTimeoutMs?: number;
+  private readonly sign?: UpstreamOptions['sign'];
   private readonly secret?: string;
   /** every form of the upstream's credentials (the key, the base_url's user and password, their Basic header) */
   private readonly secrets: string[];
@@ -130,6 +136,7 @@ export class Upstream {
       connect: preciseConnector(opts.connectTimeoutMs ?? 10_000),
     });
     this.connectTimeoutMs = opts.connectTimeoutMs;
+    this.sign = opts.sign;
     this.basePath = u.pathname.replace(/\/+$/, '');
     this.secret = opts.apiKey || undefined;
     this.secrets = upstreamSecrets(opts.baseUrl, this.secret);
@@ -189,6 +196,7 @@ export class Upstream {
       headers = traced.headers;
       call.span = traced.span;
     }
+    if (this.sign !== undefined) headers = this.sign(method, this.basePath + path, headers, payload);
     let data: Dispatcher.ResponseData;
     try {
       // undici's own timeouts are off: its fast timers tick every ~0.5 s, too coarse for a short timeout_ms
