@@ -13,8 +13,9 @@ import { pocketsphinx } from './pocketsphinx/provider.js';
 import { whisper } from './whisper/provider.js';
 import { piper } from './piper/provider.js';
 import { anthropic } from './anthropic/provider.js';
+import { gemini } from './gemini/provider.js';
 
-export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic] as Provider[]).map((p) => [p.name, p]));
+export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic, gemini] as Provider[]).map((p) => [p.name, p]));
 
 /** Every provider's own model-file keys, each optional: what a feature may read of any model entry. */
 export type AnyProviderOptions = Partial<
@@ -25,7 +26,8 @@ export type AnyProviderOptions = Partial<
     Static<typeof pocketsphinx.options> &
     Static<typeof whisper.options> &
     Static<typeof piper.options> &
-    Static<typeof anthropic.options>
+    Static<typeof anthropic.options> &
+    Static<typeof gemini.options>
 >;
 
 /**
