@@ -15,7 +15,9 @@ import { piper } from './piper/provider.js';
 import { anthropic } from './anthropic/provider.js';
 import { gemini } from './gemini/provider.js';
 
-export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic, gemini] as Provider[]).map((p) => [p.name, p]));
+export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(
+  ([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic, gemini] as Provider[]).map((p) => [p.name, p]),
+);
 
 /** Every provider's own model-file keys, each optional: what a feature may read of any model entry. */
 export type AnyProviderOptions = Partial<

@@ -128,7 +128,10 @@ models:
     assert.match(call.id, /^call_/);
     assert.deepEqual([call.function.name, JSON.parse(call.function.arguments)], ['weather', { city: 'Paris' }]);
     assert.deepEqual(up.requests[0]!.body.toolConfig, { functionCallingConfig: { mode: 'ANY' } });
-    assert.deepEqual(up.requests[0]!.body.tools[0].functionDeclarations[0], { name: 'weather', parametersJsonSchema: { type: 'object', properties: { city: { type: 'string' } } } });
+    assert.deepEqual(up.requests[0]!.body.tools[0].functionDeclarations[0], {
+      name: 'weather',
+      parametersJsonSchema: { type: 'object', properties: { city: { type: 'string' } } },
+    });
     messages.push(first.choices[0]!.message, { role: 'tool', tool_call_id: call.id, content: 'sunny, 24 C' });
     const second = await client.chat.completions.create({ model: 'gem', messages, tools });
     assert.equal(second.choices[0]!.message.content, 'It is sunny in Paris.');
@@ -140,7 +143,12 @@ models:
 
     // the same through the Responses API, streamed
     up.script({ calls: [{ name: 'weather', args: { city: 'Oslo' } }] });
-    const rs = await client.responses.create({ model: 'gem', input: 'Weather in Oslo?', tools: [{ type: 'function', name: 'weather', parameters: null, strict: false }], stream: true });
+    const rs = await client.responses.create({
+      model: 'gem',
+      input: 'Weather in Oslo?',
+      tools: [{ type: 'function', name: 'weather', parameters: null, strict: false }],
+      stream: true,
+    });
     let done: OpenAI.Responses.Response | undefined;
     for await (const ev of rs) if (ev.type === 'response.completed') done = ev.response;
     const fc = done!.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
@@ -158,7 +166,12 @@ models:
     });
     assert.deepEqual(JSON.parse(r.choices[0]!.message.content!), { city: 'Paris', temp: 24 });
     assert.deepEqual(up.requests[0]!.body.generationConfig, { responseMimeType: 'application/json', responseJsonSchema: schema });
-    const rr = await client.responses.create({ model: 'gem', input: 'Weather as JSON', text: { format: { type: 'json_schema', name: 'weather', schema, strict: true } }, stream: false });
+    const rr = await client.responses.create({
+      model: 'gem',
+      input: 'Weather as JSON',
+      text: { format: { type: 'json_schema', name: 'weather', schema, strict: true } },
+      stream: false,
+    });
     assert.deepEqual(JSON.parse(rr.output_text), { city: 'Paris', temp: 24 });
   });
 

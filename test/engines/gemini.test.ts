@@ -131,7 +131,14 @@ test('the request: images (data URL -> inlineData, http URL -> fileData with its
               { type: 'image_url', url: 'https://example.com/cat.JPG?x=1', detail: 'high' },
             ],
           },
-          { role: 'assistant', content: '', toolCalls: [{ callId: 'c1', name: 'look', arguments: '{"q":"cat"}' }, { callId: 'c2', name: 'size', arguments: '' }] },
+          {
+            role: 'assistant',
+            content: '',
+            toolCalls: [
+              { callId: 'c1', name: 'look', arguments: '{"q":"cat"}' },
+              { callId: 'c2', name: 'size', arguments: '' },
+            ],
+          },
           { role: 'tool', toolCallId: 'c1', content: 'a cat' },
           { role: 'tool', toolCallId: 'c2', content: [{ type: 'text', text: 'small' }] },
           { role: 'user', content: 'So?' },
@@ -143,7 +150,11 @@ test('the request: images (data URL -> inlineData, http URL -> fileData with its
   assert.deepEqual(b.contents, [
     {
       role: 'user',
-      parts: [{ text: 'What is this?' }, { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } }, { fileData: { mimeType: 'image/jpeg', fileUri: 'https://example.com/cat.JPG?x=1' } }],
+      parts: [
+        { text: 'What is this?' },
+        { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } },
+        { fileData: { mimeType: 'image/jpeg', fileUri: 'https://example.com/cat.JPG?x=1' } },
+      ],
     },
     { role: 'model', parts: [{ functionCall: { name: 'look', args: { q: 'cat' } } }, { functionCall: { name: 'size', args: {} } }] },
     {
@@ -157,7 +168,10 @@ test('the request: images (data URL -> inlineData, http URL -> fileData with its
 });
 
 test('the request: tools -> functionDeclarations with the JSON schema as parametersJsonSchema; tool_choice auto/none/required/a function', async () => {
-  const tools = [{ name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } }, { name: 'now' }];
+  const tools = [
+    { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } },
+    { name: 'now' },
+  ];
   const choices: [GenerateRequest['toolChoice'], unknown][] = [
     [undefined, undefined],
     ['auto', { functionCallingConfig: { mode: 'AUTO' } }],
@@ -180,13 +194,41 @@ test('refused before any call, naming the parameter: a participant name, an imag
     [{ messages: [{ role: 'user', content: [{ type: 'image_url', url: 'https://example.com/img' }] }] }, /extension/, 'unsupported_parameter'],
     [{ messages: [{ role: 'user', content: [{ type: 'image_url', url: 'ftp://example.com/a.png' }] }] }, /data: URL/, 'unsupported_parameter'],
     [
-      { messages: [{ role: 'user', content: [{ type: 'image_url', url: 'data:image/png;base64,AA', detail: 'low' }, { type: 'image_url', url: 'data:image/png;base64,AA' }] }] },
+      {
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', url: 'data:image/png;base64,AA', detail: 'low' },
+              { type: 'image_url', url: 'data:image/png;base64,AA' },
+            ],
+          },
+        ],
+      },
       /detail/,
       'unsupported_parameter',
     ],
     [{ reasoningEffort: 'extreme' }, /reasoning effort 'extreme'/, 'unsupported_parameter'],
-    [{ messages: [{ role: 'system', content: [{ type: 'image_url', url: 'data:image/png;base64,AA' }] }, { role: 'user', content: 'x' }] }, /system/, 'unsupported_parameter'],
-    [{ messages: [{ role: 'user', content: 'x' }, { role: 'tool', toolCallId: 'nope', content: 'r' }] }, /'nope'/, 'invalid_value'],
+    [
+      {
+        messages: [
+          { role: 'system', content: [{ type: 'image_url', url: 'data:image/png;base64,AA' }] },
+          { role: 'user', content: 'x' },
+        ],
+      },
+      /system/,
+      'unsupported_parameter',
+    ],
+    [
+      {
+        messages: [
+          { role: 'user', content: 'x' },
+          { role: 'tool', toolCallId: 'nope', content: 'r' },
+        ],
+      },
+      /'nope'/,
+      'invalid_value',
+    ],
     [{ messages: [{ role: 'assistant', content: '', toolCalls: [{ callId: 'c', name: 'f', arguments: '[1]' }] }] }, /JSON object/, 'invalid_value'],
     [{ toolChoice: { type: 'function', name: 'f' } }, /no tools/, 'invalid_value'],
   ];
@@ -202,7 +244,12 @@ test('refused before any call, naming the parameter: a participant name, an imag
 // ------------------------------------------------------------------ the answer
 
 test('streamed text: deltas as they come, the model version, usage (prompt with its cached part, candidates and thoughts as output)', async () => {
-  up.script({ text: 'Hello there, friend.', chunks: 3, modelVersion: 'gemini-test-001', usage: { promptTokenCount: 100, cachedContentTokenCount: 60, candidatesTokenCount: 5, thoughtsTokenCount: 7, totalTokenCount: 112 } });
+  up.script({
+    text: 'Hello there, friend.',
+    chunks: 3,
+    modelVersion: 'gemini-test-001',
+    usage: { promptTokenCount: 100, cachedContentTokenCount: 60, candidatesTokenCount: 5, thoughtsTokenCount: 7, totalTokenCount: 112 },
+  });
   const evs = await collect(engine.generate(req()));
   assert.equal(evs.filter((e) => e.type === 'text_delta').length, 3);
   assert.equal(text(evs), 'Hello there, friend.');
@@ -239,8 +286,15 @@ test('thinking: effort -> thinkingConfig with a budget and includeThoughts, thou
   assert.equal(text(w), 'c');
 });
 
-test('function calls: whole calls with stable generated ids (or Gemini\'s own), finish tool_calls; parallel_tool_calls false keeps the first', async () => {
-  up.script({ text: 'Checking.', calls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'now', args: {} }, { name: 'x', args: { a: 1 }, id: 'gem-id-1' }] });
+test("function calls: whole calls with stable generated ids (or Gemini's own), finish tool_calls; parallel_tool_calls false keeps the first", async () => {
+  up.script({
+    text: 'Checking.',
+    calls: [
+      { name: 'get_weather', args: { city: 'Paris' } },
+      { name: 'now', args: {} },
+      { name: 'x', args: { a: 1 }, id: 'gem-id-1' },
+    ],
+  });
   const evs = await collect(engine.generate(req({ tools: [{ name: 'get_weather' }, { name: 'now' }, { name: 'x' }] })));
   const calls = toolCalls(evs);
   assert.deepEqual(
@@ -261,13 +315,30 @@ test('function calls: whole calls with stable generated ids (or Gemini\'s own), 
   assert.notEqual(again[0]!.callId, calls[1]!.callId);
   assert.notEqual(again[0]!.callId.slice(0, 17), calls[0]!.callId.slice(0, 17));
 
-  up.script({ calls: [{ name: 'now', args: {} }, { name: 'now', args: { b: 2 } }] }, { calls: [{ name: 'a', args: {} }, { name: 'b', args: {} }, { name: 'c', args: {} }] });
+  up.script(
+    {
+      calls: [
+        { name: 'now', args: {} },
+        { name: 'now', args: { b: 2 } },
+      ],
+    },
+    {
+      calls: [
+        { name: 'a', args: {} },
+        { name: 'b', args: {} },
+        { name: 'c', args: {} },
+      ],
+    },
+  );
   assert.equal(toolCalls(await collect(engine.generate(req({ tools: [{ name: 'now' }], parallelToolCalls: false })))).length, 1);
   assert.equal(toolCalls(await collect(engine.generate(req({ tools: [{ name: 'a' }], maxToolCalls: 2 })))).length, 2);
   // whole
   up.script({ calls: [{ name: 'now', args: { z: true } }] });
   const w = await collect(engine.generate(req({ tools: [{ name: 'now' }], stream: false })));
-  assert.deepEqual(toolCalls(w).map((c) => c.arguments), ['{"z":true}']);
+  assert.deepEqual(
+    toolCalls(w).map((c) => c.arguments),
+    ['{"z":true}'],
+  );
   assert.equal(done(w).finishReason, 'tool_calls');
 });
 
@@ -341,7 +412,11 @@ test("error statuses in Google's shape: 400 with its message, a bad key (400 API
 });
 
 test('429 RESOURCE_EXHAUSTED: retryable, the wait from retry-after, else from its RetryInfo', async () => {
-  up.script({ status: 429, errorMessage: 'Resource has been exhausted (e.g. check quota).', retryDelay: '7s' }, { status: 429, errorMessage: 'Quota', retryDelay: '7s', headers: { 'retry-after': '2' } }, { status: 429, errorMessage: 'Quota' });
+  up.script(
+    { status: 429, errorMessage: 'Resource has been exhausted (e.g. check quota).', retryDelay: '7s' },
+    { status: 429, errorMessage: 'Quota', retryDelay: '7s', headers: { 'retry-after': '2' } },
+    { status: 429, errorMessage: 'Quota' },
+  );
   let { error } = await failure(engine.generate(req()));
   assert.deepEqual([error.code, error.status, error.retryable, error.retryAfterMs], ['rate_limit_exceeded', 429, true, 7000]);
   assert.match(error.message, /exhausted.*retry after 7 s/);
@@ -451,7 +526,10 @@ test('embeddings: batchEmbedContents with one request per text, dimensions -> ou
   assert.ok(r.vectors.every((v) => v.length === 3));
   assert.notDeepEqual(r.vectors[0], r.vectors[1]);
   assert.ok(r.inputTokens > 0);
-  await assert.rejects(emb.embed({ model: 'text-embedding-004', input: [[1, 2, 3]] }), (e: unknown) => e instanceof EngineError && e.code === 'unsupported_parameter' && e.status === 400 && /token arrays/.test(e.message));
+  await assert.rejects(
+    emb.embed({ model: 'text-embedding-004', input: [[1, 2, 3]] }),
+    (e: unknown) => e instanceof EngineError && e.code === 'unsupported_parameter' && e.status === 400 && /token arrays/.test(e.message),
+  );
   assert.equal(up.requests.length, 1);
   up.script({ status: 429, errorMessage: 'Quota', retryDelay: '4s' }, { rawJson: '{"embeddings":[{"values":[1,2]}]}' });
   await assert.rejects(emb.embed({ model: 'm', input: ['x'] }), (e: unknown) => e instanceof EngineError && e.status === 429 && e.retryAfterMs === 4000);
@@ -484,7 +562,13 @@ test("the mock speaks Gemini's wire: the official @google/genai client reads its
   const { GoogleGenAI, ApiError } = await import('@google/genai');
   const ai = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: up.url } });
   up.script(
-    { thought: 'Hmm.', text: 'Hello there.', chunks: 2, calls: [{ name: 'f', args: { a: 1 } }], usage: { promptTokenCount: 4, candidatesTokenCount: 6, cachedContentTokenCount: 2, thoughtsTokenCount: 3 } },
+    {
+      thought: 'Hmm.',
+      text: 'Hello there.',
+      chunks: 2,
+      calls: [{ name: 'f', args: { a: 1 } }],
+      usage: { promptTokenCount: 4, candidatesTokenCount: 6, cachedContentTokenCount: 2, thoughtsTokenCount: 3 },
+    },
     { text: 'Whole.' },
     { status: 429, errorMessage: 'Resource has been exhausted', retryDelay: '7s' },
   );

@@ -121,7 +121,11 @@ function chunks(r: GeminiReply, model: string): Wire[] {
   const modelVersion = r.modelVersion ?? model;
   const thought = split(r.thought, n);
   const text = split(r.text, n);
-  const usage: GenerateContentResponseUsageMetadata = r.usage ?? { promptTokenCount: 10, candidatesTokenCount: text.length + (r.calls?.length ?? 0), totalTokenCount: 10 + text.length };
+  const usage: GenerateContentResponseUsageMetadata = r.usage ?? {
+    promptTokenCount: 10,
+    candidatesTokenCount: text.length + (r.calls?.length ?? 0),
+    totalTokenCount: 10 + text.length,
+  };
   if (r.blockReason) return [{ promptFeedback: { blockReason: r.blockReason as never, safetyRatings: [] }, usageMetadata: usage, modelVersion, responseId: id }];
   const parts: Part[][] = [...thought.map((t) => [{ text: t, thought: true }]), ...text.map((t) => [{ text: t }])];
   if (r.calls?.length) parts.push(r.calls.map((c) => ({ functionCall: { name: c.name, args: c.args, ...(c.id ? { id: c.id } : {}) } })));

@@ -54,7 +54,9 @@ function midStreamError(e: any): EngineError {
   const status = typeof e?.status === 'string' ? e.status : 'INTERNAL';
   const msg = typeof e?.message === 'string' && e.message ? e.message : status;
   const unavailable = status === 'UNAVAILABLE' || e?.code === 503;
-  return new EngineError(`upstream failed mid-stream (${status}): ${msg}`.slice(0, 2000), unavailable ? 'engine_unavailable' : 'upstream_error', unavailable ? 503 : 502, { retryable: true });
+  return new EngineError(`upstream failed mid-stream (${status}): ${msg}`.slice(0, 2000), unavailable ? 'engine_unavailable' : 'upstream_error', unavailable ? 503 : 502, {
+    retryable: true,
+  });
 }
 
 export class GeminiDecoder implements StreamDecoder {

@@ -23,7 +23,8 @@ export function createGeminiEmbeddingsEngine(opts: GeminiEngineOptions): Embeddi
     async embed(req: EmbedRequest): Promise<EmbedResult> {
       const model = 'models/' + req.model.replace(/^models\//, '');
       const requests = req.input.map((x, i) => {
-        if (typeof x !== 'string') throw new EngineError(`'input'[${i}]: token arrays are not supported by this model (Gemini embeds text only); send the text.`, 'unsupported_parameter', 400);
+        if (typeof x !== 'string')
+          throw new EngineError(`'input'[${i}]: token arrays are not supported by this model (Gemini embeds text only); send the text.`, 'unsupported_parameter', 400);
         const r: Record<string, unknown> = { model, content: { parts: [{ text: x }] } };
         if (req.dimensions !== undefined) r.outputDimensionality = req.dimensions;
         return r;

@@ -130,7 +130,12 @@ export function createGeminiEngine(opts: GeminiEngineOptions): TextEngine {
       });
     },
     probe(kind, model, signal) {
-      return upstream.probe(kind, `${modelPath(model)}:generateContent`, { contents: [{ role: 'user', parts: [{ text: 'ping' }] }], generationConfig: { maxOutputTokens: 1 } }, signal);
+      return upstream.probe(
+        kind,
+        `${modelPath(model)}:generateContent`,
+        { contents: [{ role: 'user', parts: [{ text: 'ping' }] }], generationConfig: { maxOutputTokens: 1 } },
+        signal,
+      );
     },
     /** an estimate (the rule of shared/tokens.ts): Gemini's countTokens is a call of its own per request */
     countTokens(req) {

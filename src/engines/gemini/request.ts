@@ -41,7 +41,9 @@ function imagePart(p: Extract<ChatContentPart, { type: 'image_url' }>, at: strin
     const ext = /\.([a-z0-9]+)(?:[?#].*)?$/i.exec(new URL(p.url).pathname)?.[1]?.toLowerCase();
     const mimeType = ext ? BY_EXTENSION[ext] : undefined;
     if (!mimeType) {
-      throw unsupported(`${at}: this model reads an image URL only when its extension tells its type (${Object.keys(BY_EXTENSION).join(', ')}); send the image as a base64 data: URL.`);
+      throw unsupported(
+        `${at}: this model reads an image URL only when its extension tells its type (${Object.keys(BY_EXTENSION).join(', ')}); send the image as a base64 data: URL.`,
+      );
     }
     return { fileData: { mimeType, fileUri: p.url } };
   }
@@ -121,7 +123,9 @@ export function geminiContents(messages: readonly ChatMessage[]): { system: stri
       case 'tool': {
         const name = names.get(m.toolCallId ?? '');
         if (name === undefined) {
-          throw invalid(`${at}: the tool output answers the call '${m.toolCallId ?? ''}', which no earlier assistant message made (Gemini names a function's response after its call).`);
+          throw invalid(
+            `${at}: the tool output answers the call '${m.toolCallId ?? ''}', which no earlier assistant message made (Gemini names a function's response after its call).`,
+          );
         }
         if (typeof m.content !== 'string' && m.content.some((p) => p.type !== 'text')) throw unsupported(`${at}: this model takes text only in a tool's output.`);
         push('user', [{ functionResponse: { name, response: { output: textOf(m.content) } } }]);
@@ -146,7 +150,8 @@ export function buildGenerateBody(req: GenerateRequest): Record<string, unknown>
   // Gemini sets the resolution of images for a whole request: one detail for all of them, or none
   const details = new Set<string>();
   for (const m of req.messages) if (typeof m.content !== 'string') for (const p of m.content) if (p.type === 'image_url') details.add(p.detail ?? 'auto');
-  if (details.size > 1 && details.has('low')) throw unsupported("image 'detail': this model reads every image of a request at one resolution; send 'low' for all of them or for none.");
+  if (details.size > 1 && details.has('low'))
+    throw unsupported("image 'detail': this model reads every image of a request at one resolution; send 'low' for all of them or for none.");
   if (details.has('low')) gc.mediaResolution = 'MEDIA_RESOLUTION_LOW';
   else if (details.has('high')) gc.mediaResolution = 'MEDIA_RESOLUTION_HIGH';
 
