@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net';
 import type { GenerateContentResponse, Part, EmbedContentResponse, GenerateContentResponseUsageMetadata } from '@google/genai';
 
 /** the wire's shape of a response (the SDK's class, without its computed getters and the HTTP response it keeps) */
-type Wire = Omit<GenerateContentResponse, 'text' | 'data' | 'functionCalls' | 'executableCode' | 'codeExecutionResult' | 'sdkHttpResponse'>;
+type Wire = Omit<GenerateContentResponse, 'text' | 'data' | 'functionCalls' | 'executableCode' | 'codeExecutionResult' | 'initialPromptTokenCount' | 'sdkHttpResponse'>;
 
 export interface GeminiCall {
   name: string;
