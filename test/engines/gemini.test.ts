@@ -342,6 +342,57 @@ test("function calls: whole calls with stable generated ids (or Gemini's own), f
   assert.equal(done(w).finishReason, 'tool_calls');
 });
 
+test("thought signatures: a call's signature is given back with it; an unknown one is the documented sentinel on Gemini 3 (first call of a turn), nothing before", async () => {
+  for (const stream of [true, false]) {
+    up.reset();
+    up.script({
+      calls: [
+        { name: 'f', args: { a: 1 }, signature: `c2lnLWFiYw==${stream}` },
+        { name: 'f', args: { a: 2 } },
+      ],
+    });
+    const calls = toolCalls(await collect(engine.generate(req({ tools: [{ name: 'f' }], stream }))));
+    const back = (model: string) =>
+      req({
+        model,
+        tools: [{ name: 'f' }],
+        messages: [
+          { role: 'user', content: 'go' },
+          { role: 'assistant', content: '', toolCalls: calls.map((c) => ({ callId: c.callId, name: c.name, arguments: c.arguments })) },
+          ...calls.map((c) => ({ role: 'tool' as const, toolCallId: c.callId, content: 'ok' })),
+          {
+            role: 'assistant',
+            content: '',
+            toolCalls: [
+              { callId: 'from-elsewhere-1', name: 'f', arguments: '{}' },
+              { callId: 'from-elsewhere-2', name: 'f', arguments: '{}' },
+            ],
+          },
+          { role: 'tool', toolCallId: 'from-elsewhere-1', content: 'ok' },
+          { role: 'tool', toolCallId: 'from-elsewhere-2', content: 'ok' },
+        ],
+      });
+    await collect(engine.generate(back('gemini-test')));
+    let turns = up.requests[1]!.body.contents.filter((c: any) => c.role === 'model');
+    assert.deepEqual(
+      turns.map((t: any) => t.parts.map((p: any) => p.thoughtSignature ?? null)),
+      [
+        [`c2lnLWFiYw==${stream}`, null],
+        [null, null],
+      ],
+    );
+    await collect(engine.generate(back('gemini-3-pro-preview')));
+    turns = up.requests[2]!.body.contents.filter((c: any) => c.role === 'model');
+    assert.deepEqual(
+      turns.map((t: any) => t.parts.map((p: any) => p.thoughtSignature ?? null)),
+      [
+        [`c2lnLWFiYw==${stream}`, null],
+        ['skip_thought_signature_validator', null],
+      ],
+    );
+  }
+});
+
 test('structured output: json_schema -> responseMimeType application/json + responseJsonSchema; json_object -> the mime type alone', async () => {
   const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
   up.script({ text: ['{"a":', '1}'] });

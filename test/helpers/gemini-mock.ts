@@ -25,6 +25,8 @@ export interface GeminiCall {
   name: string;
   args: Record<string, unknown>;
   id?: string;
+  /** the part's thoughtSignature (thinking models put one on a call) */
+  signature?: string;
 }
 
 export interface GeminiReply {
@@ -128,7 +130,8 @@ function chunks(r: GeminiReply, model: string): Wire[] {
   };
   if (r.blockReason) return [{ promptFeedback: { blockReason: r.blockReason as never, safetyRatings: [] }, usageMetadata: usage, modelVersion, responseId: id }];
   const parts: Part[][] = [...thought.map((t) => [{ text: t, thought: true }]), ...text.map((t) => [{ text: t }])];
-  if (r.calls?.length) parts.push(r.calls.map((c) => ({ functionCall: { name: c.name, args: c.args, ...(c.id ? { id: c.id } : {}) } })));
+  if (r.calls?.length)
+    parts.push(r.calls.map((c) => ({ functionCall: { name: c.name, args: c.args, ...(c.id ? { id: c.id } : {}) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })));
   if (parts.length === 0) parts.push([]);
   return parts.map((p, i) => {
     const last = i === parts.length - 1;

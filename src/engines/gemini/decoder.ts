@@ -73,7 +73,11 @@ export class GeminiDecoder implements StreamDecoder {
   /** what the ids of this answer's calls start with: unique per answer, so ids never repeat in a conversation */
   private readonly idBase = 'call_' + randomBytes(6).toString('hex');
 
-  constructor(private readonly req: GenerateRequest) {
+  constructor(
+    private readonly req: GenerateRequest,
+    /** called with each call's thought signature, when Gemini gives one */
+    private readonly onSignature?: (callId: string, signature: string) => void,
+  ) {
     this.maxCalls = req.parallelToolCalls === false ? 1 : (req.maxToolCalls ?? Infinity);
   }
 
@@ -103,16 +107,17 @@ export class GeminiDecoder implements StreamDecoder {
       if (typeof p.text === 'string' && p.text) {
         this.outChars += p.text.length;
         this.out.push({ type: p.thought === true ? 'reasoning_delta' : 'text_delta', delta: p.text });
-      } else if (p.functionCall && typeof p.functionCall === 'object') this.call(p.functionCall);
+      } else if (p.functionCall && typeof p.functionCall === 'object') this.call(p.functionCall, p.thoughtSignature);
       // inlineData, executableCode and the like: Portico asks for none
     }
     if (typeof cand.finishReason === 'string' && cand.finishReason !== 'FINISH_REASON_UNSPECIFIED') this.finishReason = cand.finishReason;
   }
 
-  private call(fc: any): void {
+  private call(fc: any, signature: unknown): void {
     if (this.calls >= this.maxCalls) return;
     const id = typeof fc.id === 'string' && fc.id ? fc.id : `${this.idBase}_${this.calls}`;
     this.calls++;
+    if (typeof signature === 'string' && signature) this.onSignature?.(id, signature);
     const args = JSON.stringify(fc.args && typeof fc.args === 'object' ? fc.args : {});
     this.outChars += args.length;
     this.out.push({ type: 'tool_call_start', callId: id, name: typeof fc.name === 'string' ? fc.name : '' });

@@ -15,6 +15,9 @@ import { GeminiDecoder } from './decoder.js';
 export const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
 export const DEFAULT_API_VERSION = 'v1beta';
 
+/** the models that refuse a function call sent back without its thought signature (Gemini 3 and later) */
+const NEEDS_SIGNATURE = /gemini-(?:[3-9]|\d\d)/i;
+
 export interface GeminiEngineOptions {
   /** the API's root, without /v1beta (default https://generativelanguage.googleapis.com) */
   baseUrl?: string;
@@ -114,15 +117,27 @@ export function upstreamOptions(opts: GeminiEngineOptions): UpstreamOptions {
   };
 }
 
+/** the most thought signatures kept (the oldest go first); a few hundred bytes to a few kB each */
+const MAX_SIGNATURES = 4096;
+
 export function createGeminiEngine(opts: GeminiEngineOptions): TextEngine {
   const upstream = new GeminiUpstream(upstreamOptions(opts));
+  // the thought signatures of the calls this engine received, by call id: given back with the call when the client
+  // sends it back (Portico's call items carry no signature); Map keeps insertion order, so the oldest is dropped
+  const signatures = new Map<string, string>();
+  const keep = (id: string, s: string) => {
+    signatures.delete(id);
+    signatures.set(id, s);
+    if (signatures.size > MAX_SIGNATURES) signatures.delete(signatures.keys().next().value!);
+  };
+  const of = (id: string) => signatures.get(id);
   return {
     kind: 'gemini',
     contextWindow: opts.contextWindow,
     generate(req: GenerateRequest): AsyncIterable<GenerateEvent> {
       return deferred(() => {
-        const body = buildGenerateBody(req);
-        const decoder = new GeminiDecoder(req);
+        const body = buildGenerateBody(req, { of, sentinel: NEEDS_SIGNATURE.test(req.model) });
+        const decoder = new GeminiDecoder(req, keep);
         const path = modelPath(req.model);
         return req.stream === false
           ? whole(upstream, `${path}:generateContent`, req, jsonBody(body), decoder)

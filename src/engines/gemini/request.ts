@@ -29,6 +29,20 @@ const BY_EXTENSION: Readonly<Record<string, string>> = {
 };
 
 type Part = Record<string, unknown>;
+
+/**
+ * The thought signatures of the calls Gemini made (thinking models put one on a functionCall part and want it back
+ * with the call in the next request): `of` gives the one kept for a call id. `sentinel`: a call whose signature is
+ * not known gets Google's documented placeholder (skip_thought_signature_validator), for the models that refuse a
+ * call without one (Gemini 3 and later).
+ */
+export interface Signatures {
+  of?(callId: string): string | undefined;
+  sentinel?: boolean;
+}
+
+/** https://ai.google.dev/gemini-api/docs/thought-signatures (FAQ): what to send when the real signature is not known */
+export const SKIP_SIGNATURE = 'skip_thought_signature_validator';
 export interface GeminiContent {
   role: 'user' | 'model';
   parts: Part[];
@@ -86,7 +100,7 @@ function argsOf(args: string, at: string): Record<string, unknown> {
  * is a functionResponse part of a user turn, named after the call it answers (Gemini matches them by name and
  * order: it has no call ids); turns of one role are merged (Gemini alternates user and model).
  */
-export function geminiContents(messages: readonly ChatMessage[]): { system: string[]; contents: GeminiContent[] } {
+export function geminiContents(messages: readonly ChatMessage[], sig: Signatures = {}): { system: string[]; contents: GeminiContent[] } {
   const system: string[] = [];
   const contents: GeminiContent[] = [];
   const names = new Map<string, string>();
@@ -115,7 +129,13 @@ export function geminiContents(messages: readonly ChatMessage[]): { system: stri
         const p = parts(m.content, at);
         m.toolCalls?.forEach((c, j) => {
           names.set(c.callId, c.name);
-          p.push({ functionCall: { name: c.name, args: argsOf(c.arguments, `${at}.tool_calls[${j}]`) } });
+          const part: Part = { functionCall: { name: c.name, args: argsOf(c.arguments, `${at}.tool_calls[${j}]`) } };
+          // the call's thought signature, given back as Gemini gave it (Gemini 3 refuses a call without it); one
+          // unknown (another Portico, an old conversation) is the documented sentinel, on the turn's first call only
+          const known = sig.of?.(c.callId);
+          if (known !== undefined) part.thoughtSignature = known;
+          else if (j === 0 && sig.sentinel) part.thoughtSignature = SKIP_SIGNATURE;
+          p.push(part);
         });
         push('model', p);
         break;
@@ -141,8 +161,8 @@ export function modelPath(model: string): string {
   return '/models/' + encodeURIComponent(model.replace(/^models\//, ''));
 }
 
-export function buildGenerateBody(req: GenerateRequest): Record<string, unknown> {
-  const { system, contents } = geminiContents(req.messages);
+export function buildGenerateBody(req: GenerateRequest, sig: Signatures = {}): Record<string, unknown> {
+  const { system, contents } = geminiContents(req.messages, sig);
   const body: Record<string, unknown> = { contents };
   if (system.length) body.systemInstruction = { parts: [{ text: system.join('\n\n') }] };
 
