@@ -585,6 +585,21 @@ test('embeddings: batchEmbedContents with one request per text, dimensions -> ou
   up.script({ status: 429, errorMessage: 'Quota', retryDelay: '4s' }, { rawJson: '{"embeddings":[{"values":[1,2]}]}' });
   await assert.rejects(emb.embed({ model: 'm', input: ['x'] }), (e: unknown) => e instanceof EngineError && e.status === 429 && e.retryAfterMs === 4000);
   await assert.rejects(emb.embed({ model: 'm', input: ['x', 'y'] }), (e: unknown) => e instanceof EngineError && e.status === 502 && /2 inputs/.test(e.message));
+  // more than one batch takes (100): consecutive batches, the vectors in input order
+  up.reset();
+  const many = Array.from({ length: 150 }, (_, i) => 'x'.repeat(i + 1));
+  const big = await emb.embed({ model: 'm', input: many });
+  assert.deepEqual(
+    up.requests.map((q) => q.body.requests.length),
+    [100, 50],
+  );
+  assert.equal(up.requests[1]!.body.requests[0].content.parts[0].text, many[100]);
+  assert.equal(big.vectors.length, 150);
+  // the mock's vector depends on the text and its place in its batch: the 101st input is the second batch's first
+  assert.deepEqual(
+    big.vectors[100],
+    Array.from({ length: 4 }, (_, k) => ((101 + k) % 7) / 7),
+  );
   await emb.close();
 });
 

@@ -16,8 +16,35 @@ const MAX_BYTES = 256 * 1024 * 1024;
 
 const unreadable = (why: string) => new EngineError(`upstream sent an unreadable embeddings answer (${why})`, 'upstream_error', 502, { retryable: true });
 
+/** the most requests one batchEmbedContents takes */
+export const MAX_BATCH = 100;
+
 export function createGeminiEmbeddingsEngine(opts: GeminiEngineOptions): EmbeddingsEngine {
   const up = new GeminiUpstream(upstreamOptions(opts));
+  /** one batchEmbedContents call: its vectors, in order, checked */
+  const batch = async (requests: Record<string, unknown>[], model: string, signal: AbortSignal | undefined): Promise<number[][]> => {
+    const call = await up.post(`${modelPath(model)}:batchEmbedContents`, jsonBody({ requests }), signal);
+    let text: string;
+    try {
+      text = await up.readText(call, MAX_BYTES);
+    } catch (e) {
+      call.destroy();
+      throw e instanceof EngineError ? e : up.mapError(e, call);
+    }
+    let j: any;
+    try {
+      j = JSON.parse(text);
+    } catch {
+      throw unreadable('not JSON');
+    }
+    if (!j || !Array.isArray(j.embeddings)) throw unreadable('no embeddings list');
+    if (j.embeddings.length !== requests.length) throw unreadable(`${j.embeddings.length} vectors for ${requests.length} inputs`);
+    return j.embeddings.map((e: any, i: number) => {
+      const v = e?.values;
+      if (!Array.isArray(v) || v.length === 0 || !v.every((x: unknown) => typeof x === 'number' && Number.isFinite(x))) throw unreadable(`item ${i} has no vector`);
+      return v as number[];
+    });
+  };
   return {
     kind: 'gemini',
     async embed(req: EmbedRequest): Promise<EmbedResult> {
@@ -29,28 +56,10 @@ export function createGeminiEmbeddingsEngine(opts: GeminiEngineOptions): Embeddi
         if (req.dimensions !== undefined) r.outputDimensionality = req.dimensions;
         return r;
       });
-      const call = await up.post(`${modelPath(req.model)}:batchEmbedContents`, jsonBody({ requests }), req.signal);
-      let text: string;
-      try {
-        text = await up.readText(call, MAX_BYTES);
-      } catch (e) {
-        call.destroy();
-        throw e instanceof EngineError ? e : up.mapError(e, call);
-      }
-      let j: any;
-      try {
-        j = JSON.parse(text);
-      } catch {
-        throw unreadable('not JSON');
-      }
-      if (!j || !Array.isArray(j.embeddings)) throw unreadable('no embeddings list');
-      if (j.embeddings.length !== req.input.length) throw unreadable(`${j.embeddings.length} vectors for ${req.input.length} inputs`);
-      const vectors = j.embeddings.map((e: any, i: number) => {
-        const v = e?.values;
-        if (!Array.isArray(v) || v.length === 0 || !v.every((x: unknown) => typeof x === 'number' && Number.isFinite(x))) throw unreadable(`item ${i} has no vector`);
-        return v as number[];
-      });
-      if (vectors.some((v: number[]) => v.length !== vectors[0].length)) throw unreadable('vectors of different lengths');
+      // Gemini takes at most 100 requests per batch: a longer input is sent as consecutive batches, in order
+      const vectors: number[][] = [];
+      for (let i = 0; i < requests.length; i += MAX_BATCH) vectors.push(...(await batch(requests.slice(i, i + MAX_BATCH), req.model, req.signal)));
+      if (vectors.some((v: number[]) => v.length !== vectors[0]!.length)) throw unreadable('vectors of different lengths');
       return { vectors, inputTokens: req.input.reduce<number>((n, x) => n + estimateTextTokens(x as string), 0), model: req.model };
     },
     probe(kind, model, signal) {
