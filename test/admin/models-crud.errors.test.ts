@@ -87,7 +87,7 @@ for (const db of testDatabases()) {
         { name: 'bad', provider: 'llama', path: '/nowhere.gguf', api_key: 'sk-abc' },
         400,
         'invalid_model_entry',
-        /'api_key' applies to deployments of openai-compatible and anthropic only/,
+        /'api_key' applies to deployments of openai-compatible and anthropic.* only/,
       );
       await refused(
         { name: 'bad', api_key: 'sk-abc', deployments: [{ provider: 'openai-compatible', base_url: up.url }] },

@@ -1,0 +1,280 @@
+/**
+ * A scripted server that speaks Gemini's API, for the gemini provider's tests: node:http on 127.0.0.1, port 0. Its
+ * answers are typed with the official SDK's own types (@google/genai: GenerateContentResponse, Part,
+ * EmbedContentResponse), so a field the wire has is a field the mock writes.
+ *
+ *   const up = await startGeminiMock({ apiKey: 'AIza-test' });
+ *   up.script({ text: 'Hello', chunks: 2, usage: { promptTokenCount: 10, candidatesTokenCount: 2 } });
+ *   ... POST `${up.url}/v1beta/models/gemini-test:streamGenerateContent?alt=sse` (up.url: the model file's base_url)
+ *   up.requests[0].body / .headers / .path / .query
+ *
+ * Routes: POST /v1beta/models/{m}:generateContent (one GenerateContentResponse), :streamGenerateContent (SSE when
+ * `alt=sse`, each event one GenerateContentResponse chunk), :batchEmbedContents, :embedContent; GET /v1beta/models.
+ * A request without the right key (`x-goog-api-key`, or `key=` in the query, as Google takes it) is refused as
+ * Google refuses it: a 400 API_KEY_INVALID. Failure scripts: an error status with Google's error body (and
+ * RetryInfo), a hang before the headers, a stream that breaks, hangs or sends an error after N chunks, garbage.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { GenerateContentResponse, Part, EmbedContentResponse, GenerateContentResponseUsageMetadata } from '@google/genai';
+
+/** the wire's shape of a response (the SDK's class, without its computed getters and the HTTP response it keeps) */
+type Wire = Omit<GenerateContentResponse, 'text' | 'data' | 'functionCalls' | 'executableCode' | 'codeExecutionResult' | 'initialPromptTokenCount' | 'sdkHttpResponse'>;
+
+export interface GeminiCall {
+  name: string;
+  args: Record<string, unknown>;
+  id?: string;
+  /** the part's thoughtSignature (thinking models put one on a call) */
+  signature?: string;
+}
+
+export interface GeminiReply {
+  /** answer text, or its pieces (one chunk each when streamed) */
+  text?: string | string[];
+  /** pieces a string text / thought is split into (default 1) */
+  chunks?: number;
+  /** thought parts (`thought: true`) before the text */
+  thought?: string | string[];
+  calls?: GeminiCall[];
+  /** default STOP; null: no finishReason at all */
+  finishReason?: string | null;
+  /** promptFeedback.blockReason: the prompt is blocked, no candidate */
+  blockReason?: string;
+  usage?: GenerateContentResponseUsageMetadata;
+  modelVersion?: string;
+  delayMs?: number;
+  headerDelayMs?: number;
+  /** an error object in the stream after this many chunks */
+  errorAfter?: number;
+  breakAfter?: number;
+  hangAfter?: number;
+  /** an error answer: this status, Google's error body with `errorMessage` and `errorStatus` */
+  status?: number;
+  errorStatus?: string;
+  errorMessage?: string;
+  /** google.rpc.RetryInfo's retryDelay, e.g. '7s' */
+  retryDelay?: string;
+  headers?: Record<string, string>;
+  raw?: string[];
+  rawJson?: string;
+  hang?: boolean;
+  reset?: boolean;
+  /** embeddings: the size of each vector (default 4) */
+  dimensions?: number;
+}
+
+export interface GeminiRequest {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+  aborted: boolean;
+  closed: Promise<void>;
+}
+
+export interface GeminiMock {
+  url: string;
+  port: number;
+  requests: GeminiRequest[];
+  script(...replies: (GeminiReply | ((body: any) => GeminiReply))[]): void;
+  defaultReply: GeminiReply;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const STATUS: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function split(s: string | string[] | undefined, n: number): string[] {
+  if (s === undefined) return [];
+  if (Array.isArray(s)) return s;
+  if (n <= 1 || s.length <= 1) return s ? [s] : [];
+  const size = Math.ceil(s.length / n);
+  const out: string[] = [];
+  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
+  return out;
+}
+
+/** Google's error body: {error: {code, message, status, details}} */
+export function googleError(status: number, message: string, statusName?: string, retryDelay?: string, reason?: string) {
+  const details: unknown[] = [];
+  if (reason) details.push({ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'googleapis.com' });
+  if (retryDelay) details.push({ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay });
+  return { error: { code: status, message, status: statusName ?? STATUS[status] ?? 'UNKNOWN', ...(details.length ? { details } : {}) } };
+}
+
+let seq = 0;
+
+/** The answer's chunks: each one new parts of the first candidate; the last one the finish reason and the usage. */
+function chunks(r: GeminiReply, model: string): Wire[] {
+  const n = r.chunks ?? 1;
+  const id = `resp_${++seq}`;
+  const modelVersion = r.modelVersion ?? model;
+  const thought = split(r.thought, n);
+  const text = split(r.text, n);
+  const usage: GenerateContentResponseUsageMetadata = r.usage ?? {
+    promptTokenCount: 10,
+    candidatesTokenCount: text.length + (r.calls?.length ?? 0),
+    totalTokenCount: 10 + text.length,
+  };
+  if (r.blockReason) return [{ promptFeedback: { blockReason: r.blockReason as never, safetyRatings: [] }, usageMetadata: usage, modelVersion, responseId: id }];
+  const parts: Part[][] = [...thought.map((t) => [{ text: t, thought: true }]), ...text.map((t) => [{ text: t }])];
+  if (r.calls?.length)
+    parts.push(r.calls.map((c) => ({ functionCall: { name: c.name, args: c.args, ...(c.id ? { id: c.id } : {}) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })));
+  if (parts.length === 0) parts.push([]);
+  return parts.map((p, i) => {
+    const last = i === parts.length - 1;
+    const c: Wire = { candidates: [{ content: { role: 'model', parts: p }, index: 0 }], modelVersion, responseId: id };
+    if (last && r.finishReason !== null) c.candidates![0]!.finishReason = (r.finishReason ?? 'STOP') as never;
+    // Gemini repeats the usage on every chunk, complete on the last
+    c.usageMetadata = last ? usage : { promptTokenCount: usage.promptTokenCount };
+    return c;
+  });
+}
+
+/** The answer as one response (generateContent): every chunk's parts in one candidate. */
+function whole(cs: Wire[]): Wire {
+  const last = cs[cs.length - 1]!;
+  if (!last.candidates) return last;
+  const parts = cs.flatMap((c) => c.candidates?.[0]?.content?.parts ?? []);
+  const merged: Part[] = [];
+  for (const p of parts) {
+    const prev = merged[merged.length - 1];
+    if (prev && typeof p.text === 'string' && typeof prev.text === 'string' && !!p.thought === !!prev.thought) prev.text += p.text;
+    else merged.push({ ...p });
+  }
+  return { ...last, candidates: [{ ...last.candidates[0], content: { role: 'model', parts: merged } }] };
+}
+
+export async function startGeminiMock(opts: { apiKey?: string; defaultReply?: GeminiReply } = {}): Promise<GeminiMock> {
+  const queue: (GeminiReply | ((body: any) => GeminiReply))[] = [];
+  const requests: GeminiRequest[] = [];
+  const sockets = new Set<import('node:net').Socket>();
+
+  const mock: GeminiMock = {
+    url: '',
+    port: 0,
+    requests,
+    script: (...r) => void queue.push(...r),
+    defaultReply: opts.defaultReply ?? { text: 'Hello from Gemini.', chunks: 2 },
+    reset() {
+      requests.length = 0;
+      queue.length = 0;
+    },
+    close() {
+      return new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      });
+    },
+  };
+
+  const server = http.createServer((req, res) => {
+    let closedResolve!: () => void;
+    const u = new URL(req.url ?? '/', 'http://x');
+    const rec: GeminiRequest = {
+      method: req.method ?? 'GET',
+      path: decodeURIComponent(u.pathname),
+      query: u.searchParams,
+      headers: req.headers,
+      body: undefined,
+      aborted: false,
+      closed: new Promise<void>((r) => (closedResolve = r)),
+    };
+    res.on('close', () => {
+      if (!res.writableFinished) rec.aborted = true;
+      closedResolve();
+    });
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(parts).toString('utf8');
+      try {
+        rec.body = text ? JSON.parse(text) : undefined;
+      } catch {
+        rec.body = text;
+      }
+      requests.push(rec);
+      void answer(rec, req, res).catch(() => res.destroy());
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+
+  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', ...headers });
+    res.end(JSON.stringify(body));
+  };
+
+  async function answer(rec: GeminiRequest, req: http.IncomingMessage, res: http.ServerResponse) {
+    const key = req.headers['x-goog-api-key'] ?? rec.query.get('key');
+    if (opts.apiKey !== undefined && key !== opts.apiKey) {
+      return json(res, 400, googleError(400, 'API key not valid. Please pass a valid API key.', 'INVALID_ARGUMENT', undefined, 'API_KEY_INVALID'));
+    }
+    if (rec.method === 'GET' && rec.path === '/v1beta/models') return json(res, 200, { models: [{ name: 'models/gemini-test', displayName: 'Gemini Test' }] });
+    const m = /^\/v1beta\/models\/([^:/]+):(generateContent|streamGenerateContent|batchEmbedContents|embedContent)$/.exec(rec.path);
+    if (rec.method !== 'POST' || !m) return json(res, 404, googleError(404, `Not found: ${rec.path}`));
+    const next = queue.shift() ?? mock.defaultReply;
+    const r = typeof next === 'function' ? next(rec.body) : next;
+    if (r.reset) return req.socket.destroy();
+    if (r.hang) return;
+    if (r.headerDelayMs) await sleep(r.headerDelayMs);
+    if (r.status !== undefined && r.status >= 400) return json(res, r.status, googleError(r.status, r.errorMessage ?? 'error', r.errorStatus, r.retryDelay), r.headers);
+    if (r.rawJson !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
+      return res.end(r.rawJson);
+    }
+    if (r.raw) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
+      for (const w of r.raw) {
+        res.write(w);
+        if (r.delayMs) await sleep(r.delayMs);
+      }
+      return res.end();
+    }
+    const method = m[2]!;
+    if (method === 'batchEmbedContents' || method === 'embedContent') {
+      const dims = r.dimensions ?? 4;
+      const reqs: any[] = method === 'embedContent' ? [rec.body] : (rec.body?.requests ?? []);
+      const vector = (text: string, i: number) => Array.from({ length: reqs[i]?.outputDimensionality ?? dims }, (_, k) => ((text.length + k + i) % 7) / 7);
+      const out: Omit<EmbedContentResponse, 'sdkHttpResponse'> = { embeddings: reqs.map((q, i) => ({ values: vector(String(q?.content?.parts?.[0]?.text ?? ''), i) })) };
+      return json(res, 200, method === 'embedContent' ? { embedding: out.embeddings![0] } : out, r.headers);
+    }
+    const cs = chunks(r, m[1]!);
+    if (method === 'generateContent') return json(res, 200, whole(cs), r.headers);
+    if (rec.query.get('alt') !== 'sse') return json(res, 200, cs, r.headers); // a JSON array, as Google answers without alt=sse
+    res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
+    for (let i = 0; i < cs.length; i++) {
+      if (r.errorAfter === i) {
+        res.write(`data: ${JSON.stringify(googleError(503, r.errorMessage ?? 'The model is overloaded.', 'UNAVAILABLE'))}\r\n\r\n`);
+        return res.end();
+      }
+      if (r.breakAfter === i) {
+        await new Promise<void>((done) => res.write('', () => done()));
+        return res.socket?.destroy();
+      }
+      if (r.hangAfter === i) return;
+      res.write(`data: ${JSON.stringify(cs[i])}\r\n\r\n`);
+      if (r.delayMs) await sleep(r.delayMs);
+    }
+    res.end();
+  }
+
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  mock.port = (server.address() as AddressInfo).port;
+  mock.url = `http://127.0.0.1:${mock.port}`;
+  return mock;
+}
