@@ -471,14 +471,14 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       // a route that speaks Anthropic's wire answers in its shape (the key's refusals too: the gate runs in the route's hooks)
-      api.setErrorHandler((err, req, reply) => (req.routeOptions.config?.wire === 'anthropic' ? sendAnthropicError : sendOpenAIError)(err, req, reply));
+      api.setErrorHandler((err, req, reply) => (req.routeOptions.config?.wire === 'anthropic-api' ? sendAnthropicError : sendOpenAIError)(err, req, reply));
       api.setNotFoundHandler(notFound(sendOpenAIError, 'invalid_url'));
       api.addHook('onRoute', (r) => {
         const scope = r.config?.scope;
         if (scope !== undefined && opts.routeScopes && !opts.routeScopes.includes(scope)) {
           throw new Error(`${String(r.method)} ${r.url}: the route scope '${scope}' is declared by no module (FeatureModule.scope); declared: ${opts.routeScopes.join(', ')}`);
         }
-        const anthropic = r.config?.wire === 'anthropic';
+        const anthropic = r.config?.wire === 'anthropic-api';
         if ((r.config?.auth ?? 'key') === 'key') r.schema = { ...(r.schema ?? {}), security: anthropic ? [{ apiKey: [] }, { xApiKey: [] }] : [{ apiKey: [] }] };
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses(anthropic ? 'anthropic' : 'openai'), ...((r.schema?.response as object) ?? {}) } };
       });

@@ -8,7 +8,7 @@ export default function (app: FastifyInstance, svc: MessagesService) {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/messages/count_tokens',
     {
-      config: { scope: MESSAGES_SCOPE, wire: 'anthropic' },
+      config: { scope: MESSAGES_SCOPE, wire: 'anthropic-api' },
       bodyLimit: 16 * 1024 * 1024,
       schema: {
         tags: ['Anthropic Messages'],

@@ -12,7 +12,7 @@ export default function (app: FastifyInstance, svc: MessagesService) {
     '/messages',
     {
       // Anthropic's wire: its error shape, and the key in x-api-key too (src/platform/http/auth.ts)
-      config: { scope: MESSAGES_SCOPE, reserves: true, wire: 'anthropic' },
+      config: { scope: MESSAGES_SCOPE, reserves: true, wire: 'anthropic-api' },
       bodyLimit: 16 * 1024 * 1024,
       schema: {
         tags: ['Anthropic Messages'],

@@ -17,12 +17,12 @@ export function bearerToken(req: FastifyRequest): string {
 
 /**
  * The inference key of a {base_url} request: the bearer token, or, on a route that speaks Anthropic's wire
- * (`config.wire: 'anthropic'`), the `x-api-key` header its SDK sends. Only such a route reads `x-api-key`, so no
+ * (`config.wire: 'anthropic-api'`), the `x-api-key` header its SDK sends. Only such a route reads `x-api-key`, so no
  * other route gains a way in. Both headers with different keys are refused (which one was meant is not known).
  */
 export function inferenceKeyToken(req: FastifyRequest): string {
   const h = req.headers['x-api-key'];
-  if (req.routeOptions.config?.wire !== 'anthropic' || h === undefined) return bearerToken(req);
+  if (req.routeOptions.config?.wire !== 'anthropic-api' || h === undefined) return bearerToken(req);
   const key = Array.isArray(h) ? undefined : h.trim();
   if (!key || /\s/.test(key)) throw new AppError('invalid_authorization_format', msg('x_api_key_malformed'));
   if (req.headers.authorization !== undefined && req.headers.authorization.trim() !== '') {

@@ -14,7 +14,7 @@ export const OpenAIErrorSchema = Type.Object(
   { description: 'An error, in the OpenAI shape' },
 );
 
-/** Anthropic's error object, answered by the {base_url} routes that speak Anthropic's wire (`config.wire: 'anthropic'`). */
+/** Anthropic's error object, answered by the {base_url} routes that speak Anthropic's wire (`config.wire: 'anthropic-api'`). */
 export const AnthropicErrorSchema = Type.Object(
   {
     type: Type.Literal('error'),

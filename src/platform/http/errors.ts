@@ -110,7 +110,7 @@ export function sendOpenAIError(err: unknown, req: FastifyRequest, reply: Fastif
 
 /**
  * The error types of Anthropic's Messages API, by HTTP status (its API reference, "Errors"): the shape the routes
- * that speak Anthropic's wire answer in (`config.wire: 'anthropic'`), mapped here from the one error table, so
+ * that speak Anthropic's wire answer in (`config.wire: 'anthropic-api'`), mapped here from the one error table, so
  * the status is the table's and Anthropic's SDK raises the typed error of that status (BadRequestError,
  * AuthenticationError, PermissionDeniedError, NotFoundError, RateLimitError, InternalServerError...).
  */

@@ -32,11 +32,11 @@ declare module 'fastify' {
      */
     reserves?: boolean;
     /**
-     * A {base_url} route that speaks another vendor's wire: `anthropic` answers its errors in Anthropic's shape
+     * A {base_url} route that speaks another vendor's wire: `anthropic-api` (Anthropic's Messages API) answers its errors in Anthropic's shape
      * (./errors.ts, anthropicErrorBody) instead of OpenAI's, and takes the inference key in `x-api-key` as well as
      * in `Authorization: Bearer` (./auth.ts, inferenceKeyToken). No other route reads `x-api-key`.
      */
-    wire?: 'anthropic';
+    wire?: 'anthropic-api';
   }
 }
 export {};
