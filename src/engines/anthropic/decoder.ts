@@ -8,7 +8,8 @@
  * calls come whole, one after the other; the end of the last one waits for the stop reason, which says whether the
  * token cap cut it.
  */
-import { EngineError, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../types.js';
+import { EngineError, type FinishReason, type GenerateRequest, type Usage } from '../types.js';
+import { BlockEmitter, type OpenCall } from '../shared/block-emitter.js';
 import type { StreamDecoder } from '../shared/answer.js';
 import { estimateTokens } from '../shared/tokens.js';
 import type { FormatTool } from './request.js';
@@ -23,13 +24,6 @@ const FINISH: Readonly<Record<string, FinishReason>> = {
   tool_use: 'tool_calls',
   refusal: 'content_filter',
 };
-
-interface OpenCall {
-  id: string;
-  args: string;
-  /** dropped: a call past what the request allows (parallel_tool_calls false, max_tool_calls) */
-  ignored: boolean;
-}
 
 const broken = (message: string) => new EngineError(message, 'upstream_stream_broken', 502, { retryable: true });
 
@@ -54,26 +48,20 @@ export function anthropicUsage(u: any, prev?: Usage): Usage | undefined {
   return usage;
 }
 
-export class MessagesDecoder implements StreamDecoder {
-  readonly out: GenerateEvent[] = [];
+export class MessagesDecoder extends BlockEmitter implements StreamDecoder {
   terminal = false;
   private model: string | undefined;
   private usage: Usage | undefined;
   private stopReason: string | undefined;
   /** the content blocks by index: what each one is */
   private readonly blocks = new Map<number, { kind: 'text' | 'thinking' | 'call' | 'format' | 'other'; call?: OpenCall }>();
-  /** the last tool call whose block stopped: ended once the next block starts or the answer ends */
-  private pending: OpenCall | undefined;
-  private calls = 0;
-  private outChars = 0;
-  private readonly maxCalls: number;
   private started = false;
 
   constructor(
-    private readonly req: GenerateRequest,
+    req: GenerateRequest,
     private readonly formatTool?: FormatTool,
   ) {
-    this.maxCalls = req.parallelToolCalls === false ? 1 : (req.maxToolCalls ?? Infinity);
+    super(req);
   }
 
   onSse(data: string): void {
@@ -175,38 +163,6 @@ export class MessagesDecoder implements StreamDecoder {
   private blockStop(index: number): void {
     const b = this.blocks.get(index);
     if (b?.call && !b.call.ignored) this.pending = b.call;
-  }
-
-  private text(t: string): void {
-    this.outChars += t.length;
-    this.out.push({ type: 'text_delta', delta: t });
-  }
-
-  private reasoning(t: string): void {
-    this.outChars += t.length;
-    this.out.push({ type: 'reasoning_delta', delta: t });
-  }
-
-  private callPiece(call: OpenCall, piece: string): void {
-    call.args += piece;
-    this.outChars += piece.length;
-    if (!call.ignored) this.out.push({ type: 'tool_call_delta', callId: call.id, delta: piece });
-  }
-
-  /** the last call ends: cut by the token cap (`cut`), it says so; a call without input gets `{}`, as OpenAI's do */
-  private endPending(cut: boolean): void {
-    const c = this.pending;
-    if (!c) return;
-    this.pending = undefined;
-    if (cut) {
-      this.out.push({ type: 'tool_call_end', callId: c.id, arguments: c.args, incomplete: true });
-      return;
-    }
-    if (!c.args) {
-      c.args = '{}';
-      this.out.push({ type: 'tool_call_delta', callId: c.id, delta: '{}' });
-    }
-    this.out.push({ type: 'tool_call_end', callId: c.id, arguments: c.args });
   }
 
   onJson(m: any): void {

@@ -8,7 +8,8 @@
  * except the tool structured output is asked through, whose input is the answer's text. The usage comes in the
  * `metadata` event, after messageStop: `done` is given at the end of the stream.
  */
-import { EngineError, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../types.js';
+import { EngineError, type FinishReason, type GenerateRequest, type Usage } from '../types.js';
+import { BlockEmitter, type OpenCall } from '../shared/block-emitter.js';
 import type { StreamDecoder } from '../shared/answer.js';
 import { estimateTokens } from '../shared/tokens.js';
 import type { FormatTool } from './request.js';
@@ -23,13 +24,6 @@ const FINISH: Readonly<Record<string, FinishReason>> = {
   guardrail_intervened: 'content_filter',
   content_filtered: 'content_filter',
 };
-
-interface OpenCall {
-  id: string;
-  args: string;
-  /** dropped: a call past what the request allows (parallel_tool_calls false, max_tool_calls) */
-  ignored: boolean;
-}
 
 const broken = (message: string) => new EngineError(message, 'upstream_stream_broken', 502, { retryable: true });
 
@@ -55,24 +49,18 @@ export function streamException(type: string, message: string): EngineError {
   return new EngineError(msg, 'upstream_error', 502, { retryable: true });
 }
 
-export class ConverseDecoder implements StreamDecoder {
-  readonly out: GenerateEvent[] = [];
+export class ConverseDecoder extends BlockEmitter implements StreamDecoder {
   terminal = false;
   private usage: Usage | undefined;
   private stopReason: string | undefined;
   private started = false;
   private readonly blocks = new Map<number, { kind: 'text' | 'call' | 'format'; call?: OpenCall }>();
-  /** the last call whose block stopped: ended once the next block starts or the answer ends (cut or not) */
-  private pending: OpenCall | undefined;
-  private calls = 0;
-  private outChars = 0;
-  private readonly maxCalls: number;
 
   constructor(
-    private readonly req: GenerateRequest,
+    req: GenerateRequest,
     private readonly formatTool?: FormatTool,
   ) {
-    this.maxCalls = req.parallelToolCalls === false ? 1 : (req.maxToolCalls ?? Infinity);
+    super(req);
   }
 
   onSse(): void {
@@ -151,37 +139,6 @@ export class ConverseDecoder implements StreamDecoder {
       if (b.kind === 'format') this.text(d.toolUse.input);
       else if (b.call) this.callPiece(b.call, d.toolUse.input);
     }
-  }
-
-  private text(t: string): void {
-    this.outChars += t.length;
-    this.out.push({ type: 'text_delta', delta: t });
-  }
-
-  private reasoning(t: string): void {
-    this.outChars += t.length;
-    this.out.push({ type: 'reasoning_delta', delta: t });
-  }
-
-  private callPiece(call: OpenCall, piece: string): void {
-    call.args += piece;
-    this.outChars += piece.length;
-    if (!call.ignored) this.out.push({ type: 'tool_call_delta', callId: call.id, delta: piece });
-  }
-
-  private endPending(cut: boolean): void {
-    const c = this.pending;
-    if (!c) return;
-    this.pending = undefined;
-    if (cut) {
-      this.out.push({ type: 'tool_call_end', callId: c.id, arguments: c.args, incomplete: true });
-      return;
-    }
-    if (!c.args) {
-      c.args = '{}';
-      this.out.push({ type: 'tool_call_delta', callId: c.id, delta: '{}' });
-    }
-    this.out.push({ type: 'tool_call_end', callId: c.id, arguments: c.args });
   }
 
   /** a whole ConverseResponse */
