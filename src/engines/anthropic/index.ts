@@ -12,6 +12,7 @@ import { run, whole } from '../shared/answer.js';
 import { estimateTokensInTurns } from '../shared/tokens.js';
 import { buildMessagesBody } from './request.js';
 import { MessagesDecoder } from './decoder.js';
+import { deferred } from '../shared/deferred.js';
 
 export const DEFAULT_BASE_URL = 'https://api.anthropic.com';
 export const DEFAULT_VERSION = '2023-06-01';
@@ -61,30 +62,6 @@ export class AnthropicUpstream extends Upstream {
     }
     return super.statusError(status, body, retryAfter);
   }
-}
-
-/**
- * A generation whose request is built when it is first read: a parameter the provider refuses is an EngineError
- * of that first read, as an upstream's refusal would be, never a throw of generate() itself.
- */
-function deferred(make: () => AsyncIterable<GenerateEvent>): AsyncIterable<GenerateEvent> {
-  let it: AsyncIterator<GenerateEvent> | undefined;
-  const iterator: AsyncIterableIterator<GenerateEvent> = {
-    [Symbol.asyncIterator]: () => iterator,
-    next() {
-      try {
-        it ??= make()[Symbol.asyncIterator]();
-      } catch (e) {
-        return Promise.reject(e);
-      }
-      return it.next();
-    },
-    return() {
-      const r = it?.return?.();
-      return r ?? Promise.resolve({ value: undefined, done: true });
-    },
-  };
-  return iterator;
 }
 
 export function createAnthropicEngine(opts: AnthropicEngineOptions): TextEngine {

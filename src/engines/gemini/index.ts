@@ -11,6 +11,7 @@ import { run, whole } from '../shared/answer.js';
 import { estimateTokensInTurns } from '../shared/tokens.js';
 import { buildGenerateBody, modelPath } from './request.js';
 import { GeminiDecoder } from './decoder.js';
+import { deferred } from '../shared/deferred.js';
 
 export const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
 export const DEFAULT_API_VERSION = 'v1beta';
@@ -80,30 +81,6 @@ export class GeminiUpstream extends Upstream {
     }
     return super.statusError(status, body, retryAfter);
   }
-}
-
-/**
- * A generation whose request is built when it is first read: a parameter the provider refuses is an EngineError
- * of that first read, as an upstream's refusal would be, never a throw of generate() itself.
- */
-function deferred(make: () => AsyncIterable<GenerateEvent>): AsyncIterable<GenerateEvent> {
-  let it: AsyncIterator<GenerateEvent> | undefined;
-  const iterator: AsyncIterableIterator<GenerateEvent> = {
-    [Symbol.asyncIterator]: () => iterator,
-    next() {
-      try {
-        it ??= make()[Symbol.asyncIterator]();
-      } catch (e) {
-        return Promise.reject(e);
-      }
-      return it.next();
-    },
-    return() {
-      const r = it?.return?.();
-      return r ?? Promise.resolve({ value: undefined, done: true });
-    },
-  };
-  return iterator;
 }
 
 export function upstreamOptions(opts: GeminiEngineOptions): UpstreamOptions {
