@@ -16,6 +16,7 @@ import { withStoredSecret, type ProviderContext } from '../../src/engines/provid
 import { startAzureMock, type AzureMock } from '../helpers/azure-mock.js';
 import { stallWatch } from '../helpers/wait.js';
 import { startBlackHole } from '../helpers/black-hole.js';
+import { collect, failure, text, done } from '../helpers/engine-events.js';
 
 const KEY = 'az-secret-key-123';
 const TOKEN = 'eyJ0eXAi.entra-token.sig';
@@ -32,30 +33,6 @@ after(async () => {
 });
 beforeEach(() => az.reset());
 
-async function collect(it: AsyncIterable<GenerateEvent>): Promise<GenerateEvent[]> {
-  const out: GenerateEvent[] = [];
-  for await (const e of it) out.push(e);
-  return out;
-}
-
-async function failure(it: AsyncIterable<GenerateEvent>): Promise<{ events: GenerateEvent[]; error: EngineError }> {
-  const events: GenerateEvent[] = [];
-  try {
-    for await (const e of it) events.push(e);
-  } catch (err) {
-    assert.ok(err instanceof EngineError, `expected EngineError, got ${err}`);
-    return { events, error: err };
-  }
-  assert.fail('expected the generation to fail');
-}
-
-const text = (evs: GenerateEvent[]) => evs.flatMap((e) => (e.type === 'text_delta' ? [e.delta] : [])).join('');
-const done = (evs: GenerateEvent[]) => {
-  const d = evs[evs.length - 1]!;
-  assert.equal(d.type, 'done');
-  assert.equal(evs.filter((e) => e.type === 'done').length, 1);
-  return d as Extract<GenerateEvent, { type: 'done' }>;
-};
 const req = (over: Partial<GenerateRequest> = {}): GenerateRequest => ({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }], ...over });
 
 function ctx(env: Record<string, string | undefined>): ProviderContext {

@@ -15,6 +15,7 @@ import type { ProviderContext } from '../../src/engines/provider.js';
 import { startGeminiMock, type GeminiMock } from '../helpers/gemini-mock.js';
 import { stallWatch } from '../helpers/wait.js';
 import { startBlackHole } from '../helpers/black-hole.js';
+import { collect, failure, text, reasoning, done, toolCalls } from '../helpers/engine-events.js';
 
 const KEY = 'AIza-secret-123';
 let up: GeminiMock;
@@ -30,52 +31,7 @@ after(async () => {
 });
 beforeEach(() => up.reset());
 
-async function collect(it: AsyncIterable<GenerateEvent>): Promise<GenerateEvent[]> {
-  const out: GenerateEvent[] = [];
-  for await (const e of it) out.push(e);
-  return out;
-}
-
-async function failure(it: AsyncIterable<GenerateEvent>): Promise<{ events: GenerateEvent[]; error: EngineError }> {
-  const events: GenerateEvent[] = [];
-  try {
-    for await (const e of it) events.push(e);
-  } catch (err) {
-    assert.ok(err instanceof EngineError, `expected EngineError, got ${err}`);
-    return { events, error: err };
-  }
-  assert.fail('expected the generation to fail');
-}
-
-const text = (evs: GenerateEvent[]) => evs.flatMap((e) => (e.type === 'text_delta' ? [e.delta] : [])).join('');
-const reasoning = (evs: GenerateEvent[]) => evs.flatMap((e) => (e.type === 'reasoning_delta' ? [e.delta] : [])).join('');
-const done = (evs: GenerateEvent[]) => {
-  const d = evs[evs.length - 1]!;
-  assert.equal(d.type, 'done');
-  assert.equal(evs.filter((e) => e.type === 'done').length, 1);
-  return d as Extract<GenerateEvent, { type: 'done' }>;
-};
 const req = (over: Partial<GenerateRequest> = {}): GenerateRequest => ({ model: 'gemini-test', messages: [{ role: 'user', content: 'Hi' }], ...over });
-
-function toolCalls(evs: GenerateEvent[]) {
-  const calls: { callId: string; name: string; arguments: string }[] = [];
-  let open: { callId: string; name: string; acc: string } | undefined;
-  for (const e of evs) {
-    if (e.type === 'tool_call_start') {
-      assert.equal(open, undefined, 'a call started while another is open');
-      open = { callId: e.callId, name: e.name, acc: '' };
-    } else if (e.type === 'tool_call_delta') {
-      assert.equal(e.callId, open?.callId);
-      open!.acc += e.delta;
-    } else if (e.type === 'tool_call_end') {
-      assert.equal(e.callId, open?.callId);
-      assert.equal(e.arguments, open!.acc);
-      calls.push({ callId: e.callId, name: open!.name, arguments: e.arguments });
-      open = undefined;
-    }
-  }
-  return calls;
-}
 
 // ------------------------------------------------------------------ the request
 
