@@ -17,6 +17,7 @@ import { startBlackHole, type BlackHole } from '../helpers/black-hole.js';
 import { timed } from '../helpers/wait.js';
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
+import { usageRows } from '../helpers/usage.js';
 
 const KEY = 'sk-ant-app-test-0123456789';
 process.env.ANTHROPIC_APP_TEST_KEY = KEY;
@@ -31,13 +32,7 @@ describe('anthropic deployments through /v1/responses and /v1/chat/completions',
   const log: string[] = [];
   const post = (path: string, body: unknown) =>
     fetch(t.url + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const usage = async (model: string) => {
-    const res = await fetch(`${t.url}/v1/portal/query/usage?group_by=operation,model`, { headers: { authorization: `Bearer ${await t.token('alice')}` } });
-    assert.equal(res.status, 200);
-    return ((await res.json()) as { data: { list: Array<{ operation: string; model: string; input_tokens: number; output_tokens: number; cost: number }> } }).data.list.filter(
-      (r) => r.model === model,
-    );
-  };
+  const usage = (model: string) => usageRows(t, model);
 
   before(async () => {
     up = await startAnthropicMock({ apiKey: KEY });

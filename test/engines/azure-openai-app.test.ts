@@ -14,6 +14,7 @@ import { startAzureMock, type AzureMock } from '../helpers/azure-mock.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
+import { usageRows } from '../helpers/usage.js';
 
 const KEY = 'az-app-test-key-0123456789';
 process.env.AZURE_APP_TEST_KEY = KEY;
@@ -27,13 +28,7 @@ describe('azure-openai deployments through /v1/chat/completions, /v1/responses a
   const log: string[] = [];
   const post = (path: string, body: unknown) =>
     fetch(t.url + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const usage = async (model: string) => {
-    const res = await fetch(`${t.url}/v1/portal/query/usage?group_by=operation,model`, { headers: { authorization: `Bearer ${await t.token('alice')}` } });
-    assert.equal(res.status, 200);
-    return ((await res.json()) as { data: { list: Array<{ operation: string; model: string; input_tokens: number; output_tokens: number; cost: number }> } }).data.list.filter(
-      (r) => r.model === model,
-    );
-  };
+  const usage = (model: string) => usageRows(t, model);
 
   before(async () => {
     az = await startAzureMock({ apiKey: KEY });

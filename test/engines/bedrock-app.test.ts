@@ -13,6 +13,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startBedrockMock, type BedrockMock } from '../helpers/bedrock-mock.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { parseModelConfig } from '../../src/models/config.js';
+import { usageRows } from '../helpers/usage.js';
 
 const CREDS = { accessKeyId: 'AKIAAPPTEST000000000', secretAccessKey: 'bedrock-app-test-secret/0123456789abcdef' };
 const REGION = 'eu-central-1';
@@ -30,13 +31,7 @@ describe('bedrock deployments through /v1/chat/completions and /v1/responses', (
   const log: string[] = [];
   const post = (path: string, body: unknown) =>
     fetch(t.url + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const usage = async (model: string) => {
-    const res = await fetch(`${t.url}/v1/portal/query/usage?group_by=operation,model`, { headers: { authorization: `Bearer ${await t.token('alice')}` } });
-    assert.equal(res.status, 200);
-    return ((await res.json()) as { data: { list: Array<{ operation: string; model: string; input_tokens: number; output_tokens: number; cost: number }> } }).data.list.filter(
-      (r) => r.model === model,
-    );
-  };
+  const usage = (model: string) => usageRows(t, model);
 
   before(async () => {
     up = await startBedrockMock({ credentials: CREDS, region: REGION });
