@@ -8,6 +8,7 @@
  * answer (the decoder turns that call back into text).
  */
 import { EngineError, type ChatContentPart, type ChatMessage, type FunctionTool, type GenerateRequest } from '../types.js';
+import { toolArgsObject } from '../shared/tool-args.js';
 
 export interface MessagesOptions {
   /** max_tokens when the request names none (Anthropic requires one) */
@@ -66,19 +67,7 @@ function blocks(content: ChatMessage['content'], at: string): Record<string, unk
   return out;
 }
 
-function toolInput(args: string, at: string): Record<string, unknown> {
-  if (args.trim() === '') return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(args);
-  } catch {
-    v = undefined;
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) {
-    throw invalid(`${at}: the arguments of a tool call sent back to this model must be a JSON object (Anthropic keeps a call's input as an object).`);
-  }
-  return v as Record<string, unknown>;
-}
+const toolInput = (args: string, at: string) => toolArgsObject(args, at, "Anthropic keeps a call's input as an object");
 
 /**
  * The conversation as Anthropic's `system` and `messages`: system and developer messages make the system prompt

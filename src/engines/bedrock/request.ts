@@ -9,6 +9,7 @@
  * anthropic provider does, it is one more tool the model is made to call, whose input is the answer.
  */
 import { EngineError, type ChatContentPart, type ChatMessage, type FunctionTool, type GenerateRequest } from '../types.js';
+import { toolArgsObject } from '../shared/tool-args.js';
 
 export interface ConverseOptions {
   /** maxTokens when reasoning is asked and the request names no cap (the budget is added to it) */
@@ -62,18 +63,7 @@ function blocks(content: ChatMessage['content'], at: string): Block[] {
   return out;
 }
 
-function toolInput(args: string, at: string): Record<string, unknown> {
-  if (args.trim() === '') return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(args);
-  } catch {
-    v = undefined;
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v))
-    throw invalid(`${at}: the arguments of a tool call sent back to this model must be a JSON object (Converse keeps a call's input as an object).`);
-  return v as Record<string, unknown>;
-}
+const toolInput = (args: string, at: string) => toolArgsObject(args, at, "Converse keeps a call's input as an object");
 
 /**
  * The conversation as Converse's `system` and `messages`: system and developer messages are system blocks, tool

@@ -8,6 +8,7 @@
  * tool's output.
  */
 import { EngineError, type ChatContentPart, type ChatMessage, type GenerateRequest } from '../types.js';
+import { toolArgsObject } from '../shared/tool-args.js';
 
 /** reasoning effort -> thinkingBudget in tokens (LiteLLM's figures; `none` turns thinking off: budget 0) */
 export const THINKING_BUDGET: Readonly<Record<string, number>> = { minimal: 128, low: 1024, medium: 2048, high: 4096, xhigh: 8192 };
@@ -80,19 +81,7 @@ function textOf(content: ChatMessage['content']): string {
   return content.map((p) => (p.type === 'text' ? p.text : '')).join('');
 }
 
-function argsOf(args: string, at: string): Record<string, unknown> {
-  if (args.trim() === '') return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(args);
-  } catch {
-    v = undefined;
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) {
-    throw invalid(`${at}: the arguments of a tool call sent back to this model must be a JSON object (Gemini keeps a call's args as an object).`);
-  }
-  return v as Record<string, unknown>;
-}
+const argsOf = (args: string, at: string) => toolArgsObject(args, at, "Gemini keeps a call's args as an object");
 
 /**
  * The conversation as Gemini's `systemInstruction` and `contents`: system and developer messages make the
