@@ -219,6 +219,15 @@ test('responses: response.incomplete (max_output_tokens) -> done length', async 
   assert.equal(done(evs).finishReason, 'length');
 });
 
+test('responses: response.incomplete (content_filter) -> done content_filter', async () => {
+  up.script({ text: 'partial', finishReason: 'content_filter' }, { text: 'partial', finishReason: 'content_filter' });
+  for (const stream of [true, false]) {
+    const evs = await collect(engine.generate(req({ stream })));
+    assert.equal(text(evs), 'partial');
+    assert.equal(done(evs).finishReason, 'content_filter', `stream ${stream}`);
+  }
+});
+
 test('responses: response.failed and error events -> EngineError after the output so far', async () => {
   const failed = JSON.stringify({
     type: 'response.failed',

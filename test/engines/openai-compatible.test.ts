@@ -170,6 +170,15 @@ test('chat: finish_reason length -> done length', async () => {
   assert.equal(done(evs).finishReason, 'length');
 });
 
+test("chat: finish_reason content_filter -> done content_filter (the upstream's filter ended the answer; streamed and whole)", async () => {
+  up.script({ text: 'partial', finishReason: 'content_filter' }, { text: 'partial', finishReason: 'content_filter' });
+  for (const stream of [true, false]) {
+    const evs = await collect(engine.generate(req({ stream })));
+    assert.equal(text(evs), 'partial');
+    assert.equal(done(evs).finishReason, 'content_filter', `stream ${stream}`);
+  }
+});
+
 test('chat: a streamed tool call -> start, deltas, end, finish tool_calls', async () => {
   up.script({ toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: ['{"ci', 'ty":', '"Paris"}'] }] });
   const evs = await collect(engine.generate(req({ tools: [{ name: 'get_weather' }] })));

@@ -295,7 +295,7 @@ function responsesEvents(p: Plan, reply: Reply): string[] {
     ev.push({ type: 'response.output_item.done', output_index: oi, item: output[output.length - 1] });
     oi++;
   }
-  const incomplete = p.finishReason === 'length';
+  const incomplete = p.finishReason === 'length' || p.finishReason === 'content_filter';
   if (p.text.length) {
     const item_id = `msg_${seq}`;
     const full = p.text.join('');
@@ -345,7 +345,7 @@ function responsesEvents(p: Plan, reply: Reply): string[] {
   const final = {
     ...base,
     status: incomplete ? 'incomplete' : 'completed',
-    incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+    incomplete_details: incomplete ? { reason: p.finishReason === 'length' ? 'max_output_tokens' : 'content_filter' } : null,
     output,
     usage,
   };

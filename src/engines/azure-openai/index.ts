@@ -117,7 +117,7 @@ export function createAzureOpenAIEngine(opts: AzureOpenAIOptions): TextEngine {
     kind: 'azure-openai',
     contextWindow: opts.contextWindow,
     generate(req: GenerateRequest): AsyncIterable<GenerateEvent> {
-      const decoder = new ChatDecoder(req, { contentFilter: true });
+      const decoder = new ChatDecoder(req);
       return req.stream === false ? whole(upstream, '/chat/completions', req, jsonBody(body(req)), decoder) : run(upstream, '/chat/completions', req, () => body(req), decoder);
     },
     // always the smallest completion: GET /models is not under a deployment's path

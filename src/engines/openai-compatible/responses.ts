@@ -94,6 +94,12 @@ export function buildResponsesBody(req: GenerateRequest): Record<string, unknown
   return body;
 }
 
+/** why an incomplete response ended: the token cap (length) or the upstream's content filter, as it says */
+function incompleteReason(resp: any): FinishReason {
+  const reason = resp?.incomplete_details?.reason;
+  return reason === 'max_output_tokens' ? 'length' : reason === 'content_filter' ? 'content_filter' : 'stop';
+}
+
 export function responsesUsage(u: any): Usage | undefined {
   if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return undefined;
   const usage: Usage = { inputTokens: u.input_tokens, outputTokens: typeof u.output_tokens === 'number' ? u.output_tokens : 0 };
@@ -194,7 +200,7 @@ export class ResponsesDecoder implements StreamDecoder {
       case 'response.completed':
         return this.end(e.response, 'stop');
       case 'response.incomplete':
-        return this.end(e.response, e.response?.incomplete_details?.reason === 'max_output_tokens' ? 'length' : 'stop');
+        return this.end(e.response, incompleteReason(e.response));
       case 'response.failed': {
         const err = e.response?.error;
         throw new EngineError(`upstream failed: ${err?.message ?? 'unknown error'}`, typeof err?.code === 'string' ? err.code : 'upstream_error', 502);
@@ -211,7 +217,7 @@ export class ResponsesDecoder implements StreamDecoder {
     this.terminal = true;
     if (typeof resp?.model === 'string' && resp.model) this.model = resp.model;
     this.calls.finishAll(reason === 'length');
-    const finishReason: FinishReason = reason === 'length' ? 'length' : this.calls.count > 0 ? 'tool_calls' : 'stop';
+    const finishReason: FinishReason = reason === 'length' || reason === 'content_filter' ? reason : this.calls.count > 0 ? 'tool_calls' : 'stop';
     // no usage from the upstream: estimated, see tokens.ts
     const usage = responsesUsage(resp?.usage) ?? {
       inputTokens: estimateTokens(this.req.messages, this.req.tools),
@@ -238,7 +244,7 @@ export class ResponsesDecoder implements StreamDecoder {
         this.calls.complete(i);
       }
     });
-    this.end(resp, resp?.status === 'incomplete' && resp.incomplete_details?.reason === 'max_output_tokens' ? 'length' : 'stop');
+    this.end(resp, resp?.status === 'incomplete' ? incompleteReason(resp) : 'stop');
   }
 
   finish(): void {

@@ -114,12 +114,13 @@ export function buildChatBody(req: GenerateRequest, opts: ChatOptions): Record<s
   return body;
 }
 
-function mapFinish(r: unknown, contentFilter: boolean): FinishReason | undefined {
+function mapFinish(r: unknown): FinishReason | undefined {
   if (r == null) return undefined;
   if (r === 'length' || r === 'max_tokens') return 'length';
   if (r === 'tool_calls' || r === 'function_call') return 'tool_calls';
-  if (r === 'content_filter' && contentFilter) return 'content_filter';
-  return 'stop'; // stop, eos, content_filter (unless the decoder keeps it), ...
+  // the upstream's content filter ended the answer (OpenAI, Azure): the client is told so, as OpenAI tells it
+  if (r === 'content_filter') return 'content_filter';
+  return 'stop'; // stop, eos, ...
 }
 
 export function chatUsage(u: any): Usage | undefined {
@@ -145,14 +146,7 @@ export class ChatDecoder implements StreamDecoder {
   private outChars = 0;
   private readonly onChunk = (c: any) => this.chunk(c);
 
-  /**
-   * `contentFilter`: a finish_reason `content_filter` stays one (azure-openai, whose filter is documented and
-   * reliable); off, it is a plain stop, as openai-compatible has always read it from servers that misuse it.
-   */
-  constructor(
-    private readonly req: GenerateRequest,
-    private readonly opts: { contentFilter?: boolean } = {},
-  ) {
+  constructor(private readonly req: GenerateRequest) {
     this.calls = new ToolCallAssembler(this.out, req.parallelToolCalls === false);
   }
 
@@ -231,7 +225,7 @@ export class ChatDecoder implements StreamDecoder {
         this.calls.add(0, undefined, fc.name, fc.arguments);
       }
     }
-    const fr = mapFinish(ch.finish_reason, this.opts.contentFilter === true);
+    const fr = mapFinish(ch.finish_reason);
     if (fr) this.finishReason = fr;
   }
 
