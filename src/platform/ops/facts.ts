@@ -124,10 +124,14 @@ export class RequestFacts {
 
   /**
    * Work for this request that goes on after its handler returned (a stream's producer that charges what a client
-   * that left was sent): a request whose client closed is written once it has settled.
+   * that left was sent): a request whose client closed is written once it has settled. Only its settling is this
+   * object's business: a failure of the work is the work's own to report (a stream destroyed with an error rejects
+   * `once(stream, 'close')`), never an unhandled rejection because nobody asked for settled().
    */
   keep(work: PromiseLike<unknown>): void {
-    (this.kept ??= []).push(work);
+    const kept = Promise.resolve(work);
+    kept.catch(() => {});
+    (this.kept ??= []).push(kept);
   }
 
   /** settles when the handler and the work kept for the request have (undefined: nothing is running) */
