@@ -225,6 +225,9 @@ describe('the health exchange between instances', () => {
     assert.equal((await a.read()).instances.length, 3);
     // B stops hearing and telling (a process that died)
     bFeed.detach();
+    // a snapshot B sent just before (it was asked, and tells every everyMs) is still on its way: let it land before
+    // the clock moves, or it arrives stamped a second later and B is not yet 10 s old below (CI saw that once)
+    await new Promise((r) => setImmediate(r));
     now += 1000;
     const t0 = performance.now();
     const d = await a.read();
