@@ -13,7 +13,13 @@ const ModelSchema = Type.Object({
   owned_by: Type.String(),
   type: Type.String({ description: 'Portico: text, speech, transcription or embeddings' }),
   engine: Type.String({ description: 'Portico: what serves it (llama, openai-compatible, flite/espeak-ng, pocketsphinx, whisper, ...)' }),
+  parts: Type.Optional(
+    Type.Record(Type.String(), Type.String(), { description: "Portico: a model made of others (a realtime pipeline): the model of each part, by its role" }),
+  ),
 });
+
+/** The models a model is made of, by role (a realtime pipeline's transcription, text and speech models), if it is. */
+export type PartsOf = (spec: ModelSpec) => Record<string, string> | undefined;
 
 /** Says which engine serves a model (the built-in audio models depend on what is installed and configured). */
 export type EngineOf = (spec: ModelSpec) => string;
@@ -22,8 +28,11 @@ export type EngineOf = (spec: ModelSpec) => string;
  * GET /v1/models in the OpenAI list shape: the models this key may use. Every valid key may call it (clients
  * call it to check a key), whatever its endpoint scopes; `model:NAME` scopes filter what it lists.
  */
-export function registerModelRoutes(app: FastifyInstance, registry: ModelRegistry, engineOf: EngineOf = (m) => m.provider) {
-  const view = (m: ModelSpec) => ({ id: m.name, object: 'model' as const, created: registry.createdAt, owned_by: m.owned_by ?? 'portico', type: m.type, engine: engineOf(m) });
+export function registerModelRoutes(app: FastifyInstance, registry: ModelRegistry, engineOf: EngineOf = (m) => m.provider, partsOf?: PartsOf) {
+  const view = (m: ModelSpec) => {
+    const parts = partsOf?.(m);
+    return { id: m.name, object: 'model' as const, created: registry.createdAt, owned_by: m.owned_by ?? 'portico', type: m.type, engine: engineOf(m), ...(parts ? { parts } : {}) };
+  };
   app.get(
     '/models',
     {
@@ -63,6 +72,6 @@ export function registerModelRoutes(app: FastifyInstance, registry: ModelRegistr
 }
 
 /** GET /v1/models and /v1/models/{model}. */
-export function createModelsModule(deps: { models: ModelRegistry; engineOf?: EngineOf }): FeatureModule {
-  return { name: 'models', routes: { api: (app) => registerModelRoutes(app, deps.models, deps.engineOf) } };
+export function createModelsModule(deps: { models: ModelRegistry; engineOf?: EngineOf; partsOf?: PartsOf }): FeatureModule {
+  return { name: 'models', routes: { api: (app) => registerModelRoutes(app, deps.models, deps.engineOf, deps.partsOf) } };
 }

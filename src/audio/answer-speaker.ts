@@ -50,13 +50,24 @@ export class AnswerSpeakerService {
     return s ?? { name: ANSWER_SPEECH_MODEL };
   }
 
-  open(opts: { voice: string; format: AnswerFormat; signal: AbortSignal }): AnswerSpeechSession {
-    const spec = this.spec();
-    const engine = spec ? this.engines.speech(spec) : Promise.reject(new Error(`no speech model ${ANSWER_SPEECH_MODEL}`));
+  /** `model`: another speech model than tts-1 (a realtime pipeline's); `speed`: as /audio/speech's */
+  open(opts: { voice: string; format: AnswerFormat; signal: AbortSignal; model?: string; speed?: number }): AnswerSpeechSession {
+    const spec = opts.model !== undefined ? this.speechSpec(opts.model) : this.spec();
+    const engine = spec ? this.engines.speech(spec) : Promise.reject(new Error(`no speech model ${opts.model ?? ANSWER_SPEECH_MODEL}`));
     // on the embedded voices, spoken answers take their turns beside /audio/speech: all of them as one queue (the
     // responses feature does not say whose answer it is), never refused (the answer is already under way)
     const turns = spec && isEmbeddedSpeech(spec) ? this.engines.speechQueue.admit(SPOKEN_ANSWERS, 0, { unchecked: true }) : undefined;
-    return new AnswerSpeechSession(engine, opts.voice, CODEC_FORMAT[opts.format], spec ? speechQualityOf(spec) : 'standard', opts.signal, turns);
+    return new AnswerSpeechSession(engine, opts.voice, CODEC_FORMAT[opts.format], spec ? speechQualityOf(spec) : 'standard', opts.signal, turns, opts.speed);
+  }
+
+  /** the speech model of that name (404 model_not_found when there is none) */
+  speechSpec(model: string): ModelSpec {
+    return this.models.require(model, 'speech');
+  }
+
+  /** the voices a speech model speaks */
+  voicesOf(model: string): readonly string[] {
+    return voicesOf(this.speechSpec(model));
   }
 }
 
@@ -71,7 +82,7 @@ export class AnswerSpeechSession implements AsyncIterable<Piece> {
   private readonly input = new AsyncChannel<string>();
   private readonly out: AsyncChannel<Piece>;
 
-  constructor(engine: Promise<SpeechEngine>, voice: string, format: SpeechFormat, quality: 'standard' | 'hd', signal: AbortSignal, turns?: Ticket) {
+  constructor(engine: Promise<SpeechEngine>, voice: string, format: SpeechFormat, quality: 'standard' | 'hd', signal: AbortSignal, turns?: Ticket, speed = 1) {
     const stop = new AbortController();
     const sig = AbortSignal.any([signal, stop.signal]);
     const out = new AsyncChannel<Piece>({ signal, onReturn: () => stop.abort() });
@@ -82,7 +93,7 @@ export class AnswerSpeechSession implements AsyncIterable<Piece> {
       const e = await engine;
       for await (const text of input) {
         out.push({ type: 'transcript', text });
-        for await (const c of e.synthesize({ text, voice, speed: 1, quality, turns, signal: sig })) {
+        for await (const c of e.synthesize({ text, voice, speed, quality, turns, signal: sig })) {
           samples += c.samples.length;
           yield c;
         }

@@ -30,6 +30,9 @@ import { Router } from '../models/router/index.js';
 import { HealthChecks } from '../models/router/checks.js';
 import type { ReloadResult } from '../models/reload.js';
 import { KeyVerifier } from '../portal/keys/verifier.js';
+import { ClientSecrets, isClientSecret } from '../portal/keys/client-secrets.js';
+import type { KeyPrincipal } from '../platform/auth/principal.js';
+import { AppError, msg } from '../platform/errors.js';
 import { createKeysModule } from '../portal/keys/module.js';
 import { createQueryModule } from '../portal/query/routes.js';
 import type { BudgetGuard } from '../portal/usage/budget.js';
@@ -52,6 +55,10 @@ import { AnswerSpeakerService } from '../audio/answer-speaker.js';
 import { voicesOf } from '../audio/service.js';
 import { createChatModule } from '../chat/module.js';
 import { createMessagesModule } from '../messages/module.js';
+import { createRealtimeModule } from '../realtime/module.js';
+import { defaultRealtimeModels } from '../realtime/service.js';
+import { PcmListenerService } from '../audio/pcm-listener.js';
+import { createVoiceActivityDetector, voiceActivityEngine } from '../engines/vad/index.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
 import { StoredModels, StoredModelStore } from '../models/stored.js';
@@ -194,6 +201,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         return user;
       },
     };
+    // client secrets (ek_...) minted from a key, for browsers: sealed under a key derived from KEY_PEPPER
+    const clientSecrets = new ClientSecrets(config.keyPepper);
     const verifier = new KeyVerifier(
       core.keys.store,
       config.keyPepper,
@@ -222,7 +231,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       await engines.close();
       closeSpareEncoders();
     });
-    const models = new ModelRegistry(core.models.list()).addDefaults(opts.builtinModels === false ? [] : defaultAudioModels());
+    const models = new ModelRegistry(core.models.list()).addDefaults(opts.builtinModels === false ? [] : [...defaultAudioModels(), ...defaultRealtimeModels()]);
     // the engines' code (undici's for an upstream) loads while the rest is built: no request pays for it
     const preloading = engines.preload(models.list());
     // breaker changes reach the other instances through the change feed (Redis pub/sub when REDIS_URL is set)
@@ -388,6 +397,33 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     });
     closing(() => admin.close!(0));
 
+    // the Realtime API: pipelines of the audio feature's recognizer and voices and the text models, or upstreams
+    const speaker = new AnswerSpeakerService(models, audioEngines);
+    const listener = new PcmListenerService(models, audioEngines);
+    const realtime = createRealtimeModule({
+      models,
+      engines: router,
+      realtime: (spec) => engines.realtime(spec),
+      metering,
+      log,
+      ears: { spec: (m) => listener.spec(m), transcribe: (o) => listener.transcribe(o) },
+      voice: {
+        voices: (m) => speaker.voicesOf(m),
+        spec: (m) => models.get(m),
+        open: (o) => speaker.open({ voice: o.voice, format: 'pcm16', signal: o.signal, model: o.model, speed: o.speed }),
+      },
+      vad: { create: (threshold) => createVoiceActivityDetector({ threshold }), name: () => voiceActivityEngine() },
+      admit: (req) => gate.key(req),
+      mint: async (req, payload, seconds) => {
+        const token = inferenceKeyToken(req);
+        if (isClientSecret(token)) throw new AppError('permission_denied', 'A client secret cannot mint another; use an API key.');
+        return clientSecrets.mint(verifier.digestOf(token), payload, seconds);
+      },
+      limits: config.voiceSessions,
+      metrics: metrics.voiceSessions,
+    });
+    closing(() => realtime.close!(0));
+
     const modules: FeatureModule[] = [
       web,
       createOpsModule({
@@ -401,13 +437,18 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       createKeysModule({ management: core.keys.management, inference: core.keys.inference }),
       createQueryModule({ jwt, verifier, usage: core.usage, adminRole: config.jwt.adminRole, billingEnabled: config.billingEnabled, authenticate: web.authenticatePortal }),
       admin,
-      createModelsModule({ models, engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider) }),
+      createModelsModule({
+        models,
+        engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider),
+        partsOf: (spec) => realtime.service.partsOf(spec),
+      }),
       // the features, in the order their scopes are listed (keys' allowed values, the web page)
       responses,
       createChatModule({ models, engines: router, metering, log, admission }),
       createEmbeddingsModule({ models, engines: router, metering, log, admission }),
       createAudioModule({ models, engines: audioEngines, metering, log }),
       createMessagesModule({ models, engines: router, metering, log, admission }),
+      realtime,
       ...(opts.extraModules ?? []).map((m) => (typeof m === 'function' ? m({ models, engines: router, metering, log, admission }) : m)),
     ];
     // what they declare, handed down as data: the keys' scopes, the ledger's operations, the prices' units (the
@@ -438,7 +479,15 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       user: (req) => web.authenticatePortal(req),
       operator: (req) => admin.authenticate(req),
       async key(req) {
-        const key = await verifier.verify(inferenceKeyToken(req), 'inference', req.ip);
+        const token = inferenceKeyToken(req);
+        let key: KeyPrincipal;
+        if (isClientSecret(token)) {
+          // a client secret minted from a key opens a browser's session (routes with browserSocket) and nothing else
+          if (req.routeOptions.config?.browserSocket !== true) throw new AppError('invalid_api_key', msg('client_secret_elsewhere'));
+          const opened = await clientSecrets.open(token);
+          key = await verifier.verifyDigest(opened.digest, req.ip);
+          req.clientSecret = opened.payload;
+        } else key = await verifier.verify(token, 'inference', req.ip);
         // known from here: a refusal below (scope, budget, rate limit) is in the request log under the key
         req.apiKey = key;
         routeScopes.assert(key, req.routeOptions.config?.scope);

@@ -12,9 +12,9 @@
  * imports nothing from another provider (what two share lives in src/engines/shared).
  */
 import type { Static, TObject } from 'typebox';
-import type { EmbeddingsEngine, SpeechEngine, TextEngine, TranscriptionEngine } from './types.js';
+import type { EmbeddingsEngine, RealtimeEngine, SpeechEngine, TextEngine, TranscriptionEngine } from './types.js';
 
-export const CAPABILITIES = ['text', 'speech', 'transcription', 'embeddings'] as const;
+export const CAPABILITIES = ['text', 'speech', 'transcription', 'embeddings', 'realtime'] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
 /** What a factory gets besides the model entry. */
@@ -38,6 +38,7 @@ export interface EngineFactories<S> {
   speech?(spec: S, ctx: ProviderContext): Promise<SpeechEngine>;
   transcription?(spec: S, ctx: ProviderContext): Promise<TranscriptionEngine>;
   embeddings?(spec: S, ctx: ProviderContext): Promise<EmbeddingsEngine>;
+  realtime?(spec: S, ctx: ProviderContext): Promise<RealtimeEngine>;
 }
 
 /** One OpenAI voice (alloy, ash, ...) as an embedded speech engine renders it. */
@@ -58,6 +59,11 @@ export interface VoiceRendition {
  * provider (src/audio/voices.ts, src/audio/engines.ts) and names none.
  */
 export interface BuiltinRole {
+  /**
+   * realtime: its entries are pipelines of the models Portico serves (RealtimeEngine.parts), which the realtime
+   * feature runs; the built-in realtime models (gpt-realtime, ...) are its
+   */
+  pipeline?: boolean;
   /**
    * speech: its engine is embedded and speaks sentence lists (EmbeddedSpeechEngine, src/engines/shared/tts.ts);
    * the OpenAI voices it renders. Every OpenAI voice is rendered by exactly one provider; a model of such a provider

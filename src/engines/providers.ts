@@ -16,9 +16,10 @@ import { anthropic } from './anthropic/provider.js';
 import { azureOpenAI } from './azure-openai/provider.js';
 import { bedrock } from './bedrock/provider.js';
 import { gemini } from './gemini/provider.js';
+import { pipeline } from './pipeline/provider.js';
 
 export const PROVIDERS: ReadonlyMap<string, Provider> = new Map(
-  ([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic, azureOpenAI, bedrock, gemini] as Provider[]).map((p) => [p.name, p]),
+  ([openaiCompatible, llama, flite, espeak, pocketsphinx, whisper, piper, anthropic, azureOpenAI, bedrock, gemini, pipeline] as Provider[]).map((p) => [p.name, p]),
 );
 
 /** Every provider's own model-file keys, each optional: what a feature may read of any model entry. */
@@ -33,7 +34,8 @@ export type AnyProviderOptions = Partial<
     Static<typeof anthropic.options> &
     Static<typeof azureOpenAI.options> &
     Static<typeof bedrock.options> &
-    Static<typeof gemini.options>
+    Static<typeof gemini.options> &
+    Static<typeof pipeline.options>
 >;
 
 /**

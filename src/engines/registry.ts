@@ -1,11 +1,12 @@
 import type { Capability, Provider, ProviderContext } from './provider.js';
-import { EngineError, type EmbeddingsEngine, type SpeechEngine, type TextEngine, type TranscriptionEngine } from './types.js';
+import { EngineError, type EmbeddingsEngine, type RealtimeEngine, type SpeechEngine, type TextEngine, type TranscriptionEngine } from './types.js';
 
 interface Engines {
   text: TextEngine;
   speech: SpeechEngine;
   transcription: TranscriptionEngine;
   embeddings: EmbeddingsEngine;
+  realtime: RealtimeEngine;
 }
 
 /** What the registry needs of a model entry: its name, type and provider, and the provider's own keys. */
@@ -66,6 +67,10 @@ export class EngineRegistry {
 
   transcription(spec: EngineSpec): Promise<TranscriptionEngine> {
     return this.get('transcription', spec);
+  }
+
+  realtime(spec: EngineSpec): Promise<RealtimeEngine> {
+    return this.get('realtime', spec);
   }
 
   embeddings(spec: EngineSpec): Promise<EmbeddingsEngine> {

@@ -363,3 +363,58 @@ export interface EmbeddingsEngine {
   /** as TextEngine.retire: closes once the work in flight has finished */
   retire?(): Promise<void>;
 }
+
+// ---------------------------------------------------------------- realtime
+/** One open session with an upstream realtime server: a WebSocket speaking OpenAI's Realtime events. */
+export interface RealtimeLink {
+  /** sends one client event (as JSON text); false when the link is already closed */
+  send(event: Record<string, unknown>): boolean;
+  /**
+   * the upstream's server events, parsed, in order; ends when the upstream closes normally (1000/1001); throws an
+   * EngineError when the link fails (reset, a frame that is not a JSON object, an abnormal close, no event within
+   * the first-event timeout)
+   */
+  readonly events: AsyncIterable<Record<string, unknown>>;
+  /** bytes queued towards the upstream and not yet sent (for backpressure) */
+  readonly bufferedAmount: number;
+  close(code?: number, reason?: string): void;
+}
+export interface RealtimeConnectRequest {
+  /** the model name upstream (?model=) */
+  model: string;
+  signal?: AbortSignal;
+}
+/** The models a realtime pipeline of Portico's own engines is made of (absent: the built-in default of each). */
+export interface RealtimeParts {
+  transcription?: string;
+  text?: string;
+  speech?: string;
+}
+/**
+ * A realtime model's engine: an upstream realtime server (`connect`), or a pipeline of the models Portico serves
+ * (`parts`), which the realtime feature runs itself.
+ */
+export interface RealtimeEngine {
+  readonly kind: string;
+  connect?(req: RealtimeConnectRequest): Promise<RealtimeLink>;
+  readonly parts?: RealtimeParts;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- voice activity
+/** Decides, frame by frame, whether 16 kHz mono audio is speech. */
+export interface VoiceActivityDetector {
+  /** 'silero' or 'energy': which detector this is (said in the session and the logs) */
+  readonly name: string;
+  /** samples per frame (at 16 kHz); push() decides once per complete frame */
+  readonly frameSamples: number;
+  /** feeds samples (16 kHz mono float in [-1, 1], any length, kept across calls); gives the decision of each frame completed, in order */
+  push(samples: Float32Array): boolean[];
+  /** forgets the audio so far (a cleared buffer, a new turn) */
+  reset(): void;
+  close(): void;
+}
+export interface VoiceActivityOptions {
+  /** OpenAI's server_vad threshold, 0..1 (default 0.5): higher needs louder/clearer speech */
+  threshold: number;
+}

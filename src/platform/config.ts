@@ -112,6 +112,8 @@ export interface Config {
   http: HttpLimits;
   /** the WebSocket mode of /v1/responses (docs/api.md, "WebSocket mode") */
   ws: WsLimits;
+  /** the Realtime API's sessions (docs/api.md, "Realtime"; docs/operations.md lists the variables) */
+  voiceSessions: VoiceSessionLimits;
   /** how much of a stored conversation a continuation (previous_response_id) may read (docs/security.md, "Limits and timeouts") */
   responses: ResponsesLimits;
   /** how the embedded speech and transcription engines are shared between keys (docs/security.md, "Limits and timeouts") */
@@ -175,6 +177,30 @@ export interface WsLimits {
   pingIntervalMs: number;
   /** a connection without a client message for this long, and no response in progress, is closed (WS_IDLE_MS, default 5 minutes) */
   idleMs: number;
+}
+
+/** Realtime sessions: how long, how many, how much audio they hold. */
+export interface VoiceSessionLimits {
+  /** REALTIME_MAX_SESSION_MS (default 60 minutes, as OpenAI) */
+  maxSessionMs: number;
+  /** REALTIME_IDLE_MS: no client event and no response in progress for this long closes it (default 10 minutes) */
+  idleMs: number;
+  /** REALTIME_MAX_SESSIONS_PER_KEY (default 10, 0 = no limit) */
+  perKey: number;
+  /** REALTIME_MAX_SESSIONS on this instance (default 200, 0 = no limit) */
+  perInstance: number;
+  /** REALTIME_MAX_BUFFER_SECONDS: uncommitted input audio held at most (default 120) */
+  maxBufferSeconds: number;
+  /** REALTIME_MAX_KEPT_AUDIO_SECONDS: the user audio a conversation keeps for retrieve (default 600) */
+  maxKeptAudioSeconds: number;
+  /** REALTIME_MAX_BUFFERED_BYTES: unread output before a response waits for its client (default 1 MiB; 4x closes it) */
+  maxBufferedBytes: number;
+  /** REALTIME_VERIFY_MS: the key is verified again this often (default: KEY_CACHE_FRESH_MS, at least 1 s) */
+  verifyEveryMs: number;
+  /** the largest client event (WS_MAX_FRAME_BYTES) */
+  maxEventBytes: number;
+  /** REALTIME_MAX_ITEMS: items a conversation holds (default 1000) */
+  maxItems: number;
 }
 
 /** What a continuation (`previous_response_id`) may make the instance read of a stored conversation. */
@@ -393,6 +419,18 @@ export function loadConfig(env: Env = process.env): Config {
       maxQueuedTurns: int(env, 'WS_MAX_QUEUED_TURNS', 8, 0, 1000),
       pingIntervalMs: int(env, 'WS_PING_INTERVAL_MS', 30_000, 0, 3_600_000),
       idleMs: int(env, 'WS_IDLE_MS', 300_000, 100, 86_400_000),
+    },
+    voiceSessions: {
+      maxSessionMs: int(env, 'REALTIME_MAX_SESSION_MS', 3_600_000, 1_000, 86_400_000),
+      idleMs: int(env, 'REALTIME_IDLE_MS', 600_000, 100, 86_400_000),
+      perKey: int(env, 'REALTIME_MAX_SESSIONS_PER_KEY', 10, 0, 100_000),
+      perInstance: int(env, 'REALTIME_MAX_SESSIONS', 200, 0, 1_000_000),
+      maxBufferSeconds: int(env, 'REALTIME_MAX_BUFFER_SECONDS', 120, 1, 3600),
+      maxKeptAudioSeconds: int(env, 'REALTIME_MAX_KEPT_AUDIO_SECONDS', 600, 0, 36_000),
+      maxBufferedBytes: int(env, 'REALTIME_MAX_BUFFERED_BYTES', 1024 * 1024, 16 * 1024, 256 * 1024 * 1024),
+      verifyEveryMs: int(env, 'REALTIME_VERIFY_MS', Math.max(1_000, int(env, 'KEY_CACHE_FRESH_MS', 1_000, 0, 600_000)), 50, 600_000),
+      maxEventBytes: int(env, 'WS_MAX_FRAME_BYTES', 16 * 1024 * 1024, 1024, 64 * 1024 * 1024),
+      maxItems: int(env, 'REALTIME_MAX_ITEMS', 1000, 10, 100_000),
     },
     audio: audioLimits(env),
     responses: {

@@ -75,6 +75,13 @@ export const ERRORS = {
   invalid_api_key: { status: 401, portal: 40104, type: 'authentication_error', message: 'unauthorized: invalid API key', zh: '未授权：API 密钥无效' },
   api_key_revoked: { status: 401, portal: 40105, type: 'authentication_error', message: 'unauthorized: API key has been revoked', zh: '未授权：API 密钥已被吊销' },
   api_key_expired: { status: 401, portal: 40106, type: 'authentication_error', message: 'unauthorized: API key has expired', zh: '未授权：API 密钥已过期' },
+  client_secret_expired: {
+    status: 401,
+    portal: 40111,
+    type: 'authentication_error',
+    message: 'unauthorized: the client secret has expired; mint a new one',
+    zh: '未授权：客户端密钥已过期，请重新生成',
+  },
   api_key_disabled: { status: 401, portal: 40107, type: 'authentication_error', message: 'unauthorized: API key is disabled', zh: '未授权：API 密钥已停用' },
   session_expired: {
     status: 401,
@@ -178,6 +185,13 @@ export const ERRORS = {
     type: 'insufficient_quota',
     message: 'budget exceeded: the spending limit of this period is reached',
     zh: '超出预算：本周期的消费上限已达到',
+  },
+  session_limit_reached: {
+    status: 429,
+    portal: 42904,
+    type: 'requests',
+    message: 'too many sessions are open for this API key or on this server',
+    zh: '此 API 密钥或此服务器上打开的会话过多',
   },
   insufficient_quota: { status: 429, portal: 42901, type: 'insufficient_quota', message: 'insufficient quota: the balance is spent', zh: '额度不足：余额已用完' },
   // 5xx
@@ -478,6 +492,15 @@ export const MESSAGES = {
   x_api_key_conflict: {
     en: 'unauthorized: x-api-key and Authorization name different keys; send one',
     zh: '未授权：x-api-key 与 Authorization 指定了不同的密钥；请只发送其中一个',
+  },
+  // a browser WebSocket's key in its subprotocols (platform/http/auth.ts)
+  subprotocol_key_conflict: {
+    en: 'unauthorized: send the key once, either in Authorization or as one openai-insecure-api-key.<key> subprotocol',
+    zh: '未授权：密钥只能发送一次：放在 Authorization 中，或作为一个 openai-insecure-api-key.<key> 子协议',
+  },
+  client_secret_elsewhere: {
+    en: 'unauthorized: a client secret (ek_...) opens a realtime session only; use an API key here',
+    zh: '未授权：客户端密钥（ek_...）只能用于打开实时会话；此处请使用 API 密钥',
   },
   scope_endpoint_missing: { en: 'permission denied: this API key lacks the "{scope}" scope', zh: '权限不足：此 API 密钥缺少“{scope}”作用域' },
   scope_model_forbidden: { en: "permission denied: this API key may not use the model '{model}'", zh: "权限不足：此 API 密钥不能使用模型 '{model}'" },

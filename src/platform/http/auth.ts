@@ -21,6 +21,13 @@ export function bearerToken(req: FastifyRequest): string {
  * other route gains a way in. Both headers with different keys are refused (which one was meant is not known).
  */
 export function inferenceKeyToken(req: FastifyRequest): string {
+  if (req.routeOptions.config?.browserSocket === true) {
+    const fromProtocol = subprotocolKey(req);
+    if (fromProtocol !== undefined) {
+      if (req.headers.authorization !== undefined && req.headers.authorization.trim() !== '') throw new AppError('invalid_authorization_format', msg('subprotocol_key_conflict'));
+      return fromProtocol;
+    }
+  }
   const h = req.headers['x-api-key'];
   if (req.routeOptions.config?.wire !== 'anthropic-api' || h === undefined) return bearerToken(req);
   const key = Array.isArray(h) ? undefined : h.trim();
@@ -33,6 +40,24 @@ export function inferenceKeyToken(req: FastifyRequest): string {
       bearer = undefined;
     }
     if (bearer !== key) throw new AppError('invalid_authorization_format', msg('x_api_key_conflict'));
+  }
+  return key;
+}
+
+/** the subprotocol a browser's WebSocket carries its key in (OpenAI's browser clients): `openai-insecure-api-key.<key>` */
+export const KEY_SUBPROTOCOL = 'openai-insecure-api-key.';
+
+/** The key of a WebSocket upgrade given as a subprotocol, if one is (two different ones are refused). */
+function subprotocolKey(req: FastifyRequest): string | undefined {
+  const h = req.headers['sec-websocket-protocol'];
+  if (typeof h !== 'string') return undefined;
+  let key: string | undefined;
+  for (const p of h.split(',')) {
+    const t = p.trim();
+    if (!t.startsWith(KEY_SUBPROTOCOL)) continue;
+    const k = t.slice(KEY_SUBPROTOCOL.length);
+    if (k === '' || (key !== undefined && key !== k)) throw new AppError('invalid_authorization_format', msg('subprotocol_key_conflict'));
+    key = k;
   }
   return key;
 }

@@ -15,6 +15,11 @@ declare module 'fastify' {
     apiKey?: KeyPrincipal;
     /** what the request did (model, deployment, tokens, upstream latency...): filled by the services, read by the request log line */
     facts: import('../ops/facts.js').RequestFacts;
+    /**
+     * what the client secret the request was authenticated with holds (its minting feature's payload), when it was
+     * one (routes with `clientSecrets`); the key it was minted from is `apiKey`
+     */
+    clientSecret?: Record<string, unknown>;
   }
   interface FastifyContextConfig {
     /** the inference-key scope a {base_url} route needs: its feature module's declared scope (FeatureModule.scope) */
@@ -37,6 +42,12 @@ declare module 'fastify' {
      * in `Authorization: Bearer` (./auth.ts, inferenceKeyToken). No other route reads `x-api-key`.
      */
     wire?: 'anthropic-api';
+    /**
+     * A WebSocket route browsers open: the inference key may come as the `openai-insecure-api-key.<key>`
+     * subprotocol (a browser's WebSocket cannot send headers), and may be a client secret (`ek_...`, minted from a
+     * key: src/portal/keys/client-secrets.ts). No other route takes either.
+     */
+    browserSocket?: boolean;
   }
 }
 export {};

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 /** Buckets of the per-model latency histograms (seconds): model answers take from milliseconds to minutes. */
 const MODEL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
@@ -116,6 +116,27 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly characters = new Counter({ name: 'portico_speech_characters_total', help: 'Characters synthesized by model', labelNames: ['model'], registers: [this.registry] });
+  private readonly voiceSessionsOpen = new Gauge({ name: 'portico_realtime_sessions', help: 'Realtime sessions open on this instance', registers: [this.registry] });
+  private readonly voiceTurnLatency = new Histogram({
+    name: 'portico_realtime_turn_latency_seconds',
+    help: "Realtime turns: from the end of the user's speech (or the commit) to the answer's first audio or text",
+    labelNames: ['model'],
+    buckets: [0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30],
+    registers: [this.registry],
+  });
+  private readonly voiceAudio = new Counter({
+    name: 'portico_realtime_audio_seconds_total',
+    help: 'Realtime audio seconds by model and direction (in: heard, out: spoken)',
+    labelNames: ['model', 'direction'],
+    registers: [this.registry],
+  });
+  /** what the realtime sessions report (src/realtime/service.ts, RealtimeMetrics) */
+  readonly voiceSessions = {
+    sessionOpened: () => this.voiceSessionsOpen.inc(),
+    sessionClosed: () => this.voiceSessionsOpen.dec(),
+    turnLatency: (model: string, seconds: number) => this.voiceTurnLatency.observe({ model }, seconds),
+    audioSeconds: (model: string, direction: 'in' | 'out', seconds: number) => this.voiceAudio.inc({ model, direction }, seconds),
+  };
   readonly activeStreams = new Gauge({ name: 'portico_active_streams', help: 'Streaming responses in progress (SSE and audio)', registers: [this.registry] });
   readonly queueDepth = new Gauge({ name: 'portico_background_queue_depth', help: 'Background responses queued or running in this process', registers: [this.registry] });
   readonly keyCacheHits = new Gauge({ name: 'portico_key_cache_hits', help: 'API key verifications served from memory', registers: [this.registry] });

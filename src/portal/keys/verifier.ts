@@ -262,7 +262,14 @@ export class KeyVerifier {
     if (kind !== expected) {
       throw new AppError('invalid_api_key', msg(expected === 'inference' ? 'key_management_not_inference' : 'key_inference_not_management'));
     }
-    const digest = this.digestOf(token);
+    return this.verifyDigest(this.digestOf(token), source);
+  }
+
+  /**
+   * Verifies the key whose digest this is, as verify() does once the key is read: the digest of a key a client
+   * secret was minted from (src/portal/keys/client-secrets.ts), which holds the digest and never the key.
+   */
+  async verifyDigest(digest: string, source?: string): Promise<KeyPrincipal> {
     const t = Date.now();
     let entry = this.cache.get(digest);
     if (entry && t - entry.fetchedAt < this.freshMs) {
@@ -321,7 +328,8 @@ export class KeyVerifier {
     return entry.principal;
   }
 
-  private digestOf(token: string): string {
+  /** the digest a well-formed key is stored under (a client secret is minted with it) */
+  digestOf(token: string): string {
     const fast = hash('sha256', token, 'base64');
     let digest = this.digests.get(fast);
     if (digest === undefined) {

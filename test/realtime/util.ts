@@ -1,0 +1,155 @@
+/**
+ * What the realtime tests share: a Portico with a scripted text upstream and the built-in audio models, reached
+ * through a TLS front by the official SDK's realtime client (OpenAIRealtimeWS, which always opens wss://), an event
+ * log that waits on conditions, and speech made by Portico's own voices.
+ */
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { OpenAIRealtimeWS } from 'openai/realtime/ws';
+import { buildTestApp, type TestDb } from '../helpers/app.js';
+import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { tlsFront, type TlsFront } from '../helpers/tls-front.js';
+import type { ModelSpec } from '../../src/models/config.js';
+import { waitFor } from '../helpers/wait.js';
+
+export const TEXT_MODEL = 'answerer';
+
+export interface RtEnv {
+  t: Awaited<ReturnType<typeof buildTestApp>>;
+  url: string;
+  key: string;
+  client: OpenAI;
+  up: ScriptedUpstream;
+  front: TlsFront;
+  /** an SDK client on the TLS front (its key: `key` unless given) */
+  sdk(key?: string): OpenAI;
+  open(opts?: { model?: string; key?: string }): Promise<Session>;
+  close(): Promise<void>;
+}
+
+export async function setupRealtime(o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean } = {}): Promise<RtEnv> {
+  const up = await startScriptedUpstream();
+  const models: ModelSpec[] = [
+    ...(o.textModel === false ? [] : [{ name: TEXT_MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec]),
+    ...(o.models ?? []),
+  ];
+  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {} });
+  const url = t.url!;
+  const key = await t.inferenceKey('alice');
+  const client = new OpenAI({ apiKey: key, baseURL: url + '/v1', maxRetries: 0, timeout: 60_000 });
+  const front = await tlsFront(Number(new URL(url).port));
+  await t.services.audioEngines.warmUp();
+  const sdk = (k = key) => new OpenAI({ apiKey: k, baseURL: front.url + '/v1', maxRetries: 0 });
+  const sessions: Session[] = [];
+  return {
+    t,
+    url,
+    key,
+    client,
+    up,
+    front,
+    sdk,
+    async open(opts = {}) {
+      const rt = new OpenAIRealtimeWS({ model: opts.model ?? 'gpt-realtime', options: { ca: front.ca } }, sdk(opts.key));
+      const s = new Session(rt);
+      sessions.push(s);
+      await s.opened;
+      return s;
+    },
+    async close() {
+      for (const s of sessions) s.close();
+      await front.close();
+      await t.close();
+      await up.close();
+    },
+  };
+}
+
+/** One SDK realtime socket and every event it got, in order. */
+export class Session {
+  readonly events: any[] = [];
+  readonly errors: any[] = [];
+  closedWith: { code: number; reason: string } | undefined;
+  readonly opened: Promise<void>;
+  private seen = 0;
+
+  constructor(readonly rt: OpenAIRealtimeWS) {
+    rt.on('event', (e: any) => this.events.push(e));
+    rt.on('error', (e: any) => this.errors.push(e));
+    rt.socket.on('close', (code: number, reason: Buffer) => (this.closedWith = { code, reason: reason.toString() }));
+    this.opened = new Promise((resolve, reject) => {
+      rt.socket.once('open', () => resolve());
+      rt.socket.once('error', reject);
+      rt.socket.once('unexpected-response', (_req: unknown, res: { statusCode: number }) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
+    });
+  }
+
+  send(e: Record<string, unknown>) {
+    this.rt.send(e as never);
+  }
+
+  /** the next event of this type after the ones already taken by next() */
+  async next(type: string, what = type, timeoutMs = 60_000): Promise<any> {
+    let found: any;
+    await waitFor(
+      () => {
+        for (let i = this.seen; i < this.events.length; i++) {
+          if (this.events[i].type === type) {
+            found = this.events[i];
+            this.seen = i + 1;
+            return true;
+          }
+        }
+        return false;
+      },
+      { what, timeoutMs },
+    );
+    return found;
+  }
+
+  /** every event from the last next() on, up to (and with) the next of this type */
+  async until(type: string, timeoutMs = 60_000): Promise<any[]> {
+    const from = this.seen;
+    await this.next(type, type, timeoutMs);
+    return this.events.slice(from, this.seen);
+  }
+
+  types(list: any[] = this.events): string[] {
+    return list.map((e) => e.type);
+  }
+
+  close() {
+    try {
+      this.rt.close();
+    } catch {
+      /* gone */
+    }
+  }
+}
+
+/** speech by Portico's own voices, as 24 kHz 16-bit PCM */
+export async function speak(e: RtEnv, text: string, voice = 'alloy'): Promise<Buffer> {
+  const r = await e.client.audio.speech.create({ model: 'tts-1', voice, input: text, response_format: 'pcm' });
+  return Buffer.from(await r.arrayBuffer());
+}
+
+export const silence = (seconds: number) => Buffer.alloc(Math.round(seconds * 24000) * 2);
+
+/** sends PCM as appends of `ms` each */
+export function append(s: Session, pcm: Buffer, ms = 100) {
+  const step = Math.round((24000 * ms) / 1000) * 2;
+  for (let i = 0; i < pcm.length; i += step) s.send({ type: 'input_audio_buffer.append', audio: pcm.subarray(i, i + step).toString('base64') });
+}
+
+/** the audio of a response's output_audio.delta events, joined */
+export function audioOf(events: any[], itemId?: string): Buffer {
+  return Buffer.concat(events.filter((e) => e.type === 'response.output_audio.delta' && (!itemId || e.item_id === itemId)).map((e) => Buffer.from(e.delta, 'base64')));
+}
+
+export function assertError(e: any, code: string, param?: string | null) {
+  assert.equal(e.type, 'error', JSON.stringify(e));
+  assert.equal(e.error.code, code, JSON.stringify(e));
+  assert.equal(typeof e.error.message, 'string');
+  assert.ok(e.error.message.length > 0);
+  if (param !== undefined) assert.equal(e.error.param, param, JSON.stringify(e));
+}
