@@ -215,6 +215,42 @@ test('response.cancel mid-response: response.done with status cancelled', async 
   link.close();
 });
 
+test('text items and a text-only session: conversation.item.create answered, output_text deltas, usage counted; an empty commit is an error event', async () => {
+  const link = await engine().connect({ model: 'gpt-realtime' });
+  const r = reader(link);
+  await r.next();
+  link.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], instructions: 'abcd' } });
+  await r.until('session.updated');
+  link.send({ type: 'input_audio_buffer.commit', event_id: 'c1' });
+  const empty = await r.next();
+  assert.equal(empty.type, 'error');
+  assert.equal(empty.error.code, 'input_audio_buffer_commit_empty');
+  assert.equal(empty.error.event_id, 'c1');
+  link.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi there!' }] } });
+  const added = await r.until('conversation.item.done');
+  assert.deepEqual(types(added), ['conversation.item.added', 'conversation.item.done']);
+  assert.match(added[0]!.item.id, /^item_/);
+  link.send({ type: 'response.create' });
+  const answer = await r.until('response.done');
+  assert.equal(answer.filter((e) => e.type === 'response.output_text.delta').length, 3);
+  assert.equal(
+    answer.some((e) => e.type === 'response.output_audio.delta'),
+    false,
+  );
+  assert.equal(answer.find((e) => e.type === 'response.output_text.done')!.text, 'Hello there, friend.');
+  const usage = answer[answer.length - 1]!.response.usage;
+  assert.deepEqual(usage.input_token_details.text_tokens, 4); // ceil((4 + 9) / 4)
+  assert.equal(usage.output_token_details.audio_tokens, 0);
+  link.close();
+});
+
+test("the mock's requireKey: an upgrade without the right key is refused 401, which the link maps to upstream_auth_failed", async () => {
+  up.configure({ requireKey: 'sk-other' });
+  const e = await refusal(engine().connect({ model: 'm' }));
+  assert.equal(e.code, 'upstream_auth_failed');
+  assert.equal(e.upstreamStatus, 401);
+});
+
 test('the upstream closes normally (1000): the events end without an error', async () => {
   const link = await engine().connect({ model: 'gpt-realtime' });
   const r = reader(link);
