@@ -370,18 +370,22 @@ export interface RealtimeLink {
   /** sends one client event (as JSON text); false when the link is already closed */
   send(event: Record<string, unknown>): boolean;
   /**
-   * the upstream's server events, parsed, in order; ends when the upstream closes normally (1000/1001); throws an
-   * EngineError when the link fails (reset, a frame that is not a JSON object, an abnormal close, no event within
-   * the first-event timeout)
+   * the upstream's server events, parsed, in order; ends when the upstream closes normally (1000/1001); throws an EngineError when the link fails (reset, a frame that is not a JSON object, an abnormal close, no event within the first-event timeout)
+   *
+   * One consumer. It also ends (without an error) once the link is closed on this side (close(), or the connect
+   * request's signal aborted): what the upstream sent after that is dropped. Leaving the loop early closes the link.
+   * A consumer that falls behind pauses the reading of the socket (the upstream then sees TCP backpressure).
    */
   readonly events: AsyncIterable<Record<string, unknown>>;
   /** bytes queued towards the upstream and not yet sent (for backpressure) */
   readonly bufferedAmount: number;
+  /** closes the link (default 1000; a code WebSocket peers may not send becomes 1000); harmless when already closed */
   close(code?: number, reason?: string): void;
 }
 export interface RealtimeConnectRequest {
   /** the model name upstream (?model=) */
   model: string;
+  /** aborting it before the link opens rejects connect (EngineError `aborted`, 499); after, it closes the link (1000) */
   signal?: AbortSignal;
 }
 /** The models a realtime pipeline of Portico's own engines is made of (absent: the built-in default of each). */
@@ -392,12 +396,18 @@ export interface RealtimeParts {
 }
 /**
  * A realtime model's engine: an upstream realtime server (`connect`), or a pipeline of the models Portico serves
- * (`parts`), which the realtime feature runs itself.
+ * (`parts`, no `connect`), which the realtime feature runs itself.
  */
 export interface RealtimeEngine {
   readonly kind: string;
-  connect?(req: RealtimeConnectRequest): Promise<RealtimeLink>;
   readonly parts?: RealtimeParts;
+  /**
+   * opens a link: resolves once the WebSocket upgrade is done (the first server event, session.created, comes through
+   * `events`); rejects with an EngineError when the upstream cannot be reached, refuses the upgrade, or does not
+   * answer in time
+   */
+  connect?(req: RealtimeConnectRequest): Promise<RealtimeLink>;
+  /** closes every open link (1001) and refuses new ones */
   close(): Promise<void>;
 }
 

@@ -306,40 +306,9 @@ export class Upstream {
     return new EngineError(`upstream unreachable (${this.redact(what)})`, 'upstream_unavailable', code === 'ETIMEDOUT' ? 504 : 502, RETRY);
   }
 
-  /**
-   * Status mapping, so a client sees what it can act on:
-   * - 400/404-for-a-route-that-exists/413/422: the request content was refused (context too long, bad schema...)
-   *   -> 400 with the upstream's message and code (this is the client's request, re-expressed).
-   * - 401/403: Portico's upstream credentials are wrong; that is an operator problem, not the client's key
-   *   (a 401 would make SDKs report the client's Portico key as invalid) -> 502, generic message, never the body
-   *   (OpenAI echoes part of the key in it). Retryable: another deployment may have good credentials.
-   * - 404: usually the upstream model is not there (Ollama, vLLM, OpenAI all answer 404 for that) or a wrong
-   *   base_url: an operator problem too -> 502 with the upstream's message; retryable, as 401.
-   * - 429: rate limited upstream -> 429 so SDKs back off and retry (retry-after is kept in the message).
-   * - 408 / 504 -> 504; other 5xx -> 502.
-   */
+  /** Status mapping: upstreamStatusError, with this upstream's credentials redacted from the message. */
   statusError(status: number, body: string, retryAfter?: string | string[]): EngineError {
-    if (status === 401 || status === 403) {
-      // the deployment's fault, not the request's: another deployment may take it (retryable)
-      return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, {
-        retryable: true,
-        upstreamStatus: status,
-      });
-    }
-    const { message, code } = parseErrorBody(body);
-    const msg = this.redact(message || `HTTP ${status}`).slice(0, 2000);
-    if (status === 429) {
-      const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
-      return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, {
-        retryable: true,
-        retryAfterMs: retryAfterMs(ra),
-        upstreamStatus: status,
-      });
-    }
-    if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, { retryable: true, upstreamStatus: status });
-    if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, { retryable: true, upstreamStatus: status });
-    if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400, { upstreamStatus: status });
-    return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, { retryable: status >= 500, upstreamStatus: status });
+    return upstreamStatusError(status, body, retryAfter, (t) => this.redact(t));
   }
 
   /**
@@ -374,6 +343,43 @@ export class Upstream {
   retire(): Promise<void> {
     return this.pool.close().catch(ignore);
   }
+}
+
+/**
+ * An upstream's HTTP refusal as an EngineError (the transport's, and the realtime link's refused upgrade), so a client
+ * sees what it can act on (`redact` removes the upstream's credentials from its message):
+ * - 400/404-for-a-route-that-exists/413/422: the request content was refused (context too long, bad schema...)
+ *   -> 400 with the upstream's message and code (this is the client's request, re-expressed).
+ * - 401/403: Portico's upstream credentials are wrong; that is an operator problem, not the client's key
+ *   (a 401 would make SDKs report the client's Portico key as invalid) -> 502, generic message, never the body
+ *   (OpenAI echoes part of the key in it). Retryable: another deployment may have good credentials.
+ * - 404: usually the upstream model is not there (Ollama, vLLM, OpenAI all answer 404 for that) or a wrong
+ *   base_url: an operator problem too -> 502 with the upstream's message; retryable, as 401.
+ * - 429: rate limited upstream -> 429 so SDKs back off and retry (retry-after is kept in the message).
+ * - 408 / 504 -> 504; other 5xx -> 502.
+ */
+export function upstreamStatusError(status: number, body: string, retryAfter: string | string[] | undefined, redact: (text: string) => string): EngineError {
+  if (status === 401 || status === 403) {
+    // the deployment's fault, not the request's: another deployment may take it (retryable)
+    return new EngineError(`upstream refused Portico's credentials (HTTP ${status}); check the model's api key`, 'upstream_auth_failed', 502, {
+      retryable: true,
+      upstreamStatus: status,
+    });
+  }
+  const { message, code } = parseErrorBody(body);
+  const msg = redact(message || `HTTP ${status}`).slice(0, 2000);
+  if (status === 429) {
+    const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
+    return new EngineError(`upstream rate limit: ${msg}${ra ? ` (retry after ${ra} s)` : ''}`, 'rate_limit_exceeded', 429, {
+      retryable: true,
+      retryAfterMs: retryAfterMs(ra),
+      upstreamStatus: status,
+    });
+  }
+  if (status === 404) return new EngineError(`upstream: ${msg}`, code || 'upstream_not_found', 502, { retryable: true, upstreamStatus: status });
+  if (status === 408 || status === 504) return new EngineError(`upstream timeout: ${msg}`, 'upstream_unavailable', 504, { retryable: true, upstreamStatus: status });
+  if (status >= 400 && status < 500) return new EngineError(msg, code || 'invalid_request', 400, { upstreamStatus: status });
+  return new EngineError(`upstream error (HTTP ${status}): ${msg}`, code || 'upstream_error', 502, { retryable: status >= 500, upstreamStatus: status });
 }
 
 function cancelled(): EngineError {
