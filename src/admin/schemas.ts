@@ -173,7 +173,8 @@ const UsageCounts = {
   output_tokens: Type.Integer(),
   cached_tokens: Type.Integer(),
   characters: Type.Integer(),
-  audio_seconds: Type.Number(),
+  audio_seconds: Type.Number({ description: 'seconds of audio taken in' }),
+  output_audio_seconds: Type.Number({ description: 'seconds of audio produced' }),
   cost: Type.Number({ description: 'credits' }),
 };
 
@@ -242,7 +243,8 @@ export const RequestSchema = Type.Object({
   output_tokens: Type.Integer(),
   cached_tokens: Type.Integer(),
   characters: Type.Integer(),
-  audio_seconds: Type.Number(),
+  audio_seconds: Type.Number({ description: 'seconds of audio taken in' }),
+  output_audio_seconds: Type.Number({ description: 'seconds of audio produced' }),
   cost: Type.Number({ description: 'credits charged (the ledger)' }),
   response_id: nullable(Type.String({ description: 'the stored response (Responses API with store)' })),
 });

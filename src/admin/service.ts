@@ -79,6 +79,7 @@ const requestView = (r: RequestRow) => ({
   cached_tokens: r.cached_tokens,
   characters: r.characters,
   audio_seconds: r.audio_seconds,
+  output_audio_seconds: r.output_audio_seconds,
   cost: credits(r.cost_micros),
   response_id: r.response_id,
 });
@@ -103,6 +104,7 @@ export const REQUEST_CSV_COLUMNS = [
   'cached_tokens',
   'characters',
   'audio_seconds',
+  'output_audio_seconds',
   'cost',
   'response_id',
 ] as const;

@@ -86,15 +86,16 @@ export class Metering {
 
   /**
    * Prices the usage and records it (the journal first: see UsageService.record), and tells the request's facts.
-   * The ledger keeps the counts of the units it has columns for (`characters`, `audio_seconds`); another unit is
-   * in the record by its cost.
+   * The ledger keeps the counts of the units it has columns for (`characters`, `audio_seconds` taken in,
+   * `output_audio_seconds` produced); another unit is in the record by its cost.
    */
   charge(c: Charge): Promise<void> {
     const u = c.used;
     const characters = u.units?.characters;
     const audioSeconds = u.units?.audio_seconds;
+    const outputAudioSeconds = u.units?.output_audio_seconds;
     const costMicros = this.current.costMicros(c.spec, u);
-    c.facts?.used({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, characters, audioSeconds, costMicros, operation: c.operation });
+    c.facts?.used({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, characters, audioSeconds, outputAudioSeconds, costMicros, operation: c.operation });
     return this.usage.record({
       requestId: c.requestId,
       key: c.key,
@@ -105,6 +106,7 @@ export class Metering {
       ...(u.cachedTokens !== undefined ? { cachedTokens: u.cachedTokens } : {}),
       ...(characters !== undefined ? { characters } : {}),
       ...(audioSeconds !== undefined ? { audioSeconds } : {}),
+      ...(outputAudioSeconds !== undefined ? { outputAudioSeconds } : {}),
       costMicros,
       ...(c.deployment !== undefined ? { deployment: c.deployment } : {}),
       ...(c.hold ? { hold: c.hold } : {}),

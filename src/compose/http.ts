@@ -519,7 +519,7 @@ const round = (ms: number) => Math.round(ms * 100) / 100;
 
 /**
  * The one line each request leaves (docs/operations.md, "Logs"): what was asked, by whom (key id, user, org;
- * never the key), of which model and deployment, what it cost (tokens, characters, audio seconds), how long the
+ * never the key), of which model and deployment, what it cost (tokens, characters, audio seconds in and out), how long the
  * engine or upstream took and how long Portico itself did, and an engine or upstream failure with the upstream's
  * status and (redacted) reason. A 5xx is logged at error level, a failure the client could act on (an upstream
  * 4xx or 429) at warn, the rest at info. Exported for bench/observability.ts.
@@ -549,6 +549,7 @@ export function logRequest(req: FastifyRequest, route: string, status: number, m
       }
       if (f.characters) line.characters = f.characters;
       if (f.audioSeconds) line.audio_seconds = Math.round(f.audioSeconds * 1000) / 1000;
+      if (f.outputAudioSeconds) line.audio_seconds_out = Math.round(f.outputAudioSeconds * 1000) / 1000;
       if (f.upstreamMs !== undefined) {
         line.upstream_ms = round(f.upstreamMs);
         line.portico_ms = round(Math.max(0, ms - f.upstreamMs));
@@ -598,6 +599,7 @@ export function requestLogRow(req: FastifyRequest, f: RequestFacts, route: strin
     output_tokens: f.outputTokens,
     characters: f.characters,
     audio_seconds: f.audioSeconds,
+    output_audio_seconds: f.outputAudioSeconds,
     cost_micros: f.costMicros,
     response_id: f.responseId ?? null,
   };

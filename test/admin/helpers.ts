@@ -41,7 +41,7 @@ export async function adminKey(t: TestApp, headers: Record<string, string>): Pro
 export async function use(
   t: TestApp,
   key: { keyId: string; userId: string; orgId?: string },
-  o: { model?: string; cost?: number; input?: number; output?: number; deployment?: string; requestId?: string } = {},
+  o: { model?: string; cost?: number; input?: number; output?: number; deployment?: string; requestId?: string; audioOut?: number } = {},
 ) {
   await t.services.usage.record({
     requestId: o.requestId ?? `req_${Math.random().toString(36).slice(2)}`,
@@ -52,6 +52,7 @@ export async function use(
     outputTokens: o.output ?? 5,
     costMicros: Math.round((o.cost ?? 0.5) * 1_000_000),
     deployment: o.deployment,
+    ...(o.audioOut !== undefined ? { outputAudioSeconds: o.audioOut } : {}),
   });
   await t.services.usage.flush();
 }

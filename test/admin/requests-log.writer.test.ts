@@ -93,6 +93,7 @@ describe('the request log: written off the request path, bounded, flushed on clo
         output_tokens: 0,
         characters: 0,
         audio_seconds: 0,
+        output_audio_seconds: 0,
         cost_micros: 0,
       });
       await t.core.db.db

@@ -11,11 +11,11 @@ for (const db of testDatabases()) {
     before(async () => {
       t = await buildTestApp({ db });
       c = await callers(t);
-      await use(t, { keyId: 'key_a', userId: 'ann' }, { model: 'm1', cost: 1, input: 100, output: 10, deployment: 'd1', requestId: 'req_1' });
+      await use(t, { keyId: 'key_a', userId: 'ann' }, { model: 'm1', cost: 1, input: 100, output: 10, deployment: 'd1', requestId: 'req_1', audioOut: 0.25 });
       await use(t, { keyId: 'key_a', userId: 'ann' }, { model: 'm2', cost: 2, input: 200, output: 20, deployment: 'd2', requestId: 'req_2' });
-      await use(t, { keyId: 'key_b', userId: 'bob', orgId: 'acme' }, { model: 'm1', cost: 4, input: 400, output: 40, deployment: 'd1', requestId: 'req_3' });
+      await use(t, { keyId: 'key_b', userId: 'bob', orgId: 'acme' }, { model: 'm1', cost: 4, input: 400, output: 40, deployment: 'd1', requestId: 'req_3', audioOut: 1.5 });
       // a model name a spreadsheet would run as a formula
-      await use(t, { keyId: 'key_c', userId: 'cy' }, { model: '=HYPERLINK("http://x")', cost: 0.5, requestId: 'req_4' });
+      await use(t, { keyId: 'key_c', userId: 'cy' }, { model: '=HYPERLINK("http://x")', cost: 0.5, requestId: 'req_4', audioOut: 0.75 });
     });
     after(() => t.close());
     const get = (url: string) => t.app.inject({ method: 'GET', url, headers: c.operator });
@@ -26,14 +26,17 @@ for (const db of testDatabases()) {
       const d = res.json().data;
       assert.deepEqual(d.group_by, ['key']);
       assert.deepEqual(
-        d.list.map((r: any) => [r.key_id, r.requests, r.input_tokens, r.cost]),
+        d.list.map((r: any) => [r.key_id, r.requests, r.input_tokens, r.output_audio_seconds, r.cost]),
         [
-          ['key_a', 2, 300, 3],
-          ['key_b', 1, 400, 4],
-          ['key_c', 1, 10, 0.5],
+          ['key_a', 2, 300, 0.25, 3],
+          ['key_b', 1, 400, 1.5, 4],
+          ['key_c', 1, 10, 0.75, 0.5],
         ],
       );
       assert.equal(d.total.cost, 7.5);
+      // audio seconds produced: summed beside those taken in (none here)
+      assert.equal(d.total.output_audio_seconds, 2.5);
+      assert.equal(d.total.audio_seconds, 0);
       // a key that was never made (these records name invented ids) has no details
       assert.equal(d.list[0].key, null);
       assert.equal(d.total.requests, 4);
@@ -48,12 +51,13 @@ for (const db of testDatabases()) {
       );
       const byDep = (await get('/v1/admin/usage?group_by=deployment&model=m1')).json().data.list;
       assert.deepEqual(
-        byDep.map((r: any) => [r.deployment, r.requests]),
-        [['d1', 2]],
+        byDep.map((r: any) => [r.deployment, r.requests, r.output_audio_seconds]),
+        [['d1', 2, 1.75]],
       );
       const day = (await get('/v1/admin/usage?group_by=day,key&user_id=ann')).json().data.list;
       assert.equal(day.length, 1);
       assert.match(day[0].date, /^\d{4}-\d{2}-\d{2}$/);
+      assert.equal(day[0].output_audio_seconds, 0.25);
       // the database agrees
       const sum = await t.core.db.db
         .selectFrom('usage_records')
@@ -72,6 +76,8 @@ for (const db of testDatabases()) {
       });
       assert.equal(own.json().data.total.cost, admin.cost);
       assert.equal(own.json().data.total.requests, admin.requests);
+      assert.equal(own.json().data.total.output_audio_seconds, admin.output_audio_seconds);
+      assert.equal(admin.output_audio_seconds, 0.25);
     });
 
     test('bad usage queries are 400s', async () => {
@@ -95,9 +101,11 @@ for (const db of testDatabases()) {
           dep: first.deployment,
           in: first.input_tokens,
           out: first.output_tokens,
+          audioIn: first.audio_seconds,
+          audioOut: first.output_audio_seconds,
           cost: first.cost,
         },
-        { user: 'bob', org: 'acme', key: 'key_b', model: 'm1', dep: 'd1', in: 400, out: 40, cost: 4 },
+        { user: 'bob', org: 'acme', key: 'key_b', model: 'm1', dep: 'd1', in: 400, out: 40, audioIn: 0, audioOut: 1.5, cost: 4 },
       );
       for (const [q, ids] of [
         ['user_id=ann', ['req_2', 'req_1']],
@@ -132,11 +140,11 @@ for (const db of testDatabases()) {
       const lines = res.body.trimEnd().split('\r\n');
       assert.equal(
         lines[0],
-        'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,characters,audio_seconds,cost,response_id',
+        'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,characters,audio_seconds,output_audio_seconds,cost,response_id',
       );
       assert.equal(lines.length, 2);
       // a request known from the ledger alone: status 200, no route, error or timings
-      assert.match(lines[1]!, /^\d{4}-\d{2}-\d{2}T[^,]+,req_4,cy,default,key_c,"'=HYPERLINK\(""http:\/\/x""\)",,responses,,200,,,,,10,5,0,0,0,0\.5,$/);
+      assert.match(lines[1]!, /^\d{4}-\d{2}-\d{2}T[^,]+,req_4,cy,default,key_c,"'=HYPERLINK\(""http:\/\/x""\)",,responses,,200,,,,,10,5,0,0,0,0\.75,0\.5,$/);
       const all = await get('/v1/admin/requests.csv?limit=2');
       assert.equal(all.body.trimEnd().split('\r\n').length, 3);
       assert.equal((await get('/v1/admin/requests.csv?limit=0')).statusCode, 400);

@@ -23,6 +23,7 @@ const row = (id: string): UsageInsert => ({
   cached_tokens: 0,
   characters: 0,
   audio_seconds: 0,
+  output_audio_seconds: 0,
   cost_micros: 0,
   created_at: Math.floor(Date.now() / 1000),
   spend_epoch: null,

@@ -61,8 +61,9 @@ for (const db of testDatabases()) {
       // the usage report documents its rows (the page types them from the same schema), key names included
       const report = doc.paths['/v1/portal/query/usage'].get.responses['200'].content['application/json'].schema.properties.data;
       assert.deepEqual(Object.keys(report.properties).sort(), ['end_time', 'group_by', 'list', 'start_time', 'total']);
-      for (const f of ['date', 'model', 'key_id', 'key_name', 'key_deleted', 'operation', 'requests', 'cost'])
+      for (const f of ['date', 'model', 'key_id', 'key_name', 'key_deleted', 'operation', 'requests', 'audio_seconds', 'output_audio_seconds', 'cost'])
         assert.ok(report.properties.list.items.properties[f], `usage row ${f}`);
+      for (const f of ['audio_seconds', 'output_audio_seconds']) assert.equal(report.properties.total.properties[f].type, 'number', `usage total ${f}`);
       assert.match(doc.paths['/v1/portal/query/usage'].get.parameters.find((p: any) => p.name === 'group_by').description, /key_name/);
       assert.ok(doc.paths['/v1/portal/me'].get.responses['200'].content['application/json'].schema.properties.data.properties.models.items.properties.voices);
       // the page's own paths are not API

@@ -16,9 +16,9 @@ for (const db of testDatabases()) {
       token = await t.token('floaty');
       const key = { keyId: 'key_floaty', userId: 'floaty', orgId: 'default' };
       // three groups of 0.024 credits: added as floats they give 0.07200000000000001; 0.1 + 0.2 audio
-      // seconds give 0.30000000000000004
+      // seconds (taken in, and produced) give 0.30000000000000004
       for (const [i, model] of ['a', 'b', 'c'].entries()) {
-        await t.services.usage.record({ requestId: `f${i}`, key, model, operation: 'responses', costMicros: 24_000 });
+        await t.services.usage.record({ requestId: `f${i}`, key, model, operation: 'responses', costMicros: 24_000, outputAudioSeconds: [0.1, 0.2, 0][i] });
       }
       await t.services.usage.record({ requestId: 'f3', key, model: 'a', operation: 'transcription', audioSeconds: 0.1 });
       await t.services.usage.record({ requestId: 'f4', key, model: 'b', operation: 'transcription', audioSeconds: 0.2 });
@@ -42,17 +42,33 @@ for (const db of testDatabases()) {
       );
       assert.equal(u.total.cost, 0.072);
       assert.equal(u.total.audio_seconds, 0.3);
+      assert.equal(u.total.output_audio_seconds, 0.3);
+      assert.deepEqual(
+        u.list.map((r: any) => [r.model, r.audio_seconds, r.output_audio_seconds]),
+        [
+          ['a', 0.1, 0.1],
+          ['b', 0.2, 0.2],
+          ['c', 0, 0],
+        ],
+      );
       assert.equal(u.total.requests, 5);
     });
 
     test('grouped by day and model, and by operation: the same exact total', async () => {
-      assert.equal(assertOk(await call('GET', `${USAGE}?group_by=day,model`, token)).total.cost, 0.072);
+      const byDay = assertOk(await call('GET', `${USAGE}?group_by=day,model`, token));
+      assert.equal(byDay.total.cost, 0.072);
+      assert.equal(byDay.total.output_audio_seconds, 0.3);
+      const byKey = assertOk(await call('GET', `${USAGE}?group_by=key`, token));
+      assert.deepEqual(
+        byKey.list.map((r: any) => [r.key_id, r.audio_seconds, r.output_audio_seconds]),
+        [['key_floaty', 0.3, 0.3]],
+      );
       const byOp = assertOk(await call('GET', `${USAGE}?group_by=operation`, token));
       assert.deepEqual(
-        byOp.list.map((r: any) => [r.operation, r.cost, r.audio_seconds]),
+        byOp.list.map((r: any) => [r.operation, r.cost, r.audio_seconds, r.output_audio_seconds]),
         [
-          ['responses', 0.072, 0],
-          ['transcription', 0, 0.3],
+          ['responses', 0.072, 0, 0.3],
+          ['transcription', 0, 0.3, 0],
         ],
       );
       assert.equal(byOp.total.cost, 0.072);

@@ -60,7 +60,13 @@ describe('usage per key and the playground in Chromium', () => {
     const laptop = await t.services.inferenceKeys.create(alice, { name: 'laptop' });
     const ci = await t.services.inferenceKeys.create(alice, { name: 'ci runner' });
     const now = Math.floor(Date.now() / 1000);
-    const rec = async (id: string, keyId: string, model: string, daysBack: number, u: { input?: number; output?: number; characters?: number; costMicros: number }) => {
+    const rec = async (
+      id: string,
+      keyId: string,
+      model: string,
+      daysBack: number,
+      u: { input?: number; output?: number; characters?: number; audioOut?: number; costMicros: number },
+    ) => {
       await t.services.usage.record({
         requestId: id,
         key: { keyId, userId: 'alice', orgId: 'default' },
@@ -69,6 +75,7 @@ describe('usage per key and the playground in Chromium', () => {
         inputTokens: u.input,
         outputTokens: u.output,
         characters: u.characters,
+        outputAudioSeconds: u.audioOut,
         costMicros: u.costMicros,
       });
       await t.services.usage.flush();
@@ -78,7 +85,8 @@ describe('usage per key and the playground in Chromium', () => {
         .where('request_id', '=', id)
         .execute();
     };
-    await rec('u1', laptop.id, 'chat-small', 0, { input: 100, output: 50, costMicros: 1_500_000 });
+    // a spoken answer: audio seconds produced
+    await rec('u1', laptop.id, 'chat-small', 0, { input: 100, output: 50, audioOut: 12.5, costMicros: 1_500_000 });
     await rec('u2', laptop.id, 'chat-small', 2, { input: 10, output: 5, costMicros: 250_000 });
     await rec('u3', ci.id, 'chat-small', 2, { input: 20, output: 10, costMicros: 500_000 });
     await rec('u4', ci.id, 'tts-1', 0, { characters: 1200, costMicros: 18_000 });
@@ -90,8 +98,8 @@ describe('usage per key and the playground in Chromium', () => {
     await page.getByRole('heading', { name: 'Usage and balance' }).waitFor();
     await page.locator('#chart-requests .plot svg').waitFor();
 
-    // one chart per figure that has data, spend first; audio seconds (none here) has none
-    assert.deepEqual(await page.locator('.chart figcaption').allInnerTexts(), ['Spend (credits)', 'Requests', 'Tokens', 'Characters (speech)']);
+    // one chart per figure that has data, spend first; audio seconds taken in (none here) has none
+    assert.deepEqual(await page.locator('.chart figcaption').allInnerTexts(), ['Spend (credits)', 'Requests', 'Tokens', 'Characters (speech)', 'Audio seconds out']);
     // bars: one per day and model that has requests (today: chat-small and tts-1; two days ago: chat-small)
     assert.equal(await page.locator('#chart-requests rect.bar').count(), 3);
     // counts have whole steps on their axis
@@ -101,6 +109,7 @@ describe('usage per key and the playground in Chromium', () => {
     assert.deepEqual(await legend('chart-requests'), ['chat-small 3', 'tts-1 1']);
     assert.deepEqual(await legend('chart-tokens'), ['chat-small 195']);
     assert.deepEqual(await legend('chart-characters'), ['tts-1 1,200']);
+    assert.deepEqual(await legend('chart-output_audio_seconds'), ['chat-small 12.5']);
     assert.deepEqual(await legend('chart-cost'), ['chat-small 2.25', 'tts-1 0.018']);
     // the days on the axis are dates, never a clock time
     const days = await page.locator('#chart-requests text.day').allTextContents();
@@ -114,8 +123,9 @@ describe('usage per key and the playground in Chromium', () => {
     );
     // the tables by model and by key, the deleted key named as such
     const rows = async (id: string) => (await page.locator(`#${id} tbody tr`).allInnerTexts()).map((s) => s.replace(/\s+/g, ' ').trim());
-    assert.deepEqual(await rows('usage-by-model'), ['chat-small 3 195 0 0 2.25', 'tts-1 1 0 1,200 0 0.018']);
-    assert.deepEqual(await rows('usage-by-key'), ['ci runner (deleted) 2 30 1,200 0 0.518', 'laptop 2 165 0 0 1.75']);
+    // columns: requests, tokens, characters, audio seconds in, audio seconds out, cost
+    assert.deepEqual(await rows('usage-by-model'), ['chat-small 3 195 0 0 12.5 2.25', 'tts-1 1 0 1,200 0 0 0.018']);
+    assert.deepEqual(await rows('usage-by-key'), ['ci runner (deleted) 2 30 1,200 0 0 0.518', 'laptop 2 165 0 0 12.5 1.75']);
     await check('usage by model');
 
     // the charts split by key

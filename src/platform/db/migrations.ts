@@ -320,4 +320,18 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('org_members_user').on('org_members').column('user_id').execute();
     },
   },
+  '0016_output_audio_seconds': {
+    async up(db: Kysely<any>) {
+      // the seconds of audio a request produced, beside the seconds it took in (audio_seconds): a record that both
+      // hears and speaks counts each in its own column. Rows written before produced none that was counted: 0
+      await db.schema
+        .alterTable('usage_records')
+        .addColumn('output_audio_seconds', 'double precision', (c) => c.notNull().defaultTo(0))
+        .execute();
+      await db.schema
+        .alterTable('request_log')
+        .addColumn('output_audio_seconds', 'double precision', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };

@@ -42,7 +42,10 @@ export interface UsageTable {
   output_tokens: number;
   cached_tokens: number;
   characters: number;
+  /** seconds of audio taken in */
   audio_seconds: number;
+  /** seconds of audio produced (0 for records before 0016) */
+  output_audio_seconds: number;
   /** cost in micro-credits */
   cost_micros: number;
   created_at: number;
@@ -211,6 +214,8 @@ export interface RequestLogTable {
   output_tokens: number;
   characters: number;
   audio_seconds: number;
+  /** seconds of audio produced (0 for rows before 0016) */
+  output_audio_seconds: number;
   cost_micros: number;
   /** the stored response (the `responses` table), when there is one */
   response_id: string | null;

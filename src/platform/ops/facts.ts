@@ -23,7 +23,9 @@ export class RequestFacts {
   inputTokens = 0;
   outputTokens = 0;
   characters = 0;
+  /** seconds of audio taken in, and produced */
   audioSeconds = 0;
+  outputAudioSeconds = 0;
   /** ms from the engine call to the end of its answer (for an upstream: its latency as Portico saw it) */
   upstreamMs: number | undefined = undefined;
   /** ms from the engine call to its first output */
@@ -143,15 +145,19 @@ export class RequestFacts {
   }
 
   /** what the request is charged for (added: a spoken answer is charged tokens and characters) */
-  used(u: { inputTokens?: number; outputTokens?: number; characters?: number; audioSeconds?: number; costMicros?: number; operation?: string }): void {
+  used(u: { inputTokens?: number; outputTokens?: number; characters?: number; audioSeconds?: number; outputAudioSeconds?: number; costMicros?: number; operation?: string }): void {
     if (u.costMicros) this.costMicros += u.costMicros;
     if (u.operation !== undefined) this.operation ??= u.operation;
-    if (u.inputTokens) this.inputTokens += u.inputTokens;
-    if (u.outputTokens) this.outputTokens += u.outputTokens;
-    if (u.characters) this.characters += u.characters;
-    if (u.audioSeconds) this.audioSeconds += u.audioSeconds;
+    // a count that is no count (negative, not finite) is 0, as the ledger records it (src/portal/usage/service.ts)
+    this.inputTokens += positive(u.inputTokens);
+    this.outputTokens += positive(u.outputTokens);
+    this.characters += positive(u.characters);
+    this.audioSeconds += positive(u.audioSeconds);
+    this.outputAudioSeconds += positive(u.outputAudioSeconds);
   }
 }
+
+const positive = (n: number | undefined) => (n !== undefined && Number.isFinite(n) && n > 0 ? n : 0);
 
 /** A name as a header value: printable ASCII as it is, anything else percent-encoded (a header carries no other). */
 function headerValue(name: string): string {

@@ -27,6 +27,7 @@ const COLUMNS = [
   'output_tokens',
   'characters',
   'audio_seconds',
+  'output_audio_seconds',
   'cost_micros',
   'response_id',
 ] as const satisfies ReadonlyArray<keyof RequestLogRow>;

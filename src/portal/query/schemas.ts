@@ -16,7 +16,8 @@ const UsageCounts = {
   output_tokens: Type.Integer(),
   cached_tokens: Type.Integer(),
   characters: Type.Integer({ description: 'characters spoken (speech)' }),
-  audio_seconds: Type.Number({ description: 'seconds of audio transcribed' }),
+  audio_seconds: Type.Number({ description: 'seconds of audio taken in (transcribed, heard)' }),
+  output_audio_seconds: Type.Number({ description: 'seconds of audio produced, where they are charged by the second (speech is counted in characters)' }),
   cost: Type.Number({ description: 'credits' }),
 };
 

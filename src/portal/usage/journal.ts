@@ -32,7 +32,11 @@ export class UsageJournal {
     this.rewriteAt = opts.rewriteAt ?? REWRITE_AT;
   }
 
-  /** Records left by a previous run (a torn last line from a crash is skipped). */
+  /**
+   * Records left by a previous run (a torn last line from a crash is skipped), as this release inserts them: a line
+   * written by an earlier release lacks the columns added since, and gets what those columns hold for the rows
+   * before them (the ledger's insert takes every column from the line: a missing one would be a null it refuses).
+   */
   recover(): UsageInsert[] {
     if (!existsSync(this.path)) return [];
     const rows: UsageInsert[] = [];
@@ -41,7 +45,7 @@ export class UsageJournal {
     for (const line of text.split('\n')) {
       if (!line) continue;
       try {
-        rows.push(JSON.parse(line) as UsageInsert);
+        rows.push(fromLine(JSON.parse(line) as Partial<UsageInsert>));
       } catch {
         // a partial line written when the process died: its request was never acknowledged
       }
@@ -112,6 +116,15 @@ export class UsageJournal {
       this.fd = undefined;
     }
   }
+}
+
+/**
+ * A journal line as a record: the columns added after the journal's first release default as their migrations do
+ * (spend_epoch 0005, deployment 0007: null; output_audio_seconds 0016: 0). The other way round, an older release
+ * replaying a newer line (a rollback) ignores a column it does not know: its insert names its own columns.
+ */
+function fromLine(r: Partial<UsageInsert>): UsageInsert {
+  return { ...r, spend_epoch: r.spend_epoch ?? null, deployment: r.deployment ?? null, output_audio_seconds: r.output_audio_seconds ?? 0 } as UsageInsert;
 }
 
 /** One line of DATA_DIR/usage-refused.ndjson. */

@@ -15,7 +15,10 @@ export interface UsageEvent {
   outputTokens?: number;
   cachedTokens?: number;
   characters?: number;
+  /** seconds of audio taken in */
   audioSeconds?: number;
+  /** seconds of audio produced */
+  outputAudioSeconds?: number;
   costMicros?: number;
   /** the deployment that served it (src/models/router), when the model was routed */
   deployment?: string;
@@ -40,6 +43,8 @@ export interface UsageHold {
 export const MICROS = 1_000_000;
 
 const count = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? Math.min(Math.round(n!), Number.MAX_SAFE_INTEGER) : 0);
+/** seconds (a float column): finite and positive, else 0 */
+const seconds = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? n! : 0);
 
 /**
  * How long a journaled record may wait for companions before it is shipped. Each INSERT costs the embedded
@@ -174,7 +179,8 @@ export class UsageService {
       output_tokens: count(e.outputTokens),
       cached_tokens: count(e.cachedTokens),
       characters: count(e.characters),
-      audio_seconds: Number.isFinite(e.audioSeconds) && e.audioSeconds! > 0 ? e.audioSeconds! : 0,
+      audio_seconds: seconds(e.audioSeconds),
+      output_audio_seconds: seconds(e.outputAudioSeconds),
       cost_micros: cost,
       created_at: Math.floor(Date.now() / 1000),
       spend_epoch: null,
@@ -344,7 +350,7 @@ export class UsageService {
 
   /** Ships what the last run left in the journal. */
   async recover(): Promise<number> {
-    const rows = (this.journal?.recover() ?? []).map((r) => ({ ...r, spend_epoch: r.spend_epoch ?? null, deployment: r.deployment ?? null }));
+    const rows = this.journal?.recover() ?? [];
     if (rows.length) {
       if (this.budget) this.budget.recovered(rows);
       else this.recoveredRows.push(...rows);
@@ -391,7 +397,7 @@ export class UsageService {
 /**
  * An aggregate's rows as a usage report gives them (credits and seconds instead of micro-units) and their total.
  * Costs are summed as whole micro-credits and divided once (a sum of divided figures shows float error: 0.024 +
- * 0.024 + 0.024 = 0.07200000000000001); audio seconds are a float column, so their total is rounded to the
+ * 0.024 + 0.024 = 0.07200000000000001); audio seconds (in and out) are float columns, so their totals are rounded to the
  * microsecond the same way. The user's report and the operator's (src/admin) both give this.
  */
 export function usageReport<R extends UsageSums>(rows: R[]) {
@@ -403,13 +409,20 @@ export function usageReport<R extends UsageSums>(rows: R[]) {
       cached_tokens: t.cached_tokens + r.cached_tokens,
       characters: t.characters + r.characters,
       audio_micros: t.audio_micros + Math.round(r.audio_seconds * MICROS),
+      output_audio_micros: t.output_audio_micros + Math.round(r.output_audio_seconds * MICROS),
       cost_micros: t.cost_micros + r.cost_micros,
     }),
-    { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, cost_micros: 0 },
+    { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, output_audio_micros: 0, cost_micros: 0 },
   );
-  const { audio_micros, cost_micros, ...counts } = sum;
+  const { audio_micros, output_audio_micros, cost_micros, ...counts } = sum;
+  const micro = (s: number) => Math.round(s * MICROS) / MICROS;
   return {
-    list: rows.map(({ cost_micros, ...r }) => ({ ...r, audio_seconds: Math.round(r.audio_seconds * MICROS) / MICROS, cost: cost_micros / MICROS })),
-    total: { ...counts, audio_seconds: audio_micros / MICROS, cost: cost_micros / MICROS },
+    list: rows.map(({ cost_micros, ...r }) => ({
+      ...r,
+      audio_seconds: micro(r.audio_seconds),
+      output_audio_seconds: micro(r.output_audio_seconds),
+      cost: cost_micros / MICROS,
+    })),
+    total: { ...counts, audio_seconds: audio_micros / MICROS, output_audio_seconds: output_audio_micros / MICROS, cost: cost_micros / MICROS },
   };
 }

@@ -30,11 +30,12 @@ export interface UsageRow {
   cached_tokens: number;
   characters: number;
   audio_seconds: number;
+  output_audio_seconds: number;
   cost_micros: number;
 }
 
 /** what every usage report sums over its records */
-export type UsageSums = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'characters' | 'audio_seconds' | 'cost_micros'>;
+export type UsageSums = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds' | 'cost_micros'>;
 
 /** the selections of an aggregate over usage_records that give UsageSums (the user's report and the operator's) */
 export function usageSums() {
@@ -45,6 +46,7 @@ export function usageSums() {
     sql<number>`coalesce(sum(cached_tokens), 0)`.as('cached_tokens'),
     sql<number>`coalesce(sum(characters), 0)`.as('characters'),
     sql<number>`coalesce(sum(audio_seconds), 0)`.as('audio_seconds'),
+    sql<number>`coalesce(sum(output_audio_seconds), 0)`.as('output_audio_seconds'),
     sql<number>`coalesce(sum(cost_micros), 0)`.as('cost_micros'),
   ] as const;
 }
@@ -59,6 +61,7 @@ export function readSums(r: Record<string, unknown>): UsageSums {
     cached_tokens: n(r.cached_tokens),
     characters: n(r.characters),
     audio_seconds: n(r.audio_seconds),
+    output_audio_seconds: n(r.output_audio_seconds),
     cost_micros: n(r.cost_micros),
   };
 }
@@ -77,6 +80,7 @@ const INSERT_COLUMNS = [
   'cached_tokens',
   'characters',
   'audio_seconds',
+  'output_audio_seconds',
   'cost_micros',
   'created_at',
   'spend_epoch',

@@ -115,6 +115,7 @@ export const en = {
   'usage.inOut': '{input} in, {output} out',
   'usage.characters': 'Characters (speech)',
   'usage.audioSeconds': 'Audio seconds (transcription)',
+  'usage.outputAudioSeconds': 'Audio seconds out',
   'usage.cost': 'Cost (credits)',
   'usage.none': 'No usage in this period.',
   'usage.byModel': 'By model',

@@ -117,6 +117,7 @@ export const zh: Record<keyof typeof en, string> = {
   'usage.inOut': '输入 {input}，输出 {output}',
   'usage.characters': '字符数（语音合成）',
   'usage.audioSeconds': '音频秒数（转写）',
+  'usage.outputAudioSeconds': '输出音频秒数',
   'usage.cost': '费用（额度）',
   'usage.none': '此期间没有用量。',
   'usage.byModel': '按模型',

@@ -19,7 +19,7 @@ export function utcDays(report: { start_time: number; end_time: number } | null)
   return days;
 }
 
-type Metric = 'cost' | 'requests' | 'tokens' | 'characters' | 'audio_seconds';
+type Metric = 'cost' | 'requests' | 'tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds';
 /** the charts, spend first; a chart whose figure is zero all through the range is left out */
 const METRICS: Array<{ key: Metric; label: Key; digits: number }> = [
   { key: 'cost', label: 'usage.spend', digits: 4 },
@@ -27,9 +27,10 @@ const METRICS: Array<{ key: Metric; label: Key; digits: number }> = [
   { key: 'tokens', label: 'usage.tokens', digits: 0 },
   { key: 'characters', label: 'usage.characters', digits: 0 },
   { key: 'audio_seconds', label: 'usage.audioSeconds', digits: 1 },
+  { key: 'output_audio_seconds', label: 'usage.outputAudioSeconds', digits: 1 },
 ];
 /** the sums every usage row has (the portal's and the admin API's) */
-type Counts = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'characters' | 'audio_seconds' | 'cost'>;
+type Counts = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds' | 'cost'>;
 const value = (r: Counts, k: Metric) => (k === 'tokens' ? r.input_tokens + r.output_tokens : r[k]);
 type Split = 'model' | 'key';
 
@@ -173,6 +174,10 @@ export function Usage({ me }: { me: Me | null }) {
             <span class="value">{n(usage.total.audio_seconds, 1)}</span>
           </div>
           <div class="stat">
+            <span class="label">{t('usage.outputAudioSeconds')}</span>
+            <span class="value">{n(usage.total.output_audio_seconds, 1)}</span>
+          </div>
+          <div class="stat">
             <span class="label">{t('usage.cost')}</span>
             <span class="value">{n(usage.total.cost, 4)}</span>
           </div>
@@ -222,6 +227,7 @@ export function UsageTable({ id, caption, head, groups, n }: { id: string; capti
             <th scope="col">{t('usage.tokens')}</th>
             <th scope="col">{t('usage.characters')}</th>
             <th scope="col">{t('usage.audioSeconds')}</th>
+            <th scope="col">{t('usage.outputAudioSeconds')}</th>
             <th scope="col">{t('usage.cost')}</th>
           </tr>
         </thead>
@@ -233,6 +239,7 @@ export function UsageTable({ id, caption, head, groups, n }: { id: string; capti
               <td data-label={t('usage.tokens')}>{n(sum(g.rows, 'tokens'))}</td>
               <td data-label={t('usage.characters')}>{n(sum(g.rows, 'characters'))}</td>
               <td data-label={t('usage.audioSeconds')}>{n(sum(g.rows, 'audio_seconds'), 1)}</td>
+              <td data-label={t('usage.outputAudioSeconds')}>{n(sum(g.rows, 'output_audio_seconds'), 1)}</td>
               <td data-label={t('usage.cost')}>{n(sum(g.rows, 'cost'), 4)}</td>
             </tr>
           ))}
