@@ -12,12 +12,13 @@ export { baseUrlProblem, connectMs, CONNECT_CAP_MS } from '../shared/upstream.js
 const textCode = () => import('./index.js');
 const audioCode = () => import('./audio.js');
 const embeddingsCode = () => import('./embeddings.js');
+const realtimeCode = () => import('./realtime.js');
 
 /** Any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LocalAI, speaches, OpenAI itself). */
 export const openaiCompatible = defineProvider({
   name: 'openai-compatible',
   summary: 'any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LocalAI, speaches, OpenAI)',
-  serves: ['text', 'speech', 'transcription', 'embeddings'],
+  serves: ['text', 'speech', 'transcription', 'embeddings', 'realtime'],
   probes: ['text', 'embeddings'],
   options: Type.Object(
     {
@@ -94,6 +95,12 @@ export const openaiCompatible = defineProvider({
         createOpenAICompatibleEmbeddingsEngine({ baseUrl: s.base_url, apiKey, timeoutMs: s.timeout_ms, connectTimeoutMs: connectMs(s) }),
         upstreamSecrets(s.base_url, apiKey),
       );
+    },
+    // an upstream realtime server (OpenAI, speaches, another Portico): a WebSocket per session
+    async realtime(s, ctx) {
+      const { createRealtimeEngine } = await realtimeCode();
+      const t = (s as { timeouts?: { first_byte_ms?: number } }).timeouts;
+      return createRealtimeEngine({ baseUrl: s.base_url, apiKey: apiKeyOf(s, ctx), connectMs: connectMs(s), firstEventMs: t?.first_byte_ms });
     },
   },
 });
