@@ -363,3 +363,23 @@ export interface EmbeddingsEngine {
   /** as TextEngine.retire: closes once the work in flight has finished */
   retire?(): Promise<void>;
 }
+
+// ---------------------------------------------------------------- voice activity
+
+/** Decides, frame by frame, whether 16 kHz mono audio is speech. */
+export interface VoiceActivityDetector {
+  /** 'silero' or 'energy': which detector this is (said in the session and the logs) */
+  readonly name: string;
+  /** samples per frame (at 16 kHz); push() decides once per complete frame */
+  readonly frameSamples: number;
+  /** feeds samples (16 kHz mono float in [-1, 1], any length, kept across calls); gives the decision of each frame completed, in order */
+  push(samples: Float32Array): boolean[];
+  /** forgets the audio so far (a cleared buffer, a new turn) */
+  reset(): void;
+  close(): void;
+}
+
+export interface VoiceActivityOptions {
+  /** OpenAI's server_vad threshold, 0..1 (default 0.5): higher needs louder/clearer speech */
+  threshold: number;
+}
