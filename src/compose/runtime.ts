@@ -58,7 +58,7 @@ import { createMessagesModule } from '../messages/module.js';
 import { createRealtimeModule } from '../realtime/module.js';
 import { defaultRealtimeModels } from '../realtime/service.js';
 import { PcmListenerService } from '../audio/pcm-listener.js';
-import { createVoiceActivityDetector, voiceActivityEngine } from '../engines/vad/index.js';
+import { createVoiceActivityDetector, voiceActivityEngine } from '../engines/shared/vad/index.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
 import { StoredModels, StoredModelStore } from '../models/stored.js';

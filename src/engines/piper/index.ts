@@ -9,7 +9,6 @@
  * sherpa-onnx synthesizes on a thread of libuv's pool (generateAsync), not on the event loop. One synthesis runs
  * at a time per voice (sentences of concurrent requests take turns), as the formant voices' worker pools do.
  */
-import { createRequire } from 'node:module';
 import { basename } from 'node:path';
 import { EngineError, type PcmChunk, type SpeechRequest } from '../types.js';
 import { clampSpeed, sentencesOf, type EmbeddedSpeechEngine } from '../shared/tts.js';
@@ -17,8 +16,7 @@ import { normalizeSentence } from '../shared/loudness.js';
 import { prepareVoice, type PiperVoiceConfig } from './voice-files.js';
 import { findEspeakData } from './espeak-data.js';
 import { speakerTable, type SpeakerChoice } from './speakers.js';
-
-import { SHERPA_PACKAGE } from './package.js';
+import { SHERPA_PACKAGE, loadSherpa } from '../shared/sherpa.js';
 
 interface SherpaTts {
   numSpeakers: number;
@@ -30,17 +28,14 @@ interface SherpaModule {
   OfflineTts: { createAsync(config: object): Promise<SherpaTts> };
 }
 
-/** The sherpa-onnx module (CommonJS), loaded once, at the first voice. */
-let sherpa: SherpaModule | undefined;
-function loadSherpa(): SherpaModule {
-  if (sherpa) return sherpa;
+/** The sherpa-onnx module (CommonJS), loaded once, at the first voice (../shared/sherpa.ts). */
+function loadSherpaForVoices(): SherpaModule {
   try {
-    sherpa = createRequire(import.meta.url)(SHERPA_PACKAGE) as SherpaModule;
-    return sherpa;
+    return loadSherpa<SherpaModule>();
   } catch (e) {
     throw new EngineError(
       `Neural voices need ${SHERPA_PACKAGE}, an optional dependency that npm installs with its prebuilt library for this platform ` +
-        `(${process.platform}-${process.arch}); it could not be loaded (${(e as Error).message.split('\n')[0]}). Run npm ci (without --omit=optional).`,
+        `(${process.platform}-${process.arch}); it could not be loaded (${(e as Error).message}). Run npm ci (without --omit=optional).`,
       'engine_unavailable',
       503,
     );
@@ -79,7 +74,7 @@ const toInt16 = (f: Float32Array): Int16Array => {
 };
 
 export async function createPiperEngine(o: PiperEngineOptions): Promise<PiperEngine> {
-  const mod = loadSherpa();
+  const mod = loadSherpaForVoices();
   const prepared = await prepareVoice(o.modelPath, o.configPath);
   const dataDir = findEspeakData(o.dataDir, o.modelPath);
   let table: Record<string, SpeakerChoice>;
