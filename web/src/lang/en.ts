@@ -135,7 +135,7 @@ export const en = {
   'play.keyName': 'Playground',
   'play.keyDescription': 'Made by the playground on {date} for one session: it expires when the session does',
   'play.keyMemory':
-    'The playground makes one key for this session: it may call the models (Responses and audio) only, it expires when your session does, and it is used again while it is valid. Keys stay in this tab’s memory only: reloading the page or signing out forgets them.',
+    'The playground makes one key for this session: it may call the models (Responses, audio and realtime) only, it expires when your session does, and it is used again while it is valid. Keys stay in this tab’s memory only: reloading the page or signing out forgets them.',
   'play.modes': 'What to try',
   'play.tab.text': 'Text (Responses)',
   'play.tab.speech': 'Speech',
