@@ -91,20 +91,21 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
     t = await buildTestApp({ listen: true, builtins: true });
     browser = await launchChromium(['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', '--autoplay-policy=no-user-gesture-required']);
     ({ ctx, page, problems } = await openPage(browser));
-    await page.addInitScript(instrument);
+    // on the context: a second page (the connect timeout's, below) gets the same scripted server
+    await ctx.addInitScript(instrument);
     // the realtime models the server will list (GET /me): one that names its voices, one that does not
-    await page.route('**/v1/portal/me', async (r) => {
+    await ctx.route('**/v1/portal/me', async (r) => {
       const res = await r.fetch();
       const body = await res.json();
       body.data.models.push({ id: 'gpt-realtime', type: 'realtime' }, { id: 'gpt-realtime-mini', type: 'realtime', voices: ['marin', 'cedar'] });
       await r.fulfill({ response: res, json: body });
     });
-    await page.route('**/v1/realtime/client_secrets', async (r) => {
+    await ctx.route('**/v1/realtime/client_secrets', async (r) => {
       secretAuth.push(r.request().headers().authorization ?? '');
       secretBodies.push(r.request().postDataJSON());
       await r.fulfill({ status: secretAnswer.status, json: secretAnswer.body });
     });
-    await page.routeWebSocket('**/v1/realtime?*', (ws) => {
+    await ctx.routeWebSocket('**/v1/realtime?*', (ws) => {
       const c: Conn = {
         ws,
         url: ws.url(),
@@ -308,12 +309,19 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
     c.emit({ type: 'session.created', session: {} });
     await status().getByText('Listening…').waitFor();
     c.ws.close({ code: 1011, reason: 'upstream went away' });
-    await alert().getByText('The connection to the realtime model closed (code 1011).').waitFor();
+    await alert().getByText('The connection to the realtime model closed (code 1011: upstream went away).').waitFor();
     await status().getByText('Stopped.').waitFor();
     assert.equal(await page.evaluate(() => (window as any).__streams.at(-1).getTracks()[0].readyState), 'ended');
-    // a conversation under way is ended by leaving the tab
+    // a server that refuses the session says why in an error event, then closes: the page shows why
     await page.getByRole('button', { name: 'Start talking' }).click();
     c = await waitFor(() => conns.length === 3 && conns[2], { what: 'a third connection' });
+    c.emit({ type: 'error', error: { type: 'invalid_request_error', code: 'model_not_found', message: 'The model gpt-realtime does not exist', param: null } });
+    c.ws.close({ code: 1008 });
+    await status().getByText('Stopped.').waitFor();
+    assert.equal(await alert().innerText(), 'The model gpt-realtime does not exist.');
+    // a conversation under way is ended by leaving the tab
+    await page.getByRole('button', { name: 'Start talking' }).click();
+    c = await waitFor(() => conns.length === 4 && conns[3], { what: 'a fourth connection' });
     c.emit({ type: 'session.created', session: {} });
     await status().getByText('Listening…').waitFor();
     await page.getByRole('tab', { name: 'Speech' }).click();
@@ -353,11 +361,34 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
     await page.evaluate(() => ((window as any).__refuseMic = false));
   });
 
+  test('a server that never says session.created: the page gives up after 15 s and releases everything', async () => {
+    const other = await ctx.newPage();
+    await other.goto(`${t.url}/playground`);
+    await other.getByRole('button', { name: 'Use a playground key' }).click();
+    await other.locator('#play-key option:checked', { hasText: /^Playground \(sk-/ }).waitFor({ state: 'attached' });
+    await other.getByRole('tab', { name: 'Talk (Realtime)' }).click();
+    // the page's timers from here on a clock the test moves
+    await other.clock.install();
+    const n = conns.length;
+    await other.getByRole('button', { name: 'Start talking' }).click();
+    const c = await waitFor(() => conns.length === n + 1 && conns[n], { what: 'a new connection' });
+    await waitFor(() => c.sent.some((e) => e.type === 'session.update'), { what: 'session.update' });
+    await other.clock.runFor(14_000);
+    assert.equal(await other.locator('#talk-status').innerText(), 'Connecting…');
+    await other.clock.runFor(1_500);
+    await other.locator('#play-talk').getByRole('alert').getByText('The realtime model did not answer in time. Try again.').waitFor();
+    await waitFor(() => c.closed, { what: 'the socket closed' });
+    assert.equal(await other.evaluate(() => (window as any).__streams.at(-1).getTracks()[0].readyState), 'ended');
+    assert.equal(c.sent.filter((e) => e.type === 'input_audio_buffer.append').length, 0);
+    await other.close();
+  });
+
   test('in Chinese', async () => {
     await page.getByLabel('Language').selectOption('zh');
     await page.getByRole('tab', { name: '语音对话（Realtime）' }).waitFor();
+    const n = conns.length;
     await page.getByRole('button', { name: '开始对话' }).click();
-    const c = await waitFor(() => conns.length === 4 && conns[3], { what: 'a fourth connection' });
+    const c = await waitFor(() => conns.length === n + 1 && conns[n], { what: 'a new connection' });
     await status().getByText('正在连接…').waitFor();
     c.emit({ type: 'session.created', session: {} });
     await status().getByText('正在聆听…').waitFor();

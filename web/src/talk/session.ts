@@ -73,6 +73,8 @@ export class TalkSession {
   private readonly cut = new Set<string>();
   private readonly lines = new Map<string, TalkLine>();
   private frame = 0;
+  /** the server's error event, while it is the last thing the server sent */
+  private lastError?: ApiError;
 
   /** Made in the click's handler: the audio context is created (and allowed to play) inside the user's gesture. */
   constructor(
@@ -158,6 +160,7 @@ export class TalkSession {
       this.send({ type: 'session.update', session: { type: 'realtime', ...(this.opts.instructions.trim() ? { instructions: this.opts.instructions } : {}), audio } });
     };
     ws.onmessage = (m) => {
+      this.lastError = undefined;
       if (typeof m.data !== 'string') return;
       let ev: Record<string, any>;
       try {
@@ -169,7 +172,12 @@ export class TalkSession {
     };
     ws.onclose = (e) => {
       if (this.done) return;
-      this.fail(new ApiError(0, 'realtime_closed', this.ready ? this.t('talk.closed', { code: e.code }) : this.t('talk.notOpened', { code: e.code }), undefined));
+      // a server that refuses says why in an error event, then closes: that error is the reason shown
+      if (this.lastError) return this.fail(this.lastError);
+      const words = this.ready ? 'talk.closed' : 'talk.notOpened';
+      // a browser sees no HTTP status of a refused upgrade (1006): only what a close frame carries
+      const code = e.reason ? `${e.code}: ${e.reason.slice(0, 200)}` : String(e.code);
+      this.fail(new ApiError(0, 'realtime_closed', this.t(words, { code })));
     };
   }
 
@@ -250,7 +258,8 @@ export class TalkSession {
         break;
       case 'error': {
         const e = ev.error ?? {};
-        this.on.error(new ApiError(0, e.code ?? e.type ?? 'error', typeof e.message === 'string' && e.message ? e.message : this.t('talk.failed')));
+        this.lastError = new ApiError(0, e.code ?? e.type ?? 'error', typeof e.message === 'string' && e.message ? e.message : this.t('talk.failed'));
+        this.on.error(this.lastError);
         break;
       }
     }
