@@ -14,8 +14,11 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { launchChromium, openPage, screenshot, signInLink } from '../helpers/browser.js';
 import { axeViolations } from '../helpers/axe.js';
 import { waitFor } from '../helpers/wait.js';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 
 const SECRET = 'ek_test_0123456789abcdef';
+const MIC_WAV = 'dist/talk-microphone.wav';
 const RATE = 24_000;
 
 /** `ms` of a 440 Hz tone as base64 PCM16 little-endian 24 kHz mono (what the model's audio deltas carry) */
@@ -24,6 +27,27 @@ function tone(ms: number): string {
   const b = Buffer.alloc(n * 2);
   for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(Math.sin((2 * Math.PI * 440 * i) / RATE) * 8000), i * 2);
   return b.toString('base64');
+}
+
+/** a 440 Hz tone of `seconds` at 48 kHz, 16-bit mono, as a WAV file: the fake microphone's input */
+function toneWav(seconds: number): Buffer {
+  const rate = 48_000;
+  const n = rate * seconds;
+  const b = Buffer.alloc(44 + n * 2);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + n * 2, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(rate, 24);
+  b.writeUInt32LE(rate * 2, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(n * 2, 40);
+  for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(Math.sin((2 * Math.PI * 440 * i) / rate) * 12000), 44 + i * 2);
+  return b;
 }
 
 /**
@@ -89,7 +113,14 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
 
   before(async () => {
     t = await buildTestApp({ listen: true, builtins: true });
-    browser = await launchChromium(['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', '--autoplay-policy=no-user-gesture-required']);
+    mkdirSync('dist', { recursive: true });
+    writeFileSync(MIC_WAV, toneWav(2));
+    browser = await launchChromium([
+      '--use-fake-ui-for-media-stream',
+      '--use-fake-device-for-media-stream',
+      `--use-file-for-fake-audio-capture=${resolve(MIC_WAV)}`,
+      '--autoplay-policy=no-user-gesture-required',
+    ]);
     ({ ctx, page, problems } = await openPage(browser));
     // on the context: a second page (the connect timeout's, below) gets the same scripted server
     await ctx.addInitScript(instrument);
@@ -134,6 +165,7 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
   after(async () => {
     await browser?.close();
     await t?.close();
+    rmSync(MIC_WAV, { force: true });
   });
 
   test('the tab: realtime models only, their voices (or OpenAI’s), reached by the arrow keys too', async () => {
@@ -199,6 +231,22 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
       if (peak > 1000) loud++;
     }
     assert.ok(loud > 0, 'the microphone’s tone is in the audio, not silence');
+    // resampled to 24 kHz, not merely relabelled: the microphone's 440 Hz is 440 Hz at 24 kHz (upward zero
+    // crossings of the loud stretch, which the browser's audio processing leaves at its pitch)
+    const pcm = Buffer.concat(appends.map((a: any) => Buffer.from(a.audio, 'base64')));
+    const samples = Array.from({ length: pcm.length / 2 }, (_, i) => pcm.readInt16LE(i * 2));
+    let first = -1;
+    let last = -1;
+    let crossings = 0;
+    for (let i = 1; i < samples.length; i++) {
+      if (samples[i - 1] < 0 && samples[i] >= 0 && Math.abs(samples[i] - samples[i - 1]) > 200) {
+        if (first < 0) first = i;
+        else crossings++;
+        last = i;
+      }
+    }
+    const hz = (crossings * RATE) / (last - first);
+    assert.ok(Math.abs(hz - 440) < 440 * 0.03, `${hz.toFixed(1)} Hz heard as 440 Hz`);
 
     // the user's turn, transcribed; the answer, spoken and transcribed
     c.emit({ type: 'input_audio_buffer.speech_started', audio_start_ms: 100, item_id: 'item_u1' });
