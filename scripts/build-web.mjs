@@ -2,7 +2,10 @@
 // Builds the web page (web/) into dist/web: esbuild bundles web/src/main.tsx (Preact) into content-hashed
 // assets (the charting library in a chunk of its own, loaded when a chart is first shown), writes index.html
 // naming them, and stores .gz and .br companions so Portico serves compressed bytes without compressing per
-// request. Prints the first load's weight (what index.html pulls in before any chart).
+// request. Prints the first load's weight (what index.html pulls in before any chart). The playground's microphone
+// worklet (web/src/talk/capture-worklet.ts) is a module of its own, built first: an AudioWorklet is loaded by URL,
+// and the page's CSP allows script only from 'self', so it is an asset whose hashed name the page is given
+// (PORTICO_CAPTURE_WORKLET).
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,8 +17,22 @@ const assets = join(out, 'assets');
 rmSync(out, { recursive: true, force: true });
 mkdirSync(assets, { recursive: true });
 
+const worklet = await build({
+  entryPoints: { 'capture-worklet': 'web/src/talk/capture-worklet.ts' },
+  bundle: true,
+  format: 'esm',
+  outdir: assets,
+  entryNames: '[name]-[hash]',
+  minify: true,
+  target: ['chrome111', 'firefox115', 'safari16.4'],
+  metafile: true,
+  logLevel: 'warning',
+});
+const workletPath = Object.keys(worklet.metafile.outputs).find((p) => p.endsWith('.js'));
+
 const result = await build({
   entryPoints: { app: 'web/src/main.tsx' },
+  define: { PORTICO_CAPTURE_WORKLET: JSON.stringify(`/assets/${workletPath.split('/').pop()}`) },
   bundle: true,
   splitting: true,
   format: 'esm',

@@ -82,3 +82,22 @@ export function Field(props: { id: string; label: string; hint?: string; childre
     </div>
   );
 }
+
+/** The playground's choice of a model of one kind; the first is chosen when the current one is not offered. */
+export function ModelSelect({ id, models, value, onChange, disabled }: { id: string; models: string[]; value: string; onChange: (v: string) => void; disabled?: boolean }) {
+  const { t } = useI18n();
+  // a layout effect: the default is chosen before any input, so it never replaces a model the user picked
+  useLayoutEffect(() => {
+    if (!models.includes(value) && models.length) onChange(models[0]);
+  }, [models.join(',')]);
+  return (
+    <Field id={id} label={t('play.model')}>
+      <select id={id} value={value} disabled={disabled} onChange={(e) => onChange(e.currentTarget.value)}>
+        {models.length === 0 && <option value="">{t('play.noModels')}</option>}
+        {models.map((m) => (
+          <option value={m}>{m}</option>
+        ))}
+      </select>
+    </Field>
+  );
+}

@@ -1,7 +1,8 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { KEY_PATH, portal, v1, type CreatedKeyRecord, type CreateKeyRequest, type Me } from '../api.js';
 import { useI18n } from '../i18n.js';
-import { ErrorBox, Field, Notice } from '../components/ui.js';
+import { ErrorBox, Field, ModelSelect, Notice } from '../components/ui.js';
+import { TalkPanel } from './Talk.js';
 import { CODE_LANGUAGES, requestCode, type CodeLanguage, type ResponsesBody } from '../code.js';
 
 export interface PlaygroundKey {
@@ -24,8 +25,11 @@ let chosen = '';
  * playground calls (docs/portal.md, "Playground").
  */
 let own: (PlaygroundKey & { expiresAt: number }) | undefined;
-/** the scopes the playground's own key needs: text (Responses) and audio (speech, transcription) */
-export const PLAYGROUND_SCOPES = ['responses', 'audio'];
+/**
+ * the scopes the playground's own key needs: text (Responses), audio (speech, transcription) and realtime (the Talk
+ * tab's client secrets); a scope the server does not offer (GET /me) is left out
+ */
+export const PLAYGROUND_SCOPES = ['responses', 'audio', 'realtime'];
 
 export function rememberPlaygroundKey(k: PlaygroundKey) {
   keys = [k, ...keys.filter((x) => x.id !== k.id)];
@@ -37,7 +41,7 @@ export function forgetPlaygroundKeys() {
   own = undefined;
 }
 
-type Tab = 'text' | 'speech' | 'transcription';
+type Tab = 'text' | 'speech' | 'transcription' | 'talk';
 const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'];
 const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'];
 
@@ -81,10 +85,11 @@ export function Playground({ me, sessionExpiresAt }: { me: Me | null; sessionExp
     }
   };
   const models = (type: string) => (me?.models ?? []).filter((m) => m.type === type).map((m) => m.id);
-  const order: Tab[] = ['text', 'speech', 'transcription'];
+  const order: Tab[] = ['text', 'speech', 'transcription', 'talk'];
   const onTabKey = (e: KeyboardEvent) => {
     const i = order.indexOf(tab);
-    const next = e.key === 'ArrowRight' ? order[(i + 1) % 3] : e.key === 'ArrowLeft' ? order[(i + 2) % 3] : undefined;
+    const n = order.length;
+    const next = e.key === 'ArrowRight' ? order[(i + 1) % n] : e.key === 'ArrowLeft' ? order[(i + n - 1) % n] : undefined;
     if (!next) return;
     setTab(next);
     tabs.current?.querySelector<HTMLButtonElement>(`#play-tab-${next}`)?.focus();
@@ -136,27 +141,25 @@ export function Playground({ me, sessionExpiresAt }: { me: Me | null; sessionExp
         {tab === 'text' && <TextPanel apiKey={active} models={models('text')} />}
         {tab === 'speech' && <SpeechPanel apiKey={active} models={models('speech')} voicesOf={(m) => me?.models.find((x) => x.id === m)?.voices ?? []} />}
         {tab === 'transcription' && <TranscriptionPanel apiKey={active} models={models('transcription')} />}
+        {tab === 'talk' && (
+          <TalkPanel
+            apiKey={active}
+            models={models('realtime')}
+            voicesOf={(m) => me?.models.find((x) => x.id === m)?.voices ?? []}
+            transcriptionModel={transcriptionFor(models('transcription'))}
+          />
+        )}
       </div>
     </section>
   );
 }
 
-function ModelSelect({ id, models, value, onChange }: { id: string; models: string[]; value: string; onChange: (v: string) => void }) {
-  const { t } = useI18n();
-  // a layout effect: the default is chosen before any input, so it never replaces a model the user picked
-  useLayoutEffect(() => {
-    if (!models.includes(value) && models.length) onChange(models[0]);
-  }, [models.join(',')]);
-  return (
-    <Field id={id} label={t('play.model')}>
-      <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
-        {models.length === 0 && <option value="">{t('play.noModels')}</option>}
-        {models.map((m) => (
-          <option value={m}>{m}</option>
-        ))}
-      </select>
-    </Field>
-  );
+/**
+ * The model that transcribes the Talk tab's microphone (the session's audio.input.transcription): OpenAI's name,
+ * whisper-1, when this server lists it or lists no transcription model at all, else the first it lists.
+ */
+function transcriptionFor(models: string[]): string {
+  return models.length === 0 || models.includes('whisper-1') ? 'whisper-1' : models[0];
 }
 
 /** Server-Sent Events of a fetch body, one parsed `data:` payload at a time. */
