@@ -106,6 +106,7 @@ const SHARED: Array<{ value: string; under: string[]; why: string }> = [
   { value: 'embeddings', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
   { value: 'speech', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
   { value: 'transcription', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
+  { value: 'realtime', under: ['engines/', 'models/'], why: 'a model type (engines/provider.ts CAPABILITIES)' },
   { value: 'responses', under: ['engines/openai-compatible/'], why: 'the upstream API the provider speaks (`api: responses`)' },
   { value: 'chat.completions', under: ['engines/openai-compatible/'], why: 'the upstream API the provider speaks (`api: chat.completions`)' },
   { value: 'responses', under: ['platform/db/'], why: 'the table of stored responses' },
@@ -189,7 +190,7 @@ test('a provider imports no other provider (what two share lives in engines/shar
 });
 
 /** The features: what they need of a provider they ask the provider contract (engines/provider.ts), naming none. */
-const FEATURES = ['responses', 'chat', 'embeddings', 'audio', 'messages', 'web'];
+const FEATURES = ['responses', 'chat', 'embeddings', 'audio', 'messages', 'realtime', 'web'];
 const PROVIDER_IDS = [...PROVIDERS.keys()];
 /** the provider folders under engines/ (everything but shared/) */
 const PROVIDER_FOLDERS = readdirSync(join(SRC, 'engines')).filter((f) => f !== 'shared' && statSync(join(SRC, 'engines', f)).isDirectory());

@@ -13,9 +13,7 @@ const ModelSchema = Type.Object({
   owned_by: Type.String(),
   type: Type.String({ description: 'Portico: text, speech, transcription or embeddings' }),
   engine: Type.String({ description: 'Portico: what serves it (llama, openai-compatible, flite/espeak-ng, pocketsphinx, whisper, ...)' }),
-  parts: Type.Optional(
-    Type.Record(Type.String(), Type.String(), { description: "Portico: a model made of others (a realtime pipeline): the model of each part, by its role" }),
-  ),
+  parts: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Portico: a model made of others (a realtime pipeline): the model of each part, by its role' })),
 });
 
 /** The models a model is made of, by role (a realtime pipeline's transcription, text and speech models), if it is. */

@@ -19,7 +19,14 @@ export class PcmListenerService {
     return this.models.require(model, 'transcription');
   }
 
-  async transcribe(o: { model: string; pcm16k: Float32Array; language?: string; prompt?: string; signal: AbortSignal; onText?: (delta: string) => void }): Promise<{ text: string }> {
+  async transcribe(o: {
+    model: string;
+    pcm16k: Float32Array;
+    language?: string;
+    prompt?: string;
+    signal: AbortSignal;
+    onText?: (delta: string) => void;
+  }): Promise<{ text: string }> {
     const spec = this.spec(o.model);
     const engine = await this.engines.transcription(spec);
     const file = { bytes: engine.needsPcm ? Buffer.alloc(0) : encodeWav(floatToInt16(o.pcm16k), TRANSCRIPTION_SAMPLE_RATE), filename: 'audio.wav', mimeType: 'audio/wav' };

@@ -58,7 +58,7 @@ import { createMessagesModule } from '../messages/module.js';
 import { createRealtimeModule } from '../realtime/module.js';
 import { defaultRealtimeModels } from '../realtime/service.js';
 import { PcmListenerService } from '../audio/pcm-listener.js';
-import { createVoiceActivityDetector, voiceActivityEngine } from '../engines/shared/vad/index.js';
+import { createVoiceActivityDetector, voiceActivityStatus } from '../engines/shared/vad/index.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
 import { StoredModels, StoredModelStore } from '../models/stored.js';
@@ -412,7 +412,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         spec: (m) => models.get(m),
         open: (o) => speaker.open({ voice: o.voice, format: 'pcm16', signal: o.signal, model: o.model, speed: o.speed }),
       },
-      vad: { create: (threshold) => createVoiceActivityDetector({ threshold }), name: () => voiceActivityEngine() },
+      vad: { create: (threshold) => createVoiceActivityDetector({ threshold }), name: () => voiceActivityStatus().then((v) => v.engine) },
       admit: (req) => gate.key(req),
       mint: async (req, payload, seconds) => {
         const token = inferenceKeyToken(req);
@@ -423,6 +423,14 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       metrics: metrics.voiceSessions,
     });
     closing(() => realtime.close!(0));
+    // which voice activity detector server VAD runs on (Silero, or the energy fallback and why), said once at start
+    // and in /v1/models; loaded off the start's path
+    let vadName: string | undefined;
+    void voiceActivityStatus().then((v) => {
+      vadName = v.engine;
+      if (v.reason) log.warn({ voice_activity: v.engine }, `realtime voice activity: ${v.reason}`);
+      else log.info({ voice_activity: v.engine, model: v.model }, 'realtime voice activity: Silero VAD');
+    });
 
     const modules: FeatureModule[] = [
       web,
@@ -440,7 +448,10 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       createModelsModule({
         models,
         engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider),
-        partsOf: (spec) => realtime.service.partsOf(spec),
+        partsOf: (spec) => {
+          const parts = realtime.service.partsOf(spec);
+          return parts && vadName ? { ...parts, voice_activity: vadName } : parts;
+        },
       }),
       // the features, in the order their scopes are listed (keys' allowed values, the web page)
       responses,

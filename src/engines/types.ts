@@ -424,10 +424,6 @@ export interface VoiceActivityDetector {
   reset(): void;
   close(): void;
 }
-<<<<<<< HEAD
-=======
-
->>>>>>> vad
 export interface VoiceActivityOptions {
   /** OpenAI's server_vad threshold, 0..1 (default 0.5): higher needs louder/clearer speech */
   threshold: number;

@@ -22,7 +22,8 @@ export function watch(s: Watched, l: RealtimeLimits, admit: (req: FastifyRequest
   const age = setTimeout(() => s.fail('session_expired', `Your session hit the maximum duration of ${Math.round(l.maxSessionMs / 60_000)} minutes.`, 1000), l.maxSessionMs);
   const idle = setInterval(
     () => {
-      if (!s.busy() && Date.now() - s.lastEventAt() >= l.idleMs) s.fail('session_idle_timeout', `The session had no event for ${Math.round(l.idleMs / 1000)} seconds and was closed.`, 1000);
+      if (!s.busy() && Date.now() - s.lastEventAt() >= l.idleMs)
+        s.fail('session_idle_timeout', `The session had no event for ${Math.round(l.idleMs / 1000)} seconds and was closed.`, 1000);
     },
     Math.max(50, Math.min(l.idleMs / 4, 30_000)),
   );

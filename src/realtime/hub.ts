@@ -34,8 +34,10 @@ export class RealtimeHub {
     const l = this.svc.d.limits;
     if (this.closing) throw new AppError('service_unavailable', 'The server is shutting down; open the session again.');
     const mine = this.perKey.get(key.keyId) ?? 0;
-    if (l.perKey > 0 && mine >= l.perKey) throw new AppError('session_limit_reached', `This API key has ${mine} realtime sessions open on this server, the most it may (REALTIME_MAX_SESSIONS_PER_KEY).`);
-    if (l.perInstance > 0 && this.places >= l.perInstance) throw new AppError('session_limit_reached', `This server has ${this.places} realtime sessions open, the most it takes (REALTIME_MAX_SESSIONS); try again later.`);
+    if (l.perKey > 0 && mine >= l.perKey)
+      throw new AppError('session_limit_reached', `This API key has ${mine} realtime sessions open on this server, the most it may (REALTIME_MAX_SESSIONS_PER_KEY).`);
+    if (l.perInstance > 0 && this.places >= l.perInstance)
+      throw new AppError('session_limit_reached', `This server has ${this.places} realtime sessions open, the most it takes (REALTIME_MAX_SESSIONS); try again later.`);
     this.perKey.set(key.keyId, mine + 1);
     this.places++;
     this.svc.d.metrics?.sessionOpened();
@@ -54,13 +56,25 @@ export class RealtimeHub {
   /** An upgraded socket: its session, or an error event and a close when its model cannot serve one. */
   async accept(socket: WsSocket, req: FastifyRequest, release: () => void): Promise<void> {
     const key = req.apiKey!;
-    let session: Open & { receive(raw: string): void } | undefined;
+    let session: (Open & { receive(raw: string): void }) | undefined;
     const early: string[] = [];
     let gone = false;
     socket.on('message', (data, isBinary) => {
       const text = frameText(data, isBinary);
       if (text === undefined) {
-        socket.send(JSON.stringify({ event_id: newId('event_'), type: 'error', error: { type: 'invalid_request_error', code: 'invalid_event', message: 'Binary frames are not events: send JSON text frames (audio goes base64 in input_audio_buffer.append).', param: null, event_id: null } }));
+        socket.send(
+          JSON.stringify({
+            event_id: newId('event_'),
+            type: 'error',
+            error: {
+              type: 'invalid_request_error',
+              code: 'invalid_event',
+              message: 'Binary frames are not events: send JSON text frames (audio goes base64 in input_audio_buffer.append).',
+              param: null,
+              event_id: null,
+            },
+          }),
+        );
         return;
       }
       if (session) session.receive(text);
@@ -75,7 +89,9 @@ export class RealtimeHub {
     const failOpen = (e: unknown) => {
       const a = e instanceof AppError ? e : toAppError(e, req);
       if (socket.readyState === 1) {
-        socket.send(JSON.stringify({ event_id: newId('event_'), type: 'error', error: { type: errType(a), code: a.openaiCode, message: a.message, param: a.param ?? null, event_id: null } }));
+        socket.send(
+          JSON.stringify({ event_id: newId('event_'), type: 'error', error: { type: errType(a), code: a.openaiCode, message: a.message, param: a.param ?? null, event_id: null } }),
+        );
         socket.close(1008, a.code);
       }
     };

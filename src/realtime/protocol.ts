@@ -78,7 +78,7 @@ export interface SessionConfig {
 }
 
 export const DEFAULT_INSTRUCTIONS =
-  "You are a helpful, friendly voice assistant. Your answers are spoken aloud: keep them short and conversational, without lists, markup or emoji.";
+  'You are a helpful, friendly voice assistant. Your answers are spoken aloud: keep them short and conversational, without lists, markup or emoji.';
 
 export const SEMANTIC_SILENCE: Record<string, number> = { low: 1200, medium: 700, high: 400, auto: 700 };
 
@@ -155,7 +155,8 @@ function format(v: unknown, param: string): AudioFormatType {
   if (!AUDIO_FORMAT_TYPES.includes(o.type as AudioFormatType)) {
     throw bad(`Invalid value: ${JSON.stringify(o.type)}. Supported values are: ${AUDIO_FORMAT_TYPES.map((t) => `'${t}'`).join(', ')}.`, `${param}.type`);
   }
-  if (o.type === 'audio/pcm' && o.rate !== undefined && o.rate !== 24000) throw bad(`Invalid '${param}.rate': ${JSON.stringify(o.rate)}; only 24000 is supported.`, `${param}.rate`);
+  if (o.type === 'audio/pcm' && o.rate !== undefined && o.rate !== 24000)
+    throw bad(`Invalid '${param}.rate': ${JSON.stringify(o.rate)}; only 24000 is supported.`, `${param}.rate`);
   if (o.type !== 'audio/pcm' && o.rate !== undefined && o.rate !== 8000) throw bad(`Invalid '${param}.rate': ${JSON.stringify(o.rate)}; G.711 is 8000.`, `${param}.rate`);
   return o.type as AudioFormatType;
 }
@@ -204,7 +205,8 @@ export function parseMaxTokens(v: unknown, param: string): number | 'inf' {
 function parseVad(v: unknown, param: string): ServerVad | null {
   if (v === null) return null;
   const o = obj(v, param);
-  if (o.type !== 'server_vad' && o.type !== 'semantic_vad') throw bad(`Invalid value: ${JSON.stringify(o.type)}. Supported values are: 'server_vad', 'semantic_vad'.`, `${param}.type`);
+  if (o.type !== 'server_vad' && o.type !== 'semantic_vad')
+    throw bad(`Invalid value: ${JSON.stringify(o.type)}. Supported values are: 'server_vad', 'semantic_vad'.`, `${param}.type`);
   only(o, param, ['type', 'threshold', 'prefix_padding_ms', 'silence_duration_ms', 'idle_timeout_ms', 'create_response', 'interrupt_response', 'eagerness']);
   const vad = defaultVad(o.type);
   if (o.threshold !== undefined) vad.threshold = num(o.threshold, `${param}.threshold`, 0, 1);
@@ -228,24 +230,40 @@ function parseTranscription(v: unknown, param: string): Transcription | null {
   const t: Transcription = { model: str(o.model, `${param}.model`, 200) };
   if (o.language !== undefined && o.language !== null) {
     t.language = str(o.language, `${param}.language`, 16);
-    if (!/^[a-z]{2,3}(-[A-Za-z0-9]+)?$/.test(t.language)) throw bad(`Invalid '${param}.language': ${JSON.stringify(t.language)}; use an ISO-639-1 code such as 'en'.`, `${param}.language`);
+    if (!/^[a-z]{2,3}(-[A-Za-z0-9]+)?$/.test(t.language))
+      throw bad(`Invalid '${param}.language': ${JSON.stringify(t.language)}; use an ISO-639-1 code such as 'en'.`, `${param}.language`);
   }
   if (o.prompt !== undefined && o.prompt !== null) t.prompt = str(o.prompt, `${param}.prompt`, 4096);
   return t;
 }
 
 /** What a session.update (or a client secret's session) changes; checked against `voices` and the known models by `check`. */
-export function applySessionUpdate(
-  cur: SessionConfig,
-  v: unknown,
-  o: { voices: readonly string[]; voiceLocked: boolean; check: (c: SessionConfig) => void },
-): SessionConfig {
+export function applySessionUpdate(cur: SessionConfig, v: unknown, o: { voices: readonly string[]; voiceLocked: boolean; check: (c: SessionConfig) => void }): SessionConfig {
   const s = obj(v, 'session');
   const next: SessionConfig = structuredClone(cur);
-  const known = ['type', 'model', 'instructions', 'output_modalities', 'audio', 'tools', 'tool_choice', 'temperature', 'max_output_tokens', 'tracing', 'include', 'prompt', 'truncation', 'object', 'id', 'expires_at', 'reasoning'];
+  const known = [
+    'type',
+    'model',
+    'instructions',
+    'output_modalities',
+    'audio',
+    'tools',
+    'tool_choice',
+    'temperature',
+    'max_output_tokens',
+    'tracing',
+    'include',
+    'prompt',
+    'truncation',
+    'object',
+    'id',
+    'expires_at',
+    'reasoning',
+  ];
   only(s, 'session', known);
   if (s.type !== undefined) {
-    if (s.type !== 'realtime' && s.type !== 'transcription') throw bad(`Invalid value: ${JSON.stringify(s.type)}. Supported values are: 'realtime', 'transcription'.`, 'session.type');
+    if (s.type !== 'realtime' && s.type !== 'transcription')
+      throw bad(`Invalid value: ${JSON.stringify(s.type)}. Supported values are: 'realtime', 'transcription'.`, 'session.type');
     if (s.type !== cur.type) throw bad(`A ${cur.type} session cannot become a ${s.type} session; open a new one.`, 'session.type');
   }
   if (s.model !== undefined && s.model !== cur.model) throw bad(`The session's model is '${cur.model}'; it cannot change (open a new session with ?model=).`, 'session.model');
@@ -276,7 +294,8 @@ export function applySessionUpdate(
         if (i.noise_reduction === null) next.noise_reduction = null;
         else {
           const n = obj(i.noise_reduction, 'session.audio.input.noise_reduction');
-          if (n.type !== 'near_field' && n.type !== 'far_field') throw bad("Invalid 'session.audio.input.noise_reduction.type': use 'near_field' or 'far_field'.", 'session.audio.input.noise_reduction.type');
+          if (n.type !== 'near_field' && n.type !== 'far_field')
+            throw bad("Invalid 'session.audio.input.noise_reduction.type': use 'near_field' or 'far_field'.", 'session.audio.input.noise_reduction.type');
           next.noise_reduction = { type: n.type };
         }
       }
@@ -291,7 +310,8 @@ export function applySessionUpdate(
         if (typeof voice !== 'string' || !o.voices.includes(voice)) {
           throw bad(`Invalid voice ${JSON.stringify(voice)}. Supported voices: ${o.voices.join(', ')}.`, 'session.audio.output.voice');
         }
-        if (voice !== cur.voice && o.voiceLocked) throw new ClientEventError('cannot_update_voice', 'Cannot update a conversation\'s voice if assistant audio is present.', 'session.audio.output.voice');
+        if (voice !== cur.voice && o.voiceLocked)
+          throw new ClientEventError('cannot_update_voice', "Cannot update a conversation's voice if assistant audio is present.", 'session.audio.output.voice');
         next.voice = voice;
       }
     }

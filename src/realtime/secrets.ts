@@ -19,15 +19,15 @@ export class RealtimeSecrets {
     if (s.model !== undefined && typeof s.model !== 'string') throw new AppError('validation_error', "'session.model' must be a string.", 'session.model');
     const model = (s.model as string | undefined) ?? BUILTIN_REALTIME_MODELS[0]!;
     const served = await this.svc.resolve(model, req.apiKey!);
-    const transcriptionModel = served.kind === 'pipeline' ? served.transcription : 'whisper-1';
+    const transcriptionModel = served.kind === 'portico' ? served.transcription : 'whisper-1';
     let config;
     try {
       const { model: _m, type: _t, ...rest } = s;
       config = applySessionUpdate(defaultConfig(model, type, transcriptionModel), rest, {
-        voices: served.kind === 'pipeline' ? this.svc.d.voice.voices(served.speech) : [...this.svc.d.voice.voices('tts-1')],
+        voices: served.kind === 'portico' ? this.svc.d.voice.voices(served.speech) : [...this.svc.d.voice.voices('tts-1')],
         voiceLocked: false,
         check: (c) => {
-          if (c.transcription && served.kind === 'pipeline') this.svc.d.ears.spec(c.transcription.model);
+          if (c.transcription && served.kind === 'portico') this.svc.d.ears.spec(c.transcription.model);
         },
       });
     } catch (e) {

@@ -112,7 +112,7 @@ export const REALTIME_OPERATION = 'realtime';
 
 /** What serves one session: Portico's pipeline, or an upstream. */
 export type Served =
-  | { kind: 'pipeline'; spec: ModelSpec; transcription: string; text: () => { spec: ModelSpec; engine: Promise<TextEngine> }; speech: string }
+  | { kind: 'portico'; spec: ModelSpec; transcription: string; text: () => { spec: ModelSpec; engine: Promise<TextEngine> }; speech: string }
   | { kind: 'upstream'; spec: ModelSpec; engine: RealtimeEngine };
 
 /** the built-in models' parts when they name none */
@@ -156,13 +156,18 @@ export class RealtimeService {
     const textName = parts.text;
     const text = () => {
       const t = textName ? this.d.models.require(textName, 'text') : this.firstTextModel();
-      if (!t) throw new AppError('engine_unavailable', `The realtime model '${name}' answers with the first text model, and none is served here: pull or configure one (docs/models.md).`, 'model');
+      if (!t)
+        throw new AppError(
+          'engine_unavailable',
+          `The realtime model '${name}' answers with the first text model, and none is served here: pull or configure one (docs/models.md).`,
+          'model',
+        );
       assertModelScope(key, t.name);
       return { spec: t, engine: this.d.engines.text(t) };
     };
     // a pipeline that names its text model checks it now too
     if (textName) text();
-    return { kind: 'pipeline', spec, transcription, text, speech };
+    return { kind: 'portico', spec, transcription, text, speech };
   }
 
   /** What a turn on `spec` is priced by: its own pricing, or (a pipeline's model without one) that of its parts. */

@@ -47,7 +47,7 @@ import { TurnDetector, type TurnEvent } from './turns.js';
 import { watch } from './clocks.js';
 import { REALTIME_OPERATION, type RealtimeService, type Served, type SpokenPart } from './service.js';
 
-type Pipeline = Extract<Served, { kind: 'pipeline' }>;
+type Pipeline = Extract<Served, { kind: 'portico' }>;
 
 /** a conversation item as the session keeps it */
 interface Item {
@@ -129,7 +129,6 @@ export class PipelineSession {
   private readonly abort = new AbortController();
 
   constructor(private readonly o: SessionOptions) {
-    const svc = o.svc;
     this.config = defaultConfig(o.served.spec.name, o.type, o.served.transcription);
     this.decoder = new InputDecoder(this.config.input_format);
     if (o.initial !== undefined) this.config = this.update(o.initial);
@@ -217,7 +216,7 @@ export class PipelineSession {
     try {
       ev = JSON.parse(raw);
     } catch {
-      return this.sendError(new ClientEventError('invalid_json', "The event is not valid JSON. Send one JSON object per message, such as {\"type\": \"session.update\", ...}."));
+      return this.sendError(new ClientEventError('invalid_json', 'The event is not valid JSON. Send one JSON object per message, such as {"type": "session.update", ...}.'));
     }
     if (!isObj(ev)) return this.sendError(new ClientEventError('invalid_event', 'An event must be a JSON object with a type.', 'type'));
     const eventId = typeof ev.event_id === 'string' ? ev.event_id.slice(0, 512) : undefined;
@@ -266,7 +265,11 @@ export class PipelineSession {
         return;
       case 'output_audio_buffer.clear':
         // WebRTC and SIP only: over a WebSocket the client holds the audio it has not played
-        throw new ClientEventError('unsupported_event', 'output_audio_buffer.clear is for WebRTC and SIP sessions; over a WebSocket, stop playing and send conversation.item.truncate.', 'type');
+        throw new ClientEventError(
+          'unsupported_event',
+          'output_audio_buffer.clear is for WebRTC and SIP sessions; over a WebSocket, stop playing and send conversation.item.truncate.',
+          'type',
+        );
       default:
         throw new ClientEventError(
           'invalid_value',
@@ -287,7 +290,12 @@ export class PipelineSession {
       },
     });
     if (this.config && next.input_format !== this.config.input_format) {
-      if (this.bufSamples24 > 0) throw new ClientEventError('invalid_value', 'The input audio format cannot change while the input audio buffer holds audio; commit or clear it first.', 'session.audio.input.format');
+      if (this.bufSamples24 > 0)
+        throw new ClientEventError(
+          'invalid_value',
+          'The input audio format cannot change while the input audio buffer holds audio; commit or clear it first.',
+          'session.audio.input.format',
+        );
       this.decoder = new InputDecoder(next.input_format);
     }
     return next;
@@ -504,13 +512,25 @@ export class PipelineSession {
     return run().then(
       (text) => {
         item.content = [{ type: 'input_audio', transcript: text }];
-        if (told) this.send({ type: 'conversation.item.input_audio_transcription.completed', item_id: item.id, content_index: 0, transcript: text, usage: { type: 'duration', seconds: Math.round(seconds * 1000) / 1000 } });
+        if (told)
+          this.send({
+            type: 'conversation.item.input_audio_transcription.completed',
+            item_id: item.id,
+            content_index: 0,
+            transcript: text,
+            usage: { type: 'duration', seconds: Math.round(seconds * 1000) / 1000 },
+          });
         return text;
       },
       (e: unknown) => {
         if (this.closed) return '';
         const a = e instanceof EngineError ? fromEngineError(e, 'the transcription engine') : e instanceof AppError ? e : toAppError(e, this.o.req);
-        this.send({ type: 'conversation.item.input_audio_transcription.failed', item_id: item.id, content_index: 0, error: { type: errType(a), code: a.openaiCode, message: a.message, param: null } });
+        this.send({
+          type: 'conversation.item.input_audio_transcription.failed',
+          item_id: item.id,
+          content_index: 0,
+          error: { type: errType(a), code: a.openaiCode, message: a.message, param: null },
+        });
         return '';
       },
     );
@@ -581,7 +601,8 @@ export class PipelineSession {
     if (!isObj(v)) throw new ClientEventError('invalid_type', "Invalid type for 'item': expected an object.", 'item');
     let id = newId('item_');
     if (v.id !== undefined) {
-      if (typeof v.id !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(v.id)) throw new ClientEventError('invalid_value', "Invalid 'item.id': up to 64 letters, digits, _ and -.", 'item.id');
+      if (typeof v.id !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(v.id))
+        throw new ClientEventError('invalid_value', "Invalid 'item.id': up to 64 letters, digits, _ and -.", 'item.id');
       id = v.id;
     }
     const str = (x: unknown, param: string, max = 1_000_000) => {
@@ -592,13 +613,15 @@ export class PipelineSession {
     switch (v.type) {
       case 'message': {
         const role = v.role;
-        if (role !== 'user' && role !== 'assistant' && role !== 'system') throw new ClientEventError('invalid_value', "Invalid 'item.role': use 'user', 'assistant' or 'system'.", 'item.role');
+        if (role !== 'user' && role !== 'assistant' && role !== 'system')
+          throw new ClientEventError('invalid_value', "Invalid 'item.role': use 'user', 'assistant' or 'system'.", 'item.role');
         if (!Array.isArray(v.content) || v.content.length === 0) throw new ClientEventError('invalid_value', "'item.content' must be a non-empty array.", 'item.content');
         const allowed = role === 'assistant' ? ['output_text', 'output_audio'] : role === 'system' ? ['input_text'] : ['input_text', 'input_audio'];
         let audio: Int16Array | undefined;
         const content = v.content.map((c, i): Obj => {
           const p = `item.content[${i}]`;
-          if (!isObj(c) || !allowed.includes(c.type as string)) throw new ClientEventError('invalid_value', `Invalid '${p}.type': a ${role} message takes ${allowed.join(', ')}.`, `${p}.type`);
+          if (!isObj(c) || !allowed.includes(c.type as string))
+            throw new ClientEventError('invalid_value', `Invalid '${p}.type': a ${role} message takes ${allowed.join(', ')}.`, `${p}.type`);
           if (c.type === 'input_text' || c.type === 'output_text') return { type: c.type, text: str(c.text, `${p}.text`) };
           if (c.type === 'output_audio') return { type: 'output_audio', transcript: str(c.transcript ?? '', `${p}.transcript`) };
           // input_audio: audio in the session's input format (base64), a transcript, or both
@@ -653,7 +676,8 @@ export class PipelineSession {
     }
     if (ev.content_index !== 0) throw new ClientEventError('invalid_value', "Invalid 'content_index': the audio is content 0.", 'content_index');
     const end = ev.audio_end_ms;
-    if (typeof end !== 'number' || !Number.isInteger(end) || end < 0) throw new ClientEventError('invalid_value', "Invalid 'audio_end_ms': a whole number of milliseconds, 0 or more.", 'audio_end_ms');
+    if (typeof end !== 'number' || !Number.isInteger(end) || end < 0)
+      throw new ClientEventError('invalid_value', "Invalid 'audio_end_ms': a whole number of milliseconds, 0 or more.", 'audio_end_ms');
     // truncating what is still being spoken stops it first
     if (this.active?.itemIds.has(item.id)) {
       this.cancelActive('client_cancelled');
@@ -700,7 +724,21 @@ export class PipelineSession {
     const c = this.config;
     const p = params === undefined || params === null ? {} : params;
     if (!isObj(p)) throw new ClientEventError('invalid_type', "Invalid type for 'response': expected an object.", 'response');
-    const known = ['conversation', 'input', 'instructions', 'max_output_tokens', 'metadata', 'output_modalities', 'tools', 'tool_choice', 'audio', 'temperature', 'prompt', 'parallel_tool_calls', 'reasoning'];
+    const known = [
+      'conversation',
+      'input',
+      'instructions',
+      'max_output_tokens',
+      'metadata',
+      'output_modalities',
+      'tools',
+      'tool_choice',
+      'audio',
+      'temperature',
+      'prompt',
+      'parallel_tool_calls',
+      'reasoning',
+    ];
     for (const k of Object.keys(p)) if (!known.includes(k)) throw new ClientEventError('unknown_parameter', `Unknown parameter: 'response.${k}'.`, `response.${k}`);
     const inBand = p.conversation === undefined || p.conversation === 'auto';
     if (!inBand && p.conversation !== 'none') throw new ClientEventError('invalid_value', "Invalid 'response.conversation': use 'auto' or 'none'.", 'response.conversation');
@@ -709,7 +747,12 @@ export class PipelineSession {
     const tools = p.tools === undefined ? c.tools : parseTools(p.tools, 'response.tools');
     const toolChoice = p.tool_choice === undefined ? c.tool_choice : parseToolChoice(p.tool_choice, 'response.tool_choice', tools);
     const maxTokens = p.max_output_tokens === undefined ? c.max_output_tokens : parseMaxTokens(p.max_output_tokens, 'response.max_output_tokens');
-    const temperature = p.temperature === undefined ? c.temperature : typeof p.temperature === 'number' && p.temperature >= 0 && p.temperature <= 2 ? p.temperature : badType('response.temperature', 'a number from 0 to 2');
+    const temperature =
+      p.temperature === undefined
+        ? c.temperature
+        : typeof p.temperature === 'number' && p.temperature >= 0 && p.temperature <= 2
+          ? p.temperature
+          : badType('response.temperature', 'a number from 0 to 2');
     let voice = c.voice;
     let format = c.output_format;
     if (p.audio !== undefined) {
@@ -748,7 +791,8 @@ export class PipelineSession {
       throw a;
     }
     if (this.closed) return;
-    if (this.active) throw new ClientEventError('conversation_already_has_active_response', `Conversation already has an active response in progress: ${(this.active as ActiveResponse).id}.`);
+    if (this.active)
+      throw new ClientEventError('conversation_already_has_active_response', `Conversation already has an active response in progress: ${(this.active as ActiveResponse).id}.`);
     const abort = new AbortController();
     const id = newId('resp_');
     let settle!: () => void;
@@ -873,7 +917,14 @@ export class PipelineSession {
               for (let i = 0; i < bytes.length; i += step) {
                 await this.drained(signal);
                 if (signal.aborted) return;
-                this.send({ type: 'response.output_audio.delta', response_id: a.id, item_id: m.id, output_index: msgIndex, content_index: 0, delta: bytes.subarray(i, i + step).toString('base64') });
+                this.send({
+                  type: 'response.output_audio.delta',
+                  response_id: a.id,
+                  item_id: m.id,
+                  output_index: msgIndex,
+                  content_index: 0,
+                  delta: bytes.subarray(i, i + step).toString('base64'),
+                });
               }
             }
           })();
@@ -935,7 +986,15 @@ export class PipelineSession {
             }
             c.item.arguments = e.arguments;
             c.item.status = 'completed';
-            this.send({ type: 'response.function_call_arguments.done', response_id: a.id, item_id: c.item.id, output_index: c.index, call_id: e.callId, name: c.item.name, arguments: e.arguments });
+            this.send({
+              type: 'response.function_call_arguments.done',
+              response_id: a.id,
+              item_id: c.item.id,
+              output_index: c.index,
+              call_id: e.callId,
+              name: c.item.name,
+              arguments: e.arguments,
+            });
             this.send({ type: 'response.output_item.done', response_id: a.id, output_index: c.index, item: this.itemObject(c.item) });
             if (r.inBand) this.send({ type: 'conversation.item.done', previous_item_id: this.previousOf(c.item), item: this.itemObject(c.item) });
             break;
@@ -960,7 +1019,14 @@ export class PipelineSession {
           if (!signal.aborted) {
             this.send({ type: 'response.output_audio.done', response_id: a.id, item_id: m.id, output_index: msgIndex, content_index: 0 });
             this.send({ type: 'response.output_audio_transcript.done', response_id: a.id, item_id: m.id, output_index: msgIndex, content_index: 0, transcript: spoken });
-            this.send({ type: 'response.content_part.done', response_id: a.id, item_id: m.id, output_index: msgIndex, content_index: 0, part: { type: 'audio', transcript: spoken } });
+            this.send({
+              type: 'response.content_part.done',
+              response_id: a.id,
+              item_id: m.id,
+              output_index: msgIndex,
+              content_index: 0,
+              part: { type: 'audio', transcript: spoken },
+            });
           }
         } else {
           m.content = [{ type: 'output_text', text }];
@@ -981,7 +1047,8 @@ export class PipelineSession {
     const status = a.reason ? 'cancelled' : failure ? 'failed' : finish === 'length' ? 'incomplete' : 'completed';
     for (const item of output) {
       if (item.status === 'in_progress') item.status = status === 'completed' ? 'completed' : 'incomplete';
-      if (item.type === 'message' && item.content.length === 0) item.content = [audio ? { type: 'output_audio', transcript: (item.spans ?? []).map((s) => s.text).join(' ') } : { type: 'output_text', text: '' }];
+      if (item.type === 'message' && item.content.length === 0)
+        item.content = [audio ? { type: 'output_audio', transcript: (item.spans ?? []).map((s) => s.text).join(' ') } : { type: 'output_text', text: '' }];
       if (item.type === 'message' || item.status === 'incomplete') {
         const index = output.indexOf(item);
         this.send({ type: 'response.output_item.done', response_id: a.id, output_index: index, item: this.itemObject(item) });
@@ -1013,7 +1080,9 @@ export class PipelineSession {
             ? { type: 'incomplete', reason: 'max_output_tokens' }
             : null;
     // the turn is charged before the client hears it is done
-    await this.charge(textSpec, usage, inputSeconds, outSeconds, characters).catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime usage not recorded'));
+    await this.charge(textSpec, usage, inputSeconds, outSeconds, characters).catch((e: unknown) =>
+      this.o.req.log.error({ err: (e as Error).message }, 'realtime usage not recorded'),
+    );
     if (failure) this.sendError(failure, r.eventId);
     this.send({ type: 'response.done', response: response(status, { status_details: details, usage: usageObj }) });
     const latency = firstOutputAt !== undefined ? (firstOutputAt - turnEnd) / 1000 : undefined;
@@ -1085,7 +1154,11 @@ export class PipelineSession {
   private async charge(text: ModelSpec | undefined, usage: Usage | undefined, inSec: number, outSec: number, characters: number): Promise<void> {
     const svc = this.o.svc;
     const spec = this.o.served.spec;
-    const priced = svc.pricing(spec, { text, transcription: svc.d.ears.spec(this.config.transcription?.model ?? this.o.served.transcription), speech: svc.d.voice.spec(this.o.served.speech) });
+    const priced = svc.pricing(spec, {
+      text,
+      transcription: svc.d.ears.spec(this.config.transcription?.model ?? this.o.served.transcription),
+      speech: svc.d.voice.spec(this.o.served.speech),
+    });
     const units: Record<string, number> = {};
     if (inSec > 0) units.audio_seconds = Math.round(inSec * 1000) / 1000;
     if (outSec > 0) units.output_audio_seconds = Math.round(outSec * 1000) / 1000;

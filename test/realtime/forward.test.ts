@@ -21,7 +21,16 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
     // the providers read api_key_env from the process's environment
     process.env.RT_UP_KEY = UP_KEY;
     const entry = (name: string, extra: Record<string, unknown> = {}) =>
-      ({ name, provider: 'openai-compatible', type: 'realtime', base_url: up.url, api_key_env: 'RT_UP_KEY', upstream_model: 'gpt-realtime-2025', pricing: { input_per_million: 1_000_000, output_per_million: 2_000_000 }, ...extra }) as never;
+      ({
+        name,
+        provider: 'openai-compatible',
+        type: 'realtime',
+        base_url: up.url,
+        api_key_env: 'RT_UP_KEY',
+        upstream_model: 'gpt-realtime-2025',
+        pricing: { input_per_million: 1_000_000, output_per_million: 2_000_000 },
+        ...extra,
+      }) as never;
     e = await setupRealtime({
       textModel: false,
       models: [entry('rt-up'), entry('rt-quick', { timeouts: { connect_ms: 400, first_byte_ms: 400 } })],
@@ -33,11 +42,21 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
   });
 
   test('events go both ways unchanged; the upstream gets its own key and model; each response is charged from its usage', async () => {
-    up.configure({ requireKey: UP_KEY, audioDeltas: 4, usage: { total_tokens: 30, input_tokens: 10, output_tokens: 20, input_token_details: { text_tokens: 10, audio_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 5, audio_tokens: 15 } } });
+    up.configure({
+      requireKey: UP_KEY,
+      audioDeltas: 4,
+      usage: {
+        total_tokens: 30,
+        input_tokens: 10,
+        output_tokens: 20,
+        input_token_details: { text_tokens: 10, audio_tokens: 0, cached_tokens: 0 },
+        output_token_details: { text_tokens: 5, audio_tokens: 15 },
+      },
+    });
     const before = up.connections.length;
     const s = await e.open({ model: 'rt-up' });
     const created = await s.next('session.created');
-    assert.equal(created.session.model, 'gpt-realtime-2025', 'the upstream\'s session, as it sent it');
+    assert.equal(created.session.model, 'gpt-realtime-2025', "the upstream's session, as it sent it");
     const c = up.connections[before]!;
     assert.equal(c.authorization, `Bearer ${UP_KEY}`);
     assert.equal(c.model, 'gpt-realtime-2025');
@@ -54,10 +73,13 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
       c.received.map((x: any) => x.type),
       ['session.update', 'input_audio_buffer.append', 'input_audio_buffer.commit', 'response.create'],
     );
-    const rows = await waitFor(async () => {
-      const r = await usageRows(e.t, 'rt-up');
-      return r.length ? r : undefined;
-    }, { what: 'the usage record' });
+    const rows = await waitFor(
+      async () => {
+        const r = await usageRows(e.t, 'rt-up');
+        return r.length ? r : undefined;
+      },
+      { what: 'the usage record' },
+    );
     assert.equal(rows[0]!.operation, 'realtime');
     assert.equal(rows[0]!.input_tokens, 10);
     assert.equal(rows[0]!.output_tokens, 20);
@@ -72,7 +94,7 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
     assert.equal(err.error.code, code, JSON.stringify(err));
     assert.match(err.error.message, message);
     assert.ok(!JSON.stringify(err).includes(UP_KEY), 'the upstream key is never told');
-    assert.ok(!JSON.stringify(err).includes(e.key), 'nor the client\'s');
+    assert.ok(!JSON.stringify(err).includes(e.key), "nor the client's");
     await waitFor(() => s.closedWith !== undefined, { what: 'the close' });
     return { err, close: s.closedWith! };
   };
@@ -83,7 +105,7 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
     assert.equal(close.code, 1011);
   });
 
-  test('the upstream refuses our key (401): a server error saying so, not the client\'s own 401', async () => {
+  test("the upstream refuses our key (401): a server error saying so, not the client's own 401", async () => {
     up.configure({ requireKey: 'another-key' });
     await failsWith('rt-up', 'engine_error', /credentials/);
   });
@@ -117,7 +139,10 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
   });
 
   test('nothing listens at the upstream address: an error event, not a hang', async () => {
-    const dead = await setupRealtime({ textModel: false, models: [{ name: 'rt-dead', provider: 'openai-compatible', type: 'realtime', base_url: 'http://127.0.0.1:9/v1' } as never] });
+    const dead = await setupRealtime({
+      textModel: false,
+      models: [{ name: 'rt-dead', provider: 'openai-compatible', type: 'realtime', base_url: 'http://127.0.0.1:9/v1' } as never],
+    });
     try {
       const s = await dead.open({ model: 'rt-dead' });
       const err = await s.next('error');

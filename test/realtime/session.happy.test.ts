@@ -10,10 +10,20 @@ import { WebSocket } from 'ws';
 import { usageRows } from '../helpers/usage.js';
 import { waitFor } from '../helpers/wait.js';
 
-describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
+describe("realtime: a pipeline of Portico's engines (pglite)", () => {
   let e: RtEnv;
   before(async () => {
-    e = await setupRealtime({ models: [{ name: 'rt-priced', provider: 'pipeline', type: 'realtime', text: TEXT_MODEL, pricing: { input_per_million: 1_000_000, per_audio_second: 1, per_output_audio_second: 2 } } as never] });
+    e = await setupRealtime({
+      models: [
+        {
+          name: 'rt-priced',
+          provider: 'pipeline',
+          type: 'realtime',
+          text: TEXT_MODEL,
+          pricing: { input_per_million: 1_000_000, per_audio_second: 1, per_output_audio_second: 2 },
+        } as never,
+      ],
+    });
   });
   after(() => e.close());
 
@@ -37,7 +47,10 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
       session: {
         type: 'realtime',
         instructions: 'Be brief.',
-        audio: { input: { format: { type: 'audio/pcmu' }, turn_detection: null, transcription: { model: 'whisper-1' } }, output: { voice: 'echo', format: { type: 'audio/pcma' } } },
+        audio: {
+          input: { format: { type: 'audio/pcmu' }, turn_detection: null, transcription: { model: 'whisper-1' } },
+          output: { voice: 'echo', format: { type: 'audio/pcma' } },
+        },
         tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }],
       },
     });
@@ -53,7 +66,7 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
     s.close();
   });
 
-  test('a spoken question in (committed by the client), its transcript, and a spoken answer with its transcript out, in OpenAI\'s order', async () => {
+  test("a spoken question in (committed by the client), its transcript, and a spoken answer with its transcript out, in OpenAI's order", async () => {
     const question = await speak(e, 'What is the weather like today?');
     const answer = 'It is sunny and warm. Enjoy the day!';
     e.up.script({ text: answer, chunks: 5 });
@@ -97,7 +110,10 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
     assert.equal(item.role, 'assistant');
     assert.equal(item.content[0].type, 'output_audio');
     assert.equal(item.content[0].transcript, answer);
-    const transcript = events.filter((x) => x.type === 'response.output_audio_transcript.delta').map((x) => x.delta).join('');
+    const transcript = events
+      .filter((x) => x.type === 'response.output_audio_transcript.delta')
+      .map((x) => x.delta)
+      .join('');
     assert.equal(transcript.replace(/\s+/g, ' ').trim(), answer);
     const pcm = audioOf(events);
     const seconds = pcm.length / 48000;
@@ -142,7 +158,12 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
     await s.next('session.created');
     s.send({
       type: 'session.update',
-      session: { type: 'realtime', output_modalities: ['text'], audio: { input: { turn_detection: null } }, tools: [{ type: 'function', name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } }] },
+      session: {
+        type: 'realtime',
+        output_modalities: ['text'],
+        audio: { input: { turn_detection: null } },
+        tools: [{ type: 'function', name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } }],
+      },
     });
     await s.next('session.updated');
     s.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Paris?' }] } });
@@ -153,7 +174,13 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
     assert.equal(call.name, 'get_weather');
     assert.equal(call.call_id, 'call_w1');
     assert.equal(call.arguments, '{"city":"Paris"}');
-    assert.equal(events.filter((x) => x.type === 'response.function_call_arguments.delta').map((x) => x.delta).join(''), '{"city":"Paris"}');
+    assert.equal(
+      events
+        .filter((x) => x.type === 'response.function_call_arguments.delta')
+        .map((x) => x.delta)
+        .join(''),
+      '{"city":"Paris"}',
+    );
     const done = events.at(-1).response;
     assert.equal(done.output[0].type, 'function_call');
     assert.equal(done.output[0].status, 'completed');
@@ -163,7 +190,13 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
     await s.next('conversation.item.done');
     s.send({ type: 'response.create' });
     const second = await s.until('response.done');
-    assert.equal(second.filter((x) => x.type === 'response.output_text.delta').map((x) => x.delta).join(''), 'It is 21 degrees in Paris.');
+    assert.equal(
+      second
+        .filter((x) => x.type === 'response.output_text.delta')
+        .map((x) => x.delta)
+        .join(''),
+      'It is 21 degrees in Paris.',
+    );
     assert.equal(second.find((x) => x.type === 'response.output_text.done').text, 'It is 21 degrees in Paris.');
     const req2 = e.up.requests.at(-1)!.body as any;
     const tool = req2.messages.find((m: any) => m.role === 'tool');
@@ -174,7 +207,8 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
   });
 
   test('barge-in: speech during the answer cancels it (turn_detected); truncating keeps only what was heard', async () => {
-    const long = 'This is the first sentence of a long answer. Here comes the second sentence of it. And a third one follows. A fourth sentence is here too. Finally the fifth sentence ends it.';
+    const long =
+      'This is the first sentence of a long answer. Here comes the second sentence of it. And a third one follows. A fourth sentence is here too. Finally the fifth sentence ends it.';
     // the model writes slowly (the answer is still being made when the user talks over it)
     e.up.script({ text: long, chunks: 10, delayMs: 500 }, { text: 'Sure.' });
     const interruption = await speak(e, 'Stop, wait a moment.');
@@ -228,7 +262,14 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
     await waitFor(() => got.some((x) => x.type === 'conversation.item.input_audio_transcription.completed'), { what: 'the transcript', timeoutMs: 60_000 });
     const completed = got.find((x) => x.type === 'conversation.item.input_audio_transcription.completed');
     assert.ok(completed.transcript.length > 0);
-    assert.equal(got.filter((x) => x.type === 'conversation.item.input_audio_transcription.delta').map((x) => x.delta).join('').trim(), completed.transcript);
+    assert.equal(
+      got
+        .filter((x) => x.type === 'conversation.item.input_audio_transcription.delta')
+        .map((x) => x.delta)
+        .join('')
+        .trim(),
+      completed.transcript,
+    );
     assert.ok(!got.some((x) => x.type === 'response.created'), 'a transcription session makes no responses');
     sock.send(JSON.stringify({ type: 'response.create' }));
     await waitFor(() => got.some((x) => x.type === 'error'), { what: 'the error' });
@@ -263,10 +304,17 @@ describe('realtime: a pipeline of Portico\'s engines (pglite)', () => {
   });
 
   test('/v1/models lists the built-in realtime models with their parts', async () => {
-    const list: any = await e.client.models.list();
-    const rt = list.data.find((m: any) => m.id === 'gpt-realtime');
+    // which voice activity detector runs (Silero here: its model is installed by npm ci) is found at start, off its path
+    const rt = await waitFor(
+      async () => {
+        const list: any = await e.client.models.list();
+        return list.data.find((m: any) => m.id === 'gpt-realtime' && m.parts?.voice_activity);
+      },
+      { what: 'the realtime model with its parts' },
+    );
     assert.equal(rt.type, 'realtime');
-    assert.deepEqual(rt.parts, { transcription: 'whisper-1', text: TEXT_MODEL, speech: 'tts-1' });
+    assert.deepEqual(rt.parts, { transcription: 'whisper-1', text: TEXT_MODEL, speech: 'tts-1', voice_activity: 'silero' });
+    const list: any = await e.client.models.list();
     assert.ok(list.data.some((m: any) => m.id === 'gpt-4o-realtime-preview'));
   });
 });

@@ -30,7 +30,9 @@ export interface RtEnv {
 export async function setupRealtime(o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean } = {}): Promise<RtEnv> {
   const up = await startScriptedUpstream();
   const models: ModelSpec[] = [
-    ...(o.textModel === false ? [] : [{ name: TEXT_MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec]),
+    ...(o.textModel === false
+      ? []
+      : [{ name: TEXT_MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec]),
     ...(o.models ?? []),
   ];
   const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {} });

@@ -128,6 +128,8 @@ describe('the playground’s Talk tab in Chromium (a scripted realtime server)',
     await ctx.route('**/v1/portal/me', async (r) => {
       const res = await r.fetch();
       const body = await res.json();
+      // (in place of the server's own built-in ones, which are real: test/realtime/talk.browser.test.ts)
+      body.data.models = body.data.models.filter((m: { type: string }) => m.type !== 'realtime');
       body.data.models.push({ id: 'gpt-realtime', type: 'realtime' }, { id: 'gpt-realtime-mini', type: 'realtime', voices: ['marin', 'cedar'] });
       await r.fulfill({ response: res, json: body });
     });

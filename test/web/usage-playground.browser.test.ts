@@ -163,7 +163,7 @@ describe('usage per key and the playground in Chromium', () => {
     await page.getByRole('button', { name: 'Use a playground key' }).click();
     const keys = await mine();
     assert.equal(keys.length, 1, 'one key however often the button is pressed');
-    assert.deepEqual(keys[0].scopes, ['responses', 'audio']);
+    assert.deepEqual(keys[0].scopes, ['responses', 'audio', 'realtime']);
     assert.equal(keys[0].expires_at, session.data.expires_at, 'it expires with the session');
     assert.equal(await page.locator('#play-key option', { hasText: /^Playground/ }).count(), 1);
     await check('playground with its key');

@@ -41,7 +41,11 @@ export class ClientSecrets {
   async mint(digest: string, payload: Record<string, unknown>, seconds: number, now = Date.now()): Promise<{ value: string; expiresAt: number }> {
     const iat = Math.floor(now / 1000);
     const expiresAt = iat + seconds;
-    const jwe = await new EncryptJWT({ dig: digest, p: payload }).setProtectedHeader({ alg: 'dir', enc: 'A256GCM' }).setIssuedAt(iat).setExpirationTime(expiresAt).encrypt(this.key);
+    const jwe = await new EncryptJWT({ dig: digest, p: payload })
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
+      .setIssuedAt(iat)
+      .setExpirationTime(expiresAt)
+      .encrypt(this.key);
     return { value: CLIENT_SECRET_PREFIX + jwe, expiresAt };
   }
 

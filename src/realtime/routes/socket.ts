@@ -26,7 +26,7 @@ export default function (app: FastifyInstance, hub: RealtimeHub) {
       description: DESCRIPTION,
       querystring: Type.Object(
         {
-          model: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'the realtime model (default: the client secret\'s, else gpt-realtime)' })),
+          model: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "the realtime model (default: the client secret's, else gpt-realtime)" })),
           intent: Type.Optional(Type.Literal('transcription', { description: 'a transcription session (live captions, no responses)' })),
         },
         { additionalProperties: false },
