@@ -421,6 +421,16 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       },
       limits: config.voiceSessions,
       metrics: metrics.voiceSessions,
+      // a span per turn, in the trace of the session's upgrade request when it carried a traceparent
+      traceTurn: tracing
+        ? (req) => {
+            const span = tracing!.start('WS', '/v1/realtime', req.headers);
+            return {
+              run: (fn) => tracing!.enter(span, fn),
+              end: (status, attributes, error) => tracing!.end(span, { route: '/v1/realtime (turn)', status, attributes, error }),
+            };
+          }
+        : undefined,
     });
     closing(() => realtime.close!(0));
     // which voice activity detector server VAD runs on (Silero, or the energy fallback and why), said once at start

@@ -198,7 +198,8 @@ function checkDeployments(entry: Record<string, unknown>, where: string, opts: C
 }
 
 /** the types the router serves (deployments, retries, fallbacks, breakers, limits, per-try timeouts) */
-const ROUTED: readonly Capability[] = ['text', 'embeddings'];
+/** the types whose models may have several deployments (a realtime session opens on the first that answers) */
+const ROUTED: readonly Capability[] = ['text', 'embeddings', 'realtime'];
 
 /** what each token pricing key is charged on, by model type (src/models/pricing.ts); units: what their features say */
 const PRICED: Record<string, readonly string[]> = {

@@ -11,7 +11,6 @@ import { AppError } from '../platform/errors.js';
 import { toAppError } from '../platform/http/errors.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { EngineError, type RealtimeLink } from '../engines/types.js';
-import { upstreamName } from '../models/spec.js';
 import { AUDIO_FORMAT_TYPES, bytesPerSecond, type AudioFormatType } from './audio.js';
 import { errType, isObj, newId, type Obj } from './protocol.js';
 import { REALTIME_OPERATION, type RealtimeService, type Served } from './service.js';
@@ -32,6 +31,8 @@ export interface ForwardOptions {
 
 export class ForwardedSession {
   private link: RealtimeLink | undefined;
+  /** the deployment the link went to (usage records name it) */
+  private deployment: string | undefined;
   private closed = false;
   private lastEventAt = Date.now();
   private stopClocks: () => void = () => {};
@@ -50,7 +51,9 @@ export class ForwardedSession {
   async start(): Promise<void> {
     const { served, svc } = this.o;
     try {
-      this.link = await served.engine.connect!({ model: upstreamName(served.spec), signal: this.abort.signal });
+      const opened = await served.connect(this.abort.signal);
+      this.link = opened.link;
+      this.deployment = opened.deployment;
     } catch (e) {
       const a = e instanceof EngineError ? fromEngineError(e, 'the upstream realtime server') : e instanceof AppError ? e : toAppError(e, this.o.req);
       this.fail(a.code, a.message, 1011, errType(a));
@@ -172,7 +175,7 @@ export class ForwardedSession {
         spec: served.spec,
         operation: REALTIME_OPERATION,
         used: { inputTokens: n(u.input_tokens), outputTokens: n(u.output_tokens), ...(cached ? { cachedTokens: cached } : {}), units },
-        deployment: svc.deploymentOf(served.spec),
+        deployment: this.deployment ?? svc.deploymentOf(served.spec),
       })
       .catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime usage not recorded'));
     this.o.req.log.info(

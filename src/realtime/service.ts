@@ -7,10 +7,10 @@
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
-import type { RealtimeEngine, TextEngine, VoiceActivityDetector } from '../engines/types.js';
+import { EngineError, type RealtimeEngine, type RealtimeLink, type TextEngine, type VoiceActivityDetector } from '../engines/types.js';
 import type { EngineSpec, TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { deploymentName, type ModelSpec, type Pricing } from '../models/spec.js';
+import { deploymentName, upstreamName, type ModelSpec, type Pricing } from '../models/spec.js';
 import type { Metering } from '../api/metering.js';
 import { assertModelScope } from '../api/scopes.js';
 import { AppError } from '../platform/errors.js';
@@ -87,6 +87,13 @@ export interface RealtimeMetrics {
   audioSeconds(model: string, direction: 'in' | 'out', seconds: number): void;
 }
 
+/** One turn's span (a trace per response, linked to the session's upgrade request when it carried a traceparent). */
+export interface TurnSpan {
+  /** runs the turn with this span active: the upstream calls made in it are its children */
+  run(fn: () => void): void;
+  end(status: number, attributes: Record<string, string | number | undefined>, error?: string): void;
+}
+
 export interface RealtimeDeps {
   models: ModelRegistry;
   /** text engines (the router: a text model's deployments, retries and fallbacks) */
@@ -105,6 +112,8 @@ export interface RealtimeDeps {
   mint: (req: FastifyRequest, payload: Record<string, unknown>, seconds: number) => Promise<{ value: string; expiresAt: number }>;
   limits: RealtimeLimits;
   metrics?: RealtimeMetrics;
+  /** a span per turn, when tracing is configured */
+  traceTurn?: (req: FastifyRequest) => TurnSpan;
 }
 
 /** the usage operation of a realtime turn (declared by the module) */
@@ -113,7 +122,12 @@ export const REALTIME_OPERATION = 'realtime';
 /** What serves one session: Portico's pipeline, or an upstream. */
 export type Served =
   | { kind: 'portico'; spec: ModelSpec; transcription: string; text: () => { spec: ModelSpec; engine: Promise<TextEngine> }; speech: string }
-  | { kind: 'upstream'; spec: ModelSpec; engine: RealtimeEngine };
+  | {
+      kind: 'upstream';
+      spec: ModelSpec;
+      /** opens a link to the first deployment that answers, in the model's order; the deployment that did */
+      connect(signal: AbortSignal): Promise<{ link: RealtimeLink; deployment: string }>;
+    };
 
 /** the built-in models' parts when they name none */
 export const DEFAULT_TRANSCRIPTION = 'whisper-1';
@@ -146,7 +160,27 @@ export class RealtimeService {
     } catch (e) {
       throw e instanceof AppError ? e : new AppError('engine_unavailable', `The realtime model '${name}' cannot be served now: ${(e as Error).message}`, 'model');
     }
-    if (engine.connect) return { kind: 'upstream', spec, engine };
+    if (engine.connect) {
+      // a model of several deployments: a session goes to the first that opens (a session is not moved once open)
+      const deployments: Array<EngineSpec & { id?: string }> = spec.deployments && spec.deployments.length > 1 ? spec.deployments : [spec];
+      const connect = async (signal: AbortSignal) => {
+        let last: unknown;
+        for (const [i, d] of deployments.entries()) {
+          try {
+            const e = i === 0 && deployments[0] === spec ? engine : await this.d.realtime(d);
+            if (!e.connect) continue;
+            const link = await e.connect({ model: upstreamName(d as ModelSpec), signal });
+            return { link, deployment: deployments.length > 1 && d.id ? d.id : deploymentName(spec) };
+          } catch (err) {
+            last = err;
+            // a refusal of the request itself (a 4xx other than 429) would be the same elsewhere
+            if (signal.aborted || (err instanceof EngineError && err.status >= 400 && err.status < 500 && err.status !== 429)) throw err;
+          }
+        }
+        throw last;
+      };
+      return { kind: 'upstream', spec, connect };
+    }
     const parts = engine.parts ?? {};
     const transcription = parts.transcription ?? DEFAULT_TRANSCRIPTION;
     const speech = parts.speech ?? DEFAULT_SPEECH;

@@ -45,7 +45,7 @@ import {
 } from './protocol.js';
 import { TurnDetector, type TurnEvent } from './turns.js';
 import { watch } from './clocks.js';
-import { REALTIME_OPERATION, type RealtimeService, type Served, type SpokenPart } from './service.js';
+import { REALTIME_OPERATION, type RealtimeService, type Served, type SpokenPart, type TurnSpan } from './service.js';
 
 type Pipeline = Extract<Served, { kind: 'portico' }>;
 
@@ -798,12 +798,16 @@ export class PipelineSession {
     let settle!: () => void;
     const active: ActiveResponse = { id, abort, itemIds: new Set(), done: new Promise<void>((r) => (settle = r)) };
     this.active = active;
-    void this.runResponse(active, { inBand, instructions, modalities, tools, toolChoice, maxTokens, temperature, voice, format, metadata, input, eventId, auto })
-      .catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime response failed'))
-      .finally(() => {
-        if (this.active === active) this.active = undefined;
-        settle();
-      });
+    const span = this.o.svc.d.traceTurn?.(this.o.req);
+    const run = () =>
+      void this.runResponse(active, { inBand, instructions, modalities, tools, toolChoice, maxTokens, temperature, voice, format, metadata, input, eventId, auto, span })
+        .catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime response failed'))
+        .finally(() => {
+          if (this.active === active) this.active = undefined;
+          settle();
+        });
+    if (span) span.run(run);
+    else run();
   }
 
   private async runResponse(
@@ -822,6 +826,7 @@ export class PipelineSession {
       input?: Item[];
       eventId?: string;
       auto: boolean;
+      span?: TurnSpan;
     },
   ): Promise<void> {
     const started = performance.now();
@@ -1086,6 +1091,20 @@ export class PipelineSession {
     if (failure) this.sendError(failure, r.eventId);
     this.send({ type: 'response.done', response: response(status, { status_details: details, usage: usageObj }) });
     const latency = firstOutputAt !== undefined ? (firstOutputAt - turnEnd) / 1000 : undefined;
+    r.span?.end(
+      failure ? failure.status : 200,
+      {
+        'portico.realtime.session': this.id,
+        'portico.realtime.response': a.id,
+        'portico.realtime.status': status,
+        'gen_ai.request.model': this.o.served.spec.name,
+        'portico.audio_seconds_in': Math.round(inputSeconds * 1000) / 1000,
+        'portico.audio_seconds_out': Math.round((outSamples / PCM_RATE) * 1000) / 1000,
+        'gen_ai.usage.input_tokens': usage?.inputTokens,
+        'gen_ai.usage.output_tokens': usage?.outputTokens,
+      },
+      failure?.code,
+    );
     if (latency !== undefined) this.o.svc.d.metrics?.turnLatency(this.o.served.spec.name, latency);
     this.o.req.log.info(
       {

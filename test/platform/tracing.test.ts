@@ -6,6 +6,8 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { waitFor } from '../helpers/wait.js';
+import { WebSocket } from 'ws';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
@@ -72,6 +74,8 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
       { name: 'm1', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 0 },
       { name: 'm2', provider: 'openai-compatible', base_url: up.url, type: 'text', retries: 1, retry_backoff_ms: 1 },
       { name: 'tts', provider: 'openai-compatible', base_url: audio.baseUrl, type: 'speech' },
+      { name: 'stt', provider: 'openai-compatible', base_url: audio.baseUrl, type: 'transcription' },
+      { name: 'rt', provider: 'pipeline', type: 'realtime', text: 'm1', speech: 'tts', transcription: 'stt' },
     ] as ModelSpec[];
     t = await buildTestApp({ models, listen: true, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'portico-test' } });
     key = await t.inferenceKey('alice');
@@ -123,6 +127,31 @@ describe('OpenTelemetry traces to an OTLP/HTTP collector', () => {
     // the upstream got the client span's context
     const got = up.requests.at(-1)!.headers.traceparent;
     assert.equal(got, `00-${traceId}-${client.spanId}-01`);
+  });
+
+  test('a realtime session: each response is a span of its own in the trace of the upgrade, its text model call a child', async () => {
+    const traceId = '5cf92f3577b34da6a3ce929d0e0e4737';
+    up.script({ text: 'spoken turn', usage: { prompt_tokens: 4, completion_tokens: 2 } });
+    const ws = new WebSocket(`${t.url!.replace('http', 'ws')}/v1/realtime?model=rt`, {
+      headers: { authorization: `Bearer ${key}`, traceparent: `00-${traceId}-00f067aa0ba902b8-01` },
+    });
+    const got: any[] = [];
+    ws.on('message', (d) => got.push(JSON.parse(d.toString())));
+    await new Promise((r) => ws.once('open', r));
+    ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], audio: { input: { turn_detection: null } } } }));
+    ws.send(JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } }));
+    ws.send(JSON.stringify({ type: 'response.create' }));
+    const done = await waitFor(() => got.find((e) => e.type === 'response.done'), { what: 'response.done' });
+    ws.close();
+    await t.runtime.tracing!.flush();
+    const turn = collector.spans.find((s) => s.kind === SERVER && attr(s, 'portico.realtime.response') === done.response.id);
+    assert.ok(turn, `a span for the turn: ${JSON.stringify(collector.spans.map((s) => s.name))}`);
+    assert.equal(turn.traceId, traceId, "in the upgrade's trace");
+    assert.equal(attr(turn, 'portico.realtime.status'), 'completed');
+    assert.equal(attr(turn, 'gen_ai.usage.input_tokens'), 4);
+    const client = collector.spans.find((s) => s.kind === CLIENT && s.parentSpanId === turn.spanId);
+    assert.ok(client, "the text model's upstream call is the turn's child");
+    assert.equal(client.name, 'POST /chat/completions');
   });
 
   test('a retry: the server span says how many, and each try is a client span of its own', async () => {

@@ -10,6 +10,7 @@ import { startRealtimeUpstream, type RealtimeUpstream } from '../helpers/realtim
 import { setupRealtime, type RtEnv } from './util.js';
 import { usageRows } from '../helpers/usage.js';
 import { waitFor } from '../helpers/wait.js';
+import { parseModelConfig } from '../../src/models/config.js';
 
 const UP_KEY = 'sk-upstream-realtime-secret-123';
 
@@ -33,7 +34,22 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
       }) as never;
     e = await setupRealtime({
       textModel: false,
-      models: [entry('rt-up'), entry('rt-quick', { timeouts: { connect_ms: 400, first_byte_ms: 400 } })],
+      models: [
+        entry('rt-up'),
+        entry('rt-quick', { timeouts: { connect_ms: 400, first_byte_ms: 400 } }),
+        // two deployments, the first down: a session goes to the one that opens
+        ...parseModelConfig(`
+models:
+  - name: rt-failover
+    type: realtime
+    deployments:
+      - provider: openai-compatible
+        base_url: http://127.0.0.1:9/v1
+      - provider: openai-compatible
+        base_url: ${up.url}
+        api_key_env: RT_UP_KEY
+`).models,
+      ],
     });
   });
   after(async () => {
@@ -136,6 +152,19 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
     assert.match(err.error.message, /broke/);
     await waitFor(() => s.closedWith !== undefined, { what: 'the close' });
     assert.equal(s.closedWith!.code, 1011);
+  });
+
+  test('several deployments: a session opens on the first one that answers', async () => {
+    up.configure({ requireKey: UP_KEY });
+    const before = up.connections.length;
+    const s = await e.open({ model: 'rt-failover' });
+    await s.next('session.created').catch((err) => {
+      throw new Error(`${err.message}: ${JSON.stringify(s.events)}`);
+    });
+    assert.equal(up.connections.length, before + 1);
+    s.send({ type: 'response.create' });
+    assert.equal((await s.next('response.done')).response.status, 'completed');
+    s.close();
   });
 
   test('nothing listens at the upstream address: an error event, not a hang', async () => {
