@@ -12,6 +12,7 @@ import { tlsFront, type TlsFront } from '../helpers/tls-front.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { waitFor } from '../helpers/wait.js';
 import { WebSocket } from 'ws';
+import type { DestinationStream } from 'pino';
 
 export const TEXT_MODEL = 'answerer';
 
@@ -28,7 +29,9 @@ export interface RtEnv {
   close(): Promise<void>;
 }
 
-export async function setupRealtime(o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean } = {}): Promise<RtEnv> {
+export async function setupRealtime(
+  o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean; logDestination?: DestinationStream } = {},
+): Promise<RtEnv> {
   const up = await startScriptedUpstream();
   const models: ModelSpec[] = [
     ...(o.textModel === false
@@ -36,7 +39,7 @@ export async function setupRealtime(o: { db?: TestDb; models?: ModelSpec[]; env?
       : [{ name: TEXT_MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec]),
     ...(o.models ?? []),
   ];
-  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {} });
+  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {}, logDestination: o.logDestination });
   const url = t.url!;
   const key = await t.inferenceKey('alice');
   const client = new OpenAI({ apiKey: key, baseURL: url + '/v1', maxRetries: 0, timeout: 60_000 });
