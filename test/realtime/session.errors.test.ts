@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { WebSocket } from 'ws';
 import { TEXT_MODEL, RawSession, append, assertError, setupRealtime, silence, type RtEnv, type Session } from './util.js';
 import { quietFor, waitFor } from '../helpers/wait.js';
+import { startRealtimeUpstream, type RealtimeUpstream } from '../helpers/realtime-upstream.js';
 
 /** the next error event, checked against OpenAI's shape */
 async function expectError(s: Session | RawSession, code: string, param?: string | null, eventId?: string | null) {
@@ -577,5 +578,53 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
     assert.equal(rc.code, 1008);
     assert.equal(rc.reason, 'slow_consumer');
     assert.ok(!r.events.some((x) => x.type === 'response.done' && x.response.status === 'completed'));
+  });
+});
+
+describe('realtime limits: a forwarded session whose client stops reading (pglite)', () => {
+  let e: RtEnv;
+  let up: RealtimeUpstream;
+  before(async () => {
+    up = await startRealtimeUpstream();
+    e = await setupRealtime({
+      textModel: false,
+      models: [{ name: 'rt-up', provider: 'openai-compatible', type: 'realtime', base_url: up.url, upstream_model: 'gpt-realtime-2025' } as never],
+      env: { REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_IDLE_MS: '1500' },
+    });
+  });
+  after(async () => {
+    await e.close();
+    await up.close();
+  });
+
+  test("the relay waits for a slow reader (bounded), and closes one that reads nothing for REALTIME_IDLE_MS (slow_consumer)", async () => {
+    // 2000 deltas of 100 ms of audio: about 13 MB of events
+    up.configure({ audioDeltas: 2000 });
+    const s = RawSession.open(e, { query: 'model=rt-up' });
+    await s.opened;
+    await s.next('session.created');
+    const sock = (s.ws as any)._socket as import('node:net').Socket;
+    sock.pause();
+    s.send({ type: 'response.create' });
+    const server = () => [...e.t.app.websocketServer.clients].find((c) => c.readyState === WebSocket.OPEN);
+    let most = 0;
+    await waitFor(
+      () => {
+        const c = server();
+        most = Math.max(most, c?.bufferedAmount ?? 0);
+        return !c;
+      },
+      { what: 'the server to close the session', timeoutMs: 30_000, everyMs: 5 },
+    );
+    assert.ok(most > 0 && most < 64 * 1024 + 16 * 1024, `the relay waited for its reader: at most ${most} bytes queued`);
+    sock.resume();
+    const closed = await s.closed;
+    assert.equal(closed.code, 1008);
+    assert.equal(closed.reason, 'slow_consumer');
+    assertError(
+      s.events.find((x) => x.type === 'error'),
+      'slow_consumer',
+    );
+    await waitFor(() => up.connections.at(-1)?.closed !== undefined, { what: 'the upstream connection closed too' });
   });
 });
