@@ -274,7 +274,11 @@ describe('realtime client secrets (pglite)', () => {
       if (param) assert.equal(err.param, param, JSON.stringify(body));
       if (status === 404) assert.equal(err.code, 'model_not_found');
     }
-    const r = await fetch(`${e.url}/v1/realtime/client_secrets`, { method: 'POST', headers: { authorization: `Bearer ${e.key}`, 'content-type': 'application/json' }, body: '{not json' });
+    const r = await fetch(`${e.url}/v1/realtime/client_secrets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${e.key}`, 'content-type': 'application/json' },
+      body: '{not json',
+    });
     assert.equal(r.status, 400);
     const chatOnly = await keyRecord('alice', ['chat']);
     const denied = await mint(chatOnly.api_key, {});

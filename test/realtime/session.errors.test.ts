@@ -452,7 +452,7 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
   });
   after(() => e.close());
 
-  test('a plain GET /v1/realtime is 426; past a key\'s sessions and past the server\'s, 429 session_limit_reached; a closed session frees its place', async () => {
+  test("a plain GET /v1/realtime is 426; past a key's sessions and past the server's, 429 session_limit_reached; a closed session frees its place", async () => {
     const plain = await fetch(`${e.url}/v1/realtime`, { headers: { authorization: `Bearer ${e.key}` } });
     assert.equal(plain.status, 426);
     assert.equal(plain.headers.get('upgrade'), 'websocket');
@@ -597,7 +597,7 @@ describe('realtime limits: a forwarded session whose client stops reading (pglit
     await up.close();
   });
 
-  test("the relay waits for a slow reader (bounded), and closes one that reads nothing for REALTIME_IDLE_MS (slow_consumer)", async () => {
+  test('the relay waits for a slow reader (bounded), and closes one that reads nothing for REALTIME_IDLE_MS (slow_consumer)', async () => {
     // 2000 deltas of 100 ms of audio: about 13 MB of events
     up.configure({ audioDeltas: 2000 });
     const s = RawSession.open(e, { query: 'model=rt-up' });

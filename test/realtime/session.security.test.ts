@@ -85,7 +85,7 @@ describe('realtime security (pglite)', () => {
     s.close();
   });
 
-  test("a key limited to other models: refused for gpt-realtime; one limited to the realtime model cannot reach a text model it may not use", async () => {
+  test('a key limited to other models: refused for gpt-realtime; one limited to the realtime model cannot reach a text model it may not use', async () => {
     const other = await keyRecord('alice', ['realtime', 'model:gpt-realtime-mini']);
     const r = await closedWithError(RawSession.open(e, { key: other.api_key }));
     assertError(r.error, 'insufficient_scope', 'model');
@@ -146,7 +146,11 @@ describe('realtime security (pglite)', () => {
     assert.equal(status, 401);
     const h = { 'sec-websocket-protocol': `realtime, ${KEY_SUBPROTOCOL}${k.api_key}`, 'content-type': 'application/json' };
     const n = e.up.requests.length;
-    const chat = await fetch(`${e.url}/v1/chat/completions`, { method: 'POST', headers: h, body: JSON.stringify({ model: 'answerer', messages: [{ role: 'user', content: 'hi' }] }) });
+    const chat = await fetch(`${e.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: h,
+      body: JSON.stringify({ model: 'answerer', messages: [{ role: 'user', content: 'hi' }] }),
+    });
     assert.equal(chat.status, 401);
     seen.push(await chat.text());
     const models = await fetch(`${e.url}/v1/models`, { headers: h });
@@ -156,7 +160,7 @@ describe('realtime security (pglite)', () => {
     assert.equal(e.up.requests.length, n);
   });
 
-  test("a key revoked, disabled or deleted while its session is open: the session is closed with an error event within REALTIME_VERIFY_MS", async () => {
+  test('a key revoked, disabled or deleted while its session is open: the session is closed with an error event within REALTIME_VERIFY_MS', async () => {
     const cases = [
       ['revoked', async (id: string) => assert.equal((await portal('alice', 'POST', '/api-keys/revoke', { api_key_id: id })).status, 200), 'api_key_revoked'],
       ['disabled', (id: string) => e.t.services.inferenceKeys.setDisabled(id, true), 'api_key_disabled'],
@@ -170,13 +174,21 @@ describe('realtime security (pglite)', () => {
       await end(k.id);
       const closed = await s.closed;
       seen.push(JSON.stringify(s.events));
-      assertError(s.events.find((x) => x.type === 'error'), code, null);
+      assertError(
+        s.events.find((x) => x.type === 'error'),
+        code,
+        null,
+      );
       assert.equal(s.events.find((x) => x.type === 'error').error.type, 'authentication_error', how);
       assert.equal(closed.code, 1008, how);
     }
     // a session opened with a client secret ends with its key too
     const k = await keyRecord();
-    const minted = await fetch(`${e.url}/v1/realtime/client_secrets`, { method: 'POST', headers: { authorization: `Bearer ${k.api_key}`, 'content-type': 'application/json' }, body: '{}' });
+    const minted = await fetch(`${e.url}/v1/realtime/client_secrets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${k.api_key}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
     const secret = ((await minted.json()) as any).value as string;
     secrets.push(secret);
     const s = RawSession.open(e, { key: null, protocols: ['realtime', KEY_SUBPROTOCOL + secret] });
@@ -184,7 +196,11 @@ describe('realtime security (pglite)', () => {
     await s.next('session.created');
     await portal('alice', 'POST', '/api-keys/revoke', { api_key_id: k.id });
     const closed = await s.closed;
-    assertError(s.events.find((x) => x.type === 'error'), 'api_key_revoked', null);
+    assertError(
+      s.events.find((x) => x.type === 'error'),
+      'api_key_revoked',
+      null,
+    );
     assert.equal(closed.code, 1008);
     seen.push(JSON.stringify(s.events));
   });
