@@ -28,6 +28,7 @@ import type { HttpLimits, TrustProxy } from '../platform/config.js';
 import { fastifyTrustProxy } from '../platform/http/proxy.js';
 import { capConnectionsPerAddress } from '../platform/http/address-cap.js';
 import { releaseWhenEnded } from '../platform/http/held.js';
+import { KEY_SUBPROTOCOL } from '../platform/http/auth.js';
 import { createLimitedServer } from '../platform/http/early.js';
 import http from 'node:http';
 
@@ -404,7 +405,13 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   // request that does not end in an upgrade (refused, or a route without a WebSocket handler) has its socket closed
   // after the answer. A frame over maxPayload closes the connection with 1009 (it would have to be read whole).
   await app.register(websocket, {
-    options: { maxPayload: opts.websocket?.maxPayload ?? 1024 * 1024, perMessageDeflate: false },
+    options: {
+      maxPayload: opts.websocket?.maxPayload ?? 1024 * 1024,
+      perMessageDeflate: false,
+      // the subprotocol answered is the first the client offered that is no key (`realtime`): a browser's key in
+      // `openai-insecure-api-key.<key>` is never echoed back in the answer's headers (which proxies may log)
+      handleProtocols: (protocols: Set<string>) => [...protocols].find((p) => !p.startsWith(KEY_SUBPROTOCOL)) ?? false,
+    },
     preClose: async () => {
       await opts.websocket?.preClose?.();
       for (const c of app.websocketServer.clients) c.terminate();

@@ -113,7 +113,14 @@ export class ForwardedSession {
     }
     // a slow reader makes the relay wait (the upstream's frames wait in the link); one that reads nothing is closed
     const l = this.o.svc.d.limits;
-    while (!this.closed && s.bufferedAmount > l.maxBufferedBytes) await new Promise((r) => setTimeout(r, 20));
+    let since = Date.now();
+    let last = s.bufferedAmount;
+    while (!this.closed && s.bufferedAmount > l.maxBufferedBytes) {
+      if (s.bufferedAmount < last) since = Date.now();
+      last = s.bufferedAmount;
+      if (Date.now() - since >= l.idleMs) return this.fail('slow_consumer', 'The client does not read its events: the session is closed.', 1008);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     if (this.closed || s.readyState !== 1) return;
     s.send(JSON.stringify(ev));
   }

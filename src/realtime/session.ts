@@ -156,17 +156,28 @@ export class PipelineSession {
 
   // ------------------------------------------------------------------ sending
 
-  private send(ev: Obj): void {
+  private send(ev: Obj, last = false): void {
     if (this.closed) return;
     const s = this.o.socket;
     if (s.readyState !== 1) return;
+    // what the client left unread before this event (the event itself may be large: a long text's done events, a
+    // retrieved item's audio): past 4x the bound, the client does not read, and it is closed
+    if (!last && s.bufferedAmount > this.limits.maxBufferedBytes * 4) return void this.fail('slow_consumer', SLOW_CONSUMER, 1008);
     s.send(JSON.stringify({ event_id: newId('event_'), ...ev }));
-    if (s.bufferedAmount > this.limits.maxBufferedBytes * 4) void this.fail('slow_consumer', 'The client does not read its events: the session is closed.', 1008);
   }
 
-  /** waits while the client has more than maxBufferedBytes unread (a response's audio waits for a slow reader) */
+  /**
+   * waits while the client has more than maxBufferedBytes unread (a response's audio waits for a slow reader); a
+   * client that reads nothing of it for REALTIME_IDLE_MS is closed (a response in progress keeps the idle clock off)
+   */
   private async drained(signal: AbortSignal): Promise<void> {
+    let since = Date.now();
+    let last = this.o.socket.bufferedAmount;
     while (!this.closed && !signal.aborted && this.o.socket.bufferedAmount > this.limits.maxBufferedBytes) {
+      const now = this.o.socket.bufferedAmount;
+      if (now < last) since = Date.now();
+      last = now;
+      if (Date.now() - since >= this.limits.idleMs) return void this.fail('slow_consumer', SLOW_CONSUMER, 1008);
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -183,7 +194,7 @@ export class PipelineSession {
   /** ends the session with an error event (and a close code) */
   async fail(code: string, message: string, closeCode = 1008, type = 'invalid_request_error'): Promise<void> {
     if (this.closed) return;
-    this.send({ type: 'error', error: { type, code, message, param: null, event_id: null } });
+    this.send({ type: 'error', error: { type, code, message, param: null, event_id: null } }, true);
     this.close(closeCode, code);
   }
 
@@ -1212,6 +1223,8 @@ export class PipelineSession {
       .catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime usage not recorded'));
   }
 }
+
+const SLOW_CONSUMER = 'The client does not read its events: the session is closed.';
 
 const notInTranscription = (type: unknown) => new ClientEventError('invalid_value', `'${String(type)}' is not available in a transcription session.`, 'type');
 

@@ -11,6 +11,8 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripte
 import { tlsFront, type TlsFront } from '../helpers/tls-front.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { waitFor } from '../helpers/wait.js';
+import { WebSocket } from 'ws';
+import type { DestinationStream } from 'pino';
 
 export const TEXT_MODEL = 'answerer';
 
@@ -27,7 +29,9 @@ export interface RtEnv {
   close(): Promise<void>;
 }
 
-export async function setupRealtime(o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean } = {}): Promise<RtEnv> {
+export async function setupRealtime(
+  o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean; logDestination?: DestinationStream } = {},
+): Promise<RtEnv> {
   const up = await startScriptedUpstream();
   const models: ModelSpec[] = [
     ...(o.textModel === false
@@ -35,7 +39,7 @@ export async function setupRealtime(o: { db?: TestDb; models?: ModelSpec[]; env?
       : [{ name: TEXT_MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec]),
     ...(o.models ?? []),
   ];
-  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {} });
+  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {}, logDestination: o.logDestination });
   const url = t.url!;
   const key = await t.inferenceKey('alice');
   const client = new OpenAI({ apiKey: key, baseURL: url + '/v1', maxRetries: 0, timeout: 60_000 });
@@ -154,4 +158,81 @@ export function assertError(e: any, code: string, param?: string | null) {
   assert.equal(typeof e.error.message, 'string');
   assert.ok(e.error.message.length > 0);
   if (param !== undefined) assert.equal(e.error.param, param, JSON.stringify(e));
+}
+
+/**
+ * A raw `ws` client on Portico's plain address (no SDK): for what the SDK cannot send or ask (binary and garbage
+ * frames, subprotocols, ?intent=, a socket that stops reading). `opened` rejects with the HTTP status of a refused
+ * upgrade (`err.status`).
+ */
+export class RawSession {
+  readonly events: any[] = [];
+  closedWith: { code: number; reason: string } | undefined;
+  readonly opened: Promise<void>;
+  readonly closed: Promise<{ code: number; reason: string }>;
+  /** the refused upgrade's status and body */
+  refused: { status: number; body: string } | undefined;
+  private seen = 0;
+
+  constructor(readonly ws: WebSocket) {
+    ws.on('message', (d, isBinary) => {
+      if (!isBinary) this.events.push(JSON.parse(d.toString()));
+    });
+    this.closed = new Promise((r) =>
+      ws.on('close', (code: number, reason: Buffer) => {
+        this.closedWith = { code, reason: reason.toString() };
+        r(this.closedWith);
+      }),
+    );
+    this.opened = new Promise((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => {
+          this.refused = { status: res.statusCode ?? 0, body };
+          reject(Object.assign(new Error(`upgrade refused: ${res.statusCode} ${body}`), { status: res.statusCode, body }));
+        });
+      });
+    });
+  }
+
+  static open(e: RtEnv, o: { query?: string; key?: string | null; protocols?: string[]; headers?: Record<string, string> } = {}): RawSession {
+    const headers: Record<string, string> = { ...(o.headers ?? {}) };
+    const key = o.key === undefined ? e.key : o.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    const url = `${e.url.replace('http', 'ws')}/v1/realtime${o.query ? `?${o.query}` : ''}`;
+    return new RawSession(new WebSocket(url, o.protocols ?? [], { headers }));
+  }
+
+  send(e: Record<string, unknown> | string | Buffer) {
+    this.ws.send(typeof e === 'string' || Buffer.isBuffer(e) ? e : JSON.stringify(e));
+  }
+
+  async next(type: string, timeoutMs = 60_000): Promise<any> {
+    let found: any;
+    await waitFor(
+      () => {
+        for (let i = this.seen; i < this.events.length; i++) {
+          if (this.events[i].type === type) {
+            found = this.events[i];
+            this.seen = i + 1;
+            return true;
+          }
+        }
+        return false;
+      },
+      { what: type, timeoutMs },
+    );
+    return found;
+  }
+
+  close() {
+    try {
+      this.ws.close();
+    } catch {
+      /* gone */
+    }
+  }
 }

@@ -54,9 +54,11 @@ export class ClientSecrets {
     if (!isClientSecret(token) || token.length > MAX_LENGTH) throw new AppError('invalid_api_key');
     let claims: Record<string, unknown>;
     try {
-      // the expiry is checked below, against `now`, with no tolerance
-      ({ payload: claims } = await jwtDecrypt(token.slice(CLIENT_SECRET_PREFIX.length), this.key, { clockTolerance: Infinity }));
-    } catch {
+      // jose checks the expiry against `now`, with no tolerance (the check below is to the millisecond); an
+      // expired secret is one of ours (it decrypted), and says so
+      ({ payload: claims } = await jwtDecrypt(token.slice(CLIENT_SECRET_PREFIX.length), this.key, { currentDate: new Date(now) }));
+    } catch (e) {
+      if ((e as { code?: unknown }).code === 'ERR_JWT_EXPIRED') throw new AppError('client_secret_expired');
       throw new AppError('invalid_api_key');
     }
     const { dig, p, exp } = claims;
