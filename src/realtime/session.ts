@@ -4,7 +4,7 @@
  *
  * - Input audio is decoded as it comes (./audio.ts) and given to the turn detector (./turns.ts) when server VAD is
  *   on; a pause inside a turn starts the recognizer on what was said so far, so that at the end of the turn only
- *   the rest is left to recognize.
+ *   the rest is left to recognize (up to the end of the speech: the silence that ended the turn is not recognized).
  * - A committed turn becomes a user item; its transcript is made for the text model whether or not the client
  *   asked for transcription events (those are sent only when `audio.input.transcription` is set).
  * - A response runs the text model (streamed, with the session's tools), speaks each sentence as soon as it is
