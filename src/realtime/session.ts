@@ -4,7 +4,7 @@
  *
  * - Input audio is decoded as it comes (./audio.ts) and given to the turn detector (./turns.ts) when server VAD is
  *   on; a pause inside a turn starts the recognizer on what was said so far, so that at the end of the turn only
- *   the rest is left to recognize.
+ *   the rest is left to recognize (up to the end of the speech: the silence that ended the turn is not recognized).
  * - A committed turn becomes a user item; its transcript is made for the text model whether or not the client
  *   asked for transcription events (those are sent only when `audio.input.transcription` is set).
  * - A response runs the text model (streamed, with the session's tools), speaks each sentence as soon as it is
@@ -80,6 +80,8 @@ interface ActiveResponse {
 
 const TOKENS_PER_AUDIO_SECOND_IN = 10;
 const TOKENS_PER_AUDIO_SECOND_OUT = 20;
+/** the recognizer hears this much of a VAD turn's audio after the end of its speech (the rest is the silence that ended it) */
+const SPEECH_TAIL_MS = 100;
 /** shortest commit (OpenAI: 100 ms) */
 const MIN_COMMIT_MS = 100;
 
@@ -381,7 +383,7 @@ export class PipelineSession {
         const itemId = this.pendingItemId ?? newId('item_');
         this.send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: t.atMs, item_id: itemId });
         this.turnEndedAt = performance.now();
-        this.commit('vad', t.atMs);
+        this.commit('vad', t.atMs, t.speechEndMs);
         return;
       }
     }
@@ -449,8 +451,11 @@ export class PipelineSession {
       .then((r) => r.text.trim());
   }
 
-  /** the buffer becomes a user item (by the client, or by server VAD at the end of a turn, up to `endMs`) */
-  private commit(by: 'client' | 'vad', endMs?: number): void {
+  /**
+   * the buffer becomes a user item (by the client, or by server VAD at the end of a turn, up to `endMs`; the
+   * turn's speech ended at `speechEndMs`, the silence after it is in the item but not given to the recognizer)
+   */
+  private commit(by: 'client' | 'vad', endMs?: number, speechEndMs?: number): void {
     if (endMs !== undefined) {
       const keep = Math.round(((endMs - this.bufStartMs) / 1000) * PCM_RATE);
       if (keep < this.bufSamples24) {
@@ -468,7 +473,15 @@ export class PipelineSession {
     }
     const pcm24 = this.samples24().slice();
     const pcm16 = this.samples16();
-    const rest = pcm16.subarray(this.pieceFrom).slice();
+    // the rest to recognize ends shortly after the speech: the silence that ended the turn (silence_duration_ms of
+    // it) has no words, and a rest that is only that silence (a pause's piece already has the speech) is not run
+    // at all, which saves a recognizer run (a pocketsphinx process) at the end of the turn
+    let restEnd = pcm16.length;
+    if (speechEndMs !== undefined) {
+      const speechEnd = Math.round(((speechEndMs - this.bufStartMs) / 1000) * RECOGNIZER_RATE);
+      restEnd = speechEnd <= this.pieceFrom ? this.pieceFrom : Math.min(restEnd, speechEnd + Math.round((SPEECH_TAIL_MS / 1000) * RECOGNIZER_RATE));
+    }
+    const rest = pcm16.subarray(this.pieceFrom, Math.max(this.pieceFrom, restEnd)).slice();
     const pieces = this.pieces;
     const itemId = this.pendingItemId ?? newId('item_');
     this.clearBuffer();
