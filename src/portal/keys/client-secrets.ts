@@ -9,7 +9,7 @@
  * a key that was revoked, disabled or deleted stops working with the key, within the verifier's freshness.
  */
 import { hkdfSync } from 'node:crypto';
-import { EncryptJWT, jwtDecrypt } from 'jose';
+import { EncryptJWT, errors, jwtDecrypt } from 'jose';
 import { AppError } from '../../platform/errors.js';
 
 export const CLIENT_SECRET_PREFIX = 'ek_';
@@ -54,9 +54,11 @@ export class ClientSecrets {
     if (!isClientSecret(token) || token.length > MAX_LENGTH) throw new AppError('invalid_api_key');
     let claims: Record<string, unknown>;
     try {
-      // the expiry is checked below, against `now`, with no tolerance
-      ({ payload: claims } = await jwtDecrypt(token.slice(CLIENT_SECRET_PREFIX.length), this.key, { clockTolerance: Infinity }));
-    } catch {
+      // the claims' times against `now`, with no tolerance (jose refuses a tolerance that is not a finite number)
+      ({ payload: claims } = await jwtDecrypt(token.slice(CLIENT_SECRET_PREFIX.length), this.key, { currentDate: new Date(now) }));
+    } catch (e) {
+      // decrypted (so ours) but past its expiry
+      if (e instanceof errors.JWTExpired) throw new AppError('client_secret_expired');
       throw new AppError('invalid_api_key');
     }
     const { dig, p, exp } = claims;
