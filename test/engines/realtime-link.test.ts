@@ -8,15 +8,15 @@ import { test, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createRealtimeEngine, type RealtimeEngineOptions } from '../../src/engines/openai-compatible/realtime.js';
-import { EngineError, type RealtimeEngine, type RealtimeLink } from '../../src/engines/types.js';
+import { createRealtimeEngine, type RealtimeEngineOptions, type UpstreamRealtimeEngine } from '../../src/engines/openai-compatible/realtime.js';
+import { EngineError, type RealtimeLink } from '../../src/engines/types.js';
 import { startRealtimeUpstream, type RealtimeUpstream } from '../helpers/realtime-upstream.js';
 import { startBlackHole } from '../helpers/black-hole.js';
 import { timed, waitFor } from '../helpers/wait.js';
 
 const KEY = 'sk-realtime-secret-4242';
 let up: RealtimeUpstream;
-const engines: RealtimeEngine[] = [];
+const engines: UpstreamRealtimeEngine[] = [];
 const unhandled: unknown[] = [];
 const onUnhandled = (e: unknown) => unhandled.push(e);
 
@@ -38,7 +38,7 @@ afterEach(async () => {
   assert.deepEqual(unhandled, []);
 });
 
-function engine(over: Partial<RealtimeEngineOptions> = {}): RealtimeEngine {
+function engine(over: Partial<RealtimeEngineOptions> = {}): UpstreamRealtimeEngine {
   const e = createRealtimeEngine({ baseUrl: up.url, apiKey: KEY, ...over });
   engines.push(e);
   return e;

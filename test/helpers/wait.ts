@@ -19,14 +19,17 @@ export interface WaitOptions {
   what?: string;
 }
 
+/** what waitFor gives: the condition's value once it is truthy (`x.length > 0 && x` gives `x`) */
+export type Truthy<T> = Exclude<NonNullable<T>, false | 0 | ''>;
+
 /** Polls `cond` until it gives a truthy value, which it returns; throws after `timeoutMs`. */
-export async function waitFor<T>(cond: () => T | Promise<T>, o: WaitOptions = {}): Promise<NonNullable<T>> {
+export async function waitFor<T>(cond: () => T | Promise<T>, o: WaitOptions = {}): Promise<Truthy<T>> {
   const timeoutMs = o.timeoutMs ?? 10_000;
   const everyMs = o.everyMs ?? 10;
   const end = performance.now() + timeoutMs;
   for (let i = 0; ; i++) {
     const v = await cond();
-    if (v) return v as NonNullable<T>;
+    if (v) return v as Truthy<T>;
     if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${o.what ?? 'the condition'}`);
     // a few turns of the event loop first (what a promise or an I/O callback settles), then short pauses
     await new Promise<void>((r) => (i < 5 ? setImmediate(r) : setTimeout(r, everyMs)));

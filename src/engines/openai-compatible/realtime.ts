@@ -57,7 +57,10 @@ const CLOSE_GRACE_MS = 2_000;
 
 const RETRY = { retryable: true } as const;
 
-export function createRealtimeEngine(o: RealtimeEngineOptions): RealtimeEngine {
+/** an upstream realtime server's engine: it always connects */
+export type UpstreamRealtimeEngine = RealtimeEngine & { connect(req: RealtimeConnectRequest): Promise<RealtimeLink> };
+
+export function createRealtimeEngine(o: RealtimeEngineOptions): UpstreamRealtimeEngine {
   let base: URL;
   try {
     base = new URL(o.baseUrl);
