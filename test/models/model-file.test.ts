@@ -74,7 +74,7 @@ describe('the model file', () => {
   test('a wrong value lists the allowed ones', () => {
     const base = '  - name: m\n    provider: openai-compatible\n    base_url: http://h/v1\n';
     assert.match(refused(`models:\n${base}    api: completions\n`), /'api' must be one of: chat\.completions, responses/);
-    assert.match(refused(`models:\n${base}    type: video\n`), /'type' must be one of: text, speech, transcription, embeddings for provider openai-compatible/);
+    assert.match(refused(`models:\n${base}    type: video\n`), /'type' must be one of: text, speech, transcription, embeddings, realtime for provider openai-compatible/);
     assert.match(refused(`models:\n${base}    context_window: "big"\n`), /'context_window' must be a whole number/);
     assert.match(refused('models:\n  - name: m\n    provider: openai-compatible\n    base_url: ftp://h\n'), /'base_url' must be an http:\/\/ or https:\/\/ URL/);
     assert.match(refused('models:\n  - name: m\n    provider: openai-compatible\n'), /'base_url' is required for provider openai-compatible/);
