@@ -40,7 +40,15 @@ export interface RealtimeEars {
   /** the transcription model of that name (404 model_not_found when there is none) */
   spec(model: string): ModelSpec;
   /** recognizes 16 kHz mono audio; `onText`: the text as the engine makes it, when it can tell */
-  transcribe(o: { model: string; pcm16k: Float32Array; language?: string; prompt?: string; signal: AbortSignal; onText?: (delta: string) => void }): Promise<{ text: string }>;
+  transcribe(o: {
+    model: string;
+    /** the key id: whose turn it is on a shared recognizer */ key: string;
+    pcm16k: Float32Array;
+    language?: string;
+    prompt?: string;
+    signal: AbortSignal;
+    onText?: (delta: string) => void;
+  }): Promise<{ text: string }>;
 }
 
 export interface RealtimeLimits {

@@ -447,7 +447,7 @@ export class PipelineSession {
   private recognize(pcm16k: Float32Array, onText?: (d: string) => void): Promise<string> {
     const t = this.config.transcription;
     return this.o.svc.d.ears
-      .transcribe({ model: t?.model ?? this.o.served.transcription, pcm16k, language: t?.language, prompt: t?.prompt, signal: this.abort.signal, onText })
+      .transcribe({ model: t?.model ?? this.o.served.transcription, key: this.o.key.keyId, pcm16k, language: t?.language, prompt: t?.prompt, signal: this.abort.signal, onText })
       .then((r) => r.text.trim());
   }
 
