@@ -21,6 +21,7 @@ import { RequestLog } from '../platform/ops/request-log.js';
 import { Metrics } from '../platform/ops/metrics.js';
 import { createOpsModule } from '../platform/ops/routes.js';
 import type { Tracing } from '../platform/ops/tracing.js';
+import type { FastifyRequest } from 'fastify';
 import type { FeatureModule } from '../platform/module.js';
 import { closeSpareEncoders } from '../codec/index.js';
 import { EngineRegistry } from '../engines/registry.js';
@@ -414,6 +415,8 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
       },
       vad: { create: (threshold) => createVoiceActivityDetector({ threshold }), name: () => voiceActivityStatus().then((v) => v.engine) },
       admit: (req) => gate.key(req),
+      // an open session's key, verified again (nothing counted: the turns are)
+      verify: (req) => identify(req),
       mint: async (req, payload, seconds) => {
         const token = inferenceKeyToken(req);
         if (isClientSecret(token)) throw new AppError('permission_denied', 'A client secret cannot mint another; use an API key.');
@@ -495,20 +498,23 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     if (recognizer) log[recognizer.warn ? 'warn' : 'info'](recognizer.fields, recognizer.message);
     const routeScopes = new RouteScopes(found.scopes);
 
+    /** the request's inference key (or the key of its client secret), verified: no scope, limit or budget */
+    const identify = async (req: FastifyRequest): Promise<KeyPrincipal> => {
+      const token = inferenceKeyToken(req);
+      if (!isClientSecret(token)) return verifier.verify(token, 'inference', req.ip);
+      // a client secret minted from a key opens a browser's session (routes with browserSocket) and nothing else
+      if (req.routeOptions.config?.browserSocket !== true) throw new AppError('invalid_api_key', msg('client_secret_elsewhere'));
+      const opened = await clientSecrets.open(token);
+      const key = await verifier.verifyDigest(opened.digest, req.ip);
+      req.clientSecret = opened.payload;
+      return key;
+    };
     const gate: Gate = {
       // a bearer JWT, or the web page's session cookie (with its CSRF check on changes)
       user: (req) => web.authenticatePortal(req),
       operator: (req) => admin.authenticate(req),
       async key(req) {
-        const token = inferenceKeyToken(req);
-        let key: KeyPrincipal;
-        if (isClientSecret(token)) {
-          // a client secret minted from a key opens a browser's session (routes with browserSocket) and nothing else
-          if (req.routeOptions.config?.browserSocket !== true) throw new AppError('invalid_api_key', msg('client_secret_elsewhere'));
-          const opened = await clientSecrets.open(token);
-          key = await verifier.verifyDigest(opened.digest, req.ip);
-          req.clientSecret = opened.payload;
-        } else key = await verifier.verify(token, 'inference', req.ip);
+        const key = await identify(req);
         // known from here: a refusal below (scope, budget, rate limit) is in the request log under the key
         req.apiKey = key;
         routeScopes.assert(key, req.routeOptions.config?.scope);

@@ -66,7 +66,7 @@ export class ForwardedSession {
     this.stopClocks = watch(
       { fail: (c, m, cc, t) => this.fail(c, m, cc, t), busy: () => this.responding, lastEventAt: () => this.lastEventAt },
       svc.d.limits,
-      svc.d.admit,
+      svc.d.verify,
       this.o.req,
     );
     // what a client secret set is the session's first update

@@ -116,6 +116,8 @@ export interface RealtimeDeps {
   vad: { create(threshold: number): Promise<VoiceActivityDetector>; name(): Promise<string> };
   /** admits one turn as the {base_url} gate admits a request (key verified again, scope, rate limit, budget) */
   admit: (req: FastifyRequest) => Promise<KeyPrincipal>;
+  /** verifies the request's key again, and only that (an open session's periodic check: no request is counted) */
+  verify: (req: FastifyRequest) => Promise<KeyPrincipal>;
   /** mints a client secret from the request's key, holding `payload` */
   mint: (req: FastifyRequest, payload: Record<string, unknown>, seconds: number) => Promise<{ value: string; expiresAt: number }>;
   limits: RealtimeLimits;

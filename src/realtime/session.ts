@@ -147,7 +147,7 @@ export class PipelineSession {
     this.stopClocks = watch(
       { fail: (code, message, closeCode, type) => void this.fail(code, message, closeCode, type), busy: () => this.active !== undefined, lastEventAt: () => this.lastEventAt },
       this.limits,
-      this.o.svc.d.admit,
+      this.o.svc.d.verify,
       this.o.req,
     );
   }
@@ -495,13 +495,34 @@ export class PipelineSession {
     this.send({ type: 'conversation.item.done', previous_item_id: previous, item: this.itemObject(item) });
     const seconds = pcm24.length / PCM_RATE;
     this.pendingInputSeconds += seconds;
-    item.transcript = this.transcribeItem(item, pieces, rest, seconds);
     if (this.config.type === 'transcription') {
-      // a transcription session's turn is charged when its transcript is made
-      void item.transcript.then(() => this.chargeTranscription(seconds));
+      // a transcription session's turn is admitted as a request is (its key, rate limit, budget), and charged when its
+      // transcript is made
+      item.transcript = this.admitTurn(item).then((ok) => (ok ? this.transcribeItem(item, pieces, rest, seconds) : ''));
+      void item.transcript.then(() => (typeof item.content[0]?.transcript === 'string' ? this.chargeTranscription(seconds) : undefined));
       return;
     }
+    item.transcript = this.transcribeItem(item, pieces, rest, seconds);
     if (by === 'vad' && this.config.turn_detection?.create_response) void this.createResponse(undefined, undefined, true).catch((e: unknown) => this.sendError(e));
+  }
+
+  /** a transcription session's turn, admitted as a request is; refused, its transcription fails with the reason */
+  private async admitTurn(item: Item): Promise<boolean> {
+    try {
+      await this.o.svc.d.admit(this.o.req);
+      return true;
+    } catch (e) {
+      const a = e instanceof AppError ? e : toAppError(e, this.o.req);
+      if (a.status === 401 || a.status === 403) await this.fail(a.openaiCode, a.message, 1008, errType(a));
+      else
+        this.send({
+          type: 'conversation.item.input_audio_transcription.failed',
+          item_id: item.id,
+          content_index: 0,
+          error: { type: errType(a), code: a.openaiCode, message: a.message, param: null },
+        });
+      return false;
+    }
   }
 
   /** the item's transcript: its pieces already under way and the rest; the events when the client asked for them */
