@@ -7,6 +7,7 @@
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { KeyPrincipal } from '../platform/auth/principal.js';
+import type { VoiceSessionLimits } from '../platform/config.js';
 import { EngineError, type RealtimeEngine, type RealtimeLink, type TextEngine, type VoiceActivityDetector } from '../engines/types.js';
 import type { EngineSpec, TextEngineSource } from '../engines/registry.js';
 import type { ModelRegistry } from '../models/registry.js';
@@ -51,41 +52,8 @@ export interface RealtimeEars {
   }): Promise<{ text: string }>;
 }
 
-export interface RealtimeLimits {
-  /** a session lasts at most this long (OpenAI: 60 minutes) */
-  maxSessionMs: number;
-  /** a session without a client event for this long, and no response in progress, is closed */
-  idleMs: number;
-  /** open sessions per key, on this instance (0: no limit) */
-  perKey: number;
-  /** open sessions on this instance (0: no limit) */
-  perInstance: number;
-  /** the input audio buffer holds at most this many seconds (uncommitted audio) */
-  maxBufferSeconds: number;
-  /** the conversation keeps the audio of its user items up to this many seconds in all (older audio is dropped) */
-  maxKeptAudioSeconds: number;
-  /** bytes queued towards a client before the session waits for it to read; 4x this, and it is closed */
-  maxBufferedBytes: number;
-  /** the key is verified again this often (a revoked key's session ends within it) */
-  verifyEveryMs: number;
-  /** the largest client event, in bytes */
-  maxEventBytes: number;
-  /** items a conversation holds at most (the oldest are dropped from the text model's context past it) */
-  maxItems: number;
-}
-
-export const REALTIME_LIMITS: RealtimeLimits = {
-  maxSessionMs: 60 * 60_000,
-  idleMs: 10 * 60_000,
-  perKey: 10,
-  perInstance: 200,
-  maxBufferSeconds: 120,
-  maxKeptAudioSeconds: 600,
-  maxBufferedBytes: 1024 * 1024,
-  verifyEveryMs: 5_000,
-  maxEventBytes: 15 * 1024 * 1024 + 1024,
-  maxItems: 1000,
-};
+/** a session's limits (the REALTIME_* settings, src/platform/config.ts) */
+export type RealtimeLimits = VoiceSessionLimits;
 
 export interface RealtimeMetrics {
   sessionOpened(): void;

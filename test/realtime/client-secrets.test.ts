@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { ClientSecrets } from '../../src/portal/keys/client-secrets.js';
 import { AppError } from '../../src/platform/errors.js';
 import { KEY_SUBPROTOCOL } from '../../src/platform/http/auth.js';
-import { RawSession, assertError, setupRealtime, type RtEnv } from './util.js';
+import { RawSession, assertError, setupRealtime, type RtEnv, portal as portalCall, keyRecord as newKey } from './util.js';
 import { waitFor } from '../helpers/wait.js';
 import { WebSocket } from 'ws';
 
@@ -51,17 +51,8 @@ describe('ClientSecrets: sealing, expiry against a given clock, forgery', () => 
 
 describe('realtime client secrets (pglite)', () => {
   let e: RtEnv;
-  const portal = async (user: string, method: string, path: string, body?: unknown) =>
-    fetch(`${e.url}/v1/portal${path}`, {
-      method,
-      headers: { authorization: `Bearer ${await e.t.token(user)}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
-    });
-  const keyRecord = async (user = 'alice', scopes?: string[]) => {
-    const r = await portal(user, 'POST', '/api-keys', { name: 'k', ...(scopes ? { scopes } : {}) });
-    assert.equal(r.status, 200, await r.clone().text());
-    return ((await r.json()) as any).data as { id: string; api_key: string };
-  };
+  const portal = (user: string, method: string, path: string, body?: unknown) => portalCall(e, user, method, path, body);
+  const keyRecord = (user = 'alice', scopes?: string[]) => newKey(e, user, scopes);
   const mint = (key: string, body: unknown = {}) =>
     fetch(`${e.url}/v1/realtime/client_secrets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const secretOf = async (key: string, body: unknown = {}) => {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { WebSocket } from 'ws';
 import { KEY_SUBPROTOCOL } from '../../src/platform/http/auth.js';
-import { RawSession, assertError, setupRealtime, type RtEnv } from './util.js';
+import { RawSession, assertError, setupRealtime, type RtEnv, portal as portalCall, keyRecord as newKey } from './util.js';
 import { waitFor } from '../helpers/wait.js';
 
 describe('realtime security (pglite)', () => {
@@ -18,16 +18,9 @@ describe('realtime security (pglite)', () => {
   /** every answer and event a client got, to check no secret is echoed */
   const seen: string[] = [];
   const secrets: string[] = [];
-  const portal = async (user: string, method: string, path: string, body?: unknown) =>
-    fetch(`${e.url}/v1/portal${path}`, {
-      method,
-      headers: { authorization: `Bearer ${await e.t.token(user)}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
-    });
+  const portal = (user: string, method: string, path: string, body?: unknown) => portalCall(e, user, method, path, body);
   const keyRecord = async (user = 'alice', scopes?: string[]) => {
-    const r = await portal(user, 'POST', '/api-keys', { name: 'k', ...(scopes ? { scopes } : {}) });
-    assert.equal(r.status, 200, await r.clone().text());
-    const k = ((await r.json()) as any).data as { id: string; api_key: string };
+    const k = await newKey(e, user, scopes);
     secrets.push(k.api_key);
     return k;
   };

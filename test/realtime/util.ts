@@ -71,6 +71,18 @@ export async function setupRealtime(
   };
 }
 
+/** the first event of `type` in `events` from index `from` on (waiting for it), and the index after it */
+async function nextOfType(events: any[], from: number, type: string, what: string, timeoutMs: number): Promise<{ event: any; seen: number }> {
+  const i = await waitFor(
+    () => {
+      for (let j = from; j < events.length; j++) if (events[j].type === type) return j + 1;
+      return 0;
+    },
+    { what, timeoutMs },
+  );
+  return { event: events[i - 1], seen: i };
+}
+
 /** One SDK realtime socket and every event it got, in order. */
 export class Session {
   readonly events: any[] = [];
@@ -96,21 +108,9 @@ export class Session {
 
   /** the next event of this type after the ones already taken by next() */
   async next(type: string, what = type, timeoutMs = 60_000): Promise<any> {
-    let found: any;
-    await waitFor(
-      () => {
-        for (let i = this.seen; i < this.events.length; i++) {
-          if (this.events[i].type === type) {
-            found = this.events[i];
-            this.seen = i + 1;
-            return true;
-          }
-        }
-        return false;
-      },
-      { what, timeoutMs },
-    );
-    return found;
+    const { event, seen } = await nextOfType(this.events, this.seen, type, what, timeoutMs);
+    this.seen = seen;
+    return event;
   }
 
   /** every event from the last next() on, up to (and with) the next of this type */
@@ -211,21 +211,9 @@ export class RawSession {
   }
 
   async next(type: string, timeoutMs = 60_000): Promise<any> {
-    let found: any;
-    await waitFor(
-      () => {
-        for (let i = this.seen; i < this.events.length; i++) {
-          if (this.events[i].type === type) {
-            found = this.events[i];
-            this.seen = i + 1;
-            return true;
-          }
-        }
-        return false;
-      },
-      { what: type, timeoutMs },
-    );
-    return found;
+    const { event, seen } = await nextOfType(this.events, this.seen, type, type, timeoutMs);
+    this.seen = seen;
+    return event;
   }
 
   close() {
@@ -235,4 +223,20 @@ export class RawSession {
       /* gone */
     }
   }
+}
+
+/** a portal call as `user` (the key management the tests revoke, disable and delete keys through) */
+export async function portal(e: RtEnv, user: string, method: string, path: string, body?: unknown): Promise<Response> {
+  return fetch(`${e.url}/v1/portal${path}`, {
+    method,
+    headers: { authorization: `Bearer ${await e.t.token(user)}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+  });
+}
+
+/** a new inference key of `user` (with these scopes), its id and the key */
+export async function keyRecord(e: RtEnv, user = 'alice', scopes?: string[]): Promise<{ id: string; api_key: string }> {
+  const r = await portal(e, user, 'POST', '/api-keys', { name: 'k', ...(scopes ? { scopes } : {}) });
+  assert.equal(r.status, 200, await r.clone().text());
+  return ((await r.json()) as any).data as { id: string; api_key: string };
 }
