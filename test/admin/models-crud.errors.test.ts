@@ -74,7 +74,7 @@ for (const db of testDatabases()) {
     test('bad pricing: a negative price, a unit no feature meters (did you mean), a price the type is never charged', async () => {
       await refused({ ...base(), pricing: { input_per_million: -1 } }, 400, 'invalid_model_entry', /'pricing.input_per_million' must be at least 0/);
       await refused({ ...base(), pricing: { per_charactr: 1 } }, 400, 'invalid_model_entry', /unknown key 'pricing.per_charactr' \(did you mean 'per_character'\?\)/);
-      await refused({ ...base(), pricing: { per_character: 1 } }, 400, 'invalid_model_entry', /'pricing.per_character' applies to speech models only/);
+      await refused({ ...base(), pricing: { per_character: 1 } }, 400, 'invalid_model_entry', /'pricing.per_character' applies to speech and realtime models only/);
       await refused({ ...base(), pricing: { output_per_million: 'a lot' } }, 400, 'invalid_model_entry', /'pricing.output_per_million' must be a number/);
       await nothingStored();
     });

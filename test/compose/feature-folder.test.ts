@@ -63,7 +63,7 @@ describe('a feature that is one folder: POST /v1/images/generations (test/fixtur
   };
 
   test('its scope is collected after the built-in ones: the keys take it and list it, the page is offered it', async () => {
-    assert.deepEqual(t.runtime.declared.scopes, ['responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'images']);
+    assert.deepEqual(t.runtime.declared.scopes, ['responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'realtime', 'images']);
     assert.ok(t.runtime.declared.operations.includes('images'));
     assert.deepEqual(
       t.runtime.declared.units.find((u) => u.unit === 'images'),
@@ -82,11 +82,11 @@ describe('a feature that is one folder: POST /v1/images/generations (test/fixtur
     assert.equal(typo.statusCode, 400);
     assert.equal(
       typo.json().meta.message,
-      "Invalid value for 'scopes[0]': 'image' is not a scope of inference keys. Allowed values: 'responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'images', 'models', '*', 'model:NAME'.",
+      "Invalid value for 'scopes[0]': 'image' is not a scope of inference keys. Allowed values: 'responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'realtime', 'images', 'models', '*', 'model:NAME'.",
     );
     const me = await t.app.inject({ method: 'GET', url: '/v1/portal/me', headers: { authorization: `Bearer ${token}` } });
     assert.equal(me.statusCode, 200, me.body);
-    assert.deepEqual(me.json().data.api_keys.scopes, ['responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'images', 'model:img-1']);
+    assert.deepEqual(me.json().data.api_keys.scopes, ['responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'realtime', 'images', 'model:img-1']);
   });
 
   test('the gate enforces it: a key limited to chat is refused before the upstream is called', async () => {

@@ -248,7 +248,7 @@ for (const db of testDatabases()) {
       b = assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['usage:read'] }), 400, undefined, 40000);
       assert.equal(
         b.meta.message,
-        "Invalid value for 'scopes[0]': 'usage:read' is not a scope of inference keys. Allowed values: 'responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'models', '*', 'model:NAME'.",
+        "Invalid value for 'scopes[0]': 'usage:read' is not a scope of inference keys. Allowed values: 'responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'realtime', 'models', '*', 'model:NAME'.",
       );
       assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['respones'] }), 400, /'respones' is not a scope of inference keys/, 40000);
       assertPortalError(await call('POST', INFER, u, { name: 's', scopes: ['model:a b'] }), 400, /'model:a b' is not a scope/, 40000);
@@ -259,7 +259,7 @@ for (const db of testDatabases()) {
       // nothing was made; every allowed value is accepted
       assert.equal(assertOk(await call('GET', MGMT, u)).total, 0);
       assert.deepEqual(assertOk(await create({ name: 's', scopes: ['usage:read', 'balance:read'] }, u)).scopes, ['usage:read', 'balance:read']);
-      const all = ['responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'models', '*', 'model:gpt-4o-mini'];
+      const all = ['responses', 'chat', 'embeddings', 'audio', 'anthropic-messages', 'realtime', 'models', '*', 'model:gpt-4o-mini'];
       assert.deepEqual(assertOk(await call('POST', INFER, u, { name: 's', scopes: all })).scopes, all);
     });
 
