@@ -17,7 +17,7 @@ export const MeSchema = Type.Object({
   models: Type.Array(
     Type.Object({
       id: Type.String(),
-      type: Type.String({ description: 'text, speech, transcription or embeddings' }),
+      type: Type.String({ description: 'text, speech, transcription, embeddings or realtime' }),
       voices: Type.Optional(Type.Array(Type.String(), { description: 'speech models: the voices it speaks (the `voice` of /audio/speech)' })),
     }),
   ),
