@@ -59,7 +59,7 @@ import { createMessagesModule } from '../messages/module.js';
 import { createRealtimeModule } from '../realtime/module.js';
 import { defaultRealtimeModels } from '../realtime/service.js';
 import { PcmListenerService } from '../audio/pcm-listener.js';
-import { createVoiceActivityDetector, voiceActivityStatus } from '../engines/shared/vad/index.js';
+import { createVoiceActivityDetector, voiceActivityExpected, voiceActivityStatus } from '../engines/shared/vad/index.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
 import { StoredModels, StoredModelStore } from '../models/stored.js';
@@ -436,14 +436,13 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         : undefined,
     });
     closing(() => realtime.close!(0));
-    // which voice activity detector server VAD runs on (Silero, or the energy fallback and why), said once at start
-    // and in /v1/models; loaded off the start's path
-    let vadName: string | undefined;
-    void voiceActivityStatus().then((v) => {
-      vadName = v.engine;
-      if (v.reason) log.warn({ voice_activity: v.engine }, `realtime voice activity: ${v.reason}`);
-      else log.info({ voice_activity: v.engine, model: v.model }, 'realtime voice activity: Silero VAD');
-    });
+    // which voice activity detector server VAD runs on (Silero, or the energy fallback and why), said at start and in
+    // /v1/models, told from the files: the runtime itself loads at the first session (loading blocks the event loop
+    // ~0.1-0.3 s, which a serving instance must not get at a random moment)
+    const vad = await voiceActivityExpected();
+    const vadName: string = vad.engine;
+    if (vad.reason) log.warn({ voice_activity: vad.engine }, `realtime voice activity: ${vad.reason}`);
+    else log.debug({ voice_activity: vad.engine, model: vad.model }, 'realtime voice activity: Silero VAD (loaded at the first session)');
 
     const modules: FeatureModule[] = [
       web,
@@ -463,7 +462,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
         engineOf: (spec) => (spec.type === 'speech' || spec.type === 'transcription' ? audioEngines.engineOf(spec) : spec.provider),
         partsOf: (spec) => {
           const parts = realtime.service.partsOf(spec);
-          return parts && vadName ? { ...parts, voice_activity: vadName } : parts;
+          return parts ? { ...parts, voice_activity: vadName } : parts;
         },
       }),
       // the features, in the order their scopes are listed (keys' allowed values, the web page)

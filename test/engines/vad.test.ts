@@ -335,6 +335,28 @@ describe('which detector is active', () => {
     assert.equal(loaded, false);
   });
 
+  test('expected(): told from the files alone, nothing loaded (the start-up must not block ~0.2 s); once loaded, what the load found', { skip: skipSilero }, async () => {
+    let loads = 0;
+    const vad = new VoiceActivity({
+      loadSherpa: () => {
+        loads++;
+        throw new Error("Cannot find module 'sherpa-onnx-node'");
+      },
+    });
+    const before = await vad.expected();
+    assert.equal(before.engine, 'silero');
+    assert.equal(before.model, 'silero_vad_v5');
+    assert.equal(loads, 0, 'expected() loads nothing');
+    // the load then finds sherpa-onnx missing: from then on, expected() says what the load found
+    assert.equal((await vad.status()).engine, 'energy');
+    assert.equal(loads, 1);
+    assert.equal((await vad.expected()).engine, 'energy');
+    const missing = new VoiceActivity({ sileroModelPath: join(dir, 'none.onnx') });
+    const e = await missing.expected();
+    assert.equal(e.engine, 'energy');
+    assert.match(e.reason ?? '', /none\.onnx cannot be read/);
+  });
+
   test('sherpa-onnx missing: energy, with the reason', { skip: skipSilero }, async () => {
     const vad = new VoiceActivity({
       loadSherpa: () => {

@@ -24,3 +24,14 @@ export function loadSherpa<T>(): T {
     throw new Error((e as Error).message.split('\n')[0]);
   }
 }
+
+/** Whether sherpa-onnx-node is installed here (its module resolves), without loading it (loading takes ~0.1 s). */
+export function sherpaInstalled(): boolean {
+  if (loaded) return true;
+  try {
+    createRequire(import.meta.url).resolve(SHERPA_PACKAGE);
+    return true;
+  } catch {
+    return false;
+  }
+}

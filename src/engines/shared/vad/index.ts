@@ -6,10 +6,10 @@
  * detector of its own (Silero keeps per-session state in its LSTM), at the cost of a reused Vad or one new one.
  */
 import type { VoiceActivityDetector, VoiceActivityOptions } from '../../types.js';
-import { loadSherpa } from '../sherpa.js';
+import { loadSherpa, sherpaInstalled } from '../sherpa.js';
 import { createEnergyDetector } from './energy.js';
 import { checkThreshold } from './frames.js';
-import { loadSileroRuntime, type SherpaVadModule, type SileroRuntime } from './silero.js';
+import { installedSileroModel, loadSileroRuntime, verifySileroModel, type SherpaVadModule, type SileroRuntime } from './silero.js';
 
 export { ENERGY_FRAME_SAMPLES, energyLevels, frameLevelDbfs } from './energy.js';
 export { SILERO_FRAME_SAMPLES, SILERO_MODEL_FILE, SILERO_MODEL_PACKAGE } from './silero.js';
@@ -56,6 +56,23 @@ export class VoiceActivity {
     return { ...(await this.load()).status };
   }
 
+  /**
+   * Which detector sessions will get, told from the files alone (the model known, sherpa-onnx installed), without
+   * loading the runtime: loading blocks the event loop ~0.1-0.3 s, which the first session pays, not the start-up
+   * (a stall at a random moment of a serving instance). Once loaded, what the load found.
+   */
+  async expected(): Promise<VoiceActivityStatus> {
+    if (this.loading) return this.status();
+    try {
+      const modelPath = this.setup.sileroModelPath ?? installedSileroModel();
+      const model = await verifySileroModel(modelPath);
+      if (!this.setup.loadSherpa && !sherpaInstalled()) throw new Error('sherpa-onnx-node, the optional dependency that runs the Silero model, is not installed');
+      return { engine: 'silero', model, modelPath };
+    } catch (e) {
+      return { engine: 'energy', reason: `${(e as Error).message}; the energy detector is used (npm ci without --omit=optional installs Silero)` };
+    }
+  }
+
   async engine(): Promise<VoiceActivityEngine> {
     return (await this.load()).status.engine;
   }
@@ -83,6 +100,11 @@ export function createVoiceActivityDetector(opts: VoiceActivityOptions, prefer?:
 /** Which detector sessions get on this machine (decided once, at the first call). */
 export function voiceActivityEngine(): Promise<VoiceActivityEngine> {
   return shared().engine();
+}
+
+/** Which detector sessions will get, from the files alone (VoiceActivity.expected): nothing loaded. */
+export function voiceActivityExpected(): Promise<VoiceActivityStatus> {
+  return shared().expected();
 }
 
 /** The same, with the reason when it is the energy fallback (for the log). */
