@@ -10,6 +10,8 @@ export default function (app: FastifyInstance, svc: MessagesService) {
     {
       config: { scope: MESSAGES_SCOPE, wire: 'anthropic-api' },
       bodyLimit: 16 * 1024 * 1024,
+      // as POST /messages: a body the schema refuses may still be forwarded (src/messages/forwarding.ts)
+      attachValidation: true,
       schema: {
         tags: ['Anthropic Messages'],
         summary: "Count the input tokens of a message's conversation (Anthropic's count_tokens), as the serving engine counts them; nothing is charged",
@@ -17,6 +19,10 @@ export default function (app: FastifyInstance, svc: MessagesService) {
         response: { 200: TokensCountAnswer },
       },
     },
-    async (req) => svc.countTokens(req.body, req.apiKey!, req.facts),
+    // sent as text: a forwarded answer goes as the upstream wrote it, not through the schema's serializer
+    async (req, reply) =>
+      reply
+        .type('application/json; charset=utf-8')
+        .send(JSON.stringify(await svc.countTokens(req.body, req.apiKey!, req.facts, { invalid: req.validationError, betaHeader: req.headers['anthropic-beta'] }))),
   );
 }
