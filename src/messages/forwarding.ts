@@ -41,7 +41,8 @@ export function clientBetas(h: string | string[] | undefined): string[] {
     for (const raw of line.split(',')) {
       const v = raw.trim();
       if (v === '') continue;
-      if (!BETA.test(v) || out.length >= 32) throw new AppError('validation_error', "The 'anthropic-beta' header must be a comma-separated list of beta names.", 'anthropic-beta', { detail: 'invalid_value' });
+      if (!BETA.test(v) || out.length >= 32)
+        throw new AppError('validation_error', "The 'anthropic-beta' header must be a comma-separated list of beta names.", 'anthropic-beta', { detail: 'invalid_value' });
       if (!out.includes(v)) out.push(v);
     }
   }

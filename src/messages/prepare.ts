@@ -176,7 +176,13 @@ export class MessagesPreparer {
     key: KeyPrincipal,
     facts?: RequestFacts,
     ctx: RequestContext = {},
-  ): Promise<{ engine: TextEngine; count: Pick<GenerateRequest, 'model' | 'messages' | 'tools'>; forward?: Record<string, unknown>; betas?: readonly string[]; route?: RouteNote }> {
+  ): Promise<{
+    engine: TextEngine;
+    count: Pick<GenerateRequest, 'model' | 'messages' | 'tools'>;
+    forward?: Record<string, unknown>;
+    betas?: readonly string[];
+    route?: RouteNote;
+  }> {
     const fwd = await this.forwarding(req, key, ctx, true, facts);
     if (fwd) return { engine: fwd.engine, count: fwd.count, forward: fwd.forward, betas: fwd.betas, route: fwd.route };
     if (req.thinking?.type === 'enabled' && req.thinking.budget_tokens === undefined)

@@ -281,7 +281,11 @@ export class MessagesRunner {
     }
     if (stopped) {
       // what was produced past message_start is at least what was shown
-      const counted: Usage = { inputTokens: usage?.inputTokens ?? 0, outputTokens: Math.max(usage?.outputTokens ?? 0, shown.tokens), ...(usage?.cachedTokens !== undefined ? { cachedTokens: usage.cachedTokens } : {}) };
+      const counted: Usage = {
+        inputTokens: usage?.inputTokens ?? 0,
+        outputTokens: Math.max(usage?.outputTokens ?? 0, shown.tokens),
+        ...(usage?.cachedTokens !== undefined ? { cachedTokens: usage.cachedTokens } : {}),
+      };
       await this.record(p, counted, hold);
       for (const index of open) yield { type: 'content_block_stop', index };
       yield { type: 'message_delta', delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: usageObject(counted) };

@@ -98,7 +98,11 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
   let key: string;
   let sdk: Anthropic;
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${t.url}/v1${path}`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers }, body: JSON.stringify(body) });
+    fetch(`${t.url}/v1${path}`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+      body: JSON.stringify(body),
+    });
 
   before(async () => {
     ant = await startAnthropicMock({ apiKey: KEY });
@@ -187,7 +191,11 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
     const err = await expectAnthropicError(res, 400, 'invalid_request_error');
     assert.match(err.message, /top_k/);
     // a body the schema refuses (a document block's title) names the field, as before
-    const doc = await post('/messages', { model: 'oai', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'document', title: 'x', source: { type: 'text', data: 'y' } }] }] });
+    const doc = await post('/messages', {
+      model: 'oai',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: [{ type: 'document', title: 'x', source: { type: 'text', data: 'y' } }] }],
+    });
     await expectAnthropicError(doc, 400, 'invalid_request_error');
     assert.equal(oai.requests.length, 0);
   });
@@ -211,7 +219,11 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
   test('anthropic-beta: the deployment’s values, then the client’s; anthropic-version the deployment’s', async () => {
     ant.reset();
     ant.script({ text: 'ok' });
-    const res = await post('/messages', { model: 'fwd', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { 'anthropic-beta': 'files-api-2025-04-14, portico-beta-1,context-1m-2025-08-07' });
+    const res = await post(
+      '/messages',
+      { model: 'fwd', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] },
+      { 'anthropic-beta': 'files-api-2025-04-14, portico-beta-1,context-1m-2025-08-07' },
+    );
     assert.equal(res.status, 200, await res.text());
     const h = ant.requests[0]!.headers;
     assert.equal(h['anthropic-beta'], 'portico-beta-1,files-api-2025-04-14,context-1m-2025-08-07');
@@ -329,7 +341,12 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
   test('count_tokens is forwarded: the body unchanged but the model, the answer as Anthropic wrote it', async () => {
     ant.reset();
     ant.script({ usage: { input_tokens: 321 } });
-    const body = { model: 'fwd', system: [{ type: 'text', text: 'sys', cache_control: { type: 'ephemeral' } }], messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }] };
+    const body = {
+      model: 'fwd',
+      system: [{ type: 'text', text: 'sys', cache_control: { type: 'ephemeral' } }],
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ type: 'web_search_20250305', name: 'web_search' }],
+    };
     const res = await post('/messages/count_tokens', body, { 'anthropic-beta': 'token-counting-2024-11-01' });
     const text = await res.text();
     assert.equal(res.status, 200, text);

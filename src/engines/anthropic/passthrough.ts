@@ -117,9 +117,7 @@ export function asEvents(m: Record<string, unknown>): Record<string, unknown>[] 
   if (m.type !== 'message' || !Array.isArray(m.content)) throw garbage('an unreadable answer');
   const { content, stop_reason, stop_sequence, usage, ...rest } = m;
   const u = (usage ?? {}) as Record<string, unknown>;
-  const out: Record<string, unknown>[] = [
-    { type: 'message_start', message: { ...rest, content: [], stop_reason: null, stop_sequence: null, usage: { ...u, output_tokens: 0 } } },
-  ];
+  const out: Record<string, unknown>[] = [{ type: 'message_start', message: { ...rest, content: [], stop_reason: null, stop_sequence: null, usage: { ...u, output_tokens: 0 } } }];
   (content as unknown[]).forEach((block, index) => {
     out.push({ type: 'content_block_start', index, content_block: block });
     out.push({ type: 'content_block_stop', index });
