@@ -384,3 +384,49 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
     assert.equal(ant.requests.length, 0);
   });
 });
+
+describe('/v1/messages forwarded: budgets (a reservation at admission)', () => {
+  let ant: AnthropicMock;
+  let t: TestApp & { url?: string };
+
+  before(async () => {
+    ant = await startAnthropicMock({ apiKey: KEY });
+    const models = parseModelConfig(`
+models:
+  - { name: fwd, provider: anthropic, base_url: ${ant.url}, api_key_env: MSGFWD_ANTHROPIC_KEY, upstream_model: claude-up, retries: 0, pricing: ${PRICING} }
+`).models;
+    t = await buildTestApp({ listen: true, models, env: { BILLING_ENABLED: 'true', PORTICO_DB: '' } });
+  });
+  after(async () => {
+    await t.close();
+    await ant.close();
+  });
+
+  test('no credits: refused before the upstream is called; past what it reserved, the stream ends as at max_tokens', async () => {
+    const key = await t.inferenceKey('payer');
+    const post = (body: unknown) =>
+      fetch(`${t.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const body = { model: 'fwd', max_tokens: 2, stream: true, top_k: 3, messages: [{ role: 'user', content: 'hi' }] };
+    await expectAnthropicError(await post(body), 429, 'rate_limit_error');
+    assert.equal(ant.requests.length, 0);
+    await t.services.usage.grant('payer', 'default', 1);
+    // an upstream that ignores max_tokens: the third piece passes the reservation of 2 output tokens
+    ant.script({ text: ['a', 'b', 'c', 'd', 'e', 'f'], delayMs: 5, usage: { input_tokens: 4, output_tokens: 6 } });
+    const events = await readAnthropicStream(await post(body));
+    assert.deepEqual(
+      events.filter((e) => e.type === 'content_block_delta').map((e) => e.delta.text),
+      ['a', 'b'],
+    );
+    assert.deepEqual(
+      events.slice(-3).map((e) => e.type),
+      ['content_block_stop', 'message_delta', 'message_stop'],
+    );
+    assert.equal(events.at(-2).delta.stop_reason, 'max_tokens');
+    await ant.requests[0]!.closed;
+    assert.equal(ant.requests[0]!.aborted, true, 'the upstream was closed');
+    const rows = await usageRows(t, 'fwd', 'payer');
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]!.input_tokens, 4);
+    assert.ok(rows[0]!.output_tokens <= 2, JSON.stringify(rows));
+  });
+});
