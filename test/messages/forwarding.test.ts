@@ -338,6 +338,29 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
     }
   });
 
+  test('an upstream that answers one JSON message to a stream request: its events, in order', async () => {
+    ant.reset();
+    const msg = {
+      id: 'msg_x',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-up',
+      content: [{ type: 'text', text: 'whole' }],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      usage: { input_tokens: 3, output_tokens: 1 },
+    };
+    ant.script({ rawJson: JSON.stringify(msg) });
+    const events = await readAnthropicStream(await post('/messages', { model: 'fwd', max_tokens: 5, stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['message_start', 'content_block_start', 'content_block_stop', 'message_delta', 'message_stop'],
+    );
+    assert.equal(events[0].message.model, 'fwd');
+    assert.deepEqual(events[1].content_block, { type: 'text', text: 'whole' });
+    assert.equal(events[3].delta.stop_reason, 'end_turn');
+  });
+
   test('count_tokens is forwarded: the body unchanged but the model, the answer as Anthropic wrote it', async () => {
     ant.reset();
     ant.script({ usage: { input_tokens: 321 } });
