@@ -132,6 +132,11 @@ export interface Provider<O extends TObject = TObject> {
    * of every deployment and fallback of a model, some of which may never be made). Absent: it never does.
    */
   forwardsChatCompletions?(spec: ProviderSpec<O>): boolean;
+  /**
+   * text: whether the engine made for this entry forwards Anthropic's Messages API as the client sent it
+   * (TextEngine.messages), told from the entry alone, as forwardsChatCompletions is. Absent: it never does.
+   */
+  forwardsMessages?(spec: ProviderSpec<O>): boolean;
   /** one engine for every model of this provider (worker pools), instead of one per model */
   readonly shared?: boolean;
   /**

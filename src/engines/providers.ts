@@ -47,3 +47,12 @@ export function forwardsChatCompletions(spec: EngineSpec): boolean {
   const p = PROVIDERS.get(spec.provider) as { forwardsChatCompletions?(s: EngineSpec): boolean } | undefined;
   return p?.forwardsChatCompletions?.(spec) ?? false;
 }
+
+/**
+ * Whether the text engine of this entry forwards Anthropic's Messages API as the client sent it
+ * (Provider.forwardsMessages), without making the engine.
+ */
+export function forwardsMessages(spec: EngineSpec): boolean {
+  const p = PROVIDERS.get(spec.provider) as { forwardsMessages?(s: EngineSpec): boolean } | undefined;
+  return p?.forwardsMessages?.(spec) ?? false;
+}

@@ -128,6 +128,16 @@ export interface TextEngine {
    */
   chatCompletions?(req: ChatCompletionsRequest): AsyncIterable<Record<string, unknown>>;
   /**
+   * Anthropic Messages pass-through, for engines whose upstream speaks Anthropic's Messages API itself: the
+   * client's body (its model name already mapped) is POSTed as it is to the upstream's `/v1/messages` (or, with
+   * `count`, `/v1/messages/count_tokens`), and the answer comes back as it is: one JSON object (`stream` not true,
+   * or `count`), or each event of the stream in order (`stream` true; each event's JSON, whose `type` is its
+   * event name). A refusal before the first value is thrown as an EngineError, and so is a failure mid-stream
+   * (an `error` event, a stream that ends before `message_stop`). Engines without it generate (`generate`) and the
+   * feature builds Anthropic's answer.
+   */
+  messages?(req: MessagesForwardRequest): AsyncIterable<Record<string, unknown>>;
+  /**
    * One call of the upstream's OpenAI API that Portico forwards as it is (an endpoint it does not model itself,
    * e.g. a feature that forwards /images/generations): the body (its model name already mapped) is POSTed to
    * `path` under the upstream's base URL, and its JSON answer comes back parsed. A refusal is thrown as an
@@ -166,6 +176,18 @@ export interface ForwardRequest {
 export interface ChatCompletionsRequest {
   /** the request body: validated, the model name mapped to the upstream's */
   body: Record<string, unknown>;
+  signal?: AbortSignal;
+  route?: RouteNote;
+}
+
+/** An Anthropic Messages request forwarded to an upstream (TextEngine.messages). */
+export interface MessagesForwardRequest {
+  /** the request body: the model name mapped to the upstream's, the rest as the client sent it */
+  body: Record<string, unknown>;
+  /** the `anthropic-beta` values the client sent: added to the deployment's own */
+  betas?: readonly string[];
+  /** POST /v1/messages/count_tokens instead of /v1/messages (one JSON answer) */
+  count?: boolean;
   signal?: AbortSignal;
   route?: RouteNote;
 }

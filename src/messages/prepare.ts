@@ -2,7 +2,8 @@
  * Everything decided before a message is generated: the model and its engine (models.require, then engines.text,
  * so the router's deployments, retries and fallbacks apply), and Anthropic's request translated to the engines'
  * GenerateRequest. What has no equivalent in it is refused with a 400 naming the field, never dropped
- * (docs/api.md, "Anthropic Messages API").
+ * (docs/api.md, "Anthropic Messages API"). A model whose every deployment speaks Anthropic's Messages API itself
+ * is forwarded instead: the client's body as it is, the model name mapped (./forwarding.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { AppError, type ValidationDetail } from '../platform/errors.js';
@@ -14,6 +15,7 @@ import type { ModelRegistry } from '../models/registry.js';
 import { upstreamName, type ModelSpec } from '../models/spec.js';
 import { resolveEngine, resolveModel } from '../api/metering.js';
 import type { ContentBlockParam, CountTokensRequest, MessageParam, MessagesRequest } from './schemas.js';
+import { clientBetas, forwardedCount, forwardsAll } from './forwarding.js';
 
 export interface PreparedMessage {
   /** msg_... */
@@ -25,7 +27,12 @@ export interface PreparedMessage {
   stream: boolean;
   /** the client's max_tokens */
   maxTokens: number;
-  gen: GenerateRequest;
+  /** translated: the engine's request */
+  gen?: GenerateRequest;
+  /** forwarded (./forwarding.ts): the body sent upstream as it is, the model name mapped */
+  forward?: Record<string, unknown>;
+  /** forwarded: the client's anthropic-beta values */
+  betas?: readonly string[];
   /** the conversation as the engine counts it (admission, and the estimate when an engine gives no usage) */
   count: Pick<GenerateRequest, 'model' | 'messages' | 'tools'>;
   facts?: RequestFacts;
@@ -57,11 +64,80 @@ export function effortOfBudget(budget: number): 'low' | 'medium' | 'high' {
   return budget <= 2048 ? 'low' : budget <= 8192 ? 'medium' : 'high';
 }
 
+/**
+ * What the route hands over besides the body: the schema's verdict (the route validates with attachValidation, so
+ * a body the translation's schema refuses may still be forwarded as it is) and the client's anthropic-beta values.
+ */
+export interface RequestContext {
+  /** the route schema's error, when the body does not pass it: thrown unless the request is forwarded */
+  invalid?: Error;
+  /** the client's anthropic-beta header: read only when the request is forwarded (./forwarding.ts clientBetas) */
+  betaHeader?: string | string[];
+}
+
+/** what a forwarded body must be for Portico itself (the upstream validates the rest) */
+function checkForwarded(body: Record<string, unknown>, count: boolean, invalid: Error): void {
+  if (!count && (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1)) throw invalid;
+  if (body.stream !== undefined && typeof body.stream !== 'boolean') throw invalid;
+  if (!Array.isArray(body.messages)) throw invalid;
+}
+
 export class MessagesPreparer {
   constructor(private readonly d: MessagesPrepareDeps) {}
 
+  /**
+   * The model, and whether the request is forwarded as it is (./forwarding.ts): the engine when it is, nothing
+   * when it is translated. A body the schema refused is refused here unless it is forwarded.
+   */
+  private async forwarding(req: CountTokensRequest, key: KeyPrincipal, ctx: RequestContext, count: boolean, facts?: RequestFacts) {
+    const body = req as unknown as Record<string, unknown>;
+    if (ctx.invalid && (body === null || typeof body !== 'object' || Array.isArray(body) || typeof body.model !== 'string' || body.model === '' || body.model.length > 200))
+      throw ctx.invalid;
+    let spec: ModelSpec;
+    try {
+      spec = resolveModel(this.d.models, req.model, 'text', key, facts);
+    } catch (e) {
+      throw ctx.invalid ?? e;
+    }
+    if (!forwardsAll(spec, this.d.models)) {
+      if (ctx.invalid) throw ctx.invalid;
+      return undefined;
+    }
+    if (ctx.invalid) checkForwarded(body, count, ctx.invalid);
+    const engine = await resolveEngine(() => this.d.engines.text(spec), facts);
+    // an engine made by code, without a model file entry, has the last word
+    if (!engine.messages) {
+      if (ctx.invalid) throw ctx.invalid;
+      return undefined;
+    }
+    const betas = clientBetas(ctx.betaHeader);
+    const model = upstreamName(spec);
+    const route: RouteNote = {};
+    if (facts) facts.route = route;
+    // the client's body as it is, but for the model name (in its place)
+    const forward: Record<string, unknown> = { ...body, model };
+    return { spec, engine, model, route, forward, betas, count: forwardedCount(body, model) };
+  }
+
   /** POST /v1/messages */
-  async prepare(req: MessagesRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts): Promise<PreparedMessage> {
+  async prepare(req: MessagesRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts, ctx: RequestContext = {}): Promise<PreparedMessage> {
+    const fwd = await this.forwarding(req, key, ctx, false, facts);
+    if (fwd) {
+      return {
+        id: messageId(),
+        key,
+        requestId,
+        spec: fwd.spec,
+        engine: fwd.engine,
+        stream: req.stream === true,
+        maxTokens: req.max_tokens,
+        forward: fwd.forward,
+        betas: fwd.betas,
+        count: fwd.count,
+        facts,
+        route: fwd.route,
+      };
+    }
     if (req.top_k !== undefined) throw unsupported("'top_k' (no engine Portico serves through this API samples with top-k)", 'top_k');
     const th = req.thinking;
     if (th?.type === 'enabled') {
@@ -94,8 +170,21 @@ export class MessagesPreparer {
     };
   }
 
-  /** POST /v1/messages/count_tokens: the engine and the conversation it counts */
-  async prepareCount(req: CountTokensRequest, key: KeyPrincipal, facts?: RequestFacts) {
+  /** POST /v1/messages/count_tokens: the engine and the conversation it counts, or the body it forwards */
+  async prepareCount(
+    req: CountTokensRequest,
+    key: KeyPrincipal,
+    facts?: RequestFacts,
+    ctx: RequestContext = {},
+  ): Promise<{
+    engine: TextEngine;
+    count: Pick<GenerateRequest, 'model' | 'messages' | 'tools'>;
+    forward?: Record<string, unknown>;
+    betas?: readonly string[];
+    route?: RouteNote;
+  }> {
+    const fwd = await this.forwarding(req, key, ctx, true, facts);
+    if (fwd) return { engine: fwd.engine, count: fwd.count, forward: fwd.forward, betas: fwd.betas, route: fwd.route };
     if (req.thinking?.type === 'enabled' && req.thinking.budget_tokens === undefined)
       throw bad("Missing required parameter: 'thinking.budget_tokens'.", 'thinking.budget_tokens', 'missing_required_parameter');
     const { engine, model, conv } = await this.conversation(req, key, facts);
@@ -104,6 +193,7 @@ export class MessagesPreparer {
 
   /** What both endpoints share: the model, its engine, and the conversation, tools, reasoning and format as the engine's. */
   private async conversation(req: CountTokensRequest, key: KeyPrincipal, facts?: RequestFacts) {
+    // (resolved once more: ./forwarding.ts looked at it first; a lookup in a map)
     const spec = resolveModel(this.d.models, req.model, 'text', key, facts);
     if (req.speed === 'fast') throw unsupported("'speed: fast'", 'speed');
     const messages = toChatMessages(req.system, req.messages);

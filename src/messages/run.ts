@@ -44,8 +44,16 @@ export function usageObject(u: Usage): Obj {
 export class MessagesRunner {
   constructor(private readonly d: MessagesRunDeps) {}
 
-  /** stream false: the message object, folded from the events */
+  /** stream false: the message object, folded from the events (forwarded: the upstream's own) */
   async json(p: PreparedMessage, signal: AbortSignal): Promise<Obj> {
+    if (p.forward) {
+      const hold = await this.admit(p);
+      try {
+        return await this.forwardJson(p, signal, hold);
+      } finally {
+        hold?.release();
+      }
+    }
     let message: Obj | undefined;
     for await (const e of this.stream(p, signal)) message = fold(message, e);
     return message!;
@@ -58,7 +66,7 @@ export class MessagesRunner {
   async *stream(p: PreparedMessage, signal: AbortSignal): AsyncGenerator<Obj> {
     const hold = await this.admit(p);
     try {
-      yield* this.events(p, signal, hold);
+      yield* p.forward ? this.forwardEvents(p, signal, hold) : this.events(p, signal, hold);
     } finally {
       hold?.release();
     }
@@ -80,7 +88,7 @@ export class MessagesRunner {
     let ended = false;
     let charged = false;
     facts?.engineStarted();
-    const it = p.engine.generate({ ...p.gen, signal })[Symbol.asyncIterator]();
+    const it = p.engine.generate({ ...p.gen!, signal })[Symbol.asyncIterator]();
     // the open block: its index and kind; a tool call's id and the argument text sent so far
     let index = -1;
     let open: { kind: 'text' | 'thinking' | 'tool_use'; callId?: string; sent: string } | undefined;
@@ -190,6 +198,104 @@ export class MessagesRunner {
     yield { type: 'message_stop' };
   }
 
+  // ---------------------------------------------------------------- forwarded
+
+  /** One answer forwarded: the upstream's message as it wrote it (the model named as the client named it), charged from its usage. */
+  private async forwardJson(p: PreparedMessage, signal: AbortSignal, hold: Hold | undefined): Promise<Obj> {
+    const facts = p.facts;
+    facts?.engineStarted();
+    let answer: Obj | undefined;
+    try {
+      for await (const o of p.engine.messages!({ body: p.forward!, betas: p.betas, signal, route: p.route })) {
+        answer = o;
+        break;
+      }
+      if (!answer) throw new EngineError('the upstream sent no answer', 'upstream_error', 502);
+      if (signal.aborted) throw signal.reason ?? new Error('aborted');
+      facts?.firstOutput();
+      facts?.engineEnded();
+    } catch (e) {
+      if (!signal.aborted) facts?.failed(e);
+      const used = answer ? readUsage(undefined, answer.usage) : undefined;
+      if (used) await this.chargeLeft(p, used, new OutputCount(), hold);
+      throw signal.aborted ? e : fromEngineError(e);
+    }
+    const used = readUsage(undefined, answer.usage) ?? (await this.estimate(p, outputOf(answer)));
+    await this.record(p, used, hold);
+    return named(p, answer);
+  }
+
+  /**
+   * A stream forwarded: the upstream's events as it wrote them (message_start names the model as the client named
+   * it). message_delta and message_stop are held until the usage they end with is recorded; past what the request
+   * reserved, it ends as at max_tokens (the open block stopped, the upstream closed).
+   */
+  private async *forwardEvents(p: PreparedMessage, signal: AbortSignal, hold: Hold | undefined): AsyncGenerator<Obj> {
+    const facts = p.facts;
+    const shown = new OutputCount();
+    let usage: Usage | undefined;
+    let ended = false;
+    let charged = false;
+    let first = true;
+    let stopped = false;
+    const open = new Set<unknown>();
+    const held: Obj[] = [];
+    facts?.engineStarted();
+    const it = p.engine.messages!({ body: p.forward!, betas: p.betas, signal, route: p.route })[Symbol.asyncIterator]();
+    try {
+      for (let r = await it.next(); !r.done; r = await it.next()) {
+        const e = r.value;
+        if (first) {
+          first = false;
+          facts?.firstOutput();
+        }
+        if (e.type === 'message_start') usage = readUsage(usage, (e.message as Obj | undefined)?.usage);
+        else if (e.type === 'message_delta') usage = readUsage(usage, e.usage);
+        if (signal.aborted) throw signal.reason ?? new Error('aborted');
+        if (e.type === 'content_block_delta') {
+          const d = (e.delta ?? {}) as Obj;
+          const text = typeof d.text === 'string' ? d.text : typeof d.thinking === 'string' ? d.thinking : typeof d.partial_json === 'string' ? d.partial_json : '';
+          if (shown.add(text, hold?.outputLimit ?? Infinity)) {
+            stopped = true;
+            break;
+          }
+        }
+        if (e.type === 'content_block_start') open.add(e.index);
+        else if (e.type === 'content_block_stop') open.delete(e.index);
+        if (held.length || e.type === 'message_delta' || e.type === 'message_stop') {
+          held.push(e);
+          continue;
+        }
+        yield e.type === 'message_start' ? { ...e, message: named(p, (e.message ?? {}) as Obj) } : e;
+      }
+      ended = true;
+      facts?.engineEnded();
+    } catch (e) {
+      charged = true;
+      if (!signal.aborted) facts?.failed(e);
+      if (usage || shown.chars > 0 || signal.aborted) await this.chargeLeft(p, usage, shown, hold);
+      throw signal.aborted ? e : fromEngineError(e);
+    } finally {
+      void Promise.resolve(it.return?.()).catch(() => {});
+      if (!ended && !charged && (usage || shown.chars > 0)) void this.chargeLeft(p, usage, shown, hold);
+    }
+    if (stopped) {
+      // what was produced past message_start is at least what was shown
+      const counted: Usage = {
+        inputTokens: usage?.inputTokens ?? 0,
+        outputTokens: Math.max(usage?.outputTokens ?? 0, shown.tokens),
+        ...(usage?.cachedTokens !== undefined ? { cachedTokens: usage.cachedTokens } : {}),
+      };
+      await this.record(p, counted, hold);
+      for (const index of open) yield { type: 'content_block_stop', index };
+      yield { type: 'message_delta', delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: usageObject(counted) };
+      yield { type: 'message_stop' };
+      return;
+    }
+    await this.record(p, usage ?? (await this.estimate(p, shown)), hold);
+    yield* held;
+  }
+
   // ---------------------------------------------------------------- usage
 
   private async record(p: PreparedMessage, used: Usage, hold?: Hold): Promise<void> {
@@ -265,4 +371,43 @@ function parseInput(json: string): unknown {
   } catch {
     return {};
   }
+}
+
+/** a forwarded message with the model named as the client named it */
+function named(p: PreparedMessage, m: Obj): Obj {
+  return typeof m.model === 'string' && m.model !== p.spec.name ? { ...m, model: p.spec.name } : m;
+}
+
+/**
+ * Anthropic's usage object (message_start's, message_delta's, an answer's) as the engines' Usage, over what was
+ * known: every input token (cache reads and writes included) is input, cache reads the cached part; a count that
+ * is absent or null keeps the one known before (message_delta repeats the counts it knows).
+ */
+export function readUsage(prev: Usage | undefined, u: unknown): Usage | undefined {
+  if (!u || typeof u !== 'object') return prev;
+  const o = u as Obj;
+  const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+  const input = num(o.input_tokens);
+  const read = num(o.cache_read_input_tokens);
+  const write = num(o.cache_creation_input_tokens);
+  const output = num(o.output_tokens);
+  const anyInput = input !== undefined || read !== undefined || write !== undefined;
+  if (!anyInput && output === undefined) return prev;
+  const usage: Usage = {
+    inputTokens: anyInput ? (input ?? 0) + (read ?? 0) + (write ?? 0) : (prev?.inputTokens ?? 0),
+    outputTokens: output ?? prev?.outputTokens ?? 0,
+  };
+  const cached = anyInput ? read : prev?.cachedTokens;
+  if (cached !== undefined) usage.cachedTokens = cached;
+  return usage;
+}
+
+/** the output of a forwarded message that came without usage, counted as shown output for an estimate */
+function outputOf(m: Obj): OutputCount {
+  const c = new OutputCount();
+  for (const b of Array.isArray(m.content) ? (m.content as Obj[]) : []) {
+    const t = typeof b?.text === 'string' ? b.text : typeof b?.thinking === 'string' ? b.thinking : b?.input !== undefined ? JSON.stringify(b.input) : '';
+    c.add(t, Infinity);
+  }
+  return c;
 }

@@ -11,7 +11,8 @@ import type { ModelRegistry } from '../models/registry.js';
 import type { Metering } from '../api/metering.js';
 import type { Admission } from '../api/admission.js';
 import { fromEngineError } from '../api/engine-errors.js';
-import { MessagesPreparer, type PreparedMessage } from './prepare.js';
+import { MessagesPreparer, type PreparedMessage, type RequestContext } from './prepare.js';
+import { EngineError } from '../engines/types.js';
 import { MessagesRunner, type Obj } from './run.js';
 import type { CountTokensRequest, MessagesRequest } from './schemas.js';
 
@@ -34,8 +35,9 @@ export class MessagesService {
     this.runner = new MessagesRunner(d);
   }
 
-  prepare(req: MessagesRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts): Promise<PreparedMessage> {
-    return this.preparer.prepare(req, key, requestId, facts);
+  /** `ctx`: the schema's verdict and the client's anthropic-beta values (./prepare.ts RequestContext) */
+  prepare(req: MessagesRequest, key: KeyPrincipal, requestId: string, facts?: RequestFacts, ctx?: RequestContext): Promise<PreparedMessage> {
+    return this.preparer.prepare(req, key, requestId, facts, ctx);
   }
 
   json(p: PreparedMessage, signal: AbortSignal): Promise<Obj> {
@@ -46,10 +48,21 @@ export class MessagesService {
     return this.runner.stream(p, signal);
   }
 
-  /** the conversation's input tokens, as the serving engine counts them (nothing is generated, nothing charged) */
-  async countTokens(req: CountTokensRequest, key: KeyPrincipal, facts?: RequestFacts): Promise<{ input_tokens: number }> {
-    const { engine, count } = await this.preparer.prepareCount(req, key, facts);
+  /**
+   * The conversation's input tokens, as the serving engine counts them (nothing is generated, nothing charged);
+   * forwarded (./forwarding.ts), the upstream's own answer as it wrote it.
+   */
+  async countTokens(req: CountTokensRequest, key: KeyPrincipal, facts?: RequestFacts, ctx?: RequestContext): Promise<Record<string, unknown>> {
+    const { engine, count, forward, betas, route } = await this.preparer.prepareCount(req, key, facts, ctx);
     try {
+      if (forward) {
+        facts?.engineStarted();
+        for await (const o of engine.messages!({ body: forward, count: true, betas, route })) {
+          facts?.engineEnded();
+          return o;
+        }
+        throw new EngineError('the upstream sent no answer', 'upstream_error', 502);
+      }
       return { input_tokens: await engine.countTokens(count) };
     } catch (e) {
       facts?.failed(e);

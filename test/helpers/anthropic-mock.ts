@@ -8,7 +8,8 @@
  *   ... POST `${up.url}/v1/messages` (up.url is the API root, as the model file's base_url)
  *   up.requests[0].body / .headers
  *
- * Routes: POST /v1/messages (streamed when the body says `stream: true`, else one Message), GET /v1/models. A
+ * Routes: POST /v1/messages (streamed when the body says `stream: true`, else one Message), POST
+ * /v1/messages/count_tokens (`{input_tokens}` of the scripted usage), GET /v1/models. A
  * request without `anthropic-version`, or (with `apiKey`) without the right key (`x-api-key`, or a bearer token), is
  * refused as Anthropic refuses it. Failure scripts: an error status with Anthropic's error body, a hang before the headers, a stream
  * that breaks, hangs or sends an `error` event after N events, garbage.
@@ -76,6 +77,8 @@ export interface AnthropicRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: any;
+  /** the body's text as it came */
+  raw: string;
   aborted: boolean;
   at: number;
   closed: Promise<void>;
@@ -269,6 +272,7 @@ export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?:
       path: (req.url ?? '/').split('?')[0]!,
       headers: req.headers,
       body: undefined,
+      raw: '',
       aborted: false,
       at: performance.now(),
       closed: new Promise<void>((r) => (closedResolve = r)),
@@ -281,6 +285,7 @@ export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?:
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
+      rec.raw = text;
       try {
         rec.body = text ? JSON.parse(text) : undefined;
       } catch {
@@ -310,7 +315,8 @@ export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?:
         last_id: 'claude-test',
       });
     }
-    if (rec.method !== 'POST' || rec.path !== '/v1/messages') return json(res, 404, anthropicError(404, `Not found: ${rec.path}`));
+    const count = rec.path === '/v1/messages/count_tokens';
+    if (rec.method !== 'POST' || (rec.path !== '/v1/messages' && !count)) return json(res, 404, anthropicError(404, `Not found: ${rec.path}`));
     if (!req.headers['anthropic-version']) return json(res, 400, anthropicError(400, 'anthropic-version: header is required'));
     // the key in x-api-key, or as a bearer token (which Anthropic's own SDK sends since 1.x)
     if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
@@ -322,6 +328,8 @@ export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?:
     if (r.hang) return;
     if (r.headerDelayMs) await sleep(r.headerDelayMs);
     if (r.status !== undefined && r.status >= 400) return json(res, r.status, anthropicError(r.status, r.errorMessage ?? 'error', r.errorType), r.headers);
+    // count_tokens: the input tokens of the usage scripted (rawJson and the failures above apply too)
+    if (count && r.rawJson === undefined) return json(res, 200, { input_tokens: r.usage?.input_tokens ?? 10 }, r.headers);
     if (r.rawJson !== undefined) {
       res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
       return res.end(r.rawJson);

@@ -2,7 +2,8 @@
  * /v1/messages served by each native upstream provider (anthropic, gemini, azure-openai, bedrock), driven with
  * Anthropic's official SDK against each provider's mock: a plain answer with the mock's token counts, the same
  * through the SDK's strict stream helpers, and a tools round trip whose tool_result reaches the upstream in that
- * provider's own tool-result shape. One app, four models: the route must not care which engine is behind it.
+ * provider's own tool-result shape (the anthropic model's request is forwarded as the client sent it:
+ * test/messages/forwarding.test.ts). One app, four models: the route must not care which engine is behind it.
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -80,7 +81,8 @@ models:
         assertToolResult: (body, id) => {
           assert.equal(id, 'toolu_w1');
           assert.deepEqual(body.messages.at(-1), { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_w1', content: 'sunny, 24 C' }] });
-          assert.deepEqual(body.messages.at(-2).content, [{ type: 'tool_use', id: 'toolu_w1', name: 'weather', input: { city: 'Paris' } }]);
+          // forwarded as the client sent it (src/messages/forwarding.ts): the block as the answer gave it, `caller` too
+          assert.deepEqual(body.messages.at(-2).content, [{ type: 'tool_use', id: 'toolu_w1', name: 'weather', input: { city: 'Paris' }, caller: { type: 'direct' } }]);
         },
       },
       {

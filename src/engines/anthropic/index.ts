@@ -6,13 +6,14 @@
  * an answer are the ones every upstream provider shares (engines/shared/http.ts, answer.ts): keep-alive pool,
  * timeouts at connect, before the first byte and between two chunks, cancel on abort.
  */
-import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../types.js';
+import { EngineError, type GenerateEvent, type GenerateRequest, type MessagesForwardRequest, type TextEngine } from '../types.js';
 import { jsonBody, Upstream, parseErrorBody, retryAfterMs, type UpstreamOptions } from '../shared/http.js';
 import { run, whole } from '../shared/answer.js';
 import { estimateTokensInTurns } from '../shared/tokens.js';
 import { buildMessagesBody } from './request.js';
 import { MessagesDecoder } from './decoder.js';
 import { deferred } from '../shared/deferred.js';
+import { messagesPassthrough } from './passthrough.js';
 
 export const DEFAULT_BASE_URL = 'https://api.anthropic.com';
 export const DEFAULT_VERSION = '2023-06-01';
@@ -88,6 +89,10 @@ export function createAnthropicEngine(opts: AnthropicEngineOptions): TextEngine 
         const decoder = new MessagesDecoder(req, formatTool);
         return req.stream === false ? whole(upstream, '/messages', req, jsonBody(body), decoder) : run(upstream, '/messages', req, () => body, decoder);
       });
+    },
+    /** Anthropic's Messages API as the client sent it (./passthrough.ts): the client's betas join the deployment's */
+    messages(req: MessagesForwardRequest): AsyncIterable<Record<string, unknown>> {
+      return messagesPassthrough(upstream, req, opts.betas);
     },
     probe(kind, model, signal) {
       return upstream.probe(kind, '/messages', { model, max_tokens: 1, messages: [{ role: 'user', content: 'ping' }] }, signal);

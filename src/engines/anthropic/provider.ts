@@ -33,6 +33,8 @@ export const anthropic = defineProvider({
   check: (s, env) => (s.base_url !== undefined ? baseUrlProblem(s.base_url) : undefined) ?? (s.api_key_env !== undefined ? apiKeyEnvProblem(s.api_key_env, env) : undefined),
   remote: true,
   storesKey: true,
+  // its text engine speaks Anthropic's Messages API: it forwards a Messages request as it is (TextEngine.messages)
+  forwardsMessages: () => true,
   load: { text: textCode },
   create: {
     async text(s, ctx) {

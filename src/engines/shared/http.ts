@@ -169,8 +169,8 @@ export class Upstream {
    * response headers arrived and its status is 2xx (its body gives Buffers: undici's setEncoding does not decode
    * 'data', see Call.decoder). Non-2xx responses are read and turned into an EngineError.
    */
-  post(path: string, body: string | LargeJson, signal: AbortSignal | undefined): Promise<Call> {
-    return this.send('POST', path, body, signal);
+  post(path: string, body: string | LargeJson, signal: AbortSignal | undefined, headers?: Readonly<Record<string, string>>): Promise<Call> {
+    return this.send('POST', path, body, signal, headers);
   }
 
   /** GETs a path (a health check's `GET /models`): as post, without a body. */
@@ -178,7 +178,14 @@ export class Upstream {
     return this.send('GET', path, undefined, signal);
   }
 
-  private async send(method: 'GET' | 'POST', path: string, body: string | LargeJson | undefined, signal: AbortSignal | undefined): Promise<Call> {
+  /** `extra`: headers of this call only, over the upstream's own (names in lower case; never the key's header) */
+  private async send(
+    method: 'GET' | 'POST',
+    path: string,
+    body: string | LargeJson | undefined,
+    signal: AbortSignal | undefined,
+    extra?: Readonly<Record<string, string>>,
+  ): Promise<Call> {
     if (signal?.aborted) throw cancelled();
     let payload: string | Buffer | undefined;
     if (body === undefined || typeof body === 'string') payload = body;
@@ -190,7 +197,7 @@ export class Upstream {
     const call = new Call(this.timeoutMs, signal);
     // one client span per upstream call (per try) when the request is traced; its traceparent goes upstream (the
     // headers are copied only then: without tracing every call shares the one header object)
-    let headers = this.baseHeaders;
+    let headers = extra === undefined ? this.baseHeaders : { ...this.baseHeaders, ...extra };
     const traced = tracedCall(`${method} ${path}`, method === 'POST' ? this.spanAttributes : { ...this.spanAttributes, 'http.request.method': method }, headers, this.redactor);
     if (traced !== undefined) {
       headers = traced.headers;

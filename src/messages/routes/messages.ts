@@ -14,6 +14,9 @@ export default function (app: FastifyInstance, svc: MessagesService) {
       // Anthropic's wire: its error shape, and the key in x-api-key too (src/platform/http/auth.ts)
       config: { scope: MESSAGES_SCOPE, reserves: true, wire: 'anthropic-api' },
       bodyLimit: 16 * 1024 * 1024,
+      // the schema's verdict goes to the service: a body it refuses may still be forwarded as it is to a model that
+      // speaks Anthropic's API itself, which validates it (src/messages/forwarding.ts); otherwise it is refused
+      attachValidation: true,
       schema: {
         tags: ['Anthropic Messages'],
         summary: "Create a message with Anthropic's Messages API, served by any text model (JSON, or Anthropic's Server-Sent Events with stream: true)",
@@ -31,7 +34,7 @@ export default function (app: FastifyInstance, svc: MessagesService) {
       // Anthropic's SDK reads the request id from `request-id` (message._request_id, an error's requestID); set on
       // the raw response so that the event stream's head carries it too
       reply.raw.setHeader('request-id', req.id);
-      const p = await svc.prepare(req.body, req.apiKey!, req.id, req.facts);
+      const p = await svc.prepare(req.body, req.apiKey!, req.id, req.facts, { invalid: req.validationError, betaHeader: req.headers['anthropic-beta'] });
       if (!p.stream) {
         const gone = clientGone(reply);
         try {

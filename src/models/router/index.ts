@@ -25,6 +25,7 @@
 import {
   EngineError,
   type ChatCompletionsRequest,
+  type MessagesForwardRequest,
   type ForwardRequest,
   type EmbedRequest,
   type EmbedResult,
@@ -625,6 +626,7 @@ class RoutedTextEngine implements TextEngine {
   readonly kind: string;
   readonly chatCompletions?: (req: ChatCompletionsRequest) => AsyncIterable<Record<string, unknown>>;
   readonly forwardJson?: (req: ForwardRequest) => Promise<Record<string, unknown>>;
+  readonly messages?: (req: MessagesForwardRequest) => AsyncIterable<Record<string, unknown>>;
 
   constructor(
     private readonly router: Router,
@@ -637,6 +639,9 @@ class RoutedTextEngine implements TextEngine {
     if (primary.chatCompletions) this.chatCompletions = (req) => this.forward(req);
     // other calls forwarded as they are: the same tries, on deployments that forward them
     if (primary.forwardJson) this.forwardJson = (req) => this.forwardOne(req);
+    // Anthropic's Messages API forwarded: as Chat Completions are (the feature refuses up front what only
+    // forwarding deployments could take, and forwards only when every one of them does)
+    if (primary.messages) this.messages = (req) => this.forwardMessages(req);
   }
 
   get contextWindow(): number | undefined {
@@ -722,6 +727,41 @@ class RoutedTextEngine implements TextEngine {
       },
       // every chunk names the model the client asked for, whatever the upstream calls it
       (o) => (typeof o.model === 'string' && o.model !== requestModel ? { ...o, model: requestModel } : o),
+    );
+  }
+
+  /** Anthropic's Messages API forwarded: the same tries, on deployments that forward it. */
+  private forwardMessages(req: MessagesForwardRequest): AsyncIterable<Record<string, unknown>> {
+    const router = this.router;
+    const stream = !req.count && req.body.stream === true;
+    let input = 0;
+    return new RoutedStream<Record<string, unknown>>(
+      () =>
+        router.first(
+          this.spec,
+          req.signal,
+          req.route,
+          async (dep, signal) => {
+            const engine = await router.engine(dep, makeText);
+            if (!engine.messages) throw new NotForwarding(`the deployment ${dep.id} does not forward Anthropic's Messages API`, 'engine_unavailable', 503, { retryable: true });
+            return startStream(engine.messages({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
+          },
+          closeStarted,
+          stream,
+        ),
+      req.signal,
+      (o, lease) => {
+        // the tokens for the deployment's tpm: the input at message_start (or in the answer), the output at the end
+        const u = ((o.type === 'message_start' ? (o.message as { usage?: unknown } | undefined)?.usage : o.usage) ?? undefined) as Record<string, unknown> | undefined;
+        const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
+        if (u && typeof u === 'object') {
+          const inp = n(u.input_tokens) + n(u.cache_read_input_tokens) + n(u.cache_creation_input_tokens);
+          if (inp > 0) input = inp;
+          if (o.type !== 'message_start') router.tokens(lease, input + n(u.output_tokens));
+        }
+        // a JSON answer is whole when it comes; a stream, at message_stop
+        return !stream || o.type === 'message_stop';
+      },
     );
   }
 }
