@@ -57,6 +57,7 @@ export class RealtimeHub {
   async accept(socket: WsSocket, req: FastifyRequest, release: () => void): Promise<void> {
     const key = req.apiKey!;
     let session: (Open & { receive(raw: string): void }) | undefined;
+    let started = false;
     const early: string[] = [];
     let gone = false;
     socket.on('message', (data, isBinary) => {
@@ -77,7 +78,8 @@ export class RealtimeHub {
         );
         return;
       }
-      if (session) session.receive(text);
+      // events that come before session.created is sent wait for it (the first session loads the detector)
+      if (session && started) session.receive(text);
       else early.push(text);
     });
     socket.on('close', () => {
@@ -124,6 +126,7 @@ export class RealtimeHub {
       this.open.add(session);
       await (session as PipelineSession | ForwardedSession).start();
       for (const raw of early.splice(0)) session.receive(raw);
+      started = true;
     } catch (e) {
       failOpen(e);
     }

@@ -27,6 +27,23 @@ describe("realtime: a pipeline of Portico's engines (pglite)", () => {
   });
   after(() => e.close());
 
+  // first in the file: this process's first session loads the voice activity detector while its client already sends
+  test('events sent at once on open wait for session.created, which comes first', async () => {
+    const sock = new WebSocket(`${e.url.replace('http', 'ws')}/v1/realtime?model=gpt-realtime`, { headers: { Authorization: `Bearer ${e.key}` } });
+    const got: any[] = [];
+    sock.on('message', (d) => got.push(JSON.parse(d.toString())));
+    sock.on('open', () => {
+      sock.send(JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] } }));
+      sock.send(JSON.stringify({ type: 'conversation.item.retrieve', item_id: 'nope' }));
+    });
+    await waitFor(() => got.length >= 4, { what: 'four events' });
+    assert.deepEqual(
+      got.slice(0, 4).map((x) => x.type),
+      ['session.created', 'conversation.item.added', 'conversation.item.done', 'error'],
+    );
+    sock.close();
+  });
+
   test('session.created in the GA shape; session.update answers session.updated with what changed', async () => {
     const s = await e.open();
     const created = await s.next('session.created');
