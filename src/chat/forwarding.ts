@@ -11,7 +11,7 @@
  * one request is accepted or refused for the model as configured, not by the luck of the draw.
  */
 import { forwardsChatCompletions } from '../engines/providers.js';
-import type { ModelRegistry } from '../models/registry.js';
+import { servingModels, type ModelRegistry } from '../models/registry.js';
 import type { ModelSpec } from '../models/spec.js';
 import { ChatCompletionBody } from './schemas.js';
 
@@ -21,18 +21,6 @@ const KNOWN = new Set(Object.keys(ChatCompletionBody.properties));
 /** The top-level fields of a request that are not OpenAI parameters, in the order the client sent them. */
 export function unknownFields(body: object): string[] {
   return Object.keys(body).filter((k) => !KNOWN.has(k));
-}
-
-/** The models a request for `spec` may be served by: itself, then its fallbacks and context-window fallbacks. */
-function servingModels(spec: ModelSpec, models: ModelRegistry): ModelSpec[] {
-  const names = [...(spec.fallbacks ?? []), ...(spec.context_window_fallbacks ?? [])];
-  return [
-    spec,
-    ...names.flatMap((n) => {
-      const m = models.get(n);
-      return m ? [m] : [];
-    }),
-  ];
 }
 
 /**

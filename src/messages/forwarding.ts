@@ -9,21 +9,9 @@
  */
 import { forwardsMessages } from '../engines/providers.js';
 import type { ChatMessage, FunctionTool, GenerateRequest } from '../engines/types.js';
-import type { ModelRegistry } from '../models/registry.js';
+import { servingModels, type ModelRegistry } from '../models/registry.js';
 import type { ModelSpec } from '../models/spec.js';
 import { AppError } from '../platform/errors.js';
-
-/** The models a request for `spec` may be served by: itself, then its fallbacks and context-window fallbacks. */
-function servingModels(spec: ModelSpec, models: ModelRegistry): ModelSpec[] {
-  const names = [...(spec.fallbacks ?? []), ...(spec.context_window_fallbacks ?? [])];
-  return [
-    spec,
-    ...names.flatMap((n) => {
-      const m = models.get(n);
-      return m ? [m] : [];
-    }),
-  ];
-}
 
 /** Whether every deployment that may serve a request for `spec` forwards Anthropic's Messages API as sent. */
 export function forwardsAll(spec: ModelSpec, models: ModelRegistry): boolean {

@@ -118,3 +118,15 @@ export class ModelRegistry {
     );
   }
 }
+
+/** The models a request for `spec` may be served by: itself, then its fallbacks and context-window fallbacks. */
+export function servingModels(spec: ModelSpec, models: Pick<ModelRegistry, 'get'>): ModelSpec[] {
+  const names = [...(spec.fallbacks ?? []), ...(spec.context_window_fallbacks ?? [])];
+  return [
+    spec,
+    ...names.flatMap((n) => {
+      const m = models.get(n);
+      return m ? [m] : [];
+    }),
+  ];
+}
