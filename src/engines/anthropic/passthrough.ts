@@ -8,15 +8,11 @@
  * before `message_stop`, or an event that is not a JSON object. An answer in JSON to a stream request (a proxy that
  * ignores `stream`) is turned into the events a stream would have carried.
  */
-import { createParser } from 'eventsource-parser';
 import { EngineError, type MessagesForwardRequest } from '../types.js';
 import { jsonBody, type Upstream } from '../shared/http.js';
-
-/** the largest non-streamed answer read from the upstream */
-const MAX_JSON_BYTES = 64 * 1024 * 1024;
+import { eventObject, relayForwarded } from '../shared/forwarded.js';
 
 const garbage = (what: string) => new EngineError(`upstream sent ${what}`, 'upstream_error', 502, { retryable: true });
-const broken = (message: string) => new EngineError(message, 'upstream_stream_broken', 502, { retryable: true });
 
 /** the anthropic-beta header of one call: the deployment's values, then the client's that are not among them */
 export function betaHeader(own: readonly string[] | undefined, client: readonly string[] | undefined): string | undefined {
@@ -28,77 +24,22 @@ export function betaHeader(own: readonly string[] | undefined, client: readonly 
 export async function* messagesPassthrough(up: Upstream, req: MessagesForwardRequest, ownBetas: readonly string[] | undefined): AsyncGenerator<Record<string, unknown>> {
   const beta = betaHeader(ownBetas, req.betas);
   const call = await up.post(req.count ? '/messages/count_tokens' : '/messages', jsonBody(req.body), req.signal, beta ? { 'anthropic-beta': beta } : undefined);
-  const res = call.res!;
   const stream = !req.count && req.body.stream === true;
-  let complete = false;
-  try {
-    const isJson = /application\/json/i.test(String(call.headers['content-type'] ?? ''));
-    if (isJson || !stream) {
-      const answer = parseObject(await up.readText(call, MAX_JSON_BYTES));
+  yield* relayForwarded(up, call, {
+    stream,
+    json(answer) {
       if (answer.type === 'error') throw midStreamError(answer.error);
-      if (stream) yield* asEvents(answer);
-      else yield answer;
-      complete = true;
-      return;
-    }
-    const ready: Record<string, unknown>[] = [];
-    let done = false;
-    let bad: EngineError | undefined;
-    const parser = createParser({
-      onEvent(ev) {
-        if (done || bad) return;
-        let v: unknown;
-        try {
-          v = JSON.parse(ev.data);
-        } catch {
-          bad = garbage('an unreadable stream event');
-          return;
-        }
-        if (!v || typeof v !== 'object' || Array.isArray(v) || typeof (v as { type?: unknown }).type !== 'string') {
-          bad = garbage('an unreadable stream event');
-          return;
-        }
-        const o = v as Record<string, unknown>;
-        if (o.type === 'error') {
-          bad = midStreamError(o.error);
-          return;
-        }
-        ready.push(o);
-        if (o.type === 'message_stop') done = true;
-      },
-    });
-    // leaving the loop at message_stop must not destroy the response: the socket is reused
-    for await (const chunk of res.iterator({ destroyOnReturn: false }) as AsyncIterable<string | Buffer>) {
-      call.touch();
-      parser.feed(typeof chunk === 'string' ? chunk : call.decoder.write(chunk));
-      for (let i = 0; i < ready.length; i++) yield ready[i]!;
-      ready.length = 0;
-      if (bad) throw bad;
-      if (done) break;
-      call.touch(); // time spent waiting for our consumer is not upstream silence
-    }
-    parser.reset({ consume: true });
-    for (const v of ready) yield v;
-    if (bad) throw bad;
-    if (!done) throw broken('upstream stream ended before the answer was finished');
-    complete = true;
-  } catch (e) {
-    throw e instanceof EngineError ? e : up.mapError(e, call);
-  } finally {
-    if (complete) call.release();
-    else call.destroy(); // the consumer stopped early or it failed: the upstream stops generating
-  }
-}
-
-function parseObject(text: string): Record<string, unknown> {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw garbage('an unreadable answer');
-  }
-  if (!v || typeof v !== 'object' || Array.isArray(v)) throw garbage('an unreadable answer');
-  return v as Record<string, unknown>;
+      return stream ? asEvents(answer) : [answer];
+    },
+    event(data) {
+      const o = eventObject(data);
+      if (o instanceof EngineError) return o;
+      if (typeof o.type !== 'string') return garbage('an unreadable stream event');
+      return o.type === 'error' ? midStreamError(o.error) : o;
+    },
+    last: (o) => o.type === 'message_stop',
+    unfinished: () => new EngineError('upstream stream ended before the answer was finished', 'upstream_stream_broken', 502, { retryable: true }),
+  });
 }
 
 /** An `error` event (Anthropic: `{type:'error', error:{type, message}}`): the answer failed there. */
