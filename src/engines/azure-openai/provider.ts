@@ -4,7 +4,7 @@ import { EngineError } from '../types.js';
 import type { AzureOpenAIOptions } from './index.js';
 import type { EntraCredentialOptions } from './entra.js';
 import { redactingEngine, upstreamSecrets } from '../shared/redact.js';
-import { apiKeyEnvProblem, apiKeyOf, baseUrlProblem, connectMs } from '../shared/upstream.js';
+import { apiKeyEnvProblem, apiKeyOf, baseUrlProblem, connectMs, ENV_NAME } from '../shared/upstream.js';
 
 /** the variable the key is read from when the model file names none (the AzureOpenAI client reads it too) */
 export const DEFAULT_KEY_ENV = 'AZURE_OPENAI_API_KEY';
@@ -132,9 +132,6 @@ const defaultKeyEnv = (s: Entry) => (s.azure_ad_token_env !== undefined || s.aut
 
 /** what the engine's errors must never show: the key or the fixed token, or the client secret */
 const secretsOf = (o: AzureOpenAIOptions) => [...upstreamSecrets(o.endpoint, o.adToken ?? o.apiKey), ...(o.entra ? upstreamSecrets(o.endpoint, o.entra.clientSecret) : [])];
-
-/** An environment variable's name as shells write it. */
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
  * Why the entry's credential keys do not fit together or cannot give an Entra credential, or undefined. `env`
