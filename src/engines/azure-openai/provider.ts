@@ -180,8 +180,8 @@ function authProblem(s: Entry, env: Readonly<Record<string, string | undefined>>
 }
 
 /**
- * The Entra credential of an `auth: entra` entry (as authProblem checked it; said again here as a 503 for an
- * environment that changed since), or the reason there is none.
+ * The Entra credential of an `auth: entra` entry, read from the entry and the environment; what authProblem
+ * finds missing or wrong (an entry not checked against this environment) is a 503 naming it, never the secret.
  */
 function entraOf(s: Entry, env: Readonly<Record<string, string | undefined>>): EntraCredentialOptions {
   const problem = authProblem(s, env);
