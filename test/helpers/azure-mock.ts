@@ -11,8 +11,9 @@
  *
  * Routes: POST /openai/deployments/{deployment}/{chat/completions|embeddings} (api-version required, as Azure
  * requires it there), POST /openai/v1/{chat/completions|embeddings} (api-version optional; the deployment is the
- * body's model). Credentials: with `apiKey`, the `api-key` header; with `adToken`, `Authorization: Bearer <token>`;
- * anything else is Azure's 401. Content filter both ways: a prompt refused (400 `content_filter` with
+ * body's model). Credentials: with `apiKey`, the `api-key` header; with `adToken`, `Authorization: Bearer <token>`
+ * (a token, or a test of the token: the tokens an Entra mock issued and the test has not revoked); anything else is
+ * Azure's 401 (its message for a bad key, or for a bad token). Content filter both ways: a prompt refused (400 `content_filter` with
  * innererror.content_filter_result), a completion cut (finish_reason content_filter). Failure scripts: an error
  * status with OpenAI's error body, a hang before the headers, a stream that breaks or hangs after N chunks,
  * garbage, a reset.
@@ -169,7 +170,7 @@ function chunks(r: AzureReply, model: string): object[] {
   return out;
 }
 
-export async function startAzureMock(opts: { apiKey?: string; adToken?: string; defaultReply?: AzureReply } = {}): Promise<AzureMock> {
+export async function startAzureMock(opts: { apiKey?: string; adToken?: string | ((token: string) => boolean); defaultReply?: AzureReply } = {}): Promise<AzureMock> {
   const queue: (AzureReply | ((body: any) => AzureReply))[] = [];
   const requests: AzureRequest[] = [];
   let waiters: { n: number; resolve: (r: AzureRequest[]) => void }[] = [];
@@ -247,8 +248,14 @@ export async function startAzureMock(opts: { apiKey?: string; adToken?: string; 
       return json(res, 404, azureError('Resource not found', '404'));
     }
     const keyOk = opts.apiKey !== undefined && req.headers['api-key'] === opts.apiKey;
-    const tokenOk = opts.adToken !== undefined && req.headers.authorization === `Bearer ${opts.adToken}`;
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    const tokenOk = bearer !== undefined && (typeof opts.adToken === 'function' ? opts.adToken(bearer) : opts.adToken !== undefined && bearer === opts.adToken);
     if ((opts.apiKey !== undefined || opts.adToken !== undefined) && !keyOk && !tokenOk) {
+      if (bearer !== undefined) {
+        return json(res, 401, {
+          error: { code: '401', message: 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.' },
+        });
+      }
       return json(res, 401, {
         error: {
           code: '401',

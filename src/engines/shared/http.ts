@@ -174,8 +174,8 @@ export class Upstream {
   }
 
   /** GETs a path (a health check's `GET /models`): as post, without a body. */
-  get(path: string, signal: AbortSignal | undefined): Promise<Call> {
-    return this.send('GET', path, undefined, signal);
+  get(path: string, signal: AbortSignal | undefined, headers?: Readonly<Record<string, string>>): Promise<Call> {
+    return this.send('GET', path, undefined, signal, headers);
   }
 
   /** `extra`: headers of this call only, over the upstream's own (names in lower case; never the key's header) */

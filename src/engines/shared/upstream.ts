@@ -46,7 +46,7 @@ export function baseUrlProblem(url: string): string | undefined {
 }
 
 /** An environment variable's name as shells write it. */
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Why `api_key_env` cannot give a key, or undefined (`env`: the environment to read, when serving). */
 export function apiKeyEnvProblem(name: string, env: Readonly<Record<string, string | undefined>> | undefined): string | undefined {
