@@ -18,6 +18,7 @@ import { timed } from '../helpers/wait.js';
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, THOUGHT, chatCached, chatReasoning, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const KEY = 'sk-ant-app-test-0123456789';
 process.env.ANTHROPIC_APP_TEST_KEY = KEY;
@@ -280,5 +281,25 @@ models:
       log.filter((l) => l.includes(KEY)),
       [],
     );
+  });
+
+  test('Chat Completions: reasoning (effort -> a thinking budget; reasoning_content, reasoning_tokens) and cached tokens, plain and streamed', async () => {
+    up.reset();
+    await chatReasoning(client, {
+      model: 'claude',
+      script: () => up.script({ thinking: THOUGHT, text: ANSWER, usage: { input_tokens: 20, output_tokens: 30, thinking_tokens: 12 } }),
+      bodies: () => up.requests.map((q) => q.body),
+      assertAsked: (body) => assert.deepEqual(body.thinking, { type: 'enabled', budget_tokens: 1024 }),
+      text: true,
+      tokens: 12,
+    });
+    up.reset();
+    // Anthropic's input_tokens leave the cache reads out: Portico's input counts them in
+    await chatCached(client, 'claude', () => up.script({ text: 'Hi.', usage: { input_tokens: 1000, cache_read_input_tokens: 9000, output_tokens: 5 } }), 10000, 9000);
+  });
+
+  test('upstream refusals through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502', async () => {
+    up.reset();
+    await upstreamRefusals(post, 'claude', (status, message) => up.script({ status, errorMessage: message }));
   });
 });

@@ -15,6 +15,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripte
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, chatCached, chatReasoning, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const KEY = 'az-app-test-key-0123456789';
 process.env.AZURE_APP_TEST_KEY = KEY;
@@ -214,5 +215,35 @@ models:
       log.filter((l) => l.includes(KEY)),
       [],
     );
+  });
+
+  test('reasoning: reasoning_effort reaches the deployment, with max_completion_tokens (a reasoning deployment refuses max_tokens); its reasoning_tokens come back (Chat Completions and Responses)', async () => {
+    az.reset();
+    const script = () => az.script({ text: ANSWER, usage: { prompt_tokens: 20, completion_tokens: 30, reasoning_tokens: 12 } });
+    const asked = (body: any) => {
+      assert.equal(body.reasoning_effort, 'low');
+      assert.equal(body.max_tokens, undefined);
+    };
+    // Azure's Chat Completions gives the reasoning's count, not its text
+    await chatReasoning(client, { model: 'gpt-4o', script, bodies: () => az.requests.map((q) => q.body), assertAsked: asked, text: false, tokens: 12 });
+    az.reset();
+    script();
+    const r = await client.responses.create({ model: 'gpt-4o', input: 'What is 2+2?', reasoning: { effort: 'low' }, max_output_tokens: 500 });
+    assert.equal(r.output_text, ANSWER);
+    assert.deepEqual([r.usage?.output_tokens, r.usage?.output_tokens_details.reasoning_tokens], [30, 12]);
+    asked(az.requests[0]!.body);
+    assert.equal(az.requests[0]!.body.max_completion_tokens, 500);
+    // without reasoning, the cap is max_tokens still (what every API version and model takes)
+    az.reset();
+    await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 });
+    assert.deepEqual([az.requests[0]!.body.max_tokens, az.requests[0]!.body.max_completion_tokens], [50, undefined]);
+    // cached tokens in Chat Completions (Responses: the first test)
+    az.reset();
+    await chatCached(client, 'gpt-4o', () => az.script({ text: 'Hi.', usage: { prompt_tokens: 10000, completion_tokens: 5, cached_tokens: 8000 } }), 10000, 8000);
+  });
+
+  test('upstream refusals through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502', async () => {
+    az.reset();
+    await upstreamRefusals(post, 'gpt-4o', (status, message) => az.script({ status, errorMessage: message }));
   });
 });

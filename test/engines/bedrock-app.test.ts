@@ -14,6 +14,7 @@ import { startBedrockMock, type BedrockMock } from '../helpers/bedrock-mock.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, THOUGHT, chatCached, chatReasoning, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const CREDS = { accessKeyId: 'AKIAAPPTEST000000000', secretAccessKey: 'bedrock-app-test-secret/0123456789abcdef' };
 const REGION = 'eu-central-1';
@@ -225,5 +226,26 @@ models:
       log.filter((l) => l.includes(CREDS.secretAccessKey)),
       [],
     );
+  });
+
+  test('Chat Completions: reasoning (effort -> a thinking budget in additionalModelRequestFields; reasoning_content) and cached tokens, plain and streamed', async () => {
+    up.reset();
+    await chatReasoning(client, {
+      model: 'claude',
+      script: () => up.script({ reasoning: THOUGHT, text: ANSWER }),
+      bodies: () => up.requests.map((q) => q.body),
+      assertAsked: (body) => assert.deepEqual(body.additionalModelRequestFields, { thinking: { type: 'enabled', budget_tokens: 1024 } }),
+      text: true,
+      // Converse's usage has no reasoning count
+      tokens: 0,
+    });
+    up.reset();
+    // Converse's inputTokens leave the cache reads out: Portico's input counts them in
+    await chatCached(client, 'claude', () => up.script({ text: 'Hi.', usage: { inputTokens: 1000, cacheReadInputTokens: 9000, outputTokens: 5 } }), 10000, 9000);
+  });
+
+  test('upstream refusals through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502', async () => {
+    up.reset();
+    await upstreamRefusals(post, 'claude', (status, message) => up.script({ status, errorMessage: message }));
   });
 });
