@@ -73,9 +73,8 @@ interface Provider {
 const BUDGET = 2000;
 const MAX = 4000;
 const THINKING_TOKENS = 7;
-/** the effort a budget of 2000 is (src/messages/prepare.ts effortOfBudget), and the budget the engines make of it */
+/** the effort a budget of 2000 is (src/messages/prepare.ts effortOfBudget), for an upstream that takes an effort, not a budget */
 const EFFORT = 'low';
-const ENGINE_BUDGET = 1024;
 
 const SCHEMA = { type: 'object', properties: { city: { type: 'string' }, temp: { type: 'number' } }, required: ['city', 'temp'], additionalProperties: false };
 
@@ -171,7 +170,7 @@ ${Object.entries(deployments)
           gem.script({ thought, text, usage: { promptTokenCount: 10, candidatesTokenCount: 3, thoughtsTokenCount: THINKING_TOKENS, totalTokenCount: 13 + THINKING_TOKENS } }),
         reasoningText: true,
         reasoningCount: true,
-        assertThinking: (body) => assert.deepEqual(body.generationConfig.thinkingConfig, { thinkingBudget: ENGINE_BUDGET, includeThoughts: true }),
+        assertThinking: (body) => assert.deepEqual(body.generationConfig.thinkingConfig, { thinkingBudget: BUDGET, includeThoughts: true }),
         // promptTokenCount counts the cached part too
         cached: (text, fresh, cached, output) =>
           gem.script({
@@ -241,7 +240,7 @@ ${Object.entries(deployments)
         reasoningText: true,
         // Converse's usage has no reasoning count
         reasoningCount: false,
-        assertThinking: (body) => assert.deepEqual(body.additionalModelRequestFields, { thinking: { type: 'enabled', budget_tokens: ENGINE_BUDGET } }),
+        assertThinking: (body) => assert.deepEqual(body.additionalModelRequestFields, { thinking: { type: 'enabled', budget_tokens: BUDGET } }),
         // inputTokens counts only what was not read from the cache
         cached: (text, fresh, cached, output) => bed.script({ text, usage: { inputTokens: fresh, cacheReadInputTokens: cached, outputTokens: output } }),
         fail: (status, message, retryAfter) =>
