@@ -15,7 +15,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripte
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
-import { ANSWER, chatCached, chatReasoning, upstreamRefusals } from '../helpers/provider-matrix.js';
+import { ANSWER, chatCached, chatReasoning, responsesToolsRoundTrip, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const KEY = 'az-app-test-key-0123456789';
 process.env.AZURE_APP_TEST_KEY = KEY;
@@ -242,8 +242,25 @@ models:
     await chatCached(client, 'gpt-4o', () => az.script({ text: 'Hi.', usage: { prompt_tokens: 10000, completion_tokens: 5, cached_tokens: 8000 } }), 10000, 8000);
   });
 
-  test('upstream refusals through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502', async () => {
+  test('a tools round trip through the Responses API: the function_call_output sent back as a tool message', async () => {
     az.reset();
-    await upstreamRefusals(post, 'gpt-4o', (status, message) => az.script({ status, errorMessage: message }));
+    await responsesToolsRoundTrip(
+      client,
+      'gpt-4o',
+      () => az.script({ toolCalls: [{ id: 'call_r1', name: 'weather', arguments: ['{"city":', '"Paris"}'] }] }, { text: 'It is sunny in Paris.' }),
+      () => az.requests.at(-1)!.body,
+      (body, id) => {
+        assert.equal(id, 'call_r1');
+        assert.deepEqual(body.messages[1].tool_calls, [{ id, type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }]);
+        assert.deepEqual(body.messages[2], { role: 'tool', tool_call_id: id, content: 'sunny, 24 C', name: 'weather' });
+      },
+    );
+  });
+
+  test('upstream errors through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502, a 429 a 429 with its retry-after', async () => {
+    az.reset();
+    await upstreamRefusals(post, 'gpt-4o', (status, message, retryAfter) =>
+      az.script({ status, errorMessage: message, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) }),
+    );
   });
 });
