@@ -63,6 +63,11 @@ export interface GenerateRequest {
   /** the most tool calls the response may make: an engine that can stops generating once it is reached */
   maxToolCalls?: number;
   reasoningEffort?: string;
+  /**
+   * the reasoning budget in tokens the client named (Anthropic's thinking.budget_tokens, with reasoningEffort the
+   * effort that holds it): an engine whose upstream takes a budget sends this one, not its effort's figure
+   */
+  reasoningBudget?: number;
   /** sampling seed: the same seed, input and parameters give the same output where the engine can (OpenAI's `seed`) */
   seed?: number;
   /** stable id of the conversation prefix (e.g. previous response id) so engines can reuse a KV cache */

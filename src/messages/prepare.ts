@@ -213,6 +213,8 @@ export class MessagesPreparer {
     const conv: GenerateRequest = {
       model,
       messages,
+      // the budget as the client named it, for an upstream that takes a budget (the effort above for the others)
+      ...(req.thinking?.type === 'enabled' ? { reasoningBudget: req.thinking.budget_tokens } : {}),
       tools: toolChoice === 'none' || tools.length === 0 ? undefined : tools,
       toolChoice: tools.length ? toolChoice : undefined,
       parallelToolCalls: tools.length ? parallel : undefined,

@@ -18,6 +18,7 @@ import { timed } from '../helpers/wait.js';
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, THOUGHT, chatCached, chatReasoning, responsesToolsRoundTrip, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const KEY = 'sk-ant-app-test-0123456789';
 process.env.ANTHROPIC_APP_TEST_KEY = KEY;
@@ -279,6 +280,45 @@ models:
     assert.deepEqual(
       log.filter((l) => l.includes(KEY)),
       [],
+    );
+  });
+
+  test('Chat Completions: reasoning (effort -> a thinking budget; reasoning_content, reasoning_tokens) and cached tokens, plain and streamed', async () => {
+    up.reset();
+    await chatReasoning(client, {
+      model: 'claude',
+      script: () => up.script({ thinking: THOUGHT, text: ANSWER, usage: { input_tokens: 20, output_tokens: 30, thinking_tokens: 12 } }),
+      bodies: () => up.requests.map((q) => q.body),
+      assertAsked: (body) => assert.deepEqual(body.thinking, { type: 'enabled', budget_tokens: 1024 }),
+      text: true,
+      tokens: 12,
+    });
+    up.reset();
+    // Anthropic's input_tokens leave the cache reads out: Portico's input counts them in
+    await chatCached(client, 'claude', () => up.script({ text: 'Hi.', usage: { input_tokens: 1000, cache_read_input_tokens: 9000, output_tokens: 5 } }), 10000, 9000);
+  });
+
+  test('a tools round trip through the Responses API: the function_call_output sent back as a tool_result', async () => {
+    up.reset();
+    await responsesToolsRoundTrip(
+      client,
+      'claude',
+      () => up.script({ toolUses: [{ id: 'toolu_r1', name: 'weather', input: ['{"city":', '"Paris"}'] }] }, { text: 'It is sunny in Paris.' }),
+      () => up.requests.at(-1)!.body,
+      (body, id) => {
+        assert.equal(id, 'toolu_r1');
+        assert.deepEqual(body.messages.slice(1), [
+          { role: 'assistant', content: [{ type: 'tool_use', id, name: 'weather', input: { city: 'Paris' } }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content: 'sunny, 24 C' }] },
+        ]);
+      },
+    );
+  });
+
+  test('upstream errors through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502, a 429 a 429 with its retry-after', async () => {
+    up.reset();
+    await upstreamRefusals(post, 'claude', (status, message, retryAfter) =>
+      up.script({ status, errorMessage: message, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) }),
     );
   });
 });

@@ -207,7 +207,7 @@ test('stream false: one JSON answer is asked for (no stream field), the events a
   assert.equal(done(whole).finishReason, 'tool_calls');
 });
 
-test('reasoning: effort -> thinking with a budget (max_tokens above it), thinking deltas -> reasoning before the text; redacted thinking says nothing', async () => {
+test('reasoning: effort -> thinking with a budget (max_tokens above it; a budget named by the client as it is), thinking deltas -> reasoning before the text; redacted thinking says nothing', async () => {
   up.script({ thinking: 'Let me think about this.', chunks: 2, redacted: true, text: 'Done.' });
   const evs = await collect(engine.generate(req({ reasoningEffort: 'medium' })));
   const b = up.requests[0]!.body;
@@ -228,6 +228,10 @@ test('reasoning: effort -> thinking with a budget (max_tokens above it), thinkin
   up.reset();
   await collect(engine.generate(req({ reasoningEffort: 'none' })));
   assert.equal(up.requests[0]!.body.thinking, undefined);
+  // a budget the client named (the Messages API's budget_tokens) is sent as it is, not its effort's figure
+  up.reset();
+  await collect(engine.generate(req({ reasoningEffort: 'medium', reasoningBudget: 5000, maxOutputTokens: 8000 })));
+  assert.deepEqual(up.requests[0]!.body.thinking, { type: 'enabled', budget_tokens: 5000 });
 });
 
 test('tool calls: streamed input_json_delta pieces -> start, deltas, end; two calls one after the other; a call without input gets {}', async () => {

@@ -15,6 +15,7 @@ import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripte
 import { callers } from '../admin/helpers.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, chatCached, chatReasoning, responsesToolsRoundTrip, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const KEY = 'az-app-test-key-0123456789';
 process.env.AZURE_APP_TEST_KEY = KEY;
@@ -213,6 +214,53 @@ models:
     assert.deepEqual(
       log.filter((l) => l.includes(KEY)),
       [],
+    );
+  });
+
+  test('reasoning: reasoning_effort reaches the deployment, with max_completion_tokens (a reasoning deployment refuses max_tokens); its reasoning_tokens come back (Chat Completions and Responses)', async () => {
+    az.reset();
+    const script = () => az.script({ text: ANSWER, usage: { prompt_tokens: 20, completion_tokens: 30, reasoning_tokens: 12 } });
+    const asked = (body: any) => {
+      assert.equal(body.reasoning_effort, 'low');
+      assert.equal(body.max_tokens, undefined);
+    };
+    // Azure's Chat Completions gives the reasoning's count, not its text
+    await chatReasoning(client, { model: 'gpt-4o', script, bodies: () => az.requests.map((q) => q.body), assertAsked: asked, text: false, tokens: 12 });
+    az.reset();
+    script();
+    const r = await client.responses.create({ model: 'gpt-4o', input: 'What is 2+2?', reasoning: { effort: 'low' }, max_output_tokens: 500 });
+    assert.equal(r.output_text, ANSWER);
+    assert.deepEqual([r.usage?.output_tokens, r.usage?.output_tokens_details.reasoning_tokens], [30, 12]);
+    asked(az.requests[0]!.body);
+    assert.equal(az.requests[0]!.body.max_completion_tokens, 500);
+    // without reasoning, the cap is max_tokens still (what every API version and model takes)
+    az.reset();
+    await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 });
+    assert.deepEqual([az.requests[0]!.body.max_tokens, az.requests[0]!.body.max_completion_tokens], [50, undefined]);
+    // cached tokens in Chat Completions (Responses: the first test)
+    az.reset();
+    await chatCached(client, 'gpt-4o', () => az.script({ text: 'Hi.', usage: { prompt_tokens: 10000, completion_tokens: 5, cached_tokens: 8000 } }), 10000, 8000);
+  });
+
+  test('a tools round trip through the Responses API: the function_call_output sent back as a tool message', async () => {
+    az.reset();
+    await responsesToolsRoundTrip(
+      client,
+      'gpt-4o',
+      () => az.script({ toolCalls: [{ id: 'call_r1', name: 'weather', arguments: ['{"city":', '"Paris"}'] }] }, { text: 'It is sunny in Paris.' }),
+      () => az.requests.at(-1)!.body,
+      (body, id) => {
+        assert.equal(id, 'call_r1');
+        assert.deepEqual(body.messages[1].tool_calls, [{ id, type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }]);
+        assert.deepEqual(body.messages[2], { role: 'tool', tool_call_id: id, content: 'sunny, 24 C', name: 'weather' });
+      },
+    );
+  });
+
+  test('upstream errors through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502, a 429 a 429 with its retry-after', async () => {
+    az.reset();
+    await upstreamRefusals(post, 'gpt-4o', (status, message, retryAfter) =>
+      az.script({ status, errorMessage: message, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) }),
     );
   });
 });

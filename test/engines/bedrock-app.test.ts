@@ -14,6 +14,7 @@ import { startBedrockMock, type BedrockMock } from '../helpers/bedrock-mock.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, THOUGHT, chatCached, chatReasoning, responsesToolsRoundTrip, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const CREDS = { accessKeyId: 'AKIAAPPTEST000000000', secretAccessKey: 'bedrock-app-test-secret/0123456789abcdef' };
 const REGION = 'eu-central-1';
@@ -224,6 +225,46 @@ models:
     assert.deepEqual(
       log.filter((l) => l.includes(CREDS.secretAccessKey)),
       [],
+    );
+  });
+
+  test('Chat Completions: reasoning (effort -> a thinking budget in additionalModelRequestFields; reasoning_content) and cached tokens, plain and streamed', async () => {
+    up.reset();
+    await chatReasoning(client, {
+      model: 'claude',
+      script: () => up.script({ reasoning: THOUGHT, text: ANSWER }),
+      bodies: () => up.requests.map((q) => q.body),
+      assertAsked: (body) => assert.deepEqual(body.additionalModelRequestFields, { thinking: { type: 'enabled', budget_tokens: 1024 } }),
+      text: true,
+      // Converse's usage has no reasoning count
+      tokens: 0,
+    });
+    up.reset();
+    // Converse's inputTokens leave the cache reads out: Portico's input counts them in
+    await chatCached(client, 'claude', () => up.script({ text: 'Hi.', usage: { inputTokens: 1000, cacheReadInputTokens: 9000, outputTokens: 5 } }), 10000, 9000);
+  });
+
+  test('a tools round trip through the Responses API: the function_call_output sent back as a toolResult', async () => {
+    up.reset();
+    await responsesToolsRoundTrip(
+      client,
+      'claude',
+      () => up.script({ toolUses: [{ toolUseId: 'tooluse_r1', name: 'weather', input: ['{"city":', '"Paris"}'] }] }, { text: 'It is sunny in Paris.' }),
+      () => up.requests.at(-1)!.body,
+      (body, id) => {
+        assert.equal(id, 'tooluse_r1');
+        assert.deepEqual(body.messages.slice(1), [
+          { role: 'assistant', content: [{ toolUse: { toolUseId: id, name: 'weather', input: { city: 'Paris' } } }] },
+          { role: 'user', content: [{ toolResult: { toolUseId: id, content: [{ text: 'sunny, 24 C' }] } }] },
+        ]);
+      },
+    );
+  });
+
+  test('upstream errors through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502, a 429 a 429 with its retry-after', async () => {
+    up.reset();
+    await upstreamRefusals(post, 'claude', (status, message, retryAfter) =>
+      up.script({ status, errorMessage: message, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) }),
     );
   });
 });

@@ -13,6 +13,7 @@ import { startGeminiMock, type GeminiMock } from '../helpers/gemini-mock.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { usageRows } from '../helpers/usage.js';
+import { ANSWER, THOUGHT, chatCached, chatReasoning, responsesToolsRoundTrip, upstreamRefusals } from '../helpers/provider-matrix.js';
 
 const KEY = 'AIza-app-test-0123456789';
 process.env.GEMINI_APP_TEST_KEY = KEY;
@@ -239,5 +240,48 @@ models:
     assert.equal(res.status, 400);
     assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'unsupported_parameter');
     assert.equal(up.requests.length, 1);
+  });
+
+  test('Chat Completions: reasoning (effort -> thinkingConfig; reasoning_content, reasoning_tokens) and cached tokens, plain and streamed', async () => {
+    up.reset();
+    await chatReasoning(client, {
+      model: 'gem',
+      script: () => up.script({ thought: THOUGHT, text: ANSWER, usage: { promptTokenCount: 20, candidatesTokenCount: 18, thoughtsTokenCount: 12 } }),
+      bodies: () => up.requests.map((q) => q.body),
+      assertAsked: (body) => assert.deepEqual(body.generationConfig.thinkingConfig, { thinkingBudget: 1024, includeThoughts: true }),
+      text: true,
+      tokens: 12,
+    });
+    up.reset();
+    await chatCached(
+      client,
+      'gem',
+      () => up.script({ text: 'Hi.', usage: { promptTokenCount: 10000, cachedContentTokenCount: 9000, candidatesTokenCount: 5, totalTokenCount: 10005 } }),
+      10000,
+      9000,
+    );
+  });
+
+  test('a tools round trip through the Responses API: the function_call_output sent back as a functionResponse named after the call', async () => {
+    up.reset();
+    await responsesToolsRoundTrip(
+      client,
+      'gem',
+      () => up.script({ calls: [{ name: 'weather', args: { city: 'Paris' } }] }, { text: 'It is sunny in Paris.' }),
+      () => up.requests.at(-1)!.body,
+      (body) => {
+        assert.deepEqual(body.contents.slice(1), [
+          { role: 'model', parts: [{ functionCall: { name: 'weather', args: { city: 'Paris' } } }] },
+          { role: 'user', parts: [{ functionResponse: { name: 'weather', response: { output: 'sunny, 24 C' } } }] },
+        ]);
+      },
+    );
+  });
+
+  test('upstream errors through both APIs: a 400 is a 400 invalid_request_error with its message, a 500 a 502, a 429 a 429 with its wait (RetryInfo) as retry-after', async () => {
+    up.reset();
+    await upstreamRefusals(post, 'gem', (status, message, retryAfter) =>
+      up.script({ status, errorMessage: message, ...(retryAfter !== undefined ? { retryDelay: `${retryAfter}s` } : {}) }),
+    );
   });
 });

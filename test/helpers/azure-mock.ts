@@ -16,7 +16,8 @@
  * Azure's 401 (its message for a bad key, or for a bad token). Content filter both ways: a prompt refused (400 `content_filter` with
  * innererror.content_filter_result), a completion cut (finish_reason content_filter). Failure scripts: an error
  * status with OpenAI's error body, a hang before the headers, a stream that breaks or hangs after N chunks,
- * garbage, a reset.
+ * garbage, a reset. A request with `reasoning_effort` (which only reasoning deployments take) and `max_tokens` is
+ * refused as Azure's reasoning models refuse it (400 unsupported_parameter: use max_completion_tokens).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,7 +49,7 @@ export interface AzureReply {
   toolCalls?: AzureToolCall[];
   /** default: tool_calls with toolCalls, else stop */
   finishReason?: 'stop' | 'length' | 'tool_calls' | 'content_filter';
-  usage?: { prompt_tokens: number; completion_tokens: number; cached_tokens?: number };
+  usage?: { prompt_tokens: number; completion_tokens: number; cached_tokens?: number; reasoning_tokens?: number };
   model?: string;
   /** 'prompt': the prompt refused (400 content_filter); 'completion': the answer cut by the filter */
   contentFilter?: 'prompt' | 'completion';
@@ -115,6 +116,8 @@ function usageOf(r: AzureReply): OpenAI.Completions.CompletionUsage {
     completion_tokens: u.completion_tokens,
     total_tokens: u.prompt_tokens + u.completion_tokens,
     prompt_tokens_details: { cached_tokens: u.cached_tokens ?? 0 },
+    // a reasoning deployment (o-series) counts its reasoning in completion_tokens and says how much of it there was
+    ...(u.reasoning_tokens !== undefined ? { completion_tokens_details: { reasoning_tokens: u.reasoning_tokens } } : {}),
   };
 }
 
@@ -263,6 +266,17 @@ export async function startAzureMock(opts: { apiKey?: string; adToken?: string |
             'Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.',
         },
       });
+    }
+    // a reasoning deployment (the only kind that takes reasoning_effort) refuses max_tokens, as Azure does
+    if (op === 'chat' && rec.body?.reasoning_effort !== undefined && rec.body?.max_tokens !== undefined) {
+      return json(
+        res,
+        400,
+        azureError("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", 'unsupported_parameter', {
+          type: 'invalid_request_error',
+          param: 'max_tokens',
+        }),
+      );
     }
     const next = queue.shift() ?? mock.defaultReply;
     const r = typeof next === 'function' ? next(rec.body) : next;

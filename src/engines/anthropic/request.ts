@@ -144,7 +144,7 @@ export function buildMessagesBody(req: GenerateRequest, opts: MessagesOptions): 
   const effort = req.reasoningEffort;
   let budget: number | undefined;
   if (effort !== undefined && effort !== 'none') {
-    budget = THINKING_BUDGET[effort];
+    budget = req.reasoningBudget ?? THINKING_BUDGET[effort];
     if (budget === undefined) throw unsupported(`reasoning effort '${effort}' is not supported by this model; use one of ${Object.keys(THINKING_BUDGET).join(', ')} or none.`);
   }
   let maxTokens = req.maxOutputTokens ?? opts.maxTokens;

@@ -179,6 +179,12 @@ export function createAzureOpenAIEngine(opts: AzureOpenAIOptions): TextEngine {
   const body = (req: GenerateRequest) => {
     const b = buildChatBody(req, CHAT_OPTS);
     b.model = deployment;
+    // a reasoning deployment (o-series, gpt-5: the only ones that take reasoning_effort) refuses max_tokens; its cap
+    // is max_completion_tokens (api-version 2024-10-21 has it), which counts the reasoning too
+    if (b.reasoning_effort !== undefined && b.max_tokens !== undefined) {
+      b.max_completion_tokens = b.max_tokens;
+      delete b.max_tokens;
+    }
     return b;
   };
   return {

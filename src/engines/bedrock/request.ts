@@ -145,7 +145,7 @@ export function buildConverseBody(req: GenerateRequest, opts: ConverseOptions): 
         `'reasoning' is not supported by this model: Portico asks Bedrock for reasoning through Claude's thinking budget, and '${req.model}' is not an Anthropic model.`,
       );
     }
-    budget = THINKING_BUDGET[effort];
+    budget = req.reasoningBudget ?? THINKING_BUDGET[effort];
     if (budget === undefined) throw unsupported(`reasoning effort '${effort}' is not supported by this model; use one of ${Object.keys(THINKING_BUDGET).join(', ')} or none.`);
   }
   const inference: Record<string, unknown> = {};

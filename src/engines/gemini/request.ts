@@ -175,7 +175,7 @@ export function buildGenerateBody(req: GenerateRequest, sig: Signatures = {}): R
   const effort = req.reasoningEffort;
   if (effort === 'none') gc.thinkingConfig = { thinkingBudget: 0 };
   else if (effort !== undefined) {
-    const budget = THINKING_BUDGET[effort];
+    const budget = req.reasoningBudget ?? THINKING_BUDGET[effort];
     if (budget === undefined) throw unsupported(`reasoning effort '${effort}' is not supported by this model; use one of ${Object.keys(THINKING_BUDGET).join(', ')} or none.`);
     gc.thinkingConfig = { thinkingBudget: budget, includeThoughts: true };
   }
