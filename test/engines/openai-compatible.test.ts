@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
 import { buildChatBody } from '../../src/engines/openai-compatible/chat.js';
+import { defaultOutputCap } from '../../src/engines/openai-compatible/provider.js';
 import { buildResponsesBody } from '../../src/engines/openai-compatible/responses.js';
 import { createOpenAICompatibleEmbeddingsEngine } from '../../src/engines/openai-compatible/embeddings.js';
 import { EngineError, type GenerateEvent, type GenerateRequest, type TextEngine } from '../../src/engines/types.js';
@@ -134,6 +135,30 @@ test('chat: minimal request sends no optional fields; json_object; string tool c
   assert.equal(up.requests[3].body.messages[0].role, 'developer');
   assert.equal(up.requests[3].headers.authorization, undefined);
   await dev.close();
+});
+
+test("chat: the output cap's field: max_tokens by default, max_completion_tokens when configured (and for api.openai.com)", async () => {
+  up.script({ text: 'ok' }, { text: 'ok' }, { text: 'ok' });
+  await collect(engine.generate(req({ maxOutputTokens: 77, reasoningEffort: 'low' })));
+  assert.equal(up.requests[0].body.max_tokens, 77);
+  assert.equal('max_completion_tokens' in up.requests[0].body, false);
+
+  // OpenAI's reasoning models refuse max_tokens ("Use 'max_completion_tokens' instead")
+  const openai = createOpenAICompatibleEngine({ baseUrl: up.url, api: 'chat.completions', outputCap: 'max_completion_tokens' });
+  await collect(openai.generate(req({ maxOutputTokens: 77, reasoningEffort: 'high' })));
+  await collect(openai.generate(req({ maxOutputTokens: 12 })));
+  assert.equal(up.requests[1].body.max_completion_tokens, 77);
+  assert.equal(up.requests[2].body.max_completion_tokens, 12);
+  assert.equal('max_tokens' in up.requests[1].body || 'max_tokens' in up.requests[2].body, false);
+  await openai.close();
+
+  // the model file's default: OpenAI's own API only
+  assert.equal(defaultOutputCap('https://api.openai.com/v1'), 'max_completion_tokens');
+  assert.equal(defaultOutputCap('http://127.0.0.1:11434/v1'), 'max_tokens');
+  assert.equal(defaultOutputCap('https://api.openai.com.example.net/v1'), 'max_tokens');
+  // azure's rule: max_completion_tokens only with a reasoning effort (its reasoning deployments refuse max_tokens)
+  assert.equal(buildChatBody(req({ maxOutputTokens: 5, reasoningEffort: 'low' }), { developerRole: 'system', outputCap: 'reasoning' }).max_completion_tokens, 5);
+  assert.equal(buildChatBody(req({ maxOutputTokens: 5 }), { developerRole: 'system', outputCap: 'reasoning' }).max_tokens, 5);
 });
 
 // ------------------------------------------------------------------ stream mapping

@@ -100,6 +100,12 @@ describe('the model file', () => {
       /api applies to text models only \(this one is speech\)/,
     );
     assert.throws(() => checkModelEntry({ name: 'm', provider: 'openai-compatible', base_url: 'http://h/v1', voices: ['x'] }, 'entry'), /voices applies to speech models only/);
+    assert.throws(
+      () => checkModelEntry({ name: 'm', provider: 'openai-compatible', type: 'embeddings', base_url: 'http://h/v1', max_tokens_field: 'max_completion_tokens' }, 'entry'),
+      /max_tokens_field applies to text models only \(this one is embeddings\)/,
+    );
+    assert.throws(() => checkModelEntry({ name: 'm', provider: 'openai-compatible', base_url: 'http://h/v1', max_tokens_field: 'max_output' }, 'entry'), /max_tokens_field/);
+    checkModelEntry({ name: 'm', provider: 'openai-compatible', base_url: 'http://h/v1', max_tokens_field: 'max_completion_tokens' }, 'entry');
   });
 });
 

@@ -169,7 +169,9 @@ function upstreamOf(opts: AzureOpenAIOptions): { upstream: AzureUpstream; close(
 }
 
 // Azure 2024-10-21 knows `developer` only on newer models: sent as system, as openai-compatible does by default
-const CHAT_OPTS = { developerRole: 'system' } as const;
+// a reasoning deployment (o-series, gpt-5: the only ones that take reasoning_effort) refuses max_tokens; its cap is
+// max_completion_tokens (api-version 2024-10-21 has it), which counts the reasoning too
+const CHAT_OPTS = { developerRole: 'system', outputCap: 'reasoning' } as const;
 
 export function createAzureOpenAIEngine(opts: AzureOpenAIOptions): TextEngine {
   const up = upstreamOf(opts);
@@ -179,12 +181,6 @@ export function createAzureOpenAIEngine(opts: AzureOpenAIOptions): TextEngine {
   const body = (req: GenerateRequest) => {
     const b = buildChatBody(req, CHAT_OPTS);
     b.model = deployment;
-    // a reasoning deployment (o-series, gpt-5: the only ones that take reasoning_effort) refuses max_tokens; its cap
-    // is max_completion_tokens (api-version 2024-10-21 has it), which counts the reasoning too
-    if (b.reasoning_effort !== undefined && b.max_tokens !== undefined) {
-      b.max_completion_tokens = b.max_tokens;
-      delete b.max_tokens;
-    }
     return b;
   };
   return {

@@ -33,13 +33,15 @@ export interface OpenAICompatibleEngineOptions {
   headers?: Record<string, string>;
   /** chat.completions: role used for `developer` messages (default 'system': most open servers' templates only know system) */
   developerRole?: 'system' | 'developer';
+  /** chat.completions: the field of the output cap (default max_tokens; ../shared/chat.ts, ChatOptions.outputCap) */
+  outputCap?: 'max_tokens' | 'max_completion_tokens';
 }
 
 export function createOpenAICompatibleEngine(opts: OpenAICompatibleEngineOptions): TextEngine {
   const upstream = new Upstream(opts);
   const api = opts.api ?? 'chat.completions';
   if (api !== 'chat.completions' && api !== 'responses') throw new Error(`openai-compatible: unknown api ${JSON.stringify(api)}`);
-  const chatOpts = { developerRole: opts.developerRole ?? 'system' } as const;
+  const chatOpts = { developerRole: opts.developerRole ?? 'system', outputCap: opts.outputCap ?? 'max_tokens' } as const;
   return {
     kind: 'openai-compatible',
     contextWindow: opts.contextWindow,

@@ -14,6 +14,19 @@ const audioCode = () => import('./audio.js');
 const embeddingsCode = () => import('./embeddings.js');
 const realtimeCode = () => import('./realtime.js');
 
+/**
+ * The output cap's field when the model file does not say (max_tokens_field): max_completion_tokens for OpenAI's own
+ * API (its reasoning models, o-series and gpt-5, refuse max_tokens; every chat model takes max_completion_tokens),
+ * max_tokens for the rest (open servers know it, some not max_completion_tokens).
+ */
+export function defaultOutputCap(baseUrl: string): 'max_tokens' | 'max_completion_tokens' {
+  try {
+    return new URL(baseUrl).hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens';
+  } catch {
+    return 'max_tokens';
+  }
+}
+
 /** Any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LocalAI, speaches, OpenAI itself). */
 export const openaiCompatible = defineProvider({
   name: 'openai-compatible',
@@ -30,6 +43,11 @@ export const openaiCompatible = defineProvider({
       context_window: Type.Optional(Type.Integer({ minimum: 16, description: 'text: tokens' })),
       timeout_ms: Type.Optional(Type.Integer({ minimum: 100, description: 'upstream header wait and longest silence mid-stream' })),
       voices: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'speech: voices the upstream has besides the six standard ones' })),
+      max_tokens_field: Type.Optional(
+        Type.Union([Type.Literal('max_tokens'), Type.Literal('max_completion_tokens')], {
+          description: 'text: the request field of the output cap (default max_tokens; max_completion_tokens for api.openai.com, whose reasoning models refuse max_tokens)',
+        }),
+      ),
     },
     { additionalProperties: false },
   ),
@@ -38,6 +56,7 @@ export const openaiCompatible = defineProvider({
     if (s.voices !== undefined && s.type !== 'speech') return `voices applies to speech models only (this one is ${s.type})`;
     // only text engines are given a context window (embeddings and audio upstreams know their own limits)
     if (s.context_window !== undefined && s.type !== 'text') return `context_window applies to text models only (this one is ${s.type})`;
+    if (s.max_tokens_field !== undefined && s.type !== 'text') return `max_tokens_field applies to text models only (this one is ${s.type})`;
     return baseUrlProblem(s.base_url) ?? (s.api_key_env !== undefined ? apiKeyEnvProblem(s.api_key_env, env) : undefined);
   },
   // the text engine has chatCompletions exactly when it speaks Chat Completions to the upstream (./index.ts)
@@ -57,6 +76,7 @@ export const openaiCompatible = defineProvider({
           contextWindow: s.context_window,
           timeoutMs: s.timeout_ms,
           connectTimeoutMs: connectMs(s),
+          outputCap: s.max_tokens_field ?? defaultOutputCap(s.base_url),
         }),
         upstreamSecrets(s.base_url, apiKey),
       );

@@ -6,6 +6,13 @@ import { estimateTokens } from './tokens.js';
 export interface ChatOptions {
   /** how `developer` messages are sent: many open servers' chat templates only know `system` (default 'system') */
   developerRole: 'system' | 'developer';
+  /**
+   * the field the output cap goes in (default 'max_tokens'): `max_tokens`, which vLLM, Ollama, llama.cpp, LocalAI...
+   * know; `max_completion_tokens`, which OpenAI's reasoning models require (they refuse max_tokens); `reasoning`:
+   * max_completion_tokens when a reasoning effort is sent, else max_tokens (Azure: its reasoning deployments refuse
+   * max_tokens, its older api-versions' other deployments know only max_tokens)
+   */
+  outputCap?: 'max_tokens' | 'max_completion_tokens' | 'reasoning';
 }
 
 const STREAM_OPTIONS = { include_usage: true } as const;
@@ -108,8 +115,11 @@ export function buildChatBody(req: GenerateRequest, opts: ChatOptions): Record<s
   if (req.topP !== undefined) body.top_p = req.topP;
   if (req.presencePenalty !== undefined) body.presence_penalty = req.presencePenalty;
   if (req.frequencyPenalty !== undefined) body.frequency_penalty = req.frequencyPenalty;
-  // max_tokens, not max_completion_tokens: vLLM, Ollama, llama.cpp, LocalAI... know max_tokens; OpenAI still accepts it
-  if (req.maxOutputTokens !== undefined) body.max_tokens = req.maxOutputTokens;
+  if (req.maxOutputTokens !== undefined) {
+    const cap = opts.outputCap ?? 'max_tokens';
+    const completion = cap === 'max_completion_tokens' || (cap === 'reasoning' && req.reasoningEffort !== undefined);
+    body[completion ? 'max_completion_tokens' : 'max_tokens'] = req.maxOutputTokens;
+  }
   if (req.reasoningEffort) body.reasoning_effort = req.reasoningEffort;
   return body;
 }
