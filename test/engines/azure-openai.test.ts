@@ -90,6 +90,16 @@ test('an Entra ID token: Authorization: Bearer <token>, no api-key header', asyn
   await e.close();
 });
 
+test('max_tokens_field max_completion_tokens: an o-series deployment asked without a reasoning effort gets the cap it takes', async () => {
+  const o = createAzureOpenAIEngine({ endpoint: az.url, deployment: 'o4-mini', apiKey: KEY, outputCap: 'max_completion_tokens' });
+  await collect(o.generate(req({ maxOutputTokens: 40 })));
+  assert.deepEqual([az.requests[0]!.body.max_completion_tokens, az.requests[0]!.body.max_tokens], [40, undefined]);
+  await o.close();
+  // the default: max_tokens without an effort (what every api-version and model takes)
+  await collect(engine.generate(req({ maxOutputTokens: 40 })));
+  assert.deepEqual([az.requests[1]!.body.max_tokens, az.requests[1]!.body.max_completion_tokens], [40, undefined]);
+});
+
 // ------------------------------------------------------------------ the answer
 
 test('streamed: the first chunk without choices (prompt_filter_results) is skipped, deltas as they come, usage with cached tokens', async () => {

@@ -40,6 +40,9 @@ export interface AzureOpenAIOptions {
   /** an Entra ID app's client credentials: its tokens are sent as `Authorization: Bearer` (instead of apiKey) */
   entra?: EntraCredentialOptions;
   contextWindow?: number;
+  /** the output cap's field (default: max_completion_tokens with a reasoning effort, else max_tokens); an o-series
+   * deployment asked without an effort needs max_completion_tokens */
+  outputCap?: 'max_tokens' | 'max_completion_tokens';
   timeoutMs?: number;
   connectTimeoutMs?: number;
 }
@@ -171,15 +174,16 @@ function upstreamOf(opts: AzureOpenAIOptions): { upstream: AzureUpstream; close(
 // Azure 2024-10-21 knows `developer` only on newer models: sent as system, as openai-compatible does by default
 // a reasoning deployment (o-series, gpt-5: the only ones that take reasoning_effort) refuses max_tokens; its cap is
 // max_completion_tokens (api-version 2024-10-21 has it), which counts the reasoning too
-const CHAT_OPTS = { developerRole: 'system', outputCap: 'reasoning' } as const;
+const chatOptions = (cap: AzureOpenAIOptions['outputCap']) => ({ developerRole: 'system', outputCap: cap ?? 'reasoning' }) as const;
 
 export function createAzureOpenAIEngine(opts: AzureOpenAIOptions): TextEngine {
   const up = upstreamOf(opts);
+  const chatOpts = chatOptions(opts.outputCap);
   const upstream = up.upstream;
   const deployment = opts.deployment;
   // the deployment is the model Azure knows (v1 reads it from the body; the deployments surface ignores it)
   const body = (req: GenerateRequest) => {
-    const b = buildChatBody(req, CHAT_OPTS);
+    const b = buildChatBody(req, chatOpts);
     b.model = deployment;
     return b;
   };

@@ -80,6 +80,11 @@ export const azureOpenAI = defineProvider({
       ),
       context_window: Type.Optional(Type.Integer({ minimum: 16, description: 'text: tokens' })),
       timeout_ms: Type.Optional(Type.Integer({ minimum: 100, description: 'upstream header wait and longest silence mid-stream' })),
+      max_tokens_field: Type.Optional(
+        Type.Union([Type.Literal('max_tokens'), Type.Literal('max_completion_tokens')], {
+          description: 'text: the field of the output cap (default: max_completion_tokens with a reasoning effort, else max_tokens)',
+        }),
+      ),
     },
     { additionalProperties: false },
   ),
@@ -125,6 +130,7 @@ interface Entry {
   client_secret_env?: string;
   authority_host?: string;
   timeout_ms?: number;
+  max_tokens_field?: 'max_tokens' | 'max_completion_tokens';
 }
 
 /** the variable a key is read from by default: none when the entry names another credential */
@@ -210,6 +216,7 @@ function options(s: Entry, env: Readonly<Record<string, string | undefined>>, ap
     apiVersion: s.api_version,
     timeoutMs: s.timeout_ms,
     connectTimeoutMs: connectMs(s),
+    outputCap: s.max_tokens_field,
   };
   // a stored key (admin API) wins over the Entra credential, as over the token variable: the operator typed it for this entry
   if (s.auth === 'entra') return apiKey !== undefined ? { ...common, apiKey } : { ...common, entra: entraOf(s, env) };
