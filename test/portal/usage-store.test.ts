@@ -23,6 +23,7 @@ function record(requestId: string, over: Partial<UsageInsert> = {}): UsageInsert
     input_tokens: 12,
     output_tokens: 3,
     cached_tokens: 1,
+    cache_write_tokens: 2,
     characters: 0,
     audio_seconds: 1.25,
     output_audio_seconds: 2.5,
