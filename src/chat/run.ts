@@ -301,7 +301,8 @@ export class ChatRunner {
             break;
           case 'done': {
             const u = e.usage;
-            if (u.cacheWriteTokens !== undefined) meter.writes = { cacheWriteTokens: u.cacheWriteTokens, ...(u.cacheWrite1hTokens !== undefined ? { cacheWrite1hTokens: u.cacheWrite1hTokens } : {}) };
+            if (u.cacheWriteTokens !== undefined)
+              meter.writes = { cacheWriteTokens: u.cacheWriteTokens, ...(u.cacheWrite1hTokens !== undefined ? { cacheWrite1hTokens: u.cacheWrite1hTokens } : {}) };
             const usage = {
               prompt_tokens: u.inputTokens,
               completion_tokens: u.outputTokens,

@@ -272,7 +272,8 @@ export class ResponseBuilder {
     this.closeOpen(cut ? 'incomplete' : 'completed');
     if (model) r.model = model;
     r.usage = toUsage(usage);
-    if (usage.cacheWriteTokens !== undefined) cacheWrites.set(r, { cacheWriteTokens: usage.cacheWriteTokens, ...(usage.cacheWrite1hTokens !== undefined ? { cacheWrite1hTokens: usage.cacheWrite1hTokens } : {}) });
+    if (usage.cacheWriteTokens !== undefined)
+      cacheWrites.set(r, { cacheWriteTokens: usage.cacheWriteTokens, ...(usage.cacheWrite1hTokens !== undefined ? { cacheWrite1hTokens: usage.cacheWrite1hTokens } : {}) });
     r.completed_at = Math.floor(Date.now() / 1000);
     if (cut) {
       r.status = 'incomplete';

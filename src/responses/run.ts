@@ -285,7 +285,12 @@ export class Runner {
       u = toUsage({ inputTokens: input, outputTokens: Math.max(1, Math.ceil(chars / 4)) });
     }
     if (u) {
-      const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens, ...(final.usage ? cacheWritesOf(final) : {}) };
+      const metered = {
+        inputTokens: u.input_tokens,
+        outputTokens: u.output_tokens,
+        cachedTokens: u.input_tokens_details.cached_tokens,
+        ...(final.usage ? cacheWritesOf(final) : {}),
+      };
       await this.d.metering.charge({
         requestId: p.requestId,
         key: p.key,

@@ -59,7 +59,11 @@ describe('prompt-cache writes: counted, priced and reported', () => {
   let key: string;
   let client: OpenAI;
   const post = (path: string, body: unknown) =>
-    fetch(t.url + '/v1' + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+    fetch(t.url + '/v1' + path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify(body),
+    });
 
   /** the one new usage row of `model` and `operation` since `before` (rows are grouped by operation and model) */
   async function added(model: string, operation: string, before: UsageRow[]): Promise<{ input: number; cached: number; written: number; output: number; cost: number }> {

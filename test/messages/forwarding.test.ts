@@ -25,7 +25,8 @@ process.env.MSGFWD_ANTHROPIC_KEY = KEY;
 const PRICING = '{ input_per_million: 1, cached_input_per_million: 0.1, output_per_million: 2 }';
 
 /** the same, and cache writes at 1.25 a million (2 for the one-hour cache) */
-const CACHE_WRITE_PRICING = '{ input_per_million: 1, cached_input_per_million: 0.1, cache_write_input_per_million: 1.25, cache_write_1h_input_per_million: 2, output_per_million: 2 }';
+const CACHE_WRITE_PRICING =
+  '{ input_per_million: 1, cached_input_per_million: 0.1, cache_write_input_per_million: 1.25, cache_write_1h_input_per_million: 2, output_per_million: 2 }';
 
 function yaml(ant: string, dead: string, openai: string): string {
   const a = `provider: anthropic, base_url: ${ant}, api_key_env: MSGFWD_ANTHROPIC_KEY`;

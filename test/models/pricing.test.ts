@@ -65,7 +65,13 @@ describe('pricing of prompt-cache writes', () => {
 
 describe('prompt-cache counts read from the upstreams', () => {
   test("Anthropic's usage: writes and their one-hour part; message_delta's repeated counts keep the split", () => {
-    const start = anthropicUsage({ input_tokens: 10, cache_read_input_tokens: 20, cache_creation_input_tokens: 30, cache_creation: { ephemeral_5m_input_tokens: 18, ephemeral_1h_input_tokens: 12 }, output_tokens: 1 });
+    const start = anthropicUsage({
+      input_tokens: 10,
+      cache_read_input_tokens: 20,
+      cache_creation_input_tokens: 30,
+      cache_creation: { ephemeral_5m_input_tokens: 18, ephemeral_1h_input_tokens: 12 },
+      output_tokens: 1,
+    });
     assert.deepEqual(start, { inputTokens: 60, outputTokens: 1, cachedTokens: 20, cacheWriteTokens: 30, cacheWrite1hTokens: 12 });
     assert.deepEqual(anthropicUsage({ input_tokens: 10, cache_read_input_tokens: 20, cache_creation_input_tokens: 30, output_tokens: 7 }, start), { ...start, outputTokens: 7 });
     assert.deepEqual(anthropicUsage({ input_tokens: null, output_tokens: 9 }, start), { ...start, outputTokens: 9 });
@@ -73,20 +79,32 @@ describe('prompt-cache counts read from the upstreams', () => {
     assert.deepEqual(anthropicUsage({ input_tokens: 5, output_tokens: 1 }), { inputTokens: 5, outputTokens: 1 });
     assert.equal(anthropicUsage({ input_tokens: 5, cache_creation_input_tokens: 4, cache_creation: { ephemeral_1h_input_tokens: 40 } })?.cacheWrite1hTokens, 4);
     // the forwarded Messages read the same
-    assert.deepEqual(readUsage(undefined, { input_tokens: 10, cache_read_input_tokens: 20, cache_creation_input_tokens: 30, cache_creation: { ephemeral_1h_input_tokens: 12 }, output_tokens: 1 }), start);
+    assert.deepEqual(
+      readUsage(undefined, { input_tokens: 10, cache_read_input_tokens: 20, cache_creation_input_tokens: 30, cache_creation: { ephemeral_1h_input_tokens: 12 }, output_tokens: 1 }),
+      start,
+    );
     assert.deepEqual(readUsage(start, { cache_creation_input_tokens: 30, input_tokens: 10, cache_read_input_tokens: 20, output_tokens: 4 }), { ...start, outputTokens: 4 });
   });
 
   test("Bedrock's usage: cacheWriteInputTokens, the one-hour part from cacheDetails", () => {
     assert.deepEqual(
-      converseUsage({ inputTokens: 10, cacheReadInputTokens: 20, cacheWriteInputTokens: 30, cacheDetails: [{ ttl: '1h', inputTokens: 12 }, { ttl: '5m', inputTokens: 18 }], outputTokens: 1 }),
+      converseUsage({
+        inputTokens: 10,
+        cacheReadInputTokens: 20,
+        cacheWriteInputTokens: 30,
+        cacheDetails: [
+          { ttl: '1h', inputTokens: 12 },
+          { ttl: '5m', inputTokens: 18 },
+        ],
+        outputTokens: 1,
+      }),
       { inputTokens: 60, outputTokens: 1, cachedTokens: 20, cacheWriteTokens: 30, cacheWrite1hTokens: 12 },
     );
     assert.deepEqual(converseUsage({ inputTokens: 10, cacheWriteInputTokens: 30, outputTokens: 1 }), { inputTokens: 40, outputTokens: 1, cacheWriteTokens: 30 });
     assert.deepEqual(converseUsage({ inputTokens: 10, outputTokens: 1, cacheDetails: 'junk' }), { inputTokens: 10, outputTokens: 1 });
   });
 
-  test("the Messages usage object: input_tokens without reads or writes; the writes and their split as Anthropic gives them", () => {
+  test('the Messages usage object: input_tokens without reads or writes; the writes and their split as Anthropic gives them', () => {
     assert.deepEqual(usageObject({ inputTokens: 60, outputTokens: 1, cachedTokens: 20, cacheWriteTokens: 30, cacheWrite1hTokens: 12 }), {
       input_tokens: 10,
       cache_creation_input_tokens: 30,
@@ -96,6 +114,12 @@ describe('prompt-cache counts read from the upstreams', () => {
       service_tier: 'standard',
     });
     // an engine that counts no writes: 0, and no split
-    assert.deepEqual(usageObject({ inputTokens: 5, outputTokens: 1 }), { input_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1, service_tier: 'standard' });
+    assert.deepEqual(usageObject({ inputTokens: 5, outputTokens: 1 }), {
+      input_tokens: 5,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: 1,
+      service_tier: 'standard',
+    });
   });
 });

@@ -45,7 +45,12 @@ for (const kind of testDatabases()) {
           values ('req-old', 1790000000, 1790000000000, 'POST', '/v1/x', 'transcription', 200, 1, 2.5)`.execute(db);
 
         // this migration, then those after it
-        assert.deepEqual(await opened.migrate(), Object.keys(migrations).sort().filter((name) => name >= MIGRATION));
+        assert.deepEqual(
+          await opened.migrate(),
+          Object.keys(migrations)
+            .sort()
+            .filter((name) => name >= MIGRATION),
+        );
 
         const old = await sql<{ a: number; o: number }>`select audio_seconds as a, output_audio_seconds as o from usage_records where record_id = 'rec-old'`.execute(db);
         assert.deepEqual(

@@ -38,7 +38,10 @@ export function converseUsage(u: any): Usage | undefined {
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
   const usage: Usage = { inputTokens: num(u.inputTokens) + num(u.cacheReadInputTokens) + num(u.cacheWriteInputTokens), outputTokens: num(u.outputTokens) };
   const details: unknown[] = Array.isArray(u.cacheDetails) ? u.cacheDetails : [];
-  const oneHour = details.reduce<number>((n, d) => n + (d && typeof d === 'object' && (d as { ttl?: unknown }).ttl === '1h' ? num((d as { inputTokens?: unknown }).inputTokens) : 0), 0);
+  const oneHour = details.reduce<number>(
+    (n, d) => n + (d && typeof d === 'object' && (d as { ttl?: unknown }).ttl === '1h' ? num((d as { inputTokens?: unknown }).inputTokens) : 0),
+    0,
+  );
   const has = (v: unknown) => (typeof v === 'number' ? num(v) : undefined);
   Object.assign(usage, cacheCounts(has(u.cacheReadInputTokens), has(u.cacheWriteInputTokens), oneHour));
   return usage;

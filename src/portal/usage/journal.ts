@@ -124,7 +124,13 @@ export class UsageJournal {
  * replaying a newer line (a rollback) ignores a column it does not know: its insert names its own columns.
  */
 function fromLine(r: Partial<UsageInsert>): UsageInsert {
-  return { ...r, spend_epoch: r.spend_epoch ?? null, deployment: r.deployment ?? null, output_audio_seconds: r.output_audio_seconds ?? 0, cache_write_tokens: r.cache_write_tokens ?? 0 } as UsageInsert;
+  return {
+    ...r,
+    spend_epoch: r.spend_epoch ?? null,
+    deployment: r.deployment ?? null,
+    output_audio_seconds: r.output_audio_seconds ?? 0,
+    cache_write_tokens: r.cache_write_tokens ?? 0,
+  } as UsageInsert;
 }
 
 /** One line of DATA_DIR/usage-refused.ndjson. */

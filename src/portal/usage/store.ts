@@ -36,7 +36,10 @@ export interface UsageRow {
 }
 
 /** what every usage report sums over its records */
-export type UsageSums = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'cache_write_tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds' | 'cost_micros'>;
+export type UsageSums = Pick<
+  UsageRow,
+  'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'cache_write_tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds' | 'cost_micros'
+>;
 
 /** the selections of an aggregate over usage_records that give UsageSums (the user's report and the operator's) */
 export function usageSums() {
