@@ -12,6 +12,8 @@ import { AUDIO_UNITS } from '../../src/audio/service.js';
 import { anthropicUsage } from '../../src/engines/anthropic/decoder.js';
 import { converseUsage } from '../../src/engines/bedrock/decoder.js';
 import { readUsage, usageObject } from '../../src/messages/run.js';
+import { RealtimeService, type RealtimeDeps } from '../../src/realtime/service.js';
+import type { ModelSpec } from '../../src/models/spec.js';
 
 const prices = new Prices();
 const FULL = { input_per_million: 1, cached_input_per_million: 0.1, cache_write_input_per_million: 1.25, cache_write_1h_input_per_million: 2, output_per_million: 2 };
@@ -40,6 +42,15 @@ describe('pricing of prompt-cache writes', () => {
     assert.equal(prices.costMicros({ pricing: FULL }, { inputTokens: 1000, cachedTokens: 800, cacheWriteTokens: 500 }), 800 * 0.1 + 200 * 1.25);
     assert.equal(prices.costMicros({ pricing: FULL }, { inputTokens: 1000, cacheWriteTokens: 400, cacheWrite1hTokens: 900 }), 600 + 400 * 2);
     assert.equal(prices.costMicros({ pricing: FULL }, { inputTokens: 1000, cachedTokens: -5, cacheWriteTokens: Number.NaN }), 1000);
+  });
+
+  test("a realtime pipeline's model without pricing: its text model's cache-write prices are its own", () => {
+    const svc = new RealtimeService({} as RealtimeDeps);
+    const rt = { name: 'rt', provider: 'pipeline', type: 'realtime' } as ModelSpec;
+    const text = { name: 'claude', provider: 'anthropic', type: 'text', pricing: FULL } as ModelSpec;
+    const priced = svc.pricing(rt, { text });
+    const used = { inputTokens: 1_000_000, cachedTokens: 600_000, cacheWriteTokens: 300_000, cacheWrite1hTokens: 100_000, outputTokens: 0 };
+    assert.equal(prices.costMicros(priced, used), 100_000 + 60_000 + 250_000 + 200_000);
   });
 
   test('the model file takes the keys on text models, refuses them elsewhere and below zero', () => {

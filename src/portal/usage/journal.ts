@@ -120,8 +120,9 @@ export class UsageJournal {
 
 /**
  * A journal line as a record: the columns added after the journal's first release default as their migrations do
- * (spend_epoch 0005, deployment 0007: null; output_audio_seconds 0016, cache_write_tokens 0017: 0). The other way round, an older release
- * replaying a newer line (a rollback) ignores a column it does not know: its insert names its own columns.
+ * (spend_epoch 0005, deployment 0007: null; output_audio_seconds 0016, cache_write_tokens 0017: 0). The other way
+ * round, an older release replaying a newer line (a rollback) ignores a column it does not know: its insert names
+ * its own columns.
  */
 function fromLine(r: Partial<UsageInsert>): UsageInsert {
   return {
