@@ -83,6 +83,7 @@ export interface RequestRow {
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  cache_write_tokens: number;
   characters: number;
   audio_seconds: number;
   output_audio_seconds: number;
@@ -322,14 +323,15 @@ export class AdminStore {
     }
     const logPart = sql`select cast(l.seq as text) as id, l.request_id, l.created_at, l.received_at_ms, l.user_id, l.org_id, l.key_id, l.route,
         l.model, l.deployment, l.operation, l.status, l.error_code, l.error_message, l.latency_ms, l.ttft_ms, l.engine_ms,
-        l.input_tokens, l.output_tokens, cast(0 as bigint) as cached_tokens, l.characters, l.audio_seconds, l.output_audio_seconds,
+        l.input_tokens, l.output_tokens, cast(0 as bigint) as cached_tokens, cast(0 as bigint) as cache_write_tokens, l.characters, l.audio_seconds, l.output_audio_seconds,
         l.cost_micros, l.response_id, 'log' as source
       from request_log l where ${sql.join(logWhere, sql` and `)}`;
     const ledgerPart = sql`select cast(min(u.id) as text) as id, u.request_id, min(u.created_at) as created_at, min(u.created_at) * 1000 as received_at_ms,
         min(u.user_id) as user_id, min(u.org_id) as org_id, min(u.key_id) as key_id, cast(null as text) as route, min(u.model) as model,
         min(u.deployment) as deployment, min(u.operation) as operation, 200 as status, cast(null as text) as error_code, cast(null as text) as error_message,
         cast(null as double precision) as latency_ms, cast(null as double precision) as ttft_ms, cast(null as double precision) as engine_ms,
-        sum(u.input_tokens) as input_tokens, sum(u.output_tokens) as output_tokens, sum(u.cached_tokens) as cached_tokens, sum(u.characters) as characters,
+        sum(u.input_tokens) as input_tokens, sum(u.output_tokens) as output_tokens, sum(u.cached_tokens) as cached_tokens, sum(u.cache_write_tokens) as cache_write_tokens,
+        sum(u.characters) as characters,
         sum(u.audio_seconds) as audio_seconds, sum(u.output_audio_seconds) as output_audio_seconds, sum(u.cost_micros) as cost_micros, cast(null as text) as response_id, 'ledger' as source
       from usage_records u where ${sql.join(ledWhere, sql` and `)}
         and not exists (select 1 from request_log l2 where l2.request_id = u.request_id)

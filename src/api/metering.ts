@@ -104,6 +104,7 @@ export class Metering {
       ...(u.inputTokens !== undefined ? { inputTokens: u.inputTokens } : {}),
       ...(u.outputTokens !== undefined ? { outputTokens: u.outputTokens } : {}),
       ...(u.cachedTokens !== undefined ? { cachedTokens: u.cachedTokens } : {}),
+      ...(u.cacheWriteTokens !== undefined ? { cacheWriteTokens: u.cacheWriteTokens } : {}),
       ...(characters !== undefined ? { characters } : {}),
       ...(audioSeconds !== undefined ? { audioSeconds } : {}),
       ...(outputAudioSeconds !== undefined ? { outputAudioSeconds } : {}),

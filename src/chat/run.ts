@@ -30,11 +30,15 @@ interface Counted {
   inputTokens: number;
   outputTokens: number;
   cachedTokens?: number;
+  cacheWriteTokens?: number;
+  cacheWrite1hTokens?: number;
 }
 
 /** What an answer produced so far: the engine's usage once known, else the text for an estimate. */
 class Meter {
   usage: Counted | undefined;
+  /** the engine's prompt-cache writes, told before its usage chunk (OpenAI's usage object has no place for them) */
+  writes: Pick<Counted, 'cacheWriteTokens' | 'cacheWrite1hTokens'> = {};
   chars = 0;
   /** pieces of output (a choice's delta that carried text): about a token each from an upstream */
   pieces = 0;
@@ -61,7 +65,7 @@ class Meter {
     const u = o.usage as { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } } | null | undefined;
     if (u && typeof u === 'object') {
       const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
-      this.usage = { inputTokens: n(u.prompt_tokens), outputTokens: n(u.completion_tokens), cachedTokens: n(u.prompt_tokens_details?.cached_tokens) };
+      this.usage = { inputTokens: n(u.prompt_tokens), outputTokens: n(u.completion_tokens), cachedTokens: n(u.prompt_tokens_details?.cached_tokens), ...this.writes };
     }
     const choices = o.choices;
     if (!Array.isArray(choices)) return;
@@ -119,7 +123,7 @@ export class ChatRunner {
         meter.see(answer);
       } else {
         const chunks: Obj[] = [];
-        for await (const c of this.generate(p, signal)) {
+        for await (const c of this.generate(p, signal, meter)) {
           if (chunks.length === 0) facts?.firstOutput();
           const shown = meter.mark();
           meter.see(c);
@@ -184,7 +188,7 @@ export class ChatRunner {
     const facts = p.facts;
     facts?.engineStarted();
     try {
-      const source = p.forward ? this.forwardChunks(p, signal) : this.generate(p, signal);
+      const source = p.forward ? this.forwardChunks(p, signal) : this.generate(p, signal, meter);
       for await (const chunk of source) {
         facts?.firstOutput();
         const shown = meter.mark();
@@ -247,8 +251,11 @@ export class ChatRunner {
 
   // ---------------------------------------------------------------- generate
 
-  /** The engine's events as OpenAI's chunks: role first (after the engine's first event), deltas, then the finish chunk and the usage chunk. */
-  private async *generate(p: PreparedChat, signal: AbortSignal): AsyncGenerator<Obj> {
+  /**
+   * The engine's events as OpenAI's chunks: role first (after the engine's first event), deltas, then the finish
+   * chunk and the usage chunk. The engine's cache writes, which that chunk has no place for, are told to `meter`.
+   */
+  private async *generate(p: PreparedChat, signal: AbortSignal, meter: Meter): AsyncGenerator<Obj> {
     const created = Math.floor(Date.now() / 1000);
     // every chunk names the model the client sent, whatever the engine calls it (docs/models.md)
     const model = p.spec.name;
@@ -294,6 +301,8 @@ export class ChatRunner {
             break;
           case 'done': {
             const u = e.usage;
+            if (u.cacheWriteTokens !== undefined)
+              meter.writes = { cacheWriteTokens: u.cacheWriteTokens, ...(u.cacheWrite1hTokens !== undefined ? { cacheWrite1hTokens: u.cacheWrite1hTokens } : {}) };
             const usage = {
               prompt_tokens: u.inputTokens,
               completion_tokens: u.outputTokens,

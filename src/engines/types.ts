@@ -96,9 +96,15 @@ export interface RouteNote {
 }
 
 export interface Usage {
+  /** every input token: read afresh, read from a prompt cache, and written to one */
   inputTokens: number;
   outputTokens: number;
+  /** the part of inputTokens read from a prompt cache */
   cachedTokens?: number;
+  /** the part of inputTokens written to a prompt cache (whatever its lifetime) */
+  cacheWriteTokens?: number;
+  /** the part of cacheWriteTokens written to a one-hour cache (the rest: the default, five minutes) */
+  cacheWrite1hTokens?: number;
   reasoningTokens?: number;
 }
 

@@ -13,6 +13,7 @@ import type { Metering } from '../api/metering.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { OutputCount, type Admission, type Hold } from '../api/admission.js';
 import type { PreparedMessage } from './prepare.js';
+import { cacheCounts, copyCacheCounts, type CacheCounts } from '../engines/shared/usage.js';
 
 export type Obj = Record<string, unknown>;
 
@@ -28,13 +29,21 @@ export interface MessagesRunDeps {
 /** Anthropic's stop reasons for the engines' finish reasons */
 const STOP: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', content_filter: 'refusal' };
 
-/** Anthropic's usage object: input_tokens are the tokens not read from a cache, as Anthropic counts them */
+/**
+ * Anthropic's usage object: input_tokens are the tokens neither read from a cache nor written to one, as Anthropic
+ * counts them; the writes are `cache_creation_input_tokens`, split by the cache's lifetime in `cache_creation` when
+ * the engine counted them.
+ */
 export function usageObject(u: Usage): Obj {
-  const cached = Math.min(u.cachedTokens ?? 0, u.inputTokens);
+  const part = (n: number | undefined, most: number) => Math.max(0, Math.min(n ?? 0, most));
+  const cached = part(u.cachedTokens, u.inputTokens);
+  const written = part(u.cacheWriteTokens, u.inputTokens - cached);
+  const written1h = part(u.cacheWrite1hTokens, written);
   return {
-    input_tokens: u.inputTokens - cached,
-    cache_creation_input_tokens: 0,
+    input_tokens: u.inputTokens - cached - written,
+    cache_creation_input_tokens: written,
     cache_read_input_tokens: cached,
+    ...(u.cacheWriteTokens !== undefined ? { cache_creation: { ephemeral_5m_input_tokens: written - written1h, ephemeral_1h_input_tokens: written1h } } : {}),
     output_tokens: u.outputTokens,
     ...(u.reasoningTokens !== undefined ? { output_tokens_details: { thinking_tokens: u.reasoningTokens } } : {}),
     service_tier: 'standard',
@@ -284,8 +293,8 @@ export class MessagesRunner {
       const counted: Usage = {
         inputTokens: usage?.inputTokens ?? 0,
         outputTokens: Math.max(usage?.outputTokens ?? 0, shown.tokens),
-        ...(usage?.cachedTokens !== undefined ? { cachedTokens: usage.cachedTokens } : {}),
       };
+      copyCacheCounts(usage, counted);
       await this.record(p, counted, hold);
       for (const index of open) yield { type: 'content_block_stop', index };
       yield { type: 'message_delta', delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: usageObject(counted) };
@@ -304,7 +313,7 @@ export class MessagesRunner {
       key: p.key,
       spec: p.spec,
       operation: MESSAGES_OPERATION,
-      used: { inputTokens: used.inputTokens, outputTokens: used.outputTokens, ...(used.cachedTokens !== undefined ? { cachedTokens: used.cachedTokens } : {}) },
+      used: { inputTokens: used.inputTokens, outputTokens: used.outputTokens, ...pick(used) },
       deployment: p.route.deployment,
       hold,
       facts: p.facts,
@@ -380,8 +389,9 @@ function named(p: PreparedMessage, m: Obj): Obj {
 
 /**
  * Anthropic's usage object (message_start's, message_delta's, an answer's) as the engines' Usage, over what was
- * known: every input token (cache reads and writes included) is input, cache reads the cached part; a count that
- * is absent or null keeps the one known before (message_delta repeats the counts it knows).
+ * known: every input token (cache reads and writes included) is input, cache reads the cached part, cache writes
+ * the written part (`cache_creation.ephemeral_1h_input_tokens` of them to the one-hour cache); a count that is
+ * absent or null keeps the one known before (message_delta repeats the counts it knows).
  */
 export function readUsage(prev: Usage | undefined, u: unknown): Usage | undefined {
   if (!u || typeof u !== 'object') return prev;
@@ -397,8 +407,11 @@ export function readUsage(prev: Usage | undefined, u: unknown): Usage | undefine
     inputTokens: anyInput ? (input ?? 0) + (read ?? 0) + (write ?? 0) : (prev?.inputTokens ?? 0),
     outputTokens: output ?? prev?.outputTokens ?? 0,
   };
-  const cached = anyInput ? read : prev?.cachedTokens;
-  if (cached !== undefined) usage.cachedTokens = cached;
+  const c = o.cache_creation as Obj | null | undefined;
+  // message_delta repeats the writes without their split: the split known before stays
+  const write1h = num(c && typeof c === 'object' ? c.ephemeral_1h_input_tokens : undefined) ?? prev?.cacheWrite1hTokens;
+  if (anyInput) Object.assign(usage, cacheCounts(read, write, write1h));
+  else copyCacheCounts(prev, usage);
   return usage;
 }
 
@@ -410,4 +423,11 @@ function outputOf(m: Obj): OutputCount {
     c.add(t, Infinity);
   }
   return c;
+}
+
+/** the cache counts a usage has */
+function pick(u: Usage): CacheCounts {
+  const out: CacheCounts = {};
+  copyCacheCounts(u, out);
+  return out;
 }

@@ -145,10 +145,15 @@ export type ToolParam = Static<typeof Tool>;
 // ---------------------------------------------------------------- answers (for the OpenAPI document)
 
 const Usage = Type.Object({
-  input_tokens: Type.Integer({ description: 'input tokens not read from a cache' }),
+  input_tokens: Type.Integer({ description: 'input tokens neither read from a cache nor written to one' }),
   output_tokens: Type.Integer(),
   cache_read_input_tokens: Type.Union([Type.Integer(), Type.Null()], { description: "input tokens the engine read from its cache (the engine's cached tokens)" }),
-  cache_creation_input_tokens: Type.Union([Type.Integer(), Type.Null()]),
+  cache_creation_input_tokens: Type.Union([Type.Integer(), Type.Null()], { description: 'input tokens the engine wrote to its prompt cache' }),
+  cache_creation: Type.Optional(
+    Type.Union([Type.Object({ ephemeral_5m_input_tokens: Type.Integer(), ephemeral_1h_input_tokens: Type.Integer() }), Type.Null()], {
+      description: 'the cache writes by the lifetime of the cache written to, when the engine counted them',
+    }),
+  ),
   output_tokens_details: Type.Optional(Type.Union([Type.Object({ thinking_tokens: Type.Integer() }), Type.Null()])),
   service_tier: Type.Optional(Type.Union([Type.String(), Type.Null()])),
 });

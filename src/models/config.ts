@@ -206,6 +206,8 @@ const PRICED: Record<string, readonly string[]> = {
   input_per_million: ['text', 'embeddings'],
   output_per_million: ['text'],
   cached_input_per_million: ['text'],
+  cache_write_input_per_million: ['text'],
+  cache_write_1h_input_per_million: ['text'],
 };
 
 /**

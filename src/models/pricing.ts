@@ -10,13 +10,19 @@ export interface Metered {
   outputTokens?: number;
   /** the part of inputTokens served from a cache */
   cachedTokens?: number;
+  /** the part of inputTokens written to a prompt cache */
+  cacheWriteTokens?: number;
+  /** the part of cacheWriteTokens written to a one-hour cache */
+  cacheWrite1hTokens?: number;
   units?: Readonly<Record<string, number>>;
 }
 
 /**
  * The prices of the model file applied to what requests used: the one place prices are applied. Tokens are priced
  * per million (`input_per_million`, `output_per_million`, `cached_input_per_million`: cached input at its own price
- * when set, else the input price); every other unit by the pricing key its feature declared (`per_character`
+ * when set, else the input price; `cache_write_input_per_million`: input written to a prompt cache, else at the
+ * input price; `cache_write_1h_input_per_million`: the part written to a one-hour cache, else at the cache-write
+ * price); every other unit by the pricing key its feature declared (`per_character`
  * prices the `characters` unit: credits per one).
  */
 export class Prices {
@@ -31,10 +37,21 @@ export class Prices {
   costMicros(spec: Pick<ModelSpec, 'pricing'>, m: Metered): number {
     const pr = spec.pricing;
     if (!pr) return 0;
-    const cached = Math.min(m.cachedTokens ?? 0, m.inputTokens ?? 0);
-    const input = (m.inputTokens ?? 0) - cached;
+    // the parts of the input, each at most what is left of it (counts from upstreams are not trusted to add up)
+    const all = Math.max(0, m.inputTokens ?? 0);
+    const cached = clamp(m.cachedTokens, all);
+    const written = clamp(m.cacheWriteTokens, all - cached);
+    const written1h = clamp(m.cacheWrite1hTokens, written);
+    const input = all - cached - written;
+    const inputPrice = pr.input_per_million ?? 0;
+    const writePrice = pr.cache_write_input_per_million ?? inputPrice;
     // per million tokens and micro-credits: the two factors cancel
-    let cost = input * (pr.input_per_million ?? 0) + cached * (pr.cached_input_per_million ?? pr.input_per_million ?? 0) + (m.outputTokens ?? 0) * (pr.output_per_million ?? 0);
+    let cost =
+      input * inputPrice +
+      cached * (pr.cached_input_per_million ?? inputPrice) +
+      (written - written1h) * writePrice +
+      written1h * (pr.cache_write_1h_input_per_million ?? writePrice) +
+      (m.outputTokens ?? 0) * (pr.output_per_million ?? 0);
     if (m.units) {
       for (const [unit, n] of Object.entries(m.units)) {
         const key = this.priceOf.get(unit);
@@ -43,4 +60,9 @@ export class Prices {
     }
     return cost;
   }
+}
+
+/** a count within [0, most] (absent, negative or not finite: 0) */
+function clamp(n: number | undefined, most: number): number {
+  return n !== undefined && Number.isFinite(n) && n > 0 ? Math.min(n, most) : 0;
 }

@@ -19,6 +19,10 @@ export const PricingSchema = Type.Object(
     input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
     output_per_million: Type.Optional(Type.Number({ minimum: 0 })),
     cached_input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
+    /** input written to a prompt cache (Anthropic's default five-minute cache, Bedrock's); absent: the input price */
+    cache_write_input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
+    /** input written to a one-hour prompt cache; absent: cache_write_input_per_million */
+    cache_write_1h_input_per_million: Type.Optional(Type.Number({ minimum: 0 })),
   },
   { additionalProperties: false, patternProperties: { [UNIT_PRICE_KEY]: Type.Number({ minimum: 0 }) } },
 );

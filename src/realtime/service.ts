@@ -187,7 +187,15 @@ export class RealtimeService {
     if (spec.pricing) return spec;
     const p: Record<string, number | undefined> = {};
     const t = parts.text?.pricing;
-    if (t) Object.assign(p, { input_per_million: t.input_per_million, output_per_million: t.output_per_million, cached_input_per_million: t.cached_input_per_million });
+    if (t) {
+      Object.assign(p, {
+        input_per_million: t.input_per_million,
+        output_per_million: t.output_per_million,
+        cached_input_per_million: t.cached_input_per_million,
+        cache_write_input_per_million: t.cache_write_input_per_million,
+        cache_write_1h_input_per_million: t.cache_write_1h_input_per_million,
+      });
+    }
     const a = parts.transcription?.pricing?.per_audio_second;
     if (a !== undefined) p.per_audio_second = a;
     const c = parts.speech?.pricing?.per_character;

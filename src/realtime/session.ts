@@ -1234,7 +1234,14 @@ export class PipelineSession {
       key: this.o.key,
       spec: priced,
       operation: REALTIME_OPERATION,
-      used: { inputTokens: usage?.inputTokens ?? 0, outputTokens: usage?.outputTokens ?? 0, cachedTokens: usage?.cachedTokens, units },
+      used: {
+        inputTokens: usage?.inputTokens ?? 0,
+        outputTokens: usage?.outputTokens ?? 0,
+        cachedTokens: usage?.cachedTokens,
+        cacheWriteTokens: usage?.cacheWriteTokens,
+        cacheWrite1hTokens: usage?.cacheWrite1hTokens,
+        units,
+      },
       deployment: svc.deploymentOf(spec),
     });
   }

@@ -272,6 +272,8 @@ export class ResponseBuilder {
     this.closeOpen(cut ? 'incomplete' : 'completed');
     if (model) r.model = model;
     r.usage = toUsage(usage);
+    if (usage.cacheWriteTokens !== undefined)
+      cacheWrites.set(r, { cacheWriteTokens: usage.cacheWriteTokens, ...(usage.cacheWrite1hTokens !== undefined ? { cacheWrite1hTokens: usage.cacheWrite1hTokens } : {}) });
     r.completed_at = Math.floor(Date.now() / 1000);
     if (cut) {
       r.status = 'incomplete';
@@ -325,6 +327,18 @@ export class ResponseBuilder {
     this.send('response.incomplete', () => ({ response: this.snapshot() }));
     return r;
   }
+}
+
+/**
+ * The engine's prompt-cache writes of a finished response, which its usage (OpenAI's shape: input_tokens_details
+ * has cached_tokens only) has no place for: the usage record prices them (ResponseRunner.recordUsage). Kept
+ * beside the object, never in it, so it is neither stored nor shown.
+ */
+const cacheWrites = new WeakMap<ResponseObject, Pick<Usage, 'cacheWriteTokens' | 'cacheWrite1hTokens'>>();
+
+/** the engine's prompt-cache writes of a response the builder finished (none: an empty object) */
+export function cacheWritesOf(r: ResponseObject): Pick<Usage, 'cacheWriteTokens' | 'cacheWrite1hTokens'> {
+  return cacheWrites.get(r) ?? {};
 }
 
 export function toUsage(u: Usage): ResponseUsage {

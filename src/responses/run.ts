@@ -11,7 +11,7 @@ import type { RequestFacts } from '../platform/ops/facts.js';
 import type { Metering } from '../api/metering.js';
 import { fromEngineError } from '../api/engine-errors.js';
 import { OutputCount, type Admission, type Hold } from '../api/admission.js';
-import { ResponseBuilder, toUsage, type StreamEvent } from './builder.js';
+import { ResponseBuilder, cacheWritesOf, toUsage, type StreamEvent } from './builder.js';
 import { outputText, spokenCharacters, type ResponseObject } from './object.js';
 import type { ResponseStore } from './store.js';
 import type { Prepared } from './prepare.js';
@@ -285,7 +285,12 @@ export class Runner {
       u = toUsage({ inputTokens: input, outputTokens: Math.max(1, Math.ceil(chars / 4)) });
     }
     if (u) {
-      const metered = { inputTokens: u.input_tokens, outputTokens: u.output_tokens, cachedTokens: u.input_tokens_details.cached_tokens };
+      const metered = {
+        inputTokens: u.input_tokens,
+        outputTokens: u.output_tokens,
+        cachedTokens: u.input_tokens_details.cached_tokens,
+        ...(final.usage ? cacheWritesOf(final) : {}),
+      };
       await this.d.metering.charge({
         requestId: p.requestId,
         key: p.key,

@@ -163,7 +163,7 @@ for (const db of testDatabases()) {
       const lines = res.body.trimEnd().split('\r\n');
       assert.equal(
         lines[0],
-        'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,characters,audio_seconds,output_audio_seconds,cost,response_id',
+        'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,cache_write_tokens,characters,audio_seconds,output_audio_seconds,cost,response_id',
       );
       assert.equal(lines.length, 4);
       const missing = lines.find((l) => l.includes(ids.missing))!;

@@ -140,11 +140,11 @@ for (const db of testDatabases()) {
       const lines = res.body.trimEnd().split('\r\n');
       assert.equal(
         lines[0],
-        'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,characters,audio_seconds,output_audio_seconds,cost,response_id',
+        'created_at,request_id,user_id,org_id,key_id,model,deployment,operation,route,status,error_code,error_message,latency_ms,ttft_ms,input_tokens,output_tokens,cached_tokens,cache_write_tokens,characters,audio_seconds,output_audio_seconds,cost,response_id',
       );
       assert.equal(lines.length, 2);
       // a request known from the ledger alone: status 200, no route, error or timings
-      assert.match(lines[1]!, /^\d{4}-\d{2}-\d{2}T[^,]+,req_4,cy,default,key_c,"'=HYPERLINK\(""http:\/\/x""\)",,responses,,200,,,,,10,5,0,0,0,0\.75,0\.5,$/);
+      assert.match(lines[1]!, /^\d{4}-\d{2}-\d{2}T[^,]+,req_4,cy,default,key_c,"'=HYPERLINK\(""http:\/\/x""\)",,responses,,200,,,,,10,5,0,0,0,0,0\.75,0\.5,$/);
       const all = await get('/v1/admin/requests.csv?limit=2');
       assert.equal(all.body.trimEnd().split('\r\n').length, 3);
       assert.equal((await get('/v1/admin/requests.csv?limit=0')).statusCode, 400);

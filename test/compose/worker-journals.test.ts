@@ -21,6 +21,7 @@ const row = (id: string): UsageInsert => ({
   input_tokens: 3,
   output_tokens: 4,
   cached_tokens: 0,
+  cache_write_tokens: 0,
   characters: 0,
   audio_seconds: 0,
   output_audio_seconds: 0,

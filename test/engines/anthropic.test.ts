@@ -172,7 +172,7 @@ test('refused before any call, naming the parameter: penalties, seed, temperatur
 
 // ------------------------------------------------------------------ the answer
 
-test('streamed text: deltas as they come, the upstream model, usage with cache reads and writes as input and cache reads as cached', async () => {
+test('streamed text: deltas as they come, the upstream model, usage with cache reads and writes as input, cache reads as cached, cache writes as written', async () => {
   up.script({
     text: 'Hello there, friend.',
     chunks: 3,
@@ -186,7 +186,7 @@ test('streamed text: deltas as they come, the upstream model, usage with cache r
   const d = done(evs);
   assert.equal(d.finishReason, 'stop');
   assert.equal(d.model, 'claude-test-20250101');
-  assert.deepEqual(d.usage, { inputTokens: 125, outputTokens: 7, cachedTokens: 100 });
+  assert.deepEqual(d.usage, { inputTokens: 125, outputTokens: 7, cachedTokens: 100, cacheWriteTokens: 20 });
 });
 
 test('stream false: one JSON answer is asked for (no stream field), the events are the same as streamed', async () => {

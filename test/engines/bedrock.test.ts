@@ -221,14 +221,14 @@ test('refused before any call, naming the parameter: penalties, seed, an image U
 
 // ------------------------------------------------------------------ the answer
 
-test('streamed text: deltas as they come, usage with cache reads and writes as input and cache reads as cached', async () => {
+test('streamed text: deltas as they come, usage with cache reads and writes as input, cache reads as cached, cache writes as written', async () => {
   up.script({ text: 'Hello there, friend.', chunks: 3, usage: { inputTokens: 10, outputTokens: 7, cacheReadInputTokens: 100, cacheWriteInputTokens: 20 } });
   const evs = await collect(engine.generate(req()));
   assert.equal(evs.filter((e) => e.type === 'text_delta').length, 3);
   assert.equal(text(evs), 'Hello there, friend.');
   const d = done(evs);
   assert.equal(d.finishReason, 'stop');
-  assert.deepEqual(d.usage, { inputTokens: 130, outputTokens: 7, cachedTokens: 100 });
+  assert.deepEqual(d.usage, { inputTokens: 130, outputTokens: 7, cachedTokens: 100, cacheWriteTokens: 20 });
 });
 
 test('stream false: one ConverseResponse, the same events as streamed (text, reasoning, calls, usage)', async () => {

@@ -41,7 +41,8 @@ export interface AnthropicReply {
   toolUses?: AnthropicToolUse[];
   /** default: tool_use with toolUses, else end_turn; null: message_delta without a stop reason */
   stopReason?: Anthropic.Messages.StopReason | null;
-  usage?: Partial<Pick<Usage, 'input_tokens' | 'output_tokens' | 'cache_read_input_tokens' | 'cache_creation_input_tokens'>> & { thinking_tokens?: number };
+  /** `cache_creation`: the cache writes by lifetime, in message_start and a JSON answer (message_delta has no such field) */
+  usage?: Partial<Pick<Usage, 'input_tokens' | 'output_tokens' | 'cache_read_input_tokens' | 'cache_creation_input_tokens' | 'cache_creation'>> & { thinking_tokens?: number };
   model?: string;
   /** ms between two streamed events */
   delayMs?: number;
@@ -122,7 +123,7 @@ const ERROR_TYPES: Record<number, string> = {
 function usageOf(r: AnthropicReply, outputTokens: number): Usage {
   const u = r.usage ?? {};
   return {
-    cache_creation: null,
+    cache_creation: u.cache_creation ?? null,
     cache_creation_input_tokens: u.cache_creation_input_tokens ?? null,
     cache_read_input_tokens: u.cache_read_input_tokens ?? null,
     inference_geo: null,

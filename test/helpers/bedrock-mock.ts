@@ -125,6 +125,7 @@ function usageOf(r: BedrockReply): TokenUsage {
   };
   if (u.cacheReadInputTokens !== undefined) out.cacheReadInputTokens = u.cacheReadInputTokens;
   if (u.cacheWriteInputTokens !== undefined) out.cacheWriteInputTokens = u.cacheWriteInputTokens;
+  if (u.cacheDetails !== undefined) out.cacheDetails = u.cacheDetails;
   return out;
 }
 

@@ -7,6 +7,8 @@ export interface UsageRow {
   model: string;
   input_tokens: number;
   output_tokens: number;
+  cached_tokens?: number;
+  cache_write_tokens?: number;
   cost: number;
 }
 

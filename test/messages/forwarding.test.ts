@@ -13,7 +13,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { startAnthropicMock, type AnthropicMock } from '../helpers/anthropic-mock.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
-import { usageRows } from '../helpers/usage.js';
+import { usageRows, type UsageRow } from '../helpers/usage.js';
 import { parseModelConfig } from '../../src/models/config.js';
 import { forwardsMessages } from '../../src/engines/providers.js';
 import { expectAnthropicError, readAnthropicStream } from './helpers.js';
@@ -24,11 +24,16 @@ process.env.MSGFWD_ANTHROPIC_KEY = KEY;
 /** pricing that tells cached input apart: 1 credit a million input tokens, 0.1 cached, 2 output */
 const PRICING = '{ input_per_million: 1, cached_input_per_million: 0.1, output_per_million: 2 }';
 
+/** the same, and cache writes at 1.25 a million (2 for the one-hour cache) */
+const CACHE_WRITE_PRICING =
+  '{ input_per_million: 1, cached_input_per_million: 0.1, cache_write_input_per_million: 1.25, cache_write_1h_input_per_million: 2, output_per_million: 2 }';
+
 function yaml(ant: string, dead: string, openai: string): string {
   const a = `provider: anthropic, base_url: ${ant}, api_key_env: MSGFWD_ANTHROPIC_KEY`;
   return `
 models:
   - { name: fwd, ${a}, upstream_model: claude-up, anthropic_beta: [portico-beta-1], retries: 0, pricing: ${PRICING} }
+  - { name: fwd-cw, ${a}, upstream_model: claude-up, retries: 0, pricing: ${CACHE_WRITE_PRICING} }
   - name: fwd-pair
     retries: 1
     retry_backoff_ms: 1
@@ -254,6 +259,39 @@ describe('/v1/messages forwarded to Anthropic deployments', () => {
     // (0.4 uncached + 0.6 cached at 0.1 + 0.5 output at 2) per answer = 1.46 credits; without the cache price it would be 2
     const cost = sum(rows, 'cost') - sum(beforeRows, 'cost');
     assert.ok(Math.abs(cost - 2.92) < 1e-6, `cost ${cost}`);
+  });
+
+  test('cache writes are counted and charged at the cache-write prices, the one-hour part from message_start (stream and not)', async () => {
+    const cw = (rows: UsageRow[]) => rows.find((r) => r.operation === 'anthropic.messages') ?? { input_tokens: 0, cache_write_tokens: 0, cost: 0 };
+    const usage = {
+      input_tokens: 100_000,
+      cache_read_input_tokens: 600_000,
+      cache_creation_input_tokens: 300_000,
+      cache_creation: { ephemeral_5m_input_tokens: 200_000, ephemeral_1h_input_tokens: 100_000 },
+      output_tokens: 500_000,
+    };
+    for (const stream of [true, false]) {
+      const before = cw(await usageRows(t, 'fwd-cw'));
+      ant.reset();
+      ant.script({ text: 'cached', usage });
+      const res = await post('/messages', { model: 'fwd-cw', max_tokens: 5, stream, messages: [{ role: 'user', content: 'hi' }] });
+      // the client reads the upstream's counts as it wrote them
+      if (stream) {
+        const events = await readAnthropicStream(res);
+        assert.deepEqual(events[0].message.usage.cache_creation, usage.cache_creation);
+        assert.equal(events.find((e) => e.type === 'message_delta').usage.cache_creation_input_tokens, 300_000);
+      } else {
+        assert.equal(res.status, 200, await res.clone().text());
+        const u = ((await res.json()) as any).usage;
+        assert.deepEqual([u.cache_creation_input_tokens, u.cache_creation], [300_000, usage.cache_creation]);
+      }
+      const after = cw(await usageRows(t, 'fwd-cw'));
+      assert.equal(after.input_tokens - before.input_tokens, 1_000_000);
+      assert.equal((after.cache_write_tokens ?? 0) - (before.cache_write_tokens ?? 0), 300_000);
+      // 0.1 uncached + 0.06 cached + 0.25 written (5 minutes) + 0.2 written (1 hour) + 1 output; writes as input: 1.46
+      const cost = after.cost - before.cost;
+      assert.ok(Math.abs(cost - 1.61) < 1e-9, `stream ${stream}: cost ${cost}`);
+    }
   });
 
   test('a deployment that refuses before the first byte: the next one serves (stream and not)', async () => {

@@ -244,7 +244,7 @@ describe('the model file: what the check used to accept without a word (issue 21
     // a unit no feature meters: refused, with the closest pricing key a feature declares
     assert.match(
       refused('models:\n  - { name: s, provider: flite, pricing: { per_charcter: 1 } }\n'),
-      /unknown key 'pricing\.per_charcter' \(did you mean 'per_character'\?\); allowed keys of pricing: input_per_million, output_per_million, cached_input_per_million, per_character, per_audio_second/,
+      /unknown key 'pricing\.per_charcter' \(did you mean 'per_character'\?\); allowed keys of pricing: input_per_million, output_per_million, cached_input_per_million, cache_write_input_per_million, cache_write_1h_input_per_million, per_character, per_audio_second/,
     );
     // without the features' units (an operator command, which charges nothing) a per_<unit> key is taken as it is
     assert.equal(parseModelConfig('models:\n  - { name: s, provider: flite, pricing: { per_image: 1 } }\n').models.length, 1);

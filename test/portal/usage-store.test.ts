@@ -23,6 +23,7 @@ function record(requestId: string, over: Partial<UsageInsert> = {}): UsageInsert
     input_tokens: 12,
     output_tokens: 3,
     cached_tokens: 1,
+    cache_write_tokens: 2,
     characters: 0,
     audio_seconds: 1.25,
     output_audio_seconds: 2.5,
@@ -70,11 +71,11 @@ for (const db of testDatabases()) {
       );
     });
 
-    test('a journal line of an earlier release (no output_audio_seconds, spend_epoch, deployment) replays: stored with their defaults, not refused', async () => {
+    test('a journal line of an earlier release (no cache_write_tokens, output_audio_seconds, spend_epoch, deployment) replays: stored with their defaults, not refused', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'portico-old-journal-'));
       try {
-        // a line as the release before 0016 wrote it (and, older still, before 0005 and 0007)
-        const { output_audio_seconds: _o, spend_epoch: _s, deployment: _d, ...old } = record('old-1', { audio_seconds: 3 });
+        // a line as the release before 0016 wrote it (and, older still, before 0005 and 0007; newer, before 0017)
+        const { cache_write_tokens: _w, output_audio_seconds: _o, spend_epoch: _s, deployment: _d, ...old } = record('old-1', { audio_seconds: 3 });
         const current = record('old-2', { output_audio_seconds: 4.5 });
         writeFileSync(join(dir, 'usage-journal.ndjson'), `${JSON.stringify(old)}\n${JSON.stringify(current)}\n`);
         // taken as it is, the line would be refused: the insert takes every column from it, a missing one as null
@@ -86,10 +87,10 @@ for (const db of testDatabases()) {
         await usage.flush();
         const got = await stored('old-');
         assert.deepEqual(
-          got.map((r) => [r.request_id, r.audio_seconds, r.output_audio_seconds, r.spend_epoch, r.deployment, r.cost_micros]),
+          got.map((r) => [r.request_id, r.audio_seconds, r.output_audio_seconds, r.cache_write_tokens, r.spend_epoch, r.deployment, r.cost_micros]),
           [
-            ['old-1', 3, 0, null, null, old.cost_micros],
-            ['old-2', 1.25, 4.5, null, null, current.cost_micros],
+            ['old-1', 3, 0, 0, null, null, old.cost_micros],
+            ['old-2', 1.25, 4.5, 2, null, null, current.cost_micros],
           ],
         );
         assert.deepEqual(refused.read(), [], 'nothing set aside');

@@ -12,6 +12,7 @@ import { EngineError, type FinishReason, type GenerateRequest, type Usage } from
 import { BlockEmitter, type OpenCall } from '../shared/block-emitter.js';
 import type { StreamDecoder } from '../shared/answer.js';
 import { estimateTokens } from '../shared/tokens.js';
+import { cacheCounts, copyCacheCounts } from '../shared/usage.js';
 import type { FormatTool } from './request.js';
 
 /** Anthropic's stop reasons as Portico's finish reasons (undefined: unknown, taken as a stop) */
@@ -27,7 +28,12 @@ const FINISH: Readonly<Record<string, FinishReason>> = {
 
 const broken = (message: string) => new EngineError(message, 'upstream_stream_broken', 502, { retryable: true });
 
-/** Anthropic's usage: every input token (cache reads and writes included) is input; cache reads are the cached part. */
+/**
+ * Anthropic's usage: every input token (cache reads and writes included) is input; cache reads are the cached part,
+ * cache writes (`cache_creation_input_tokens`) the written part, of which `cache_creation.ephemeral_1h_input_tokens`
+ * went to the one-hour cache. message_delta repeats the counts it knows (input_tokens may be null there): the
+ * latest known of each wins, and the input's counts go together (an event without any keeps the ones before).
+ */
 export function anthropicUsage(u: any, prev?: Usage): Usage | undefined {
   if (!u || typeof u !== 'object') return prev;
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
@@ -36,13 +42,14 @@ export function anthropicUsage(u: any, prev?: Usage): Usage | undefined {
   const input = num(u.input_tokens);
   const output = num(u.output_tokens);
   const thinking = num(u.output_tokens_details?.thinking_tokens);
-  // message_delta repeats the counts it knows (input_tokens may be null there): the latest known of each wins
+  const anyInput = input !== undefined || read !== undefined || write !== undefined;
   const usage: Usage = {
-    inputTokens: input !== undefined || read !== undefined || write !== undefined ? (input ?? 0) + (read ?? 0) + (write ?? 0) : (prev?.inputTokens ?? 0),
+    inputTokens: anyInput ? (input ?? 0) + (read ?? 0) + (write ?? 0) : (prev?.inputTokens ?? 0),
     outputTokens: output ?? prev?.outputTokens ?? 0,
   };
-  if (input === undefined && read === undefined && write === undefined && prev?.cachedTokens !== undefined) usage.cachedTokens = prev.cachedTokens;
-  else if (read !== undefined) usage.cachedTokens = read;
+  // message_delta repeats the writes without their split (`cache_creation`): the split known before stays
+  if (anyInput) Object.assign(usage, cacheCounts(read, write, num(u.cache_creation?.ephemeral_1h_input_tokens) ?? prev?.cacheWrite1hTokens));
+  else copyCacheCounts(prev, usage);
   const reasoning = thinking ?? prev?.reasoningTokens;
   if (reasoning !== undefined) usage.reasoningTokens = reasoning;
   return usage;

@@ -12,6 +12,7 @@ import { EngineError, type FinishReason, type GenerateRequest, type Usage } from
 import { BlockEmitter, type OpenCall } from '../shared/block-emitter.js';
 import type { StreamDecoder } from '../shared/answer.js';
 import { estimateTokens } from '../shared/tokens.js';
+import { cacheCounts } from '../shared/usage.js';
 import type { FormatTool } from './request.js';
 
 /** Converse's stop reasons as finish reasons (unknown: a stop) */
@@ -29,13 +30,20 @@ const broken = (message: string) => new EngineError(message, 'upstream_stream_br
 
 /**
  * Converse's usage: inputTokens counts the input read afresh, cacheReadInputTokens and cacheWriteInputTokens the
- * input read from and written to the prompt cache; Portico's input is all three, the cache reads its cached part.
+ * input read from and written to the prompt cache; Portico's input is all three, the cache reads its cached part,
+ * the cache writes its written part (of which cacheDetails' `1h` entries went to the one-hour cache).
  */
 export function converseUsage(u: any): Usage | undefined {
   if (!u || typeof u !== 'object') return undefined;
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
   const usage: Usage = { inputTokens: num(u.inputTokens) + num(u.cacheReadInputTokens) + num(u.cacheWriteInputTokens), outputTokens: num(u.outputTokens) };
-  if (typeof u.cacheReadInputTokens === 'number') usage.cachedTokens = num(u.cacheReadInputTokens);
+  const details: unknown[] = Array.isArray(u.cacheDetails) ? u.cacheDetails : [];
+  const oneHour = details.reduce<number>(
+    (n, d) => n + (d && typeof d === 'object' && (d as { ttl?: unknown }).ttl === '1h' ? num((d as { inputTokens?: unknown }).inputTokens) : 0),
+    0,
+  );
+  const has = (v: unknown) => (typeof v === 'number' ? num(v) : undefined);
+  Object.assign(usage, cacheCounts(has(u.cacheReadInputTokens), has(u.cacheWriteInputTokens), oneHour));
   return usage;
 }
 

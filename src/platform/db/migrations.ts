@@ -334,4 +334,14 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0017_cache_write_tokens': {
+    async up(db: Kysely<any>) {
+      // the part of a record's input written to a prompt cache (priced at cache_write_input_per_million), beside the
+      // part read from one (cached_tokens). Rows written before counted their writes as plain input: 0
+      await db.schema
+        .alterTable('usage_records')
+        .addColumn('cache_write_tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };

@@ -41,6 +41,8 @@ export interface UsageTable {
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  /** the part of input_tokens written to a prompt cache (0 for records before 0017) */
+  cache_write_tokens: number;
   characters: number;
   /** seconds of audio taken in */
   audio_seconds: number;

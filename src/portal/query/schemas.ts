@@ -15,6 +15,7 @@ const UsageCounts = {
   input_tokens: Type.Integer(),
   output_tokens: Type.Integer(),
   cached_tokens: Type.Integer(),
+  cache_write_tokens: Type.Integer({ description: 'input tokens written to a prompt cache (part of input_tokens)' }),
   characters: Type.Integer({ description: 'characters spoken (speech)' }),
   audio_seconds: Type.Number({ description: 'seconds of audio taken in (transcribed, heard)' }),
   output_audio_seconds: Type.Number({ description: 'seconds of audio produced, where they are charged by the second (speech is counted in characters)' }),

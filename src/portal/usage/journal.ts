@@ -120,11 +120,18 @@ export class UsageJournal {
 
 /**
  * A journal line as a record: the columns added after the journal's first release default as their migrations do
- * (spend_epoch 0005, deployment 0007: null; output_audio_seconds 0016: 0). The other way round, an older release
- * replaying a newer line (a rollback) ignores a column it does not know: its insert names its own columns.
+ * (spend_epoch 0005, deployment 0007: null; output_audio_seconds 0016, cache_write_tokens 0017: 0). The other way
+ * round, an older release replaying a newer line (a rollback) ignores a column it does not know: its insert names
+ * its own columns.
  */
 function fromLine(r: Partial<UsageInsert>): UsageInsert {
-  return { ...r, spend_epoch: r.spend_epoch ?? null, deployment: r.deployment ?? null, output_audio_seconds: r.output_audio_seconds ?? 0 } as UsageInsert;
+  return {
+    ...r,
+    spend_epoch: r.spend_epoch ?? null,
+    deployment: r.deployment ?? null,
+    output_audio_seconds: r.output_audio_seconds ?? 0,
+    cache_write_tokens: r.cache_write_tokens ?? 0,
+  } as UsageInsert;
 }
 
 /** One line of DATA_DIR/usage-refused.ndjson. */

@@ -14,6 +14,8 @@ export interface UsageEvent {
   inputTokens?: number;
   outputTokens?: number;
   cachedTokens?: number;
+  /** the part of inputTokens written to a prompt cache */
+  cacheWriteTokens?: number;
   characters?: number;
   /** seconds of audio taken in */
   audioSeconds?: number;
@@ -178,6 +180,7 @@ export class UsageService {
       input_tokens: count(e.inputTokens),
       output_tokens: count(e.outputTokens),
       cached_tokens: count(e.cachedTokens),
+      cache_write_tokens: count(e.cacheWriteTokens),
       characters: count(e.characters),
       audio_seconds: seconds(e.audioSeconds),
       output_audio_seconds: seconds(e.outputAudioSeconds),
@@ -407,12 +410,13 @@ export function usageReport<R extends UsageSums>(rows: R[]) {
       input_tokens: t.input_tokens + r.input_tokens,
       output_tokens: t.output_tokens + r.output_tokens,
       cached_tokens: t.cached_tokens + r.cached_tokens,
+      cache_write_tokens: t.cache_write_tokens + r.cache_write_tokens,
       characters: t.characters + r.characters,
       audio_micros: t.audio_micros + Math.round(r.audio_seconds * MICROS),
       output_audio_micros: t.output_audio_micros + Math.round(r.output_audio_seconds * MICROS),
       cost_micros: t.cost_micros + r.cost_micros,
     }),
-    { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, characters: 0, audio_micros: 0, output_audio_micros: 0, cost_micros: 0 },
+    { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, cache_write_tokens: 0, characters: 0, audio_micros: 0, output_audio_micros: 0, cost_micros: 0 },
   );
   const { audio_micros, output_audio_micros, cost_micros, ...counts } = sum;
   const micro = (s: number) => Math.round(s * MICROS) / MICROS;

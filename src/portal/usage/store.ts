@@ -28,6 +28,7 @@ export interface UsageRow {
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  cache_write_tokens: number;
   characters: number;
   audio_seconds: number;
   output_audio_seconds: number;
@@ -35,7 +36,10 @@ export interface UsageRow {
 }
 
 /** what every usage report sums over its records */
-export type UsageSums = Pick<UsageRow, 'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds' | 'cost_micros'>;
+export type UsageSums = Pick<
+  UsageRow,
+  'requests' | 'input_tokens' | 'output_tokens' | 'cached_tokens' | 'cache_write_tokens' | 'characters' | 'audio_seconds' | 'output_audio_seconds' | 'cost_micros'
+>;
 
 /** the selections of an aggregate over usage_records that give UsageSums (the user's report and the operator's) */
 export function usageSums() {
@@ -44,6 +48,7 @@ export function usageSums() {
     sql<number>`coalesce(sum(input_tokens), 0)`.as('input_tokens'),
     sql<number>`coalesce(sum(output_tokens), 0)`.as('output_tokens'),
     sql<number>`coalesce(sum(cached_tokens), 0)`.as('cached_tokens'),
+    sql<number>`coalesce(sum(cache_write_tokens), 0)`.as('cache_write_tokens'),
     sql<number>`coalesce(sum(characters), 0)`.as('characters'),
     sql<number>`coalesce(sum(audio_seconds), 0)`.as('audio_seconds'),
     sql<number>`coalesce(sum(output_audio_seconds), 0)`.as('output_audio_seconds'),
@@ -59,6 +64,7 @@ export function readSums(r: Record<string, unknown>): UsageSums {
     input_tokens: n(r.input_tokens),
     output_tokens: n(r.output_tokens),
     cached_tokens: n(r.cached_tokens),
+    cache_write_tokens: n(r.cache_write_tokens),
     characters: n(r.characters),
     audio_seconds: n(r.audio_seconds),
     output_audio_seconds: n(r.output_audio_seconds),
@@ -78,6 +84,7 @@ const INSERT_COLUMNS = [
   'input_tokens',
   'output_tokens',
   'cached_tokens',
+  'cache_write_tokens',
   'characters',
   'audio_seconds',
   'output_audio_seconds',
