@@ -145,6 +145,8 @@ export class PipelineSession {
   /** sends session.created and starts the session's clocks */
   async start(): Promise<void> {
     await this.ensureDetector();
+    // closed while its detector was made (the first session waits for Silero's load): no clocks for it
+    if (this.closed) return;
     this.send({ type: 'session.created', session: this.sessionObject() });
     this.stopClocks = watch(
       { fail: (code, message, closeCode, type) => void this.fail(code, message, closeCode, type), busy: () => this.active !== undefined, lastEventAt: () => this.lastEventAt },
