@@ -59,7 +59,7 @@ import { createMessagesModule } from '../messages/module.js';
 import { createRealtimeModule } from '../realtime/module.js';
 import { defaultRealtimeModels } from '../realtime/service.js';
 import { PcmListenerService } from '../audio/pcm-listener.js';
-import { createVoiceActivityDetector, voiceActivityExpected, voiceActivityStatus } from '../engines/shared/vad/index.js';
+import { closeVoiceActivity, createVoiceActivityDetector, voiceActivityExpected, voiceActivityStatus } from '../engines/shared/vad/index.js';
 import { createEmbeddingsModule } from '../embeddings/module.js';
 import { createAdminModule } from '../admin/module.js';
 import { StoredModels, StoredModelStore } from '../models/stored.js';
@@ -231,6 +231,9 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     closing(async () => {
       await engines.close();
       closeSpareEncoders();
+      // the Silero worker thread, unless another app of this process has a session open (the realtime sessions of
+      // this one closed before: closers run in reverse)
+      await closeVoiceActivity();
     });
     const models = new ModelRegistry(core.models.list()).addDefaults(opts.builtinModels === false ? [] : [...defaultAudioModels(), ...defaultRealtimeModels()]);
     // the engines' code (undici's for an upstream) loads while the rest is built: no request pays for it

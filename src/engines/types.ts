@@ -447,12 +447,19 @@ export interface RealtimeEngine {
 // ---------------------------------------------------------------- voice activity
 /** Decides, frame by frame, whether 16 kHz mono audio is speech. */
 export interface VoiceActivityDetector {
-  /** 'silero' or 'energy': which detector this is (said in the session and the logs) */
+  /**
+   * 'silero' or 'energy': which detector this is (said in the session and the logs); a Silero detector whose worker
+   * thread stopped goes on as 'energy' (`fallbackReason` says why)
+   */
   readonly name: string;
+  readonly fallbackReason?: string;
   /** samples per frame (at 16 kHz); push() decides once per complete frame */
   readonly frameSamples: number;
-  /** feeds samples (16 kHz mono float in [-1, 1], any length, kept across calls); gives the decision of each frame completed, in order */
-  push(samples: Float32Array): boolean[];
+  /**
+   * feeds samples (16 kHz mono float in [-1, 1], any length, kept across calls); gives the decision of each frame
+   * completed, in order (Silero decides in a worker thread: the answer comes by a promise; calls answer in order)
+   */
+  push(samples: Float32Array): Promise<boolean[]>;
   /** forgets the audio so far (a cleared buffer, a new turn) */
   reset(): void;
   close(): void;

@@ -106,6 +106,8 @@ export class PipelineSession {
   private decoder: InputDecoder;
   private turns?: TurnDetector;
   private turnsFor?: number;
+  /** the detector fell back (its worker stopped): logged once */
+  private vadFellBack = false;
   /** the uncommitted input: 24 kHz and 16 kHz, and where it starts (ms of the session's input audio) */
   private buf24: Int16Array[] = [];
   private buf16: Float32Array[] = [];
@@ -143,6 +145,8 @@ export class PipelineSession {
   /** sends session.created and starts the session's clocks */
   async start(): Promise<void> {
     await this.ensureDetector();
+    // closed while its detector was made (the first session waits for Silero's load): no clocks for it
+    if (this.closed) return;
     this.send({ type: 'session.created', session: this.sessionObject() });
     this.stopClocks = watch(
       { fail: (code, message, closeCode, type) => void this.fail(code, message, closeCode, type), busy: () => this.active !== undefined, lastEventAt: () => this.lastEventAt },
@@ -326,14 +330,17 @@ export class PipelineSession {
       return;
     }
     this.turns?.close();
-    this.turns = new TurnDetector(await this.o.svc.d.vad.create(vad.threshold), vad);
+    const detector = await this.o.svc.d.vad.create(vad.threshold);
+    // closed meanwhile: the detector goes back at once (Silero's Vad is kept for the next session)
+    if (this.closed) return detector.close();
+    this.turns = new TurnDetector(detector, vad);
     this.turns.syncTo(this.inputMs);
     this.turnsFor = vad.threshold;
   }
 
   // ------------------------------------------------------------------ input audio
 
-  private append(audio: unknown): void {
+  private async append(audio: unknown): Promise<void> {
     if (typeof audio !== 'string') throw new ClientEventError('invalid_type', "Invalid type for 'audio': expected a base64 string.", 'audio');
     if (audio.length === 0) return;
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(audio) || audio.length % 4 === 1) throw new ClientEventError('invalid_value', "Invalid 'audio': it is not base64.", 'audio');
@@ -352,10 +359,18 @@ export class PipelineSession {
     this.bufSamples24 += pcm24.length;
     const startMs = this.inputMs;
     this.inputMs += ms;
-    if (!this.turns) return;
-    for (const t of this.turns.push(pcm16)) this.onTurn(t, startMs);
+    const turns = this.turns;
+    if (!turns) return;
+    // Silero decides in its worker thread: the next event is handled once these frames are decided
+    const events = await turns.push(pcm16);
+    if (this.closed) return;
+    if (turns.fallbackReason !== undefined && !this.vadFellBack) {
+      this.vadFellBack = true;
+      this.o.req.log.warn({ voice_activity: turns.name }, `realtime voice activity: ${turns.fallbackReason}; the session goes on with the ${turns.name} detector`);
+    }
+    for (const t of events) this.onTurn(t, startMs);
     // out of speech, the buffer keeps only the prefix padding: the audio before a turn is not the turn's
-    if (!this.turns.inSpeech) this.keepTail(this.config.turn_detection!.prefix_padding_ms + 100);
+    if (!turns.inSpeech) this.keepTail(this.config.turn_detection!.prefix_padding_ms + 100);
   }
 
   private onTurn(t: TurnEvent, _chunkStartMs: number): void {

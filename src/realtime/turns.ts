@@ -37,6 +37,11 @@ export class TurnDetector {
     return this.detector.name;
   }
 
+  /** why the detector is not what it was made as (a Silero detector whose worker stopped goes on as energy) */
+  get fallbackReason(): string | undefined {
+    return this.detector.fallbackReason;
+  }
+
   get inSpeech(): boolean {
     return this.speaking;
   }
@@ -45,10 +50,19 @@ export class TurnDetector {
     this.vad = vad;
   }
 
-  /** 16 kHz samples of the session's input, in order; `baseMs` is not needed: the detector counts every sample */
-  push(pcm16: Float32Array): TurnEvent[] {
+  /**
+   * 16 kHz samples of the session's input, in order; `baseMs` is not needed: the detector counts every sample. The
+   * decisions come from the detector's promise (Silero decides in a worker thread); the caller awaits each push
+   * before the next (or its reset), as the session's events are handled one at a time.
+   */
+  async push(pcm16: Float32Array): Promise<TurnEvent[]> {
+    return this.apply(await this.detector.push(pcm16));
+  }
+
+  /** the frames' decisions made into the turn's events */
+  private apply(decisions: boolean[]): TurnEvent[] {
     const out: TurnEvent[] = [];
-    for (const speech of this.detector.push(pcm16)) {
+    for (const speech of decisions) {
       const start = this.frame * this.frameMs;
       const end = start + this.frameMs;
       this.frame++;

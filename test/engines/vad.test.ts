@@ -11,9 +11,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createEspeakEngine } from '../../src/engines/espeak/index.js';
 import type { EmbeddedSpeechEngine } from '../../src/engines/shared/tts.js';
 import { resampleFloat } from '../../src/codec/pcm.js';
@@ -27,6 +29,11 @@ import {
   type VoiceActivityEngine,
 } from '../../src/engines/shared/vad/index.js';
 import { installedSileroModel } from '../../src/engines/shared/vad/silero.js';
+import { loadSileroRuntime, type SherpaVadModule } from '../../src/engines/shared/vad/silero.js';
+import { loadSherpa } from '../../src/engines/shared/sherpa.js';
+import { EXIT_MARK, SPEECH_MARK, STAND_IN, release, standInControl } from '../helpers/sherpa-stand-in.js';
+import { countTurns } from '../helpers/turns.js';
+import { timed, waitFor } from '../helpers/wait.js';
 
 const RATE = 16000;
 const SENTENCES = ['The quick brown fox jumps over the lazy dog.', 'We will meet at the station tomorrow morning.'];
@@ -40,6 +47,10 @@ function installed(name: string): boolean {
   }
 }
 const sileroInstalled = installed('sherpa-onnx-node') && installed('@ricky0123/vad-web/package.json');
+const modelInstalled = installed('@ricky0123/vad-web/package.json');
+/** the tests of the worker thread run a stand-in for sherpa-onnx (test/helpers/sherpa-stand-in.ts) on the real model file */
+const skipModel = !modelInstalled && !process.env.CI ? '@ricky0123/vad-web not installed (npm ci --omit=optional)' : false;
+const STAND_IN_URL = new URL('../helpers/sherpa-stand-in.js', import.meta.url).href;
 const skipSilero = !sileroInstalled && !process.env.CI ? 'sherpa-onnx-node or @ricky0123/vad-web not installed (npm ci --omit=optional)' : false;
 
 /** a repeatable noise source (xorshift32), uniform in [-1, 1) */
@@ -130,7 +141,7 @@ after(async () => {
 });
 
 /** all decisions for the scene, the audio pushed whole */
-function decide(d: VoiceActivityDetector, audio: Float32Array): boolean[] {
+function decide(d: VoiceActivityDetector, audio: Float32Array): Promise<boolean[]> {
   return d.push(audio);
 }
 
@@ -198,25 +209,25 @@ for (const engine of ['silero', 'energy'] as const satisfies readonly VoiceActiv
       const d = await make();
       assert.equal(d.name, engine);
       assert.equal(d.frameSamples, 512);
-      assert.deepEqual(d.push(new Float32Array(511)), []);
-      assert.equal(d.push(new Float32Array(1)).length, 1);
-      assert.equal(d.push(new Float32Array(1024 + 5)).length, 2);
+      assert.deepEqual(await d.push(new Float32Array(511)), []);
+      assert.equal((await d.push(new Float32Array(1))).length, 1);
+      assert.equal((await d.push(new Float32Array(1024 + 5))).length, 2);
       d.close();
     });
 
     test('finds the speech where it is and silence in the silence and the low noise', async () => {
       const d = await make();
-      checkAgainstScene(engine, decide(d, scene.audio), d.frameSamples, scene);
+      checkAgainstScene(engine, await decide(d, scene.audio), d.frameSamples, scene);
       d.close();
     });
 
     test('odd chunk lengths give the same decisions as one push', async () => {
       const whole = await make();
-      const expected = whole.push(scene.audio);
+      const expected = await whole.push(scene.audio);
       whole.close();
       const d = await make();
       const got: boolean[] = [];
-      for (const c of oddChunks(scene.audio)) got.push(...d.push(c));
+      for (const c of oddChunks(scene.audio)) got.push(...(await d.push(c)));
       d.close();
       assert.deepEqual(got, expected);
     });
@@ -225,27 +236,27 @@ for (const engine of ['silero', 'energy'] as const satisfies readonly VoiceActiv
       // from 50 ms before the second sentence: what came before would change the first decisions
       const next = scene.audio.subarray(scene.speech[1]![0] - 800);
       const fresh = await make();
-      const expected = fresh.push(next);
+      const expected = await fresh.push(next);
       fresh.close();
       const d = await make();
       // stopped in the middle of the first sentence, and of a frame
-      d.push(scene.audio.subarray(0, scene.speech[0]![0] + RATE + 300));
+      await d.push(scene.audio.subarray(0, scene.speech[0]![0] + RATE + 300));
       d.reset();
-      assert.deepEqual(d.push(next), expected);
+      assert.deepEqual(await d.push(next), expected);
       d.close();
       // a closed detector's state does not reach the next one (Silero reuses its Vad)
       const used = await make();
-      used.push(scene.audio.subarray(0, scene.speech[0]![0] + RATE + 300));
+      await used.push(scene.audio.subarray(0, scene.speech[0]![0] + RATE + 300));
       used.close();
       const again = await make();
-      assert.deepEqual(again.push(next), expected);
+      assert.deepEqual(await again.push(next), expected);
       again.close();
     });
 
     test('the threshold moves the decision', async () => {
       const at = async (threshold: number, audio: Float32Array) => {
         const d = await make(threshold);
-        const n = count(d.push(audio));
+        const n = count(await d.push(audio));
         d.close();
         return n;
       };
@@ -268,14 +279,14 @@ for (const engine of ['silero', 'energy'] as const satisfies readonly VoiceActiv
       bad.fill(NaN, 0, 512);
       bad.fill(5, 512, 1024);
       bad.fill(-Infinity, 1024, 1536);
-      const ds = d.push(bad);
+      const ds = await d.push(bad);
       assert.equal(ds.length, 4);
       for (const x of ds) assert.equal(typeof x, 'boolean');
-      assert.throws(() => d.push([0.1, 0.2] as unknown as Float32Array), TypeError);
-      assert.throws(() => d.push(new Int16Array(512) as unknown as Float32Array), TypeError);
+      await assert.rejects(d.push([0.1, 0.2] as unknown as Float32Array), TypeError);
+      await assert.rejects(d.push(new Int16Array(512) as unknown as Float32Array), TypeError);
       d.close();
       d.close();
-      assert.throws(() => d.push(new Float32Array(512)), /closed/);
+      await assert.rejects(d.push(new Float32Array(512)), /closed/);
       for (const threshold of [-0.1, 1.5, NaN, '0.5' as unknown as number, undefined as unknown as number]) {
         await assert.rejects(vad.create({ threshold }, engine), RangeError, String(threshold));
       }
@@ -314,42 +325,34 @@ describe('which detector is active', () => {
     assert.match(s.reason ?? '', /silero_vad_v5\.onnx cannot be read \(ENOENT\).*energy detector is used/);
     const d = await vad.create({ threshold: 0.5 }, 'silero');
     assert.equal(d.name, 'energy');
-    checkAgainstScene('fallback', d.push(scene.audio), d.frameSamples, scene);
+    checkAgainstScene('fallback', await d.push(scene.audio), d.frameSamples, scene);
     d.close();
   });
 
   test('a file that is not a known Silero model is never handed to sherpa-onnx (it would end the process): energy', async () => {
     const wrong = join(dir, 'garbage.onnx');
     writeFileSync(wrong, Buffer.from('not an onnx model'));
-    let loaded = false;
-    const vad = new VoiceActivity({
-      sileroModelPath: wrong,
-      loadSherpa: () => {
-        loaded = true;
-        throw new Error('must not be reached');
-      },
-    });
+    const control = standInControl();
+    const vad = new VoiceActivity({ sileroModelPath: wrong, sherpaModule: STAND_IN_URL, sherpaData: { control } });
     const s = await vad.status();
     assert.equal(s.engine, 'energy');
     assert.match(s.reason ?? '', /garbage\.onnx is not a Silero model known to load/);
-    assert.equal(loaded, false);
+    assert.equal(Atomics.load(control, STAND_IN.LOADS), 0, 'the runtime was never loaded');
+    assert.equal(Atomics.load(control, STAND_IN.MADE), 0);
+    // said for good: no second worker tries again
+    assert.equal((await vad.create({ threshold: 0.5 })).name, 'energy');
+    assert.equal(vad.workersStarted, 1);
   });
 
-  test('expected(): told from the files alone, nothing loaded (the start-up must not block ~0.2 s); once loaded, what the load found', { skip: skipSilero }, async () => {
-    let loads = 0;
-    const vad = new VoiceActivity({
-      loadSherpa: () => {
-        loads++;
-        throw new Error("Cannot find module 'sherpa-onnx-node'");
-      },
-    });
+  test('expected(): told from the files alone, no worker started (the start-up has no use for it); once loaded, what the load found', { skip: skipModel }, async () => {
+    const vad = new VoiceActivity({ sherpaModule: join(dir, 'no-sherpa.js') });
     const before = await vad.expected();
     assert.equal(before.engine, 'silero');
     assert.equal(before.model, 'silero_vad_v5');
-    assert.equal(loads, 0, 'expected() loads nothing');
-    // the load then finds sherpa-onnx missing: from then on, expected() says what the load found
+    assert.equal(vad.workersStarted, 0, 'expected() starts nothing');
+    // the load then finds the runtime missing: from then on, expected() says what the load found
     assert.equal((await vad.status()).engine, 'energy');
-    assert.equal(loads, 1);
+    assert.equal(vad.workersStarted, 1);
     assert.equal((await vad.expected()).engine, 'energy');
     const missing = new VoiceActivity({ sileroModelPath: join(dir, 'none.onnx') });
     const e = await missing.expected();
@@ -357,15 +360,182 @@ describe('which detector is active', () => {
     assert.match(e.reason ?? '', /none\.onnx cannot be read/);
   });
 
-  test('sherpa-onnx missing: energy, with the reason', { skip: skipSilero }, async () => {
-    const vad = new VoiceActivity({
-      loadSherpa: () => {
-        throw new Error("Cannot find module 'sherpa-onnx-node'");
-      },
-    });
+  test('sherpa-onnx missing: energy, with the reason', { skip: skipModel }, async () => {
+    const vad = new VoiceActivity({ sherpaModule: pathToFileURL(join(dir, 'no-sherpa.js')).href });
     const s = await vad.status();
     assert.equal(s.engine, 'energy');
     assert.match(s.reason ?? '', /sherpa-onnx-node, the optional dependency that runs the Silero model, could not be loaded \(Cannot find module/);
     assert.equal((await vad.create({ threshold: 0.5 })).name, 'energy');
+  });
+});
+
+/** a frame (512 samples) of one value, its first sample `first` */
+function frame(value: number, first = value): Float32Array {
+  const f = new Float32Array(512).fill(value);
+  f[0] = first;
+  return f;
+}
+
+function frames(...fs: Float32Array[]): Float32Array {
+  const out = new Float32Array(fs.length * 512);
+  fs.forEach((f, i) => out.set(f, i * 512));
+  return out;
+}
+
+describe('the Silero worker thread', { skip: skipModel }, () => {
+  const standIn = (control: Int32Array) => new VoiceActivity({ sherpaModule: STAND_IN_URL, sherpaData: { control } });
+  /** the stand-in's speech frame, a steady 0.2 frame (speech to energy only), silence */
+  const SPEECH = frame(0, SPEECH_MARK);
+  const STEADY = frame(0.2);
+  const SILENCE = frame(0);
+
+  test('loading the runtime and making a detector happen off the main thread: its event loop runs while a Vad is made', async () => {
+    const control = standInControl();
+    Atomics.store(control, STAND_IN.HOLD, 1);
+    const vad = standIn(control);
+    const turns = countTurns();
+    let settled = false;
+    const first = vad.create({ threshold: 0.5 }).finally(() => (settled = true));
+    // the load makes a Vad (to prove the runtime) and holds in its constructor until this thread lets it go: this
+    // thread sees it waiting only if its event loop runs meanwhile (on this thread, the constructor would wait for
+    // ever: the test would time out, and the Vad, refused, would leave an energy detector)
+    await waitFor(() => Atomics.load(control, STAND_IN.HELD) === 1, { what: 'the load to make its Vad' });
+    const during = turns.count;
+    assert.equal(settled, false, 'the detector is not had before its Vad is made');
+    release(control);
+    const d = await first;
+    assert.equal(d.name, 'silero');
+    // the load's Vad, kept, is the first session's: one made in all
+    assert.equal(Atomics.load(control, STAND_IN.MADE), 1);
+    // a session at another threshold needs a new Vad: made in the worker too
+    let settled2 = false;
+    const second = vad.create({ threshold: 0.3 }).finally(() => (settled2 = true));
+    await waitFor(() => Atomics.load(control, STAND_IN.HELD) === 1, { what: 'a new detector to make its Vad' });
+    assert.equal(settled2, false);
+    release(control);
+    const d2 = await second;
+    assert.equal(d2.name, 'silero');
+    assert.equal(Atomics.load(control, STAND_IN.MADE), 2);
+    turns.stop();
+    assert.ok(during > 0, 'the event loop turned while the load made its Vad');
+    // the frames are decided in the worker, by the stand-in
+    assert.deepEqual(await d.push(frames(SPEECH, STEADY, SILENCE, SPEECH)), [true, false, false, true]);
+    assert.deepEqual(await d2.push(frames(STEADY)), [false]);
+    d.close();
+    d2.close();
+    await vad.close();
+  });
+
+  test('a worker that stops (a crash) takes nothing down: its detectors go on as energy detectors, the next one gets a new worker', async () => {
+    const control = standInControl();
+    const vad = standIn(control);
+    const a = await vad.create({ threshold: 0.5 });
+    const b = await vad.create({ threshold: 0.5 });
+    assert.deepEqual(await a.push(frames(SPEECH, STEADY)), [true, false]);
+    // a's frame that ends the worker, then b's frames: sent before the worker stopped, never answered by it
+    const half = frames(SILENCE, STEADY).subarray(0, 700);
+    const pa = a.push(frames(SILENCE, frame(0, EXIT_MARK), STEADY));
+    const pb = b.push(half);
+    const [da, db] = await Promise.all([pa, pb]);
+    // decided by the energy detector: the steady 0.2 frame is speech to it (and silence to the stand-in)
+    assert.equal(da.length, 3);
+    assert.equal(da[2], true);
+    assert.deepEqual(db, [false]);
+    for (const d of [a, b]) {
+      assert.equal(d.name, 'energy');
+      assert.match(d.fallbackReason ?? '', /the Silero worker thread stopped \(exit code 70\)/);
+    }
+    // b's frame cut in the middle goes on where it was
+    assert.deepEqual(await b.push(frames(STEADY, STEADY).subarray(700 - 512)), [true, true]);
+    assert.equal(Atomics.load(control, STAND_IN.LOADS), 1);
+    // the next detector starts a new worker, which loads again
+    const c = await vad.create({ threshold: 0.5 });
+    assert.equal(c.name, 'silero');
+    assert.equal(vad.workersStarted, 2);
+    assert.equal(Atomics.load(control, STAND_IN.LOADS), 2);
+    assert.deepEqual(await c.push(frames(SPEECH, STEADY)), [true, false]);
+    for (const d of [a, b, c]) d.close();
+    assert.equal((await vad.status()).engine, 'silero');
+    await vad.close();
+  });
+
+  test('a worker that stops while loading: that detector is energy, the next tries a new worker; three in a row and Silero is given up', async () => {
+    const control = standInControl();
+    Atomics.store(control, STAND_IN.EXIT_ON_MAKE, 1);
+    const vad = standIn(control);
+    const d = await vad.create({ threshold: 0.5 });
+    assert.equal(d.name, 'energy');
+    assert.match((await vad.status()).reason ?? '', /the Silero worker thread stopped \(exit code 71\)/);
+    assert.equal(vad.workersStarted, 2, 'status() tried a new worker');
+    assert.equal((await vad.create({ threshold: 0.5 })).name, 'energy');
+    assert.equal(vad.workersStarted, 3);
+    // given up: no fourth worker, and the reason says why
+    assert.equal((await vad.create({ threshold: 0.5 })).name, 'energy');
+    assert.equal(vad.workersStarted, 3);
+    assert.match((await vad.status()).reason ?? '', /stopped while loading 3 times in a row/);
+    // one that loads in between starts the count again
+    const again = standIn(control);
+    assert.equal((await again.create({ threshold: 0.5 })).name, 'energy');
+    Atomics.store(control, STAND_IN.EXIT_ON_MAKE, 0);
+    assert.equal((await again.create({ threshold: 0.5 })).name, 'silero');
+    await again.close();
+  });
+
+  test('close() ends an idle worker (an app closing); one with a detector open is left to it; the next detector starts a new one', async () => {
+    const control = standInControl();
+    const vad = standIn(control);
+    const d = await vad.create({ threshold: 0.5 });
+    await vad.close();
+    // another app's session still uses it
+    assert.deepEqual(await d.push(frames(SPEECH)), [true]);
+    assert.equal(d.name, 'silero');
+    d.close();
+    await vad.close();
+    const e = await vad.create({ threshold: 0.5 });
+    assert.equal(e.name, 'silero');
+    assert.equal(vad.workersStarted, 2);
+    e.close();
+    await vad.close();
+  });
+
+  test('the worker keeps no process alive when idle, and keeps it while a detector waits for an answer', async () => {
+    // a process that makes a detector, leaves it open, and prints the decisions it awaited: it must print them (the
+    // worker is ref'd while an answer is due) and then end by itself (the idle worker is unref'd)
+    const script = `
+      import { VoiceActivity } from ${JSON.stringify(new URL('../../src/engines/shared/vad/index.js', import.meta.url).href)};
+      const vad = new VoiceActivity({ sherpaModule: ${JSON.stringify(STAND_IN_URL)} });
+      const d = await vad.create({ threshold: 0.5 });
+      const f = new Float32Array(1024);
+      f[0] = ${SPEECH_MARK};
+      d.push(f).then((ds) => console.log(d.name, JSON.stringify(ds)));
+    `;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.error, undefined, 'the process ended by itself');
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'silero [true,false]');
+  });
+});
+
+describe('Silero in its worker, for real', { skip: skipSilero }, () => {
+  test('the first load and a new detector hold the main thread far less than the same work on it did', async (t) => {
+    // on the main thread (as before the worker): the longest event-loop stall of the load and of a new detector
+    const onMain = await timed(async () => {
+      const runtime = await loadSileroRuntime(() => loadSherpa<SherpaVadModule>());
+      runtime.create(0.31).close();
+    });
+    // in the worker: the same work, from a first detector to one at a new threshold
+    const vad = new VoiceActivity();
+    const inWorker = await timed(async () => {
+      (await vad.create({ threshold: 0.5 })).close();
+      (await vad.create({ threshold: 0.31 })).close();
+    });
+    const s = await vad.status();
+    await vad.close();
+    assert.equal(s.engine, 'silero', s.reason);
+    t.diagnostic(`event-loop stall: ${inWorker.stallMs.toFixed(1)} ms with the worker (its load ${s.loadMs?.toFixed(0)} ms), ${onMain.stallMs.toFixed(1)} ms on the main thread`);
+    assert.ok(
+      inWorker.stallMs < onMain.stallMs / 2,
+      `event-loop stall: ${inWorker.stallMs.toFixed(1)} ms with the worker (its load ${s.loadMs?.toFixed(0)} ms), ${onMain.stallMs.toFixed(1)} ms on the main thread`,
+    );
   });
 });

@@ -43,7 +43,7 @@ export interface StallWatch {
   stop(): number;
 }
 
-/** Measures event-loop stalls of this process from now on (resolution 5 ms). */
+/** Measures event-loop stalls of this process from now on (resolution 5 ms; its first tick records nothing, so a stall that begins in this very turn is missed: start it a timer turn before). */
 export function stallWatch(): StallWatch {
   const h = monitorEventLoopDelay({ resolution: 5 });
   h.enable();
@@ -66,10 +66,16 @@ export function stallWatch(): StallWatch {
 /** Runs `f`, giving how long it took (ms) and the longest event-loop stall while it ran. */
 export async function timed<T>(f: () => Promise<T>): Promise<{ value: T; ms: number; stallMs: number }> {
   const w = stallWatch();
+  // the monitor's first tick records nothing: a stall that began at once (f's synchronous start) would be missed
+  await new Promise((r) => setTimeout(r, 6));
   const t0 = performance.now();
   try {
     const value = await f();
-    return { value, ms: performance.now() - t0, stallMs: w.maxMs() };
+    const ms = performance.now() - t0;
+    // a stall is recorded when the monitor's timer fires after it: one that ended f (synchronous work, then the
+    // promise settled) is seen only after a timer turn
+    await new Promise((r) => setTimeout(r, 6));
+    return { value, ms, stallMs: w.maxMs() };
   } finally {
     w.stop();
   }

@@ -69,8 +69,8 @@ interface Slot {
   dead?: boolean;
 }
 
-/** process.execArgv without the flags that only apply to a main script (-e code, --input-type...). */
-function workerExecArgv(): string[] {
+/** process.execArgv without the flags that only apply to a main script (-e code, --input-type...): a worker's. */
+export function workerExecArgv(): string[] {
   const out: string[] = [];
   let skipCode = false;
   for (const a of process.execArgv) {

@@ -14,7 +14,7 @@
  * The session says which detector it has.
  */
 import type { VoiceActivityDetector } from '../../types.js';
-import { FrameBuffer, checkThreshold } from './frames.js';
+import { FrameBuffer, asyncDetector, checkThreshold, type FrameDetector } from './frames.js';
 
 export const ENERGY_FRAME_SAMPLES = 512;
 /** frames in the noise-floor window (3 s) */
@@ -34,7 +34,7 @@ export function frameLevelDbfs(frame: Float32Array): number {
   return 10 * Math.log10(sum / frame.length + 1e-12);
 }
 
-class EnergyDetector implements VoiceActivityDetector {
+class EnergyDetector implements FrameDetector {
   readonly name = 'energy';
   readonly frameSamples = ENERGY_FRAME_SAMPLES;
   private readonly frames = new FrameBuffer(ENERGY_FRAME_SAMPLES);
@@ -79,6 +79,11 @@ class EnergyDetector implements VoiceActivityDetector {
   }
 }
 
-export function createEnergyDetector(threshold: number): VoiceActivityDetector {
+/** The energy detector on the calling thread, deciding at once (what a Silero detector falls back on). */
+export function createEnergyFrames(threshold: number): FrameDetector {
   return new EnergyDetector(checkThreshold(threshold));
+}
+
+export function createEnergyDetector(threshold: number): VoiceActivityDetector {
+  return asyncDetector(createEnergyFrames(threshold));
 }

@@ -21,14 +21,14 @@
  * sherpa-onnx ends the process (or quietly keeps a null detector) on a configuration or model it cannot use, so
  * only a model file whose SHA-256 is known is handed over, and every value is checked here first.
  * Creating a Vad takes ~120 ms of CPU on the calling thread (an ONNX Runtime session) and ~9 MB: a closed
- * detector's Vad is reset and kept for the next session with the same threshold (`IDLE_MAX`).
+ * detector's Vad is reset and kept for the next session with the same threshold (`IDLE_MAX`). The calling thread is
+ * the Silero worker thread (./worker.ts, ./thread.ts): nothing here runs on the main thread but in a benchmark or a test.
  */
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { VoiceActivityDetector } from '../../types.js';
-import { FrameBuffer, checkThreshold } from './frames.js';
+import { FrameBuffer, checkThreshold, type FrameDetector } from './frames.js';
 
 /** The npm package whose files include the Silero model (an optional dependency). */
 export const SILERO_MODEL_PACKAGE = '@ricky0123/vad-web';
@@ -135,14 +135,14 @@ export class SileroRuntime {
   }
 
   /** A detector at OpenAI's threshold (0..1; clamped to what sherpa takes, 0.02..0.98). */
-  create(threshold: number): VoiceActivityDetector {
+  create(threshold: number): FrameDetector {
     const t = Math.round(Math.min(MAX_THRESHOLD, Math.max(MIN_THRESHOLD, checkThreshold(threshold))) * 1000) / 1000;
     const vad = this.vadFor(t);
     return new SileroDetector(vad, () => this.release(t, vad));
   }
 }
 
-class SileroDetector implements VoiceActivityDetector {
+class SileroDetector implements FrameDetector {
   readonly name = 'silero';
   readonly frameSamples = SILERO_FRAME_SAMPLES;
   private readonly frames = new FrameBuffer(SILERO_FRAME_SAMPLES);
@@ -191,14 +191,14 @@ class SileroDetector implements VoiceActivityDetector {
  * Loads sherpa-onnx and the model, and proves them on a frame of silence (a Vad is made, run, and kept for the
  * first session). Throws an Error saying what is missing.
  */
-export async function loadSileroRuntime(loadSherpa: () => SherpaVadModule, modelPath?: string): Promise<SileroRuntime> {
+export async function loadSileroRuntime(loadSherpa: () => SherpaVadModule | Promise<SherpaVadModule>, modelPath?: string): Promise<SileroRuntime> {
   const path = modelPath ?? installedSileroModel();
   const name = await verifySileroModel(path);
   let sherpa: SherpaVadModule;
   try {
-    sherpa = loadSherpa();
+    sherpa = await loadSherpa();
   } catch (e) {
-    throw new Error(`sherpa-onnx-node, the optional dependency that runs the Silero model, could not be loaded (${(e as Error).message})`);
+    throw new Error(`sherpa-onnx-node, the optional dependency that runs the Silero model, could not be loaded (${(e as Error).message.split('\n')[0]})`);
   }
   if (typeof sherpa.Vad !== 'function') throw new Error('the installed sherpa-onnx-node has no Vad');
   const runtime = new SileroRuntime(sherpa, path, name);
