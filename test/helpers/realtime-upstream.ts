@@ -47,7 +47,8 @@
  * - holdAfterDeltas: n: a response stops after the n-th audio delta until response.cancel (or up.release());
  * - slowRead: the server stops reading each socket after the upgrade (the client's writes pile up: bufferedAmount);
  *   up.resumeReading() reads again;
- * - audioDeltas (default 3), transcript (default 'Hello there, friend.'), deltaDelayMs (default 0: all at once),
+ * - audioDeltas (default 3), transcript (default 'Hello there, friend.'), deltaDelayMs (default 0: all at once, but
+ *   never more than 1 MiB waiting in the socket: a stalled reader holds the rest back),
  *   usage (response.done's usage instead of the counted one), instructions (the session's default).
  * Per connection (up.connections[i]): send(event) and sendRaw(data, binary?) send anything, close(code, reason)
  * and reset() end it; closed gives the close code the server saw (undefined while open).
@@ -488,6 +489,9 @@ export async function startRealtimeUpstream(initial: RealtimeUpstreamOptions = {
         }
         said += pieces[i];
         sent++;
+        // a reader that is behind makes the next deltas wait (as a server streaming as it generates): the events
+        // are made as they are taken, so a long answer to a stalled reader does not pile up here
+        while (conn.bufferedAmount > 1 << 20 && !cancelled && !stopped) await new Promise((r) => setTimeout(r, 5));
         if (cur.resetAfterDeltas === sent) {
           conn.reset();
           return;

@@ -580,6 +580,7 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
   });
 });
 
+const RELAY_BUFFERED = 512 * 1024;
 describe('realtime limits: a forwarded session whose client stops reading (pglite)', () => {
   let e: RtEnv;
   let up: RealtimeUpstream;
@@ -588,7 +589,9 @@ describe('realtime limits: a forwarded session whose client stops reading (pglit
     e = await setupRealtime({
       textModel: false,
       models: [{ name: 'rt-up', provider: 'openai-compatible', type: 'realtime', base_url: up.url, upstream_model: 'gpt-realtime-2025' } as never],
-      env: { REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_IDLE_MS: '1500' },
+      // 512 KiB: the relay waits each time its reader is that far behind, and the kernel's buffers (tens of MB here)
+      // fill in fewer waits than at 64 KiB (~11 s of waits)
+      env: { REALTIME_MAX_BUFFERED_BYTES: String(RELAY_BUFFERED), REALTIME_IDLE_MS: '1500' },
     });
   });
   after(async () => {
@@ -597,29 +600,38 @@ describe('realtime limits: a forwarded session whose client stops reading (pglit
   });
 
   test('the relay waits for a slow reader (bounded), and closes one that reads nothing for REALTIME_IDLE_MS (slow_consumer)', async () => {
-    // 2000 deltas of 100 ms of audio: about 13 MB of events
-    up.configure({ audioDeltas: 2000 });
+    // an answer longer than any socket buffers: 20,000 deltas of 100 ms of audio (~130 MB of events) that the upstream
+    // makes as they are taken. With 2000 (13 MB) the kernel's buffers could take the whole answer (this machine's
+    // tcp_rmem reaches 32 MB): nothing waited in the relay, and the session ended idle after its response.done
+    up.configure({ audioDeltas: 20_000 });
+    // this session's own server-side socket (an earlier test's may still be closing: its bufferedAmount is 0)
+    const before = new Set(e.t.app.websocketServer.clients);
     const s = RawSession.open(e, { query: 'model=rt-up' });
     await s.opened;
     await s.next('session.created');
+    const mine = [...e.t.app.websocketServer.clients].filter((c) => !before.has(c));
+    assert.equal(mine.length, 1, 'one new server-side socket');
+    const c = mine[0]!;
     const sock = (s.ws as any)._socket as import('node:net').Socket;
     sock.pause();
     s.send({ type: 'response.create' });
-    const server = () => [...e.t.app.websocketServer.clients].find((c) => c.readyState === WebSocket.OPEN);
+    // the client keeps writing while it reads nothing (its events are not idleness): what closes it must be the
+    // relay's wait, not REALTIME_IDLE_MS counted from its last event while a loaded machine delays response.created
+    const writing = setInterval(() => s.send({ type: 'input_audio_buffer.clear' }), 250);
     let most = 0;
     await waitFor(
       () => {
-        const c = server();
-        most = Math.max(most, c?.bufferedAmount ?? 0);
-        return !c;
+        most = Math.max(most, c.bufferedAmount);
+        return c.readyState !== WebSocket.OPEN;
       },
       { what: 'the server to close the session', timeoutMs: 30_000, everyMs: 5 },
     );
-    assert.ok(most > 0 && most < 64 * 1024 + 16 * 1024, `the relay waited for its reader: at most ${most} bytes queued`);
+    clearInterval(writing);
     sock.resume();
     const closed = await s.closed;
+    assert.equal(closed.reason, 'slow_consumer', `closed by ${JSON.stringify(s.events.at(-1))}`);
     assert.equal(closed.code, 1008);
-    assert.equal(closed.reason, 'slow_consumer');
+    assert.ok(most > 0 && most < RELAY_BUFFERED + 16 * 1024, `the relay waited for its reader: at most ${most} bytes queued`);
     assertError(
       s.events.find((x) => x.type === 'error'),
       'slow_consumer',
