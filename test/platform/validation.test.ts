@@ -203,7 +203,11 @@ describe('response serializers compiled when first needed (an app gets ready wit
     const lazy = lazySerializers()({}, {})(route(Answer));
     assert.equal(deferredValidators(), before + 1, 'nothing compiled when the route was added');
     // a field the schema does not name is left out, as fast-json-stringify leaves it out
-    for (const doc of [{ id: 'a', n: 1 }, { id: 'b', n: 2, tags: ['x', 'y'] }, { id: 'c', n: 3, secret: 'not in the schema' }]) {
+    for (const doc of [
+      { id: 'a', n: 1 },
+      { id: 'b', n: 2, tags: ['x', 'y'] },
+      { id: 'c', n: 3, secret: 'not in the schema' },
+    ]) {
       assert.equal(lazy(doc), eager(doc), JSON.stringify(doc));
     }
     assert.ok(!lazy({ id: 'c', n: 3, secret: 's' }).includes('secret'));
