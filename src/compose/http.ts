@@ -4,7 +4,7 @@
  * file mounts them in the group they name (src/platform/module.ts).
  */
 import type { Socket } from 'node:net';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -12,7 +12,7 @@ import websocket from '@fastify/websocket';
 import '../platform/http/types.js';
 import type { Logger } from '../platform/log.js';
 import { AppError, ERRORS, msg, type ErrorCode } from '../platform/errors.js';
-import { lazyValidatorCompiler } from '../platform/http/validation.js';
+import { lazySerializers, lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
 import { openAIErrorBody, sendAnthropicError, sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
@@ -178,6 +178,8 @@ function lingerAfterAnswer(req: FastifyRequest['raw']): void {
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
+type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
+
 /** the path of a request's URL, without its query */
 const pathOf = (req: FastifyRequest) => req.url.split('?')[0] ?? req.url;
 /** the URLs answered in the portal's envelope: {portal_base_url} and the operators' /v1/admin */
@@ -198,6 +200,12 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       return typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : `req_${randomUUID().replace(/-/g, '')}`;
     },
     bodyLimit: 1024 * 1024,
+    // route validators and response serializers compile at a route's first use, or after `serve` listens
+    // (compileDeferred), not while the app gets ready (src/platform/http/validation.ts). Given here rather than by
+    // setValidatorCompiler, Fastify does not load its own Ajv compiler only to have it replaced.
+    // (Fastify types buildValidator as @fastify/ajv-compiler's factory; it calls whatever it gets with the route, as
+    // it calls setValidatorCompiler's compiler)
+    schemaController: { compilersFactory: { buildValidator: (() => lazyValidatorCompiler) as unknown as ValidatorFactory, buildSerializer: lazySerializers() } },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     // errors the router raises before any route runs, in the shape of the route group the URL belongs to
     frameworkErrors: (err, req, reply) => {
@@ -216,7 +224,6 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       ? { requestTimeout: opts.limits.requestTimeoutMs, keepAliveTimeout: opts.limits.keepAliveTimeoutMs, serverFactory: opts.serverFactory ?? limitedServer(opts.limits) }
       : {}),
   }) as unknown as FastifyInstance;
-  app.setValidatorCompiler(lazyValidatorCompiler);
   app.decorate('metrics', metrics);
   // one address may hold at most MAX_CONNECTIONS_PER_ADDRESS connections: more are destroyed as they come
   if (opts.limits?.maxConnectionsPerAddress) {

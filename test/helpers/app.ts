@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { createCore, type Core } from '../../src/compose/core.js';
@@ -160,6 +159,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
       if (ledger) await dropInstallationKeys(config.redisUrl!, `${DEFAULT_SPEND_PREFIX}${ledger}`);
       if (copied) await copied.drop();
       if (schema && !opts.dbSchema) {
+        const { default: pg } = await import('pg');
         const c = new pg.Client({ connectionString: TEST_PG_URL });
         await c.connect();
         await c.query(`drop schema if exists ${schema} cascade`);

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
 import { openDb } from '../../src/platform/db/index.js';
 import { TEST_PG_URL } from './services.js';
 
@@ -78,7 +78,9 @@ function databaseUrl(name: string): string {
 }
 
 async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: TEST_PG_URL });
+  // loaded when PostgreSQL is used: a test file on the embedded database alone does without it
+  const { Client } = (await import('pg')).default;
+  const c = new Client({ connectionString: TEST_PG_URL });
   await c.connect();
   try {
     return await fn(c);

@@ -2,12 +2,15 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import { buildTestApp } from '../helpers/app.js';
 import { Type, type TSchema } from 'typebox';
 import {
   codePoints,
   compileDeferred,
   deferredValidators,
   describeValidationError,
+  lazySerializers,
   lazyValidatorCompiler,
   paramPath,
   validatorCompiler,
@@ -187,5 +190,58 @@ describe('route validators compiled when first needed (start-up does not wait fo
     assert.equal(a({ a: 1 }), false);
     // the broken one still fails loudly when called (its route answers 500), never passes unchecked
     assert.throws(() => broken({ c: 1 }));
+  });
+});
+
+describe('response serializers compiled when first needed (an app gets ready without fast-json-stringify)', () => {
+  const route = (schema: unknown) => ({ schema, method: 'GET', url: '/x', httpStatus: '200' });
+  const Answer = Type.Object({ id: Type.String(), n: Type.Integer(), tags: Type.Optional(Type.Array(Type.String())) }, { additionalProperties: false });
+
+  test("a lazy serializer writes exactly what Fastify's own writes, compiling once, at its first answer", () => {
+    const eager = SerializerSelector()({}, {})(route(Answer));
+    const before = deferredValidators();
+    const lazy = lazySerializers()({}, {})(route(Answer));
+    assert.equal(deferredValidators(), before + 1, 'nothing compiled when the route was added');
+    // a field the schema does not name is left out, as fast-json-stringify leaves it out
+    for (const doc of [
+      { id: 'a', n: 1 },
+      { id: 'b', n: 2, tags: ['x', 'y'] },
+      { id: 'c', n: 3, secret: 'not in the schema' },
+    ]) {
+      assert.equal(lazy(doc), eager(doc), JSON.stringify(doc));
+    }
+    assert.ok(!lazy({ id: 'c', n: 3, secret: 's' }).includes('secret'));
+    assert.equal(deferredValidators(), before, 'compiled at its first answer, and only once');
+  });
+
+  test('compileDeferred compiles the serializers not used yet, and reports one that does not compile', async () => {
+    const factory = lazySerializers()({}, {});
+    const unused = factory(route(Answer));
+    const broken = factory(route({ type: 'object', properties: { a: { $ref: '#/definitions/missing' } } }));
+    const errors: unknown[] = [];
+    await compileDeferred((e) => errors.push(e));
+    assert.equal(deferredValidators(), 0);
+    assert.equal(errors.length, 1, 'the broken schema, and only it');
+    assert.equal(unused({ id: 'a', n: 1, extra: true }), '{"id":"a","n":1}');
+    // the broken one fails loudly when used (its route answers 500), never writes unchecked
+    assert.throws(() => broken({ a: 1 }));
+  });
+
+  test("every route's validators and response serializers of the real app compile (what a start compiled before they were deferred)", async () => {
+    await compileDeferred();
+    const t = await buildTestApp({});
+    try {
+      assert.ok(deferredValidators() > 100, `the app's schemas wait to be compiled (${deferredValidators()})`);
+      const errors: unknown[] = [];
+      await compileDeferred((e) => errors.push(e));
+      assert.deepEqual(errors.map(String), []);
+      assert.equal(deferredValidators(), 0);
+      // and the app answers through them: a portal answer with its response schema
+      const res = await t.app.inject({ method: 'GET', url: '/v1/portal/api-keys', headers: { authorization: `Bearer ${await t.token('alice')}` } });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.json().meta.code, 0);
+    } finally {
+      await t.close();
+    }
   });
 });

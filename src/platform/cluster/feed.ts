@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { redisClass } from './redis-client.js';
-import pg from 'pg';
+import type { Client, Pool } from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
 
 export type FeedHandler = (message: Record<string, unknown>) => void;
@@ -163,13 +163,17 @@ class RedisFeed implements ChangeFeed {
   }
 }
 
+/** node-postgres, loaded when a PostgreSQL feed first needs it (a start on the embedded database never loads it) */
+const loadPg = () => import('pg').then((m) => m.default);
+
 /** LISTEN/NOTIFY on one dedicated connection that reconnects by itself. */
 class PostgresFeed implements ChangeFeed {
   readonly kind = 'postgres' as const;
-  private client?: pg.Client;
+  private client?: Client;
   private readonly handlers = new Map<string, FeedHandler[]>();
   private closed = false;
-  private readonly pool: pg.Pool;
+  /** for publishing: opened at the first publish, like the listening connection at the first subscribe */
+  private pool?: Promise<Pool>;
   /** `portico_<installation id>_`: what this installation's channels start with */
   private readonly prefix: string;
 
@@ -180,13 +184,12 @@ class PostgresFeed implements ChangeFeed {
   ) {
     if (!/^[a-z0-9]+$/.test(installation)) throw new Error(`bad installation id ${installation}`);
     this.prefix = `portico_${installation}_`;
-    this.pool = new pg.Pool({ connectionString: url, max: 2 });
-    this.pool.on('error', () => {});
   }
 
   private async connect() {
     if (this.closed) return;
-    const c = new pg.Client({ connectionString: this.url });
+    const { Client } = await loadPg();
+    const c = new Client({ connectionString: this.url });
     c.on('error', () => {});
     c.on('end', () => {
       if (this.client === c) this.client = undefined;
@@ -220,7 +223,14 @@ class PostgresFeed implements ChangeFeed {
   }
 
   async publish(channel: string, message: Record<string, unknown>) {
-    await this.pool.query('select pg_notify($1, $2)', [this.prefix + channel, JSON.stringify(message)]);
+    // as a pool that was ended refuses: a closed feed never opens one
+    if (this.closed && !this.pool) throw new Error('Cannot publish on a closed change feed');
+    this.pool ??= loadPg().then(({ Pool }) => {
+      const pool = new Pool({ connectionString: this.url, max: 2 });
+      pool.on('error', () => {});
+      return pool;
+    });
+    await (await this.pool).query('select pg_notify($1, $2)', [this.prefix + channel, JSON.stringify(message)]);
   }
 
   subscribe(channel: string, handler: FeedHandler): Promise<void> {
@@ -255,7 +265,7 @@ class PostgresFeed implements ChangeFeed {
     this.closed = true;
     await this.connecting;
     await this.client?.end().catch(() => {});
-    await this.pool.end().catch(() => {});
+    await (await this.pool)?.end().catch(() => {});
   }
 }
 

@@ -1,6 +1,7 @@
 import { Ajv, _, str, type CodeKeywordDefinition, type ErrorObject, type KeywordCxt } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
+import { SerializerSelector, type SerializerFactory } from '@fastify/fast-json-stringify-compiler';
 import type { ValidationDetail } from '../errors.js';
 import { codePoints } from '../code-points.js';
 
@@ -64,14 +65,14 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
 
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
-/** validators made by lazyValidatorCompiler and not compiled yet, in the order their routes were added */
+/** validators and serializers made lazily and not compiled yet, in the order their routes were added */
 const deferred = new Set<() => void>();
 
 /**
- * The route validator of `portico serve`: Ajv compiles a route's schemas when the route is first called (or when
- * compileDeferred() gets to it after start-up), not while the server starts. Compiling the ~100 route schemas
- * was ~0.18 s of a ~1.3 s start on PostgreSQL (docs/performance.md, "Start-up and memory"). The validator keeps
- * Ajv's contract that Fastify reads: false with `.errors` set.
+ * The route validator of every app (`portico serve` and the tests' apps): Ajv compiles a route's schemas when the
+ * route is first called (or when compileDeferred() gets to it after start-up), not while the server starts.
+ * Compiling the ~100 route schemas was ~0.18 s of a ~1.3 s start on PostgreSQL (docs/performance.md, "Start-up and
+ * memory"). The validator keeps Ajv's contract that Fastify reads: false with `.errors` set.
  */
 export const lazyValidatorCompiler: FastifySchemaCompiler<unknown> = (route) => {
   let compiled: Validate | undefined;
@@ -91,9 +92,33 @@ export const lazyValidatorCompiler: FastifySchemaCompiler<unknown> = (route) => 
 };
 
 /**
- * Compiles the validators nobody has called yet, one per turn of the event loop, so that a server that has
- * started answering does not stall on them and the first call of a route does not pay its compilation. A schema
- * Ajv cannot compile is reported through `onError` (the route's first call answers 500 with the same error).
+ * The response serializers, made as Fastify makes them (fast-json-stringify, through Fastify's own compiler, with the
+ * same shared schemas and options), but each compiled at its first answer or by compileDeferred() after start-up
+ * instead of all of them while the app gets ready: fast-json-stringify builds a serializer and an Ajv instance for
+ * every status of every route with a response schema, ~0.2-0.3 s of CPU per app (docs/performance.md, "The test
+ * suite"). What a serializer writes is the same; a schema it cannot compile fails its route's answer (500) and is
+ * reported by compileDeferred(), instead of failing the start.
+ */
+export function lazySerializers(build: SerializerFactory = SerializerSelector()): SerializerFactory {
+  return (externalSchemas, options) => {
+    const compiler = build(externalSchemas, options);
+    return (route) => {
+      let compiled: ((doc: unknown) => string) | undefined;
+      const compile = () => {
+        compiled ??= compiler(route);
+        deferred.delete(compile);
+        return compiled;
+      };
+      deferred.add(compile);
+      return (doc: unknown) => (compiled ?? compile())(doc);
+    };
+  };
+}
+
+/**
+ * Compiles the validators and serializers nobody has used yet, one per turn of the event loop, so that a server that
+ * has started answering does not stall on them and the first call of a route does not pay its compilation. A schema
+ * that does not compile is reported through `onError` (the route's first call answers 500 with the same error).
  */
 export function compileDeferred(onError: (e: unknown) => void = () => {}): Promise<void> {
   return new Promise((resolve) => {
@@ -112,7 +137,7 @@ export function compileDeferred(onError: (e: unknown) => void = () => {}): Promi
   });
 }
 
-/** validators not compiled yet (tests) */
+/** validators and serializers not compiled yet (tests) */
 export function deferredValidators(): number {
   return deferred.size;
 }
