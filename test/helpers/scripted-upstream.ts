@@ -16,8 +16,8 @@
  * commas), as floats or base64, usage one token per 4 characters (or per token id).
  * When nothing is scripted, `defaultReply` answers (a short text), so a benchmark needs no scripting at all.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
+import { sleep, split, startRecordingMock, type MockRequest, type RecordingMock, type Replies, type Scripted } from './recording-mock.js';
 
 export interface ScriptedToolCall {
   /** default call_<n> */
@@ -79,43 +79,19 @@ export interface Reply {
   noDimensions?: boolean;
 }
 
-export interface RecordedRequest {
-  method: string;
-  path: string;
-  headers: http.IncomingHttpHeaders;
-  /** parsed JSON body (or the raw text when it is not JSON; undefined for GET) */
-  body: any;
+export interface RecordedRequest extends MockRequest {
   /** the client's TCP port (requests on one kept-alive connection share it) */
   remotePort: number;
-  /** set when the client closed the connection before the answer was complete */
-  aborted: boolean;
-  /** when the request's head arrived (performance.now() of this process) */
-  at: number;
   /** how many frames (SSE events) of a streamed answer were written so far: a test waits on it, not on a clock */
   written: number;
-  /** resolves when the answer finished or the connection closed */
-  closed: Promise<void>;
 }
 
-export interface ScriptedUpstream {
-  /** base URL including /v1, e.g. http://127.0.0.1:40123/v1 */
-  url: string;
-  port: number;
-  /** every request received, in order (unless started with record: false) */
-  requests: RecordedRequest[];
-  /** queue answers for the next requests (FIFO); a function reply is called with the request body */
-  script(...replies: (Reply | ((body: any) => Reply))[]): void;
-  /** answer used when the queue is empty */
-  defaultReply: Reply | ((body: any) => Reply);
+/** url: the base URL including /v1, e.g. http://127.0.0.1:40123/v1 */
+export interface ScriptedUpstream extends RecordingMock<RecordedRequest, Reply, Scripted<Reply>> {
   /** models listed by GET /v1/models */
   models: string[];
   /** GET /v1/models answers with this instead of the list (an error status, or hang: never answers) */
   modelsReply?: { status?: number; hang?: boolean };
-  /** resolves once `n` requests have been received */
-  waitForRequests(n: number): Promise<RecordedRequest[]>;
-  /** forget recorded requests and queued replies */
-  reset(): void;
-  close(): Promise<void>;
 }
 
 export interface ScriptedUpstreamOptions {
@@ -125,18 +101,6 @@ export interface ScriptedUpstreamOptions {
   models?: string[];
   /** Bearer key the server demands (401 otherwise) */
   apiKey?: string;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function split(s: string | string[] | undefined, n: number): string[] {
-  if (s === undefined) return [];
-  if (Array.isArray(s)) return s;
-  if (n <= 1 || s.length <= 1) return s ? [s] : [];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
 }
 
 interface Plan {
@@ -362,82 +326,20 @@ function responseObject(p: Plan, reply: Reply) {
 }
 
 export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}): Promise<ScriptedUpstream> {
-  const record = opts.record ?? true;
-  const queue: (Reply | ((body: any) => Reply))[] = [];
-  const requests: RecordedRequest[] = [];
-  let waiters: { n: number; resolve: (r: RecordedRequest[]) => void }[] = [];
-  const sockets = new Set<import('node:net').Socket>();
-
-  const up: ScriptedUpstream = {
-    url: '',
-    port: 0,
-    requests,
-    script: (...r) => void queue.push(...r),
+  const base = await startRecordingMock<RecordedRequest, Reply, Scripted<Reply>>({
     defaultReply: opts.defaultReply ?? { text: 'Hello from the scripted upstream.', chunks: 4 },
-    models: opts.models ?? ['scripted-model'],
-    waitForRequests(n) {
-      if (requests.length >= n) return Promise.resolve(requests);
-      return new Promise((resolve) => waiters.push({ n, resolve }));
+    basePath: '/v1',
+    record: opts.record ?? true,
+    setup(server) {
+      server.keepAliveTimeout = 60_000;
+      server.on('connection', (s) => s.setNoDelay(true));
     },
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
-    },
-    close() {
-      return new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      });
-    },
-  };
-
-  const server = http.createServer((req, res) => {
-    let closedResolve!: () => void;
-    const rec: RecordedRequest = {
-      method: req.method ?? 'GET',
-      path: (req.url ?? '/').split('?')[0],
-      headers: req.headers,
-      body: undefined,
-      remotePort: req.socket.remotePort ?? 0,
-      aborted: false,
-      at: performance.now(),
-      written: 0,
-      closed: new Promise<void>((r) => (closedResolve = r)),
-    };
-    res.on('close', () => {
-      if (!res.writableFinished) rec.aborted = true;
-      closedResolve();
-    });
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      if (text) {
-        try {
-          rec.body = JSON.parse(text);
-        } catch {
-          rec.body = text;
-        }
-      }
-      if (record) {
-        requests.push(rec);
-        if (waiters.length) {
-          const ready = waiters.filter((w) => requests.length >= w.n);
-          waiters = waiters.filter((w) => requests.length < w.n);
-          for (const w of ready) w.resolve(requests);
-        }
-      }
-      handle(rec, res).catch(() => res.destroy());
-    });
+    describe: (_head, req) => ({ remotePort: req.socket.remotePort ?? 0, written: 0 }),
+    answer: (rec, _req, res, replies) => handle(rec, res, replies),
   });
-  server.keepAliveTimeout = 60_000;
-  server.on('connection', (s) => {
-    s.setNoDelay(true);
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
+  const up: ScriptedUpstream = Object.assign(base, { models: opts.models ?? ['scripted-model'] });
 
-  async function handle(rec: RecordedRequest, res: http.ServerResponse): Promise<void> {
+  async function handle(rec: RecordedRequest, res: http.ServerResponse, replies: Replies<Reply>): Promise<void> {
     const path = rec.path.replace(/^\/v1/, '');
     if (opts.apiKey && rec.headers.authorization !== `Bearer ${opts.apiKey}`) {
       return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
@@ -447,13 +349,13 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       if (up.modelsReply?.status) return json(res, up.modelsReply.status, { error: { message: 'scripted models failure', type: 'server_error', param: null, code: null } });
       return json(res, 200, { object: 'list', data: up.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'scripted' })) });
     }
-    const head = typeof queue[0] === 'object' ? queue[0] : undefined;
+    const queued = replies.peek();
+    const head = typeof queued === 'object' ? queued : undefined;
     const scriptedHere = head !== undefined && (head.json !== undefined || (head.status !== undefined && head.status >= 300));
     if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses' && path !== '/embeddings' && !scriptedHere)) {
       return json(res, 404, { error: { message: `no route ${rec.method} ${rec.path}`, type: 'invalid_request_error', param: null, code: null } });
     }
-    const next = queue.length ? queue.shift()! : up.defaultReply;
-    const reply = typeof next === 'function' ? next(rec.body) : next;
+    const reply = replies.next();
     if (reply.hang) return; // never answers
     if (reply.headerDelayMs) await sleep(reply.headerDelayMs);
     if (reply.status && reply.status >= 300) {
@@ -533,8 +435,5 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     res.end(body);
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  up.port = (server.address() as AddressInfo).port;
-  up.url = `http://127.0.0.1:${up.port}/v1`;
   return up;
 }
