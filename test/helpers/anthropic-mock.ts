@@ -16,7 +16,8 @@
  */
 import type http from 'node:http';
 import type Anthropic from '@anthropic-ai/sdk';
-import { opening, sendJson, split, startRecordingMock, writeFrames, writeRaw, type MockRequest, type RecordingMock } from './recording-mock.js';
+import { opening, sendJson, split, startRecordingMock, writeFrames, writeRaw } from './recording-mock.js';
+import type { MockRequest, RecordingMock, ScriptedFailures, RawReplies } from './recording-mock.js';
 
 type Msg = Anthropic.Messages.Message;
 type StreamEvent = Anthropic.Messages.RawMessageStreamEvent;
@@ -29,7 +30,7 @@ export interface AnthropicToolUse {
   input: Record<string, unknown> | string[];
 }
 
-export interface AnthropicReply {
+export interface AnthropicReply extends ScriptedFailures, RawReplies {
   /** answer text, or its pieces */
   text?: string | string[];
   /** pieces a string text / thinking is split into (default 1) */
@@ -44,33 +45,14 @@ export interface AnthropicReply {
   /** `cache_creation`: the cache writes by lifetime, in message_start and a JSON answer (message_delta has no such field) */
   usage?: Partial<Pick<Usage, 'input_tokens' | 'output_tokens' | 'cache_read_input_tokens' | 'cache_creation_input_tokens' | 'cache_creation'>> & { thinking_tokens?: number };
   model?: string;
-  /** ms between two streamed events */
-  delayMs?: number;
-  /** ms before the response headers */
-  headerDelayMs?: number;
   /** an `error` event after this many events (Anthropic's mid-stream failure) */
   errorAfter?: number;
-  /** destroy the connection after this many events */
-  breakAfter?: number;
-  /** stop writing after this many events and keep the connection open */
-  hangAfter?: number;
   /** omit message_stop (the stream ends after message_delta) */
   noStop?: boolean;
   /** a ping after message_start (as Anthropic sends them) */
   ping?: boolean;
-  /** an error answer: this status, Anthropic's error body of `errorType` and `errorMessage` */
-  status?: number;
+  /** with `status` (or `errorAfter`): the type in Anthropic's error body (default: the status's) */
   errorType?: string;
-  errorMessage?: string;
-  headers?: Record<string, string>;
-  /** written verbatim as a 200 text/event-stream body, one write per element */
-  raw?: string[];
-  /** written verbatim as a 200 application/json body */
-  rawJson?: string;
-  /** never answer */
-  hang?: boolean;
-  /** close the connection as soon as the request arrived (a reset before any answer) */
-  reset?: boolean;
 }
 
 export type AnthropicRequest = MockRequest;

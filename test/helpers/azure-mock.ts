@@ -21,7 +21,8 @@
  */
 import type http from 'node:http';
 import type OpenAI from 'openai';
-import { opening, sendJson, split as pieces, startRecordingMock, writeFrames, writeRaw, type MockRequest, type RecordingMock } from './recording-mock.js';
+import { opening, sendJson, split as pieces, startRecordingMock, writeFrames, writeRaw } from './recording-mock.js';
+import type { MockRequest, RecordingMock, ScriptedFailures, RawReplies } from './recording-mock.js';
 
 type Completion = OpenAI.Chat.Completions.ChatCompletion;
 type Chunk = OpenAI.Chat.Completions.ChatCompletionChunk;
@@ -42,7 +43,7 @@ export interface AzureToolCall {
   arguments: string | string[];
 }
 
-export interface AzureReply {
+export interface AzureReply extends ScriptedFailures, RawReplies {
   text?: string | string[];
   /** pieces a string text is split into (default 1) */
   chunks?: number;
@@ -53,19 +54,8 @@ export interface AzureReply {
   model?: string;
   /** 'prompt': the prompt refused (400 content_filter); 'completion': the answer cut by the filter */
   contentFilter?: 'prompt' | 'completion';
-  delayMs?: number;
-  headerDelayMs?: number;
-  breakAfter?: number;
-  hangAfter?: number;
-  /** an error answer: this status, OpenAI's error body with `errorCode` and `errorMessage` */
-  status?: number;
+  /** with `status`: the code in OpenAI's error body */
   errorCode?: string;
-  errorMessage?: string;
-  headers?: Record<string, string>;
-  raw?: string[];
-  rawJson?: string;
-  hang?: boolean;
-  reset?: boolean;
 }
 
 export interface AzureRequest extends MockRequest {

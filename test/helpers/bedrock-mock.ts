@@ -18,7 +18,7 @@ import { createHash } from 'node:crypto';
 import type { ConverseResponse, ConverseStreamOutput, TokenUsage, StopReason } from '@aws-sdk/client-bedrock-runtime';
 import { encodeMessage } from '../../src/engines/bedrock/eventstream.js';
 import { signature, type AwsCredentials } from '../../src/engines/bedrock/sigv4.js';
-import { opening, sendJson, split, startRecordingMock, writeFrames, type MockRequest, type RecordingMock } from './recording-mock.js';
+import { opening, sendJson, split, startRecordingMock, writeFrames, type MockRequest, type RecordingMock, type ScriptedFailures } from './recording-mock.js';
 
 export interface BedrockToolUse {
   toolUseId?: string;
@@ -27,7 +27,7 @@ export interface BedrockToolUse {
   input: Record<string, unknown> | string[];
 }
 
-export interface BedrockReply {
+export interface BedrockReply extends ScriptedFailures {
   text?: string | string[];
   /** pieces a string text / reasoning is split into (default 1) */
   chunks?: number;
@@ -37,31 +37,16 @@ export interface BedrockReply {
   /** default: tool_use with toolUses, else end_turn; null: no messageStop */
   stopReason?: StopReason | null;
   usage?: Partial<TokenUsage>;
-  /** ms between two streamed events */
-  delayMs?: number;
-  /** ms before the response headers */
-  headerDelayMs?: number;
   /** an exception message after this many events (`:exception-type`) */
   exceptionAfter?: number;
   exceptionType?: string;
   /** this event's frame (0-based) is sent with a bad message CRC */
   corruptAt?: number;
-  /** destroy the connection after this many events */
-  breakAfter?: number;
-  /** stop writing after this many events and keep the connection open */
-  hangAfter?: number;
-  /** an error answer: this status, with AWS's x-amzn-errortype `errorType` and body {message} */
-  status?: number;
+  /** with `status`: the x-amzn-errortype (default: the status's), the body {message: errorMessage} */
   errorType?: string;
-  errorMessage?: string;
-  headers?: Record<string, string>;
   /** written verbatim as a 200 body of this content type */
   raw?: Buffer | string;
   rawType?: string;
-  /** never answer */
-  hang?: boolean;
-  /** close the connection as soon as the request arrived */
-  reset?: boolean;
 }
 
 export interface BedrockRequest extends MockRequest {

@@ -16,7 +16,8 @@
  */
 import type http from 'node:http';
 import type { GenerateContentResponse, Part, EmbedContentResponse, GenerateContentResponseUsageMetadata } from '@google/genai';
-import { opening, sendJson, split, startRecordingMock, writeFrames, writeRaw, type MockRequest, type RecordingMock } from './recording-mock.js';
+import { opening, sendJson, split, startRecordingMock, writeFrames, writeRaw } from './recording-mock.js';
+import type { MockRequest, RecordingMock, ScriptedFailures, RawReplies } from './recording-mock.js';
 
 /** the wire's shape of a response (the SDK's class, without its computed getters and the HTTP response it keeps) */
 type Wire = Omit<GenerateContentResponse, 'text' | 'data' | 'functionCalls' | 'executableCode' | 'codeExecutionResult' | 'initialPromptTokenCount' | 'sdkHttpResponse'>;
@@ -29,7 +30,7 @@ export interface GeminiCall {
   signature?: string;
 }
 
-export interface GeminiReply {
+export interface GeminiReply extends ScriptedFailures, RawReplies {
   /** answer text, or its pieces (one chunk each when streamed) */
   text?: string | string[];
   /** pieces a string text / thought is split into (default 1) */
@@ -43,35 +44,15 @@ export interface GeminiReply {
   blockReason?: string;
   usage?: GenerateContentResponseUsageMetadata;
   modelVersion?: string;
-  delayMs?: number;
-  headerDelayMs?: number;
   /** an error object in the stream after this many chunks */
   errorAfter?: number;
-  breakAfter?: number;
-  hangAfter?: number;
-  /** an error answer: this status, Google's error body with `errorMessage` and `errorStatus` */
-  status?: number;
+  /** with `status`: the status name in Google's error body (default: the status's) */
   errorStatus?: string;
-  errorMessage?: string;
   /** google.rpc.RetryInfo's retryDelay, e.g. '7s' */
   retryDelay?: string;
-  headers?: Record<string, string>;
-  raw?: string[];
-  rawJson?: string;
-  hang?: boolean;
-  reset?: boolean;
   /** embeddings: the size of each vector (default 4) */
   dimensions?: number;
 }
-
-export interface GeminiRequest extends MockRequest {
-  /** the path, decoded */
-  path: string;
-  query: URLSearchParams;
-}
-
-/** url: the model file's base_url */
-export type GeminiMock = RecordingMock<GeminiRequest, GeminiReply>;
 
 const STATUS: Record<number, string> = {
   400: 'INVALID_ARGUMENT',
@@ -82,6 +63,15 @@ const STATUS: Record<number, string> = {
   503: 'UNAVAILABLE',
   504: 'DEADLINE_EXCEEDED',
 };
+
+export interface GeminiRequest extends MockRequest {
+  /** the path, decoded */
+  path: string;
+  query: URLSearchParams;
+}
+
+/** url: the model file's base_url */
+export type GeminiMock = RecordingMock<GeminiRequest, GeminiReply>;
 
 /** Google's error body: {error: {code, message, status, details}} */
 export function googleError(status: number, message: string, statusName?: string, retryDelay?: string, reason?: string) {

@@ -180,7 +180,7 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
 }
 
 /** The opening of a scripted answer: true when there is no more to it (a reset, a hang); else after the header delay. */
-export async function opening(r: { reset?: boolean; hang?: boolean; headerDelayMs?: number }, req: http.IncomingMessage): Promise<boolean> {
+export async function opening(r: Pick<ScriptedFailures, 'reset' | 'hang' | 'headerDelayMs'>, req: http.IncomingMessage): Promise<boolean> {
   if (r.reset) {
     req.socket.destroy();
     return true;
@@ -208,12 +208,35 @@ export async function writeRaw(res: http.ServerResponse, r: { rawJson?: string; 
 }
 
 export interface FrameScript {
-  /** ms after each frame */
+  /** ms between two streamed events */
   delayMs?: number;
-  /** destroy the connection after this many frames */
+  /** destroy the connection after this many streamed events (a stream that breaks mid-way) */
   breakAfter?: number;
-  /** stop writing after this many frames and keep the connection open */
+  /** stop writing after this many streamed events and keep the connection open (an upstream that hangs) */
   hangAfter?: number;
+}
+
+/** What a scripted reply may say of its timing and failures, as every mock takes it (its own wire writes them). */
+export interface ScriptedFailures extends FrameScript {
+  /** ms before the response headers */
+  headerDelayMs?: number;
+  /** headers added to the answer */
+  headers?: Record<string, string>;
+  /** never answer: the request stays open until the client gives up */
+  hang?: boolean;
+  /** close the connection as soon as the request arrived (a reset before any answer) */
+  reset?: boolean;
+  /** an error answer: this status, with the mock's error body (of `errorMessage`) */
+  status?: number;
+  errorMessage?: string;
+}
+
+/** A garbage answer (see writeRaw). */
+export interface RawReplies {
+  /** written verbatim as a 200 text/event-stream body, one write per element */
+  raw?: string[];
+  /** written verbatim as a 200 application/json body */
+  rawJson?: string;
 }
 
 /**

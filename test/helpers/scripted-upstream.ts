@@ -17,7 +17,7 @@
  * When nothing is scripted, `defaultReply` answers (a short text), so a benchmark needs no scripting at all.
  */
 import type http from 'node:http';
-import { sleep, split, startRecordingMock, type MockRequest, type RecordingMock, type Replies, type Scripted } from './recording-mock.js';
+import { sleep, split, startRecordingMock, type MockRequest, type RecordingMock, type Replies, type Scripted, type ScriptedFailures, type RawReplies } from './recording-mock.js';
 
 export interface ScriptedToolCall {
   /** default call_<n> */
@@ -27,7 +27,7 @@ export interface ScriptedToolCall {
   arguments: string | string[];
 }
 
-export interface Reply {
+export interface Reply extends Omit<ScriptedFailures, 'reset'>, RawReplies {
   /** answer text: a string (split into `chunks` pieces) or the pieces themselves */
   text?: string | string[];
   /** pieces a string `text` / `reasoning` is split into (default 1) */
@@ -46,33 +46,16 @@ export interface Reply {
   usage?: false | { prompt_tokens: number; completion_tokens: number; cached_tokens?: number; reasoning_tokens?: number };
   /** model named in the answer (default: the request's model) */
   model?: string;
-  /** ms between two streamed events (default 0: all written at once) */
-  delayMs?: number;
-  /** ms before the response headers */
-  headerDelayMs?: number;
-  /** destroy the connection after this many streamed events (a stream that breaks mid-way) */
-  breakAfter?: number;
-  /** stop writing after this many streamed events and keep the connection open until the client closes it (an upstream that hangs) */
-  hangAfter?: number;
   /** omit the final `data: [DONE]` (chat) */
   noDone?: boolean;
-  /** an error answer: this status with `errorBody` (default an OpenAI-shaped error with `errorMessage`) */
-  status?: number;
-  errorMessage?: string;
+  /** with `status`: the error body (default an OpenAI-shaped error with `errorMessage`) */
   errorBody?: unknown;
-  headers?: Record<string, string>;
-  /** written verbatim as the response body (status 200, text/event-stream), one write per element */
-  raw?: string[];
-  /** written verbatim as the body of a 200 application/json answer (an upstream that answers garbage) */
-  rawJson?: string;
   /**
    * this object as a 200 JSON answer, on any POST path: a reply with it (or with an error `status`) at the head
    * of the queue also answers a path the server does not know (an endpoint forwarded as it is, e.g.
    * /images/generations)
    */
   json?: unknown;
-  /** never answer (timeouts); the request stays open until the client gives up */
-  hang?: boolean;
   /** embeddings: the vector size when the request gives no `dimensions` (default 8) */
   embeddingSize?: number;
   /** embeddings: refuse `dimensions` as OpenAI does for models without it (400) */
