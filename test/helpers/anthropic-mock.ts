@@ -14,9 +14,10 @@
  * refused as Anthropic refuses it. Failure scripts: an error status with Anthropic's error body, a hang before the headers, a stream
  * that breaks, hangs or sends an `error` event after N events, garbage.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import type Anthropic from '@anthropic-ai/sdk';
+import { opening, sendJson, split, startRecordingMock, writeFrames, writeRaw } from './recording-mock.js';
+import type { MockRequest, RecordingMock, ScriptedFailures, RawReplies } from './recording-mock.js';
 
 type Msg = Anthropic.Messages.Message;
 type StreamEvent = Anthropic.Messages.RawMessageStreamEvent;
@@ -29,7 +30,7 @@ export interface AnthropicToolUse {
   input: Record<string, unknown> | string[];
 }
 
-export interface AnthropicReply {
+export interface AnthropicReply extends ScriptedFailures, RawReplies {
   /** answer text, or its pieces */
   text?: string | string[];
   /** pieces a string text / thinking is split into (default 1) */
@@ -44,70 +45,20 @@ export interface AnthropicReply {
   /** `cache_creation`: the cache writes by lifetime, in message_start and a JSON answer (message_delta has no such field) */
   usage?: Partial<Pick<Usage, 'input_tokens' | 'output_tokens' | 'cache_read_input_tokens' | 'cache_creation_input_tokens' | 'cache_creation'>> & { thinking_tokens?: number };
   model?: string;
-  /** ms between two streamed events */
-  delayMs?: number;
-  /** ms before the response headers */
-  headerDelayMs?: number;
   /** an `error` event after this many events (Anthropic's mid-stream failure) */
   errorAfter?: number;
-  /** destroy the connection after this many events */
-  breakAfter?: number;
-  /** stop writing after this many events and keep the connection open */
-  hangAfter?: number;
   /** omit message_stop (the stream ends after message_delta) */
   noStop?: boolean;
   /** a ping after message_start (as Anthropic sends them) */
   ping?: boolean;
-  /** an error answer: this status, Anthropic's error body of `errorType` and `errorMessage` */
-  status?: number;
+  /** with `status` (or `errorAfter`): the type in Anthropic's error body (default: the status's) */
   errorType?: string;
-  errorMessage?: string;
-  headers?: Record<string, string>;
-  /** written verbatim as a 200 text/event-stream body, one write per element */
-  raw?: string[];
-  /** written verbatim as a 200 application/json body */
-  rawJson?: string;
-  /** never answer */
-  hang?: boolean;
-  /** close the connection as soon as the request arrived (a reset before any answer) */
-  reset?: boolean;
 }
 
-export interface AnthropicRequest {
-  method: string;
-  path: string;
-  headers: http.IncomingHttpHeaders;
-  body: any;
-  /** the body's text as it came */
-  raw: string;
-  aborted: boolean;
-  at: number;
-  closed: Promise<void>;
-}
+export type AnthropicRequest = MockRequest;
 
-export interface AnthropicMock {
-  /** the API root (no /v1): the model file's base_url */
-  url: string;
-  port: number;
-  requests: AnthropicRequest[];
-  script(...replies: (AnthropicReply | ((body: any) => AnthropicReply))[]): void;
-  defaultReply: AnthropicReply;
-  waitForRequests(n: number): Promise<AnthropicRequest[]>;
-  reset(): void;
-  close(): Promise<void>;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function split(s: string | string[] | undefined, n: number): string[] {
-  if (s === undefined) return [];
-  if (Array.isArray(s)) return s;
-  if (n <= 1 || s.length <= 1) return s ? [s] : [];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
-}
+/** url: the API root (no /v1), the model file's base_url */
+export type AnthropicMock = RecordingMock<AnthropicRequest, AnthropicReply>;
 
 const ERROR_TYPES: Record<number, string> = {
   400: 'invalid_request_error',
@@ -239,134 +190,39 @@ export function anthropicError(status: number, message: string, type?: string): 
 }
 
 export async function startAnthropicMock(opts: { apiKey?: string; defaultReply?: AnthropicReply } = {}): Promise<AnthropicMock> {
-  const queue: (AnthropicReply | ((body: any) => AnthropicReply))[] = [];
-  const requests: AnthropicRequest[] = [];
-  let waiters: { n: number; resolve: (r: AnthropicRequest[]) => void }[] = [];
-  const sockets = new Set<import('node:net').Socket>();
+  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
+    sendJson(res, status, body, { 'request-id': `req_${++seq}`, ...headers });
 
-  const mock: AnthropicMock = {
-    url: '',
-    port: 0,
-    requests,
-    script: (...r) => void queue.push(...r),
+  return startRecordingMock<AnthropicRequest, AnthropicReply>({
     defaultReply: opts.defaultReply ?? { text: 'Hello from Claude.', chunks: 2 },
-    waitForRequests(n) {
-      if (requests.length >= n) return Promise.resolve(requests);
-      return new Promise((resolve) => waiters.push({ n, resolve }));
-    },
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
-    },
-    close() {
-      return new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      });
-    },
-  };
-
-  const server = http.createServer((req, res) => {
-    let closedResolve!: () => void;
-    const rec: AnthropicRequest = {
-      method: req.method ?? 'GET',
-      path: (req.url ?? '/').split('?')[0]!,
-      headers: req.headers,
-      body: undefined,
-      raw: '',
-      aborted: false,
-      at: performance.now(),
-      closed: new Promise<void>((r) => (closedResolve = r)),
-    };
-    res.on('close', () => {
-      if (!res.writableFinished) rec.aborted = true;
-      closedResolve();
-    });
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      rec.raw = text;
-      try {
-        rec.body = text ? JSON.parse(text) : undefined;
-      } catch {
-        rec.body = text;
+    async answer(rec, req, res, replies) {
+      if (rec.method === 'GET' && rec.path === '/v1/models') {
+        return json(res, 200, {
+          data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2025-01-01T00:00:00Z' }],
+          has_more: false,
+          first_id: 'claude-test',
+          last_id: 'claude-test',
+        });
       }
-      requests.push(rec);
-      waiters = waiters.filter((w) => (requests.length >= w.n ? (w.resolve(requests), false) : true));
-      void answer(rec, req, res).catch(() => res.destroy());
-    });
+      const count = rec.path === '/v1/messages/count_tokens';
+      if (rec.method !== 'POST' || (rec.path !== '/v1/messages' && !count)) return json(res, 404, anthropicError(404, `Not found: ${rec.path}`));
+      if (!req.headers['anthropic-version']) return json(res, 400, anthropicError(400, 'anthropic-version: header is required'));
+      // the key in x-api-key, or as a bearer token (which Anthropic's own SDK sends since 1.x)
+      if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+        return json(res, 401, anthropicError(401, 'invalid x-api-key'));
+      }
+      const r = replies.next();
+      if (await opening(r, req)) return;
+      if (r.status !== undefined && r.status >= 400) return json(res, r.status, anthropicError(r.status, r.errorMessage ?? 'error', r.errorType), r.headers);
+      // count_tokens: the input tokens of the usage scripted (rawJson and the failures above apply too)
+      if (count && r.rawJson === undefined) return json(res, 200, { input_tokens: r.usage?.input_tokens ?? 10 }, r.headers);
+      if (await writeRaw(res, r)) return;
+      const p = plan(r, rec.body?.model ?? 'claude-test');
+      if (rec.body?.stream !== true) return json(res, 200, message(p, r), r.headers);
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...r.headers });
+      const frames = events(p, r).map((ev) => `event: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`);
+      const failure = () => `event: error\ndata: ${JSON.stringify(anthropicError(529, r.errorMessage ?? 'Overloaded', r.errorType ?? 'overloaded_error'))}\n\n`;
+      if (await writeFrames(res, frames, r, { failAt: r.errorAfter, failure })) res.end();
+    },
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-
-  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_${++seq}`, ...headers });
-    res.end(JSON.stringify(body));
-  };
-
-  async function answer(rec: AnthropicRequest, req: http.IncomingMessage, res: http.ServerResponse) {
-    if (rec.method === 'GET' && rec.path === '/v1/models') {
-      return json(res, 200, {
-        data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2025-01-01T00:00:00Z' }],
-        has_more: false,
-        first_id: 'claude-test',
-        last_id: 'claude-test',
-      });
-    }
-    const count = rec.path === '/v1/messages/count_tokens';
-    if (rec.method !== 'POST' || (rec.path !== '/v1/messages' && !count)) return json(res, 404, anthropicError(404, `Not found: ${rec.path}`));
-    if (!req.headers['anthropic-version']) return json(res, 400, anthropicError(400, 'anthropic-version: header is required'));
-    // the key in x-api-key, or as a bearer token (which Anthropic's own SDK sends since 1.x)
-    if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
-      return json(res, 401, anthropicError(401, 'invalid x-api-key'));
-    }
-    const next = queue.shift() ?? mock.defaultReply;
-    const r = typeof next === 'function' ? next(rec.body) : next;
-    if (r.reset) return req.socket.destroy();
-    if (r.hang) return;
-    if (r.headerDelayMs) await sleep(r.headerDelayMs);
-    if (r.status !== undefined && r.status >= 400) return json(res, r.status, anthropicError(r.status, r.errorMessage ?? 'error', r.errorType), r.headers);
-    // count_tokens: the input tokens of the usage scripted (rawJson and the failures above apply too)
-    if (count && r.rawJson === undefined) return json(res, 200, { input_tokens: r.usage?.input_tokens ?? 10 }, r.headers);
-    if (r.rawJson !== undefined) {
-      res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
-      return res.end(r.rawJson);
-    }
-    if (r.raw) {
-      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
-      for (const w of r.raw) {
-        res.write(w);
-        if (r.delayMs) await sleep(r.delayMs);
-      }
-      return res.end();
-    }
-    const p = plan(r, rec.body?.model ?? 'claude-test');
-    if (rec.body?.stream !== true) return json(res, 200, message(p, r), r.headers);
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...r.headers });
-    const evs = events(p, r);
-    for (let i = 0; i < evs.length; i++) {
-      if (r.errorAfter === i) {
-        res.write(`event: error\ndata: ${JSON.stringify(anthropicError(529, r.errorMessage ?? 'Overloaded', r.errorType ?? 'overloaded_error'))}\n\n`);
-        return res.end();
-      }
-      if (r.breakAfter === i) {
-        // what was written reaches the client first (flushed), then the connection is cut mid-body
-        await new Promise<void>((done) => res.write('', () => done()));
-        return res.socket?.destroy();
-      }
-      if (r.hangAfter === i) return;
-      const ev = evs[i]!;
-      res.write(`event: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`);
-      if (r.delayMs) await sleep(r.delayMs);
-    }
-    res.end();
-  }
-
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  mock.port = (server.address() as AddressInfo).port;
-  mock.url = `http://127.0.0.1:${mock.port}`;
-  return mock;
 }

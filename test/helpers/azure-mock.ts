@@ -19,9 +19,10 @@
  * garbage, a reset. A request with `reasoning_effort` (which only reasoning deployments take) and `max_tokens` is
  * refused as Azure's reasoning models refuse it (400 unsupported_parameter: use max_completion_tokens).
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import type OpenAI from 'openai';
+import { opening, sendJson, split as pieces, startRecordingMock, writeFrames, writeRaw } from './recording-mock.js';
+import type { MockRequest, RecordingMock, ScriptedFailures, RawReplies } from './recording-mock.js';
 
 type Completion = OpenAI.Chat.Completions.ChatCompletion;
 type Chunk = OpenAI.Chat.Completions.ChatCompletionChunk;
@@ -42,7 +43,7 @@ export interface AzureToolCall {
   arguments: string | string[];
 }
 
-export interface AzureReply {
+export interface AzureReply extends ScriptedFailures, RawReplies {
   text?: string | string[];
   /** pieces a string text is split into (default 1) */
   chunks?: number;
@@ -53,56 +54,27 @@ export interface AzureReply {
   model?: string;
   /** 'prompt': the prompt refused (400 content_filter); 'completion': the answer cut by the filter */
   contentFilter?: 'prompt' | 'completion';
-  delayMs?: number;
-  headerDelayMs?: number;
-  breakAfter?: number;
-  hangAfter?: number;
-  /** an error answer: this status, OpenAI's error body with `errorCode` and `errorMessage` */
-  status?: number;
+  /** with `status`: the code in OpenAI's error body */
   errorCode?: string;
-  errorMessage?: string;
-  headers?: Record<string, string>;
-  raw?: string[];
-  rawJson?: string;
-  hang?: boolean;
-  reset?: boolean;
 }
 
-export interface AzureRequest {
-  method: string;
-  path: string;
+export interface AzureRequest extends MockRequest {
   /** the deployment named in the path (deployments surface), or the body's model (v1) */
   deployment?: string;
   surface: 'deployments' | 'v1' | 'other';
   query: URLSearchParams;
-  headers: http.IncomingHttpHeaders;
-  body: any;
-  aborted: boolean;
-  closed: Promise<void>;
 }
 
-export interface AzureMock {
-  /** the resource's endpoint (the model file's `endpoint`) */
-  url: string;
-  requests: AzureRequest[];
-  script(...replies: (AzureReply | ((body: any) => AzureReply))[]): void;
-  defaultReply: AzureReply;
-  waitForRequests(n: number): Promise<AzureRequest[]>;
-  reset(): void;
-  close(): Promise<void>;
-}
+/** url: the resource's endpoint (the model file's `endpoint`) */
+export type AzureMock = RecordingMock<AzureRequest, AzureReply>;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 let seq = 0;
 
+/** Azure's pieces: an empty text is one empty piece, a text shorter than `n` one piece */
 function split(s: string | string[] | undefined, n: number): string[] {
-  if (s === undefined) return [];
-  if (Array.isArray(s)) return s;
-  if (n <= 1 || s.length < n) return [s];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
+  if (s === '') return [''];
+  if (typeof s === 'string' && s.length < n) return [s];
+  return pieces(s, n);
 }
 
 export function azureError(message: string, code: string | null, extra: Record<string, unknown> = {}) {
@@ -174,172 +146,94 @@ function chunks(r: AzureReply, model: string): object[] {
 }
 
 export async function startAzureMock(opts: { apiKey?: string; adToken?: string | ((token: string) => boolean); defaultReply?: AzureReply } = {}): Promise<AzureMock> {
-  const queue: (AzureReply | ((body: any) => AzureReply))[] = [];
-  const requests: AzureRequest[] = [];
-  let waiters: { n: number; resolve: (r: AzureRequest[]) => void }[] = [];
-  const sockets = new Set<import('node:net').Socket>();
+  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
+    sendJson(res, status, body, { 'apim-request-id': `az-${++seq}`, ...headers });
 
-  const mock: AzureMock = {
-    url: '',
-    requests,
-    script: (...r) => void queue.push(...r),
+  return startRecordingMock<AzureRequest, AzureReply>({
     defaultReply: opts.defaultReply ?? { text: 'Hello from Azure.', chunks: 2 },
-    waitForRequests(n) {
-      if (requests.length >= n) return Promise.resolve(requests);
-      return new Promise((resolve) => waiters.push({ n, resolve }));
+    describe(head, req) {
+      const u = new URL(req.url ?? '/', 'http://x');
+      const dep = /^\/openai\/deployments\/([^/]+)\//.exec(u.pathname);
+      const surface = dep ? 'deployments' : u.pathname.startsWith('/openai/v1/') ? 'v1' : 'other';
+      return { path: u.pathname, deployment: dep ? decodeURIComponent(dep[1]!) : surface === 'v1' ? head.body?.model : undefined, surface, query: u.searchParams };
     },
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
-    },
-    close() {
-      return new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      });
-    },
-  };
-
-  const server = http.createServer((req, res) => {
-    let closedResolve!: () => void;
-    const u = new URL(req.url ?? '/', 'http://x');
-    const dep = /^\/openai\/deployments\/([^/]+)\//.exec(u.pathname);
-    const rec: AzureRequest = {
-      method: req.method ?? 'GET',
-      path: u.pathname,
-      deployment: dep ? decodeURIComponent(dep[1]!) : undefined,
-      surface: dep ? 'deployments' : u.pathname.startsWith('/openai/v1/') ? 'v1' : 'other',
-      query: u.searchParams,
-      headers: req.headers,
-      body: undefined,
-      aborted: false,
-      closed: new Promise<void>((r) => (closedResolve = r)),
-    };
-    res.on('close', () => {
-      if (!res.writableFinished) rec.aborted = true;
-      closedResolve();
-    });
-    const parts: Buffer[] = [];
-    req.on('data', (d: Buffer) => parts.push(d));
-    req.on('end', () => {
-      const text = Buffer.concat(parts).toString('utf8');
-      try {
-        rec.body = text ? JSON.parse(text) : undefined;
-      } catch {
-        rec.body = text;
+    async answer(rec, req, res, replies) {
+      const op = rec.path.endsWith('/chat/completions') ? 'chat' : rec.path.endsWith('/embeddings') ? 'embeddings' : undefined;
+      if (rec.method !== 'POST' || rec.surface === 'other' || !op) return json(res, 404, azureError('Resource not found', '404'));
+      if (rec.surface === 'deployments' && !rec.query.get('api-version')) {
+        return json(res, 404, azureError('Resource not found', '404'));
       }
-      if (rec.surface === 'v1') rec.deployment = rec.body?.model;
-      requests.push(rec);
-      waiters = waiters.filter((w) => (requests.length >= w.n ? (w.resolve(requests), false) : true));
-      void answer(rec, req, res).catch(() => res.destroy());
-    });
-  });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-
-  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { 'content-type': 'application/json', 'apim-request-id': `az-${++seq}`, ...headers });
-    res.end(JSON.stringify(body));
-  };
-
-  async function answer(rec: AzureRequest, req: http.IncomingMessage, res: http.ServerResponse) {
-    const op = rec.path.endsWith('/chat/completions') ? 'chat' : rec.path.endsWith('/embeddings') ? 'embeddings' : undefined;
-    if (rec.method !== 'POST' || rec.surface === 'other' || !op) return json(res, 404, azureError('Resource not found', '404'));
-    if (rec.surface === 'deployments' && !rec.query.get('api-version')) {
-      return json(res, 404, azureError('Resource not found', '404'));
-    }
-    const keyOk = opts.apiKey !== undefined && req.headers['api-key'] === opts.apiKey;
-    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-    const tokenOk = bearer !== undefined && (typeof opts.adToken === 'function' ? opts.adToken(bearer) : opts.adToken !== undefined && bearer === opts.adToken);
-    if ((opts.apiKey !== undefined || opts.adToken !== undefined) && !keyOk && !tokenOk) {
-      if (bearer !== undefined) {
+      const keyOk = opts.apiKey !== undefined && req.headers['api-key'] === opts.apiKey;
+      const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+      const tokenOk = bearer !== undefined && (typeof opts.adToken === 'function' ? opts.adToken(bearer) : opts.adToken !== undefined && bearer === opts.adToken);
+      if ((opts.apiKey !== undefined || opts.adToken !== undefined) && !keyOk && !tokenOk) {
+        if (bearer !== undefined) {
+          return json(res, 401, {
+            error: { code: '401', message: 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.' },
+          });
+        }
         return json(res, 401, {
-          error: { code: '401', message: 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.' },
+          error: {
+            code: '401',
+            message:
+              'Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.',
+          },
         });
       }
-      return json(res, 401, {
-        error: {
-          code: '401',
-          message:
-            'Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.',
-        },
-      });
-    }
-    // a reasoning deployment (the only kind that takes reasoning_effort) refuses max_tokens, as Azure does
-    if (op === 'chat' && rec.body?.reasoning_effort !== undefined && rec.body?.max_tokens !== undefined) {
-      return json(
-        res,
-        400,
-        azureError("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", 'unsupported_parameter', {
-          type: 'invalid_request_error',
-          param: 'max_tokens',
-        }),
-      );
-    }
-    const next = queue.shift() ?? mock.defaultReply;
-    const r = typeof next === 'function' ? next(rec.body) : next;
-    if (r.reset) return req.socket.destroy();
-    if (r.hang) return;
-    if (r.headerDelayMs) await sleep(r.headerDelayMs);
-    if (r.status !== undefined && r.status >= 400) return json(res, r.status, azureError(r.errorMessage ?? 'error', r.errorCode ?? null), r.headers);
-    if (r.contentFilter === 'prompt') {
-      return json(
-        res,
-        400,
-        azureError("The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.", 'content_filter', {
-          param: 'prompt',
-          status: 400,
-          innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: VIOLENT },
-        }),
-      );
-    }
-    if (r.rawJson !== undefined) {
-      res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
-      return res.end(r.rawJson);
-    }
-    if (r.raw) {
-      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
-      for (const w of r.raw) {
-        res.write(w);
-        if (r.delayMs) await sleep(r.delayMs);
+      // a reasoning deployment (the only kind that takes reasoning_effort) refuses max_tokens, as Azure does
+      if (op === 'chat' && rec.body?.reasoning_effort !== undefined && rec.body?.max_tokens !== undefined) {
+        return json(
+          res,
+          400,
+          azureError("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", 'unsupported_parameter', {
+            type: 'invalid_request_error',
+            param: 'max_tokens',
+          }),
+        );
       }
-      return res.end();
-    }
-    if (op === 'embeddings') {
-      const input: unknown[] = Array.isArray(rec.body?.input) ? rec.body.input : [rec.body?.input];
-      const body: OpenAI.Embeddings.CreateEmbeddingResponse = {
-        object: 'list',
-        model: r.model ?? 'text-embedding-3-small',
-        // floats, or their float32 bytes in base64 when asked (as the openai package asks by default)
-        data: input.map((x, index) => {
-          const v = [String(x).length, index, 0.5];
-          const embedding = rec.body?.encoding_format === 'base64' ? (Buffer.from(new Float32Array(v).buffer).toString('base64') as unknown as number[]) : v;
-          return { object: 'embedding' as const, index, embedding };
-        }),
-        usage: { prompt_tokens: input.length * 3, total_tokens: input.length * 3 },
-      };
-      return json(res, 200, body, r.headers);
-    }
-    const model = r.model ?? 'gpt-4o-2024-08-06';
-    if (rec.body?.stream !== true) return json(res, 200, completion(r, model), r.headers);
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...r.headers });
-    const evs = chunks(r, model);
-    for (let i = 0; i < evs.length; i++) {
-      if (r.breakAfter === i) {
-        await new Promise<void>((done) => res.write('', () => done()));
-        return res.socket?.destroy();
+      const r = replies.next();
+      if (await opening(r, req)) return;
+      if (r.status !== undefined && r.status >= 400) return json(res, r.status, azureError(r.errorMessage ?? 'error', r.errorCode ?? null), r.headers);
+      if (r.contentFilter === 'prompt') {
+        return json(
+          res,
+          400,
+          azureError("The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.", 'content_filter', {
+            param: 'prompt',
+            status: 400,
+            innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: VIOLENT },
+          }),
+        );
       }
-      if (r.hangAfter === i) return;
-      res.write(`data: ${JSON.stringify(evs[i])}\n\n`);
-      if (r.delayMs) await sleep(r.delayMs);
-    }
-    res.write('data: [DONE]\n\n');
-    res.end();
-  }
-
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  mock.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return mock;
+      if (await writeRaw(res, r)) return;
+      if (op === 'embeddings') {
+        const input: unknown[] = Array.isArray(rec.body?.input) ? rec.body.input : [rec.body?.input];
+        const body: OpenAI.Embeddings.CreateEmbeddingResponse = {
+          object: 'list',
+          model: r.model ?? 'text-embedding-3-small',
+          // floats, or their float32 bytes in base64 when asked (as the openai package asks by default)
+          data: input.map((x, index) => {
+            const v = [String(x).length, index, 0.5];
+            const embedding = rec.body?.encoding_format === 'base64' ? (Buffer.from(new Float32Array(v).buffer).toString('base64') as unknown as number[]) : v;
+            return { object: 'embedding' as const, index, embedding };
+          }),
+          usage: { prompt_tokens: input.length * 3, total_tokens: input.length * 3 },
+        };
+        return json(res, 200, body, r.headers);
+      }
+      const model = r.model ?? 'gpt-4o-2024-08-06';
+      if (rec.body?.stream !== true) return json(res, 200, completion(r, model), r.headers);
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...r.headers });
+      if (
+        !(await writeFrames(
+          res,
+          chunks(r, model).map((c) => `data: ${JSON.stringify(c)}\n\n`),
+          r,
+        ))
+      )
+        return;
+      res.write('data: [DONE]\n\n');
+      res.end();
+    },
+  });
 }

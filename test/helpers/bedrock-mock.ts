@@ -13,12 +13,12 @@
  * Failure scripts: an error status with AWS's error header and body, an exception message mid-stream, a frame with
  * a bad CRC, a hang before the headers or after N events, a break after N events, garbage, a reset.
  */
-import http from 'node:http';
+import type http from 'node:http';
 import { createHash } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import type { ConverseResponse, ConverseStreamOutput, TokenUsage, StopReason } from '@aws-sdk/client-bedrock-runtime';
 import { encodeMessage } from '../../src/engines/bedrock/eventstream.js';
 import { signature, type AwsCredentials } from '../../src/engines/bedrock/sigv4.js';
+import { opening, sendJson, split, startRecordingMock, writeFrames, type MockRequest, type RecordingMock, type ScriptedFailures } from './recording-mock.js';
 
 export interface BedrockToolUse {
   toolUseId?: string;
@@ -27,7 +27,7 @@ export interface BedrockToolUse {
   input: Record<string, unknown> | string[];
 }
 
-export interface BedrockReply {
+export interface BedrockReply extends ScriptedFailures {
   text?: string | string[];
   /** pieces a string text / reasoning is split into (default 1) */
   chunks?: number;
@@ -37,67 +37,31 @@ export interface BedrockReply {
   /** default: tool_use with toolUses, else end_turn; null: no messageStop */
   stopReason?: StopReason | null;
   usage?: Partial<TokenUsage>;
-  /** ms between two streamed events */
-  delayMs?: number;
-  /** ms before the response headers */
-  headerDelayMs?: number;
   /** an exception message after this many events (`:exception-type`) */
   exceptionAfter?: number;
   exceptionType?: string;
   /** this event's frame (0-based) is sent with a bad message CRC */
   corruptAt?: number;
-  /** destroy the connection after this many events */
-  breakAfter?: number;
-  /** stop writing after this many events and keep the connection open */
-  hangAfter?: number;
-  /** an error answer: this status, with AWS's x-amzn-errortype `errorType` and body {message} */
-  status?: number;
+  /** with `status`: the x-amzn-errortype (default: the status's), the body {message: errorMessage} */
   errorType?: string;
-  errorMessage?: string;
-  headers?: Record<string, string>;
   /** written verbatim as a 200 body of this content type */
   raw?: Buffer | string;
   rawType?: string;
-  /** never answer */
-  hang?: boolean;
-  /** close the connection as soon as the request arrived */
-  reset?: boolean;
 }
 
-export interface BedrockRequest {
-  method: string;
+export interface BedrockRequest extends MockRequest {
+  /** the path with its query, as it came */
   path: string;
   modelId: string;
   stream: boolean;
-  headers: http.IncomingHttpHeaders;
+  /** the body parsed as JSON (undefined when it is no JSON) */
   body: any;
   /** the signature checked out */
   signed: boolean;
-  closed: Promise<void>;
 }
 
-export interface BedrockMock {
-  /** the runtime endpoint: the model file's base_url */
-  url: string;
-  requests: BedrockRequest[];
-  script(...replies: (BedrockReply | ((body: any) => BedrockReply))[]): void;
-  defaultReply: BedrockReply;
-  waitForRequests(n: number): Promise<BedrockRequest[]>;
-  reset(): void;
-  close(): Promise<void>;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function split(s: string | string[] | undefined, n: number): string[] {
-  if (s === undefined) return [];
-  if (Array.isArray(s)) return s;
-  if (n <= 1 || s.length <= 1) return s ? [s] : [];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
-}
+/** url: the runtime endpoint, the model file's base_url */
+export type BedrockMock = RecordingMock<BedrockRequest, BedrockReply>;
 
 const ERROR_TYPES: Record<number, string> = {
   400: 'ValidationException',
@@ -196,115 +160,53 @@ function verify(req: http.IncomingMessage, body: Buffer, creds: AwsCredentials, 
 }
 
 export async function startBedrockMock(opts: { credentials: AwsCredentials; region: string; defaultReply?: BedrockReply }): Promise<BedrockMock> {
-  const requests: BedrockRequest[] = [];
-  let queue: (BedrockReply | ((body: any) => BedrockReply))[] = [];
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  const sockets = new Set<import('node:net').Socket>();
-
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => void answer(req, res, Buffer.concat(chunks)));
-  });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-
-  async function answer(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer) {
-    const m = /^\/model\/([^/]+)\/(converse|converse-stream)$/.exec(req.url ?? '');
-    let body: any;
-    try {
-      body = JSON.parse(raw.toString('utf8'));
-    } catch {
-      body = undefined;
-    }
-    const signed = verify(req, raw, opts.credentials, opts.region);
-    const rec: BedrockRequest = {
-      method: req.method!,
-      path: req.url!,
-      modelId: m ? decodeURIComponent(m[1]!) : '',
-      stream: m?.[2] === 'converse-stream',
-      headers: req.headers,
-      body,
-      signed,
-      closed: new Promise<void>((r) => res.on('close', () => r())),
-    };
-    requests.push(rec);
-    for (const w of waiters.splice(0)) {
-      if (requests.length >= w.n) w.resolve();
-      else waiters.push(w);
-    }
-    const json = (status: number, v: unknown, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { 'content-type': 'application/json', ...headers });
-      res.end(JSON.stringify(v));
-    };
-    if (req.method !== 'POST' || !m) return json(404, { message: 'Not Found' }, { 'x-amzn-errortype': 'UnknownOperationException' });
-    if (!signed) {
-      return json(403, { message: 'The request signature we calculated does not match the signature you provided.' }, { 'x-amzn-errortype': 'InvalidSignatureException' });
-    }
-    if (body === undefined || !Array.isArray(body.messages)) return json(400, { message: 'Malformed input request' }, { 'x-amzn-errortype': 'ValidationException' });
-
-    const next = queue.shift() ?? opts.defaultReply ?? mock.defaultReply;
-    const r = typeof next === 'function' ? next(body) : next;
-    if (r.reset) return req.socket.destroy();
-    if (r.hang) return;
-    if (r.headerDelayMs) await sleep(r.headerDelayMs);
-    if (r.status !== undefined) {
-      const type = r.errorType ?? ERROR_TYPES[r.status] ?? 'InternalServerException';
-      return json(r.status, { message: r.errorMessage ?? type }, { 'x-amzn-errortype': `${type}:http://internal.amazon.com/coral/com.amazon.bedrock/`, ...r.headers });
-    }
-    if (r.raw !== undefined) {
-      res.writeHead(200, { 'content-type': r.rawType ?? 'application/vnd.amazon.eventstream' });
-      return res.end(r.raw);
-    }
-    if (!rec.stream) return json(200, converseResponse(r), r.headers);
-
-    res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream', 'x-amzn-requestid': 'req-1', ...r.headers });
-    const evs = streamEvents(r);
-    for (let i = 0; i < evs.length; i++) {
-      if (r.exceptionAfter === i) {
-        const type = r.exceptionType ?? 'throttlingException';
-        res.end(
-          encodeMessage(
-            { ':exception-type': type, ':content-type': 'application/json', ':message-type': 'exception' },
-            JSON.stringify({ message: 'Too many requests, please wait before trying again.' }),
-          ),
-        );
-        return;
+  const json = sendJson;
+  // no model id: a path that is no Converse route
+  return startRecordingMock<BedrockRequest, BedrockReply>({
+    defaultReply: opts.defaultReply ?? { text: 'Hello from Bedrock' },
+    describe(head, req, raw) {
+      const m = /^\/model\/([^/]+)\/(converse|converse-stream)$/.exec(req.url ?? '');
+      return {
+        path: req.url!,
+        modelId: m ? decodeURIComponent(m[1]!) : '',
+        stream: m?.[2] === 'converse-stream',
+        // garbage is no body here (the text is in `raw`)
+        body: head.body === head.raw ? undefined : head.body,
+        signed: verify(req, raw, opts.credentials, opts.region),
+      };
+    },
+    async answer(rec, req, res, replies) {
+      if (req.method !== 'POST' || !rec.modelId) return json(res, 404, { message: 'Not Found' }, { 'x-amzn-errortype': 'UnknownOperationException' });
+      if (!rec.signed) {
+        return json(res, 403, { message: 'The request signature we calculated does not match the signature you provided.' }, { 'x-amzn-errortype': 'InvalidSignatureException' });
       }
-      if (r.breakAfter === i) return req.socket.destroy();
-      if (r.hangAfter === i) return;
-      const frame = eventFrame(evs[i]![0], evs[i]![1]);
-      if (r.corruptAt === i) frame.writeUInt32BE((frame.readUInt32BE(frame.length - 4) + 1) >>> 0, frame.length - 4);
-      // each frame on the wire before the next step (a break then cuts after it, not before the headers)
-      await new Promise<void>((r) => res.write(frame, () => r()));
-      if (r.delayMs) await sleep(r.delayMs);
-    }
-    res.end();
-  }
+      if (rec.body === undefined || !Array.isArray(rec.body.messages)) return json(res, 400, { message: 'Malformed input request' }, { 'x-amzn-errortype': 'ValidationException' });
 
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
-  const mock: BedrockMock = {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    defaultReply: { text: 'Hello from Bedrock' },
-    script(...replies) {
-      queue.push(...replies);
+      const r = replies.next();
+      if (await opening(r, req)) return;
+      if (r.status !== undefined) {
+        const type = r.errorType ?? ERROR_TYPES[r.status] ?? 'InternalServerException';
+        return json(res, r.status, { message: r.errorMessage ?? type }, { 'x-amzn-errortype': `${type}:http://internal.amazon.com/coral/com.amazon.bedrock/`, ...r.headers });
+      }
+      if (r.raw !== undefined) {
+        res.writeHead(200, { 'content-type': r.rawType ?? 'application/vnd.amazon.eventstream' });
+        return res.end(r.raw);
+      }
+      if (!rec.stream) return json(res, 200, converseResponse(r), r.headers);
+
+      res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream', 'x-amzn-requestid': 'req-1', ...r.headers });
+      const frames = streamEvents(r).map(([type, payload], i) => {
+        const frame = eventFrame(type, payload);
+        if (r.corruptAt === i) frame.writeUInt32BE((frame.readUInt32BE(frame.length - 4) + 1) >>> 0, frame.length - 4);
+        return frame;
+      });
+      const failure = () =>
+        encodeMessage(
+          { ':exception-type': r.exceptionType ?? 'throttlingException', ':content-type': 'application/json', ':message-type': 'exception' },
+          JSON.stringify({ message: 'Too many requests, please wait before trying again.' }),
+        );
+      // each frame on the wire before the next step (a break then cuts after it, not before the headers)
+      if (await writeFrames(res, frames, r, { failAt: r.exceptionAfter, failure, drain: true })) res.end();
     },
-    waitForRequests(n) {
-      if (requests.length >= n) return Promise.resolve(requests.slice(0, n));
-      return new Promise((resolve) => waiters.push({ n, resolve: () => resolve(requests.slice(0, n)) }));
-    },
-    reset() {
-      requests.length = 0;
-      queue = [];
-    },
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-  return mock;
+  });
 }

@@ -14,8 +14,8 @@
  * invalid_scope). Failure scripts: an error status with Entra's body, a hang, garbage, a reset; `gate` holds the
  * answer until the promise settles (a fetch in flight, for tests of requests that share it).
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
+import { opening, sendJson, startRecordingMock, type MockRequest, type RecordingMock } from './recording-mock.js';
 
 export interface EntraReply {
   /** seconds (default 3599) */
@@ -36,36 +36,23 @@ export interface EntraReply {
   gate?: Promise<void>;
 }
 
-export interface EntraRequest {
-  method: string;
-  path: string;
+export interface EntraRequest extends MockRequest {
   tenant?: string;
-  headers: http.IncomingHttpHeaders;
   form: URLSearchParams;
 }
 
-export interface EntraMock {
-  /** the authority host (authority_host / AZURE_AUTHORITY_HOST) */
-  url: string;
-  requests: EntraRequest[];
+/** url: the authority host (authority_host / AZURE_AUTHORITY_HOST); a reply not scripted is `{}` (a token, when the request is right) */
+export interface EntraMock extends RecordingMock<EntraRequest, EntraReply> {
   /** the tokens issued, in order */
   issued: string[];
-  script(...replies: EntraReply[]): void;
-  reset(): void;
-  close(): Promise<void>;
 }
 
 export async function startEntraMock(opts: { tenant: string; clientId: string; clientSecret: string }): Promise<EntraMock> {
-  const queue: EntraReply[] = [];
-  const requests: EntraRequest[] = [];
   const issued: string[] = [];
-  const sockets = new Set<import('node:net').Socket>();
   let n = 0;
 
-  const json = (res: http.ServerResponse, status: number, body: unknown) => {
-    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store, no-cache' });
-    res.end(JSON.stringify(body));
-  };
+  const json = (res: http.ServerResponse, status: number, body: unknown) =>
+    sendJson(res, status, body, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store, no-cache' });
   const refuse = (res: http.ServerResponse, status: number, error: string, aadsts: number, description: string) =>
     json(res, status, {
       error,
@@ -76,71 +63,39 @@ export async function startEntraMock(opts: { tenant: string; clientId: string; c
       correlation_id: '0000',
     });
 
-  const server = http.createServer((req, res) => {
-    const parts: Buffer[] = [];
-    req.on('data', (d: Buffer) => parts.push(d));
-    req.on('end', () => {
+  const mock = await startRecordingMock<EntraRequest, EntraReply>({
+    defaultReply: {},
+    describe(head, req) {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
       const m = /^\/([^/]+)\/oauth2\/v2\.0\/token$/.exec(path);
-      const rec: EntraRequest = {
-        method: req.method ?? 'GET',
-        path,
-        tenant: m ? decodeURIComponent(m[1]!) : undefined,
-        headers: req.headers,
-        form: new URLSearchParams(Buffer.concat(parts).toString('utf8')),
-      };
-      requests.push(rec);
-      void answer(rec, req, res).catch(() => res.destroy());
-    });
-  });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-
-  async function answer(rec: EntraRequest, req: http.IncomingMessage, res: http.ServerResponse) {
-    const r = queue.shift() ?? {};
-    if (r.gate) await r.gate;
-    if (r.reset) return req.socket.destroy();
-    if (r.hang) return;
-    if (r.status !== undefined) {
-      const aadsts = r.aadsts ?? 7000215;
-      return refuse(res, r.status, r.error ?? 'invalid_client', aadsts, r.description ?? 'Invalid client secret provided.');
-    }
-    if (r.raw !== undefined) {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      return res.end(r.raw);
-    }
-    if (rec.method !== 'POST' || rec.tenant === undefined) return json(res, 404, { error: 'not_found' });
-    if (!String(rec.headers['content-type']).startsWith('application/x-www-form-urlencoded')) {
-      return refuse(res, 400, 'invalid_request', 900144, "The request body must contain the following parameter: 'grant_type'.");
-    }
-    if (rec.tenant !== opts.tenant) return refuse(res, 400, 'invalid_request', 90002, `Tenant '${rec.tenant}' not found.`);
-    if (rec.form.get('grant_type') !== 'client_credentials') return refuse(res, 400, 'unsupported_grant_type', 70003, 'The app requested an unsupported grant type.');
-    if (rec.form.get('scope') !== 'https://cognitiveservices.azure.com/.default') return refuse(res, 400, 'invalid_scope', 1002012, 'The provided value for scope is not valid.');
-    if (rec.form.get('client_id') !== opts.clientId) return refuse(res, 400, 'unauthorized_client', 700016, 'Application not found in the directory.');
-    if (rec.form.get('client_secret') !== opts.clientSecret) return refuse(res, 401, 'invalid_client', 7000215, 'Invalid client secret provided.');
-    const token = r.token ?? `entra-token-${++n}`;
-    issued.push(token);
-    const expiresIn = r.expiresIn ?? 3599;
-    json(res, 200, { token_type: 'Bearer', expires_in: expiresIn, ext_expires_in: expiresIn, access_token: token });
-  }
-
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    requests,
-    issued,
-    script: (...r) => void queue.push(...r),
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
+      return { path, tenant: m ? decodeURIComponent(m[1]!) : undefined, form: new URLSearchParams(head.raw) };
     },
-    close() {
-      return new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      });
+    async answer(rec, req, res, replies) {
+      const r = replies.next();
+      if (r.gate) await r.gate;
+      if (await opening(r, req)) return;
+      if (r.status !== undefined) {
+        const aadsts = r.aadsts ?? 7000215;
+        return refuse(res, r.status, r.error ?? 'invalid_client', aadsts, r.description ?? 'Invalid client secret provided.');
+      }
+      if (r.raw !== undefined) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(r.raw);
+      }
+      if (rec.method !== 'POST' || rec.tenant === undefined) return json(res, 404, { error: 'not_found' });
+      if (!String(rec.headers['content-type']).startsWith('application/x-www-form-urlencoded')) {
+        return refuse(res, 400, 'invalid_request', 900144, "The request body must contain the following parameter: 'grant_type'.");
+      }
+      if (rec.tenant !== opts.tenant) return refuse(res, 400, 'invalid_request', 90002, `Tenant '${rec.tenant}' not found.`);
+      if (rec.form.get('grant_type') !== 'client_credentials') return refuse(res, 400, 'unsupported_grant_type', 70003, 'The app requested an unsupported grant type.');
+      if (rec.form.get('scope') !== 'https://cognitiveservices.azure.com/.default') return refuse(res, 400, 'invalid_scope', 1002012, 'The provided value for scope is not valid.');
+      if (rec.form.get('client_id') !== opts.clientId) return refuse(res, 400, 'unauthorized_client', 700016, 'Application not found in the directory.');
+      if (rec.form.get('client_secret') !== opts.clientSecret) return refuse(res, 401, 'invalid_client', 7000215, 'Invalid client secret provided.');
+      const token = r.token ?? `entra-token-${++n}`;
+      issued.push(token);
+      const expiresIn = r.expiresIn ?? 3599;
+      json(res, 200, { token_type: 'Bearer', expires_in: expiresIn, ext_expires_in: expiresIn, access_token: token });
     },
-  };
+  });
+  return Object.assign(mock, { issued });
 }

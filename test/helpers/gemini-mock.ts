@@ -14,9 +14,10 @@
  * Google refuses it: a 400 API_KEY_INVALID. Failure scripts: an error status with Google's error body (and
  * RetryInfo), a hang before the headers, a stream that breaks, hangs or sends an error after N chunks, garbage.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import type { GenerateContentResponse, Part, EmbedContentResponse, GenerateContentResponseUsageMetadata } from '@google/genai';
+import { opening, sendJson, split, startRecordingMock, writeFrames, writeRaw } from './recording-mock.js';
+import type { MockRequest, RecordingMock, ScriptedFailures, RawReplies } from './recording-mock.js';
 
 /** the wire's shape of a response (the SDK's class, without its computed getters and the HTTP response it keeps) */
 type Wire = Omit<GenerateContentResponse, 'text' | 'data' | 'functionCalls' | 'executableCode' | 'codeExecutionResult' | 'initialPromptTokenCount' | 'sdkHttpResponse'>;
@@ -29,7 +30,7 @@ export interface GeminiCall {
   signature?: string;
 }
 
-export interface GeminiReply {
+export interface GeminiReply extends ScriptedFailures, RawReplies {
   /** answer text, or its pieces (one chunk each when streamed) */
   text?: string | string[];
   /** pieces a string text / thought is split into (default 1) */
@@ -43,45 +44,14 @@ export interface GeminiReply {
   blockReason?: string;
   usage?: GenerateContentResponseUsageMetadata;
   modelVersion?: string;
-  delayMs?: number;
-  headerDelayMs?: number;
   /** an error object in the stream after this many chunks */
   errorAfter?: number;
-  breakAfter?: number;
-  hangAfter?: number;
-  /** an error answer: this status, Google's error body with `errorMessage` and `errorStatus` */
-  status?: number;
+  /** with `status`: the status name in Google's error body (default: the status's) */
   errorStatus?: string;
-  errorMessage?: string;
   /** google.rpc.RetryInfo's retryDelay, e.g. '7s' */
   retryDelay?: string;
-  headers?: Record<string, string>;
-  raw?: string[];
-  rawJson?: string;
-  hang?: boolean;
-  reset?: boolean;
   /** embeddings: the size of each vector (default 4) */
   dimensions?: number;
-}
-
-export interface GeminiRequest {
-  method: string;
-  path: string;
-  query: URLSearchParams;
-  headers: http.IncomingHttpHeaders;
-  body: any;
-  aborted: boolean;
-  closed: Promise<void>;
-}
-
-export interface GeminiMock {
-  url: string;
-  port: number;
-  requests: GeminiRequest[];
-  script(...replies: (GeminiReply | ((body: any) => GeminiReply))[]): void;
-  defaultReply: GeminiReply;
-  reset(): void;
-  close(): Promise<void>;
 }
 
 const STATUS: Record<number, string> = {
@@ -94,17 +64,14 @@ const STATUS: Record<number, string> = {
   504: 'DEADLINE_EXCEEDED',
 };
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function split(s: string | string[] | undefined, n: number): string[] {
-  if (s === undefined) return [];
-  if (Array.isArray(s)) return s;
-  if (n <= 1 || s.length <= 1) return s ? [s] : [];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
+export interface GeminiRequest extends MockRequest {
+  /** the path, decoded */
+  path: string;
+  query: URLSearchParams;
 }
+
+/** url: the model file's base_url */
+export type GeminiMock = RecordingMock<GeminiRequest, GeminiReply>;
 
 /** Google's error body: {error: {code, message, status, details}} */
 export function googleError(status: number, message: string, statusName?: string, retryDelay?: string, reason?: string) {
@@ -158,123 +125,42 @@ function whole(cs: Wire[]): Wire {
 }
 
 export async function startGeminiMock(opts: { apiKey?: string; defaultReply?: GeminiReply } = {}): Promise<GeminiMock> {
-  const queue: (GeminiReply | ((body: any) => GeminiReply))[] = [];
-  const requests: GeminiRequest[] = [];
-  const sockets = new Set<import('node:net').Socket>();
+  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
+    sendJson(res, status, body, { 'content-type': 'application/json; charset=UTF-8', ...headers });
 
-  const mock: GeminiMock = {
-    url: '',
-    port: 0,
-    requests,
-    script: (...r) => void queue.push(...r),
+  return startRecordingMock<GeminiRequest, GeminiReply>({
     defaultReply: opts.defaultReply ?? { text: 'Hello from Gemini.', chunks: 2 },
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
+    describe(_head, req) {
+      const u = new URL(req.url ?? '/', 'http://x');
+      return { path: decodeURIComponent(u.pathname), query: u.searchParams };
     },
-    close() {
-      return new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      });
-    },
-  };
-
-  const server = http.createServer((req, res) => {
-    let closedResolve!: () => void;
-    const u = new URL(req.url ?? '/', 'http://x');
-    const rec: GeminiRequest = {
-      method: req.method ?? 'GET',
-      path: decodeURIComponent(u.pathname),
-      query: u.searchParams,
-      headers: req.headers,
-      body: undefined,
-      aborted: false,
-      closed: new Promise<void>((r) => (closedResolve = r)),
-    };
-    res.on('close', () => {
-      if (!res.writableFinished) rec.aborted = true;
-      closedResolve();
-    });
-    const parts: Buffer[] = [];
-    req.on('data', (c: Buffer) => parts.push(c));
-    req.on('end', () => {
-      const text = Buffer.concat(parts).toString('utf8');
-      try {
-        rec.body = text ? JSON.parse(text) : undefined;
-      } catch {
-        rec.body = text;
+    async answer(rec, req, res, replies) {
+      const key = req.headers['x-goog-api-key'] ?? rec.query.get('key');
+      if (opts.apiKey !== undefined && key !== opts.apiKey) {
+        return json(res, 400, googleError(400, 'API key not valid. Please pass a valid API key.', 'INVALID_ARGUMENT', undefined, 'API_KEY_INVALID'));
       }
-      requests.push(rec);
-      void answer(rec, req, res).catch(() => res.destroy());
-    });
-  });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-
-  const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', ...headers });
-    res.end(JSON.stringify(body));
-  };
-
-  async function answer(rec: GeminiRequest, req: http.IncomingMessage, res: http.ServerResponse) {
-    const key = req.headers['x-goog-api-key'] ?? rec.query.get('key');
-    if (opts.apiKey !== undefined && key !== opts.apiKey) {
-      return json(res, 400, googleError(400, 'API key not valid. Please pass a valid API key.', 'INVALID_ARGUMENT', undefined, 'API_KEY_INVALID'));
-    }
-    if (rec.method === 'GET' && rec.path === '/v1beta/models') return json(res, 200, { models: [{ name: 'models/gemini-test', displayName: 'Gemini Test' }] });
-    const m = /^\/v1beta\/models\/([^:/]+):(generateContent|streamGenerateContent|batchEmbedContents|embedContent)$/.exec(rec.path);
-    if (rec.method !== 'POST' || !m) return json(res, 404, googleError(404, `Not found: ${rec.path}`));
-    const next = queue.shift() ?? mock.defaultReply;
-    const r = typeof next === 'function' ? next(rec.body) : next;
-    if (r.reset) return req.socket.destroy();
-    if (r.hang) return;
-    if (r.headerDelayMs) await sleep(r.headerDelayMs);
-    if (r.status !== undefined && r.status >= 400) return json(res, r.status, googleError(r.status, r.errorMessage ?? 'error', r.errorStatus, r.retryDelay), r.headers);
-    if (r.rawJson !== undefined) {
-      res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
-      return res.end(r.rawJson);
-    }
-    if (r.raw) {
+      if (rec.method === 'GET' && rec.path === '/v1beta/models') return json(res, 200, { models: [{ name: 'models/gemini-test', displayName: 'Gemini Test' }] });
+      const m = /^\/v1beta\/models\/([^:/]+):(generateContent|streamGenerateContent|batchEmbedContents|embedContent)$/.exec(rec.path);
+      if (rec.method !== 'POST' || !m) return json(res, 404, googleError(404, `Not found: ${rec.path}`));
+      const r = replies.next();
+      if (await opening(r, req)) return;
+      if (r.status !== undefined && r.status >= 400) return json(res, r.status, googleError(r.status, r.errorMessage ?? 'error', r.errorStatus, r.retryDelay), r.headers);
+      if (await writeRaw(res, r)) return;
+      const method = m[2]!;
+      if (method === 'batchEmbedContents' || method === 'embedContent') {
+        const dims = r.dimensions ?? 4;
+        const reqs: any[] = method === 'embedContent' ? [rec.body] : (rec.body?.requests ?? []);
+        const vector = (text: string, i: number) => Array.from({ length: reqs[i]?.outputDimensionality ?? dims }, (_, k) => ((text.length + k + i) % 7) / 7);
+        const out: Omit<EmbedContentResponse, 'sdkHttpResponse'> = { embeddings: reqs.map((q, i) => ({ values: vector(String(q?.content?.parts?.[0]?.text ?? ''), i) })) };
+        return json(res, 200, method === 'embedContent' ? { embedding: out.embeddings![0] } : out, r.headers);
+      }
+      const cs = chunks(r, m[1]!);
+      if (method === 'generateContent') return json(res, 200, whole(cs), r.headers);
+      if (rec.query.get('alt') !== 'sse') return json(res, 200, cs, r.headers); // a JSON array, as Google answers without alt=sse
       res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
-      for (const w of r.raw) {
-        res.write(w);
-        if (r.delayMs) await sleep(r.delayMs);
-      }
-      return res.end();
-    }
-    const method = m[2]!;
-    if (method === 'batchEmbedContents' || method === 'embedContent') {
-      const dims = r.dimensions ?? 4;
-      const reqs: any[] = method === 'embedContent' ? [rec.body] : (rec.body?.requests ?? []);
-      const vector = (text: string, i: number) => Array.from({ length: reqs[i]?.outputDimensionality ?? dims }, (_, k) => ((text.length + k + i) % 7) / 7);
-      const out: Omit<EmbedContentResponse, 'sdkHttpResponse'> = { embeddings: reqs.map((q, i) => ({ values: vector(String(q?.content?.parts?.[0]?.text ?? ''), i) })) };
-      return json(res, 200, method === 'embedContent' ? { embedding: out.embeddings![0] } : out, r.headers);
-    }
-    const cs = chunks(r, m[1]!);
-    if (method === 'generateContent') return json(res, 200, whole(cs), r.headers);
-    if (rec.query.get('alt') !== 'sse') return json(res, 200, cs, r.headers); // a JSON array, as Google answers without alt=sse
-    res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
-    for (let i = 0; i < cs.length; i++) {
-      if (r.errorAfter === i) {
-        res.write(`data: ${JSON.stringify(googleError(503, r.errorMessage ?? 'The model is overloaded.', 'UNAVAILABLE'))}\r\n\r\n`);
-        return res.end();
-      }
-      if (r.breakAfter === i) {
-        await new Promise<void>((done) => res.write('', () => done()));
-        return res.socket?.destroy();
-      }
-      if (r.hangAfter === i) return;
-      res.write(`data: ${JSON.stringify(cs[i])}\r\n\r\n`);
-      if (r.delayMs) await sleep(r.delayMs);
-    }
-    res.end();
-  }
-
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  mock.port = (server.address() as AddressInfo).port;
-  mock.url = `http://127.0.0.1:${mock.port}`;
-  return mock;
+      const frames = cs.map((c) => `data: ${JSON.stringify(c)}\r\n\r\n`);
+      const failure = () => `data: ${JSON.stringify(googleError(503, r.errorMessage ?? 'The model is overloaded.', 'UNAVAILABLE'))}\r\n\r\n`;
+      if (await writeFrames(res, frames, r, { failAt: r.errorAfter, failure })) res.end();
+    },
+  });
 }

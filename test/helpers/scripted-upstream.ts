@@ -16,8 +16,8 @@
  * commas), as floats or base64, usage one token per 4 characters (or per token id).
  * When nothing is scripted, `defaultReply` answers (a short text), so a benchmark needs no scripting at all.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
+import { sleep, split, startRecordingMock, type MockRequest, type RecordingMock, type Replies, type Scripted, type ScriptedFailures, type RawReplies } from './recording-mock.js';
 
 export interface ScriptedToolCall {
   /** default call_<n> */
@@ -27,7 +27,7 @@ export interface ScriptedToolCall {
   arguments: string | string[];
 }
 
-export interface Reply {
+export interface Reply extends Omit<ScriptedFailures, 'reset'>, RawReplies {
   /** answer text: a string (split into `chunks` pieces) or the pieces themselves */
   text?: string | string[];
   /** pieces a string `text` / `reasoning` is split into (default 1) */
@@ -46,76 +46,35 @@ export interface Reply {
   usage?: false | { prompt_tokens: number; completion_tokens: number; cached_tokens?: number; reasoning_tokens?: number };
   /** model named in the answer (default: the request's model) */
   model?: string;
-  /** ms between two streamed events (default 0: all written at once) */
-  delayMs?: number;
-  /** ms before the response headers */
-  headerDelayMs?: number;
-  /** destroy the connection after this many streamed events (a stream that breaks mid-way) */
-  breakAfter?: number;
-  /** stop writing after this many streamed events and keep the connection open until the client closes it (an upstream that hangs) */
-  hangAfter?: number;
   /** omit the final `data: [DONE]` (chat) */
   noDone?: boolean;
-  /** an error answer: this status with `errorBody` (default an OpenAI-shaped error with `errorMessage`) */
-  status?: number;
-  errorMessage?: string;
+  /** with `status`: the error body (default an OpenAI-shaped error with `errorMessage`) */
   errorBody?: unknown;
-  headers?: Record<string, string>;
-  /** written verbatim as the response body (status 200, text/event-stream), one write per element */
-  raw?: string[];
-  /** written verbatim as the body of a 200 application/json answer (an upstream that answers garbage) */
-  rawJson?: string;
   /**
    * this object as a 200 JSON answer, on any POST path: a reply with it (or with an error `status`) at the head
    * of the queue also answers a path the server does not know (an endpoint forwarded as it is, e.g.
    * /images/generations)
    */
   json?: unknown;
-  /** never answer (timeouts); the request stays open until the client gives up */
-  hang?: boolean;
   /** embeddings: the vector size when the request gives no `dimensions` (default 8) */
   embeddingSize?: number;
   /** embeddings: refuse `dimensions` as OpenAI does for models without it (400) */
   noDimensions?: boolean;
 }
 
-export interface RecordedRequest {
-  method: string;
-  path: string;
-  headers: http.IncomingHttpHeaders;
-  /** parsed JSON body (or the raw text when it is not JSON; undefined for GET) */
-  body: any;
+export interface RecordedRequest extends MockRequest {
   /** the client's TCP port (requests on one kept-alive connection share it) */
   remotePort: number;
-  /** set when the client closed the connection before the answer was complete */
-  aborted: boolean;
-  /** when the request's head arrived (performance.now() of this process) */
-  at: number;
   /** how many frames (SSE events) of a streamed answer were written so far: a test waits on it, not on a clock */
   written: number;
-  /** resolves when the answer finished or the connection closed */
-  closed: Promise<void>;
 }
 
-export interface ScriptedUpstream {
-  /** base URL including /v1, e.g. http://127.0.0.1:40123/v1 */
-  url: string;
-  port: number;
-  /** every request received, in order (unless started with record: false) */
-  requests: RecordedRequest[];
-  /** queue answers for the next requests (FIFO); a function reply is called with the request body */
-  script(...replies: (Reply | ((body: any) => Reply))[]): void;
-  /** answer used when the queue is empty */
-  defaultReply: Reply | ((body: any) => Reply);
+/** url: the base URL including /v1, e.g. http://127.0.0.1:40123/v1 */
+export interface ScriptedUpstream extends RecordingMock<RecordedRequest, Reply, Scripted<Reply>> {
   /** models listed by GET /v1/models */
   models: string[];
   /** GET /v1/models answers with this instead of the list (an error status, or hang: never answers) */
   modelsReply?: { status?: number; hang?: boolean };
-  /** resolves once `n` requests have been received */
-  waitForRequests(n: number): Promise<RecordedRequest[]>;
-  /** forget recorded requests and queued replies */
-  reset(): void;
-  close(): Promise<void>;
 }
 
 export interface ScriptedUpstreamOptions {
@@ -125,18 +84,6 @@ export interface ScriptedUpstreamOptions {
   models?: string[];
   /** Bearer key the server demands (401 otherwise) */
   apiKey?: string;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function split(s: string | string[] | undefined, n: number): string[] {
-  if (s === undefined) return [];
-  if (Array.isArray(s)) return s;
-  if (n <= 1 || s.length <= 1) return s ? [s] : [];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
 }
 
 interface Plan {
@@ -362,82 +309,20 @@ function responseObject(p: Plan, reply: Reply) {
 }
 
 export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}): Promise<ScriptedUpstream> {
-  const record = opts.record ?? true;
-  const queue: (Reply | ((body: any) => Reply))[] = [];
-  const requests: RecordedRequest[] = [];
-  let waiters: { n: number; resolve: (r: RecordedRequest[]) => void }[] = [];
-  const sockets = new Set<import('node:net').Socket>();
-
-  const up: ScriptedUpstream = {
-    url: '',
-    port: 0,
-    requests,
-    script: (...r) => void queue.push(...r),
+  const base = await startRecordingMock<RecordedRequest, Reply, Scripted<Reply>>({
     defaultReply: opts.defaultReply ?? { text: 'Hello from the scripted upstream.', chunks: 4 },
-    models: opts.models ?? ['scripted-model'],
-    waitForRequests(n) {
-      if (requests.length >= n) return Promise.resolve(requests);
-      return new Promise((resolve) => waiters.push({ n, resolve }));
+    basePath: '/v1',
+    record: opts.record ?? true,
+    setup(server) {
+      server.keepAliveTimeout = 60_000;
+      server.on('connection', (s) => s.setNoDelay(true));
     },
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
-    },
-    close() {
-      return new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      });
-    },
-  };
-
-  const server = http.createServer((req, res) => {
-    let closedResolve!: () => void;
-    const rec: RecordedRequest = {
-      method: req.method ?? 'GET',
-      path: (req.url ?? '/').split('?')[0],
-      headers: req.headers,
-      body: undefined,
-      remotePort: req.socket.remotePort ?? 0,
-      aborted: false,
-      at: performance.now(),
-      written: 0,
-      closed: new Promise<void>((r) => (closedResolve = r)),
-    };
-    res.on('close', () => {
-      if (!res.writableFinished) rec.aborted = true;
-      closedResolve();
-    });
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      if (text) {
-        try {
-          rec.body = JSON.parse(text);
-        } catch {
-          rec.body = text;
-        }
-      }
-      if (record) {
-        requests.push(rec);
-        if (waiters.length) {
-          const ready = waiters.filter((w) => requests.length >= w.n);
-          waiters = waiters.filter((w) => requests.length < w.n);
-          for (const w of ready) w.resolve(requests);
-        }
-      }
-      handle(rec, res).catch(() => res.destroy());
-    });
+    describe: (_head, req) => ({ remotePort: req.socket.remotePort ?? 0, written: 0 }),
+    answer: (rec, _req, res, replies) => handle(rec, res, replies),
   });
-  server.keepAliveTimeout = 60_000;
-  server.on('connection', (s) => {
-    s.setNoDelay(true);
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
+  const up: ScriptedUpstream = Object.assign(base, { models: opts.models ?? ['scripted-model'] });
 
-  async function handle(rec: RecordedRequest, res: http.ServerResponse): Promise<void> {
+  async function handle(rec: RecordedRequest, res: http.ServerResponse, replies: Replies<Reply>): Promise<void> {
     const path = rec.path.replace(/^\/v1/, '');
     if (opts.apiKey && rec.headers.authorization !== `Bearer ${opts.apiKey}`) {
       return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
@@ -447,13 +332,13 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
       if (up.modelsReply?.status) return json(res, up.modelsReply.status, { error: { message: 'scripted models failure', type: 'server_error', param: null, code: null } });
       return json(res, 200, { object: 'list', data: up.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'scripted' })) });
     }
-    const head = typeof queue[0] === 'object' ? queue[0] : undefined;
+    const queued = replies.peek();
+    const head = typeof queued === 'object' ? queued : undefined;
     const scriptedHere = head !== undefined && (head.json !== undefined || (head.status !== undefined && head.status >= 300));
     if (rec.method !== 'POST' || (path !== '/chat/completions' && path !== '/responses' && path !== '/embeddings' && !scriptedHere)) {
       return json(res, 404, { error: { message: `no route ${rec.method} ${rec.path}`, type: 'invalid_request_error', param: null, code: null } });
     }
-    const next = queue.length ? queue.shift()! : up.defaultReply;
-    const reply = typeof next === 'function' ? next(rec.body) : next;
+    const reply = replies.next();
     if (reply.hang) return; // never answers
     if (reply.headerDelayMs) await sleep(reply.headerDelayMs);
     if (reply.status && reply.status >= 300) {
@@ -533,8 +418,5 @@ export async function startScriptedUpstream(opts: ScriptedUpstreamOptions = {}):
     res.end(body);
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  up.port = (server.address() as AddressInfo).port;
-  up.url = `http://127.0.0.1:${up.port}/v1`;
   return up;
 }
