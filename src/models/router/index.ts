@@ -704,21 +704,11 @@ class RoutedTextEngine implements TextEngine {
   private forward(req: ChatCompletionsRequest): AsyncIterable<Record<string, unknown>> {
     const router = this.router;
     const requestModel = req.body.model as string;
-    return new RoutedStream<Record<string, unknown>>(
-      () =>
-        router.first(
-          this.spec,
-          req.signal,
-          req.route,
-          async (dep, signal) => {
-            const engine = await router.engine(dep, makeText);
-            if (!engine.chatCompletions) throw new NotForwarding(`the deployment ${dep.id} does not forward Chat Completions`, 'engine_unavailable', 503, { retryable: true });
-            return startStream(engine.chatCompletions({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
-          },
-          closeStarted,
-          req.body.stream === true,
-        ),
-      req.signal,
+    return this.forwarded(
+      req,
+      'Chat Completions',
+      (engine, r) => engine.chatCompletions?.(r),
+      req.body.stream === true,
       (o, lease) => {
         const u = o.usage as { total_tokens?: number } | null | undefined;
         if (u && typeof u.total_tokens === 'number') router.tokens(lease, u.total_tokens);
@@ -735,21 +725,11 @@ class RoutedTextEngine implements TextEngine {
     const router = this.router;
     const stream = !req.count && req.body.stream === true;
     let input = 0;
-    return new RoutedStream<Record<string, unknown>>(
-      () =>
-        router.first(
-          this.spec,
-          req.signal,
-          req.route,
-          async (dep, signal) => {
-            const engine = await router.engine(dep, makeText);
-            if (!engine.messages) throw new NotForwarding(`the deployment ${dep.id} does not forward Anthropic's Messages API`, 'engine_unavailable', 503, { retryable: true });
-            return startStream(engine.messages({ ...req, body: { ...req.body, model: dep.upstream_model }, signal }));
-          },
-          closeStarted,
-          stream,
-        ),
-      req.signal,
+    return this.forwarded(
+      req,
+      "Anthropic's Messages API",
+      (engine, r) => engine.messages?.(r),
+      stream,
       (o, lease) => {
         // the tokens for the deployment's tpm: the input at message_start (or in the answer), the output at the end
         const u = ((o.type === 'message_start' ? (o.message as { usage?: unknown } | undefined)?.usage : o.usage) ?? undefined) as Record<string, unknown> | undefined;
@@ -762,6 +742,41 @@ class RoutedTextEngine implements TextEngine {
         // a JSON answer is whole when it comes; a stream, at message_stop
         return !stream || o.type === 'message_stop';
       },
+    );
+  }
+
+  /**
+   * An API forwarded as the client sent it (the model named as each deployment knows it): the tries run on the
+   * first read, on the deployments whose engine forwards it (`call` gives nothing: it does not); `seen` tells when
+   * the answer is whole, `map` what the client gets of each item.
+   */
+  private forwarded<R extends { body: Record<string, unknown>; signal?: AbortSignal; route?: RouteNote }>(
+    req: R,
+    api: string,
+    call: (engine: TextEngine, req: R) => AsyncIterable<Record<string, unknown>> | undefined,
+    stream: boolean,
+    seen: (item: Record<string, unknown>, lease: Lease<Started<Record<string, unknown>>>) => boolean,
+    map?: (item: Record<string, unknown>) => Record<string, unknown>,
+  ): AsyncIterable<Record<string, unknown>> {
+    const router = this.router;
+    return new RoutedStream<Record<string, unknown>>(
+      () =>
+        router.first(
+          this.spec,
+          req.signal,
+          req.route,
+          async (dep, signal) => {
+            const engine = await router.engine(dep, makeText);
+            const answer = call(engine, { ...req, body: { ...req.body, model: dep.upstream_model }, signal });
+            if (!answer) throw new NotForwarding(`the deployment ${dep.id} does not forward ${api}`, 'engine_unavailable', 503, { retryable: true });
+            return startStream(answer);
+          },
+          closeStarted,
+          stream,
+        ),
+      req.signal,
+      seen,
+      map,
     );
   }
 }
