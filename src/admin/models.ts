@@ -105,7 +105,7 @@ export class ModelsAdmin {
         if (held.origin !== slot.origin) {
           throw new AppError(
             'invalid_model_entry',
-            msg('model_key_origin', { path: `entry.${slot.path}`, from: held.origin ?? '(no base_url)', to: slot.origin ?? '(no base_url)' }),
+            msg('model_key_origin', { path: `entry.${slot.path}`, key: slot.urlKey, from: held.origin ?? `(no ${slot.urlKey})`, to: slot.origin ?? `(no ${slot.urlKey})` }),
             `entry.${slot.path}`,
           );
         }

@@ -124,6 +124,11 @@ export interface Provider<O extends TObject = TObject> {
    * and handed to its engines on the entry (STORED_SECRET), when they name no `api_key_env`
    */
   readonly storesKey?: boolean;
+  /**
+   * the entry's key holding the upstream's address (default `base_url`): a stored key is bound to the origin of
+   * its value, so a change that points the entry elsewhere does not take the key along (src/admin/models.ts)
+   */
+  readonly urlKey?: string;
   /** the capabilities whose engines can be probed by an active health check (TextEngine.probe) */
   readonly probes?: readonly Capability[];
   /**

@@ -159,7 +159,7 @@ export interface HeldSecret {
   origin: string | null;
 }
 
-/** A place of an entry that may hold a stored key now: a provider that stores keys (openai-compatible, anthropic), no api_key_env, and (in a list) an id. */
+/** A place of an entry that may hold a stored key now: a provider that stores keys (Provider.storesKey), no api_key_env, and (in a list) an id. */
 export interface SecretSlot {
   /** as the answer names it: `api_key` or `deployments.<id>.api_key` */
   place: string;
@@ -167,6 +167,8 @@ export interface SecretSlot {
   path: string;
   rowKey: string;
   origin: string | null;
+  /** the entry's key its origin is of (base_url, or the provider's Provider.urlKey) */
+  urlKey: string;
 }
 
 /** The origin of a base_url (scheme, host, port): what a stored key is bound to besides its deployment. */
@@ -183,6 +185,9 @@ export function originOf(url: unknown): string | null {
 /** the providers whose entries may hold a stored upstream key (Provider.storesKey) */
 const KEYED = [...PROVIDERS.values()].filter((p) => p.storesKey === true).map((p) => p.name);
 const keyed = (provider: unknown) => typeof provider === 'string' && PROVIDERS.get(provider)?.storesKey === true;
+/** the origin of the upstream an entry or deployment calls: of its provider's address key (Provider.urlKey, default base_url) */
+export const urlKeyOf = (o: Record<string, unknown>) => (typeof o.provider === 'string' && PROVIDERS.get(o.provider)?.urlKey) || 'base_url';
+const upstreamOf = (o: Record<string, unknown>) => originOf(o[urlKeyOf(o)]);
 
 /** the row's key and the sealing context of a deployment's secret (its id) or a model's own (no list) */
 const rowKeyOf = (id: string | undefined) => (id === undefined ? 'api_key' : `deployment:${id}`);
@@ -203,13 +208,13 @@ export function secretsOf(row: StoredRow): Map<string, HeldSecret & { written: b
   for (const [rowKey, sealed] of Object.entries(row.secrets)) {
     const context = contextOf(row.name, rowKey);
     if (rowKey === 'api_key') {
-      if (!list) out.set('api_key', { rowKey, sealed, context, origin: originOf(row.entry.base_url), written: true });
+      if (!list) out.set('api_key', { rowKey, sealed, context, origin: upstreamOf(row.entry), written: true });
       continue;
     }
     if (rowKey.startsWith('deployment:')) {
       const id = rowKey.slice('deployment:'.length);
       const d = list?.find((x) => isObject(x) && x.id === id);
-      if (isObject(d)) out.set(placeOf(id), { rowKey, sealed, context, origin: originOf(d.base_url), written: true });
+      if (isObject(d)) out.set(placeOf(id), { rowKey, sealed, context, origin: upstreamOf(d), written: true });
       continue;
     }
     const i = Number(BY_INDEX.exec(rowKey)?.[1]);
@@ -217,7 +222,7 @@ export function secretsOf(row: StoredRow): Map<string, HeldSecret & { written: b
     if (!isObject(d)) continue;
     const written = typeof d.id === 'string';
     const id = written ? (d.id as string) : `${row.name}#${i + 1}`;
-    out.set(placeOf(id), { rowKey, sealed, context, origin: originOf(d.base_url), written });
+    out.set(placeOf(id), { rowKey, sealed, context, origin: upstreamOf(d), written });
   }
   return out;
 }
@@ -449,10 +454,10 @@ export class StoredModels {
     const ok = (o: unknown): o is Record<string, unknown> => isObject(o) && keyed(o.provider) && o.api_key_env === undefined;
     if (Array.isArray(entry.deployments)) {
       return entry.deployments.flatMap((d, i) =>
-        ok(d) && typeof d.id === 'string' ? [{ place: placeOf(d.id), path: `deployments.${i}.api_key`, rowKey: rowKeyOf(d.id), origin: originOf(d.base_url) }] : [],
+        ok(d) && typeof d.id === 'string' ? [{ place: placeOf(d.id), path: `deployments.${i}.api_key`, rowKey: rowKeyOf(d.id), origin: upstreamOf(d), urlKey: urlKeyOf(d) }] : [],
       );
     }
-    return ok(entry) ? [{ place: 'api_key', path: 'api_key', rowKey: rowKeyOf(undefined), origin: originOf(entry.base_url) }] : [];
+    return ok(entry) ? [{ place: 'api_key', path: 'api_key', rowKey: rowKeyOf(undefined), origin: upstreamOf(entry), urlKey: urlKeyOf(entry) }] : [];
   }
 
   /** A key sealed for a place of a model: it opens only there (another model, another deployment id: it does not). */

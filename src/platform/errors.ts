@@ -471,8 +471,8 @@ export const MESSAGES = {
     zh: "模型 '{name}' 是{source}，在此处为只读：{how}",
   },
   model_key_origin: {
-    en: "'{path}': the stored api_key was given for {from}, and the base_url now goes to {to}; a stored key is never sent to another upstream: type the key for the new one in '{path}', or give null to go without one",
-    zh: "'{path}'：存储的 api_key 是为 {from} 设置的，而 base_url 现在指向 {to}；存储的密钥绝不会发送给其他上游：请在 '{path}' 中输入新上游的密钥，或设为 null 表示不使用密钥",
+    en: "'{path}': the stored api_key was given for {from}, and the {key} now goes to {to}; a stored key is never sent to another upstream: type the key for the new one in '{path}', or give null to go without one",
+    zh: "'{path}'：存储的 api_key 是为 {from} 设置的，而 {key} 现在指向 {to}；存储的密钥绝不会发送给其他上游：请在 '{path}' 中输入新上游的密钥，或设为 null 表示不使用密钥",
   },
   model_rename: {
     en: "entry.name '{given}' differs from the model '{name}' of the path: a model is not renamed; add the new one and remove the old",

@@ -142,6 +142,18 @@ for (const db of testDatabases()) {
       const after = await t.core.db.db.selectFrom('stored_models').selectAll().where('name', '=', 'moving').executeTakeFirstOrThrow();
       assert.deepEqual([after.entry, after.secrets, after.updated_at], [stored.entry, stored.secrets, stored.updated_at]);
       assert.equal((await call('DELETE', '/models/moving')).statusCode, 200);
+      // azure-openai names its upstream by `endpoint`: the key is bound to that origin
+      const azure = await call('POST', '/models', { entry: { name: 'az-moving', provider: 'azure-openai', endpoint: up.url, api_key: 'sk-az-moving-key-1' } });
+      assert.equal(azure.statusCode, 201, azure.body);
+      const az = await call('PUT', '/models/az-moving', { entry: { provider: 'azure-openai', endpoint: 'https://elsewhere.openai.azure.com' } });
+      assert.equal(az.statusCode, 400, az.body);
+      assert.match(az.json().meta.message, /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the endpoint now goes to https:\/\/elsewhere\.openai\.azure\.com;/);
+      assert.ok(!az.body.includes('sk-az-moving-key-1'));
+      // the same resource, its key kept; removed on request
+      const same = await call('PUT', '/models/az-moving', { entry: { provider: 'azure-openai', endpoint: up.url, deployment: 'gpt-4o' } });
+      assert.equal(same.statusCode, 200, same.body);
+      assert.deepEqual(same.json().data.secrets, { api_key: true });
+      assert.equal((await call('DELETE', '/models/az-moving')).statusCode, 200);
     });
 
     test('fallbacks name served models of the same type', async () => {

@@ -100,6 +100,8 @@ export const azureOpenAI = defineProvider({
   },
   remote: true,
   storesKey: true,
+  // a stored key is bound to the resource it was typed for
+  urlKey: 'endpoint',
   load: { text: code, embeddings: code },
   create: {
     async text(s, ctx) {
