@@ -147,7 +147,10 @@ for (const db of testDatabases()) {
       assert.equal(azure.statusCode, 201, azure.body);
       const az = await call('PUT', '/models/az-moving', { entry: { provider: 'azure-openai', endpoint: 'https://elsewhere.openai.azure.com' } });
       assert.equal(az.statusCode, 400, az.body);
-      assert.match(az.json().meta.message, /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the endpoint now goes to https:\/\/elsewhere\.openai\.azure\.com;/);
+      assert.match(
+        az.json().meta.message,
+        /^'entry\.api_key': the stored api_key was given for http:\/\/127\.0\.0\.1:\d+, and the endpoint now goes to https:\/\/elsewhere\.openai\.azure\.com;/,
+      );
       assert.ok(!az.body.includes('sk-az-moving-key-1'));
       // the same resource, its key kept; removed on request
       const same = await call('PUT', '/models/az-moving', { entry: { provider: 'azure-openai', endpoint: up.url, deployment: 'gpt-4o' } });

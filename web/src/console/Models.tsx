@@ -22,22 +22,180 @@ const MODEL_ONLY = [
   'context_window_fallbacks',
   'deployments',
 ];
-/** the keys the form shows for each deployment */
-const FORM_DEPLOYMENT_KEYS = ['id', 'provider', 'base_url', 'path', 'upstream_model', 'weight', 'rpm', 'tpm', 'api_key'];
-const PROVIDERS = ['openai-compatible', 'llama', 'flite', 'espeak', 'pocketsphinx', 'whisper'];
+/** the number keys every deployment shows, whatever its provider */
+const DEPLOYMENT_NUMBERS = ['weight', 'rpm', 'tpm'] as const;
 const TYPES = ['text', 'embeddings', 'speech', 'transcription'];
-const PRICES = ['input_per_million', 'output_per_million', 'cached_input_per_million'] as const;
-/** the providers that read a file (`path`), and those for which it is required */
-const PATH_PROVIDERS = ['llama', 'whisper', 'pocketsphinx'];
+const PRICES = ['input_per_million', 'output_per_million', 'cached_input_per_million', 'cache_write_input_per_million', 'cache_write_1h_input_per_million'] as const;
+type Price = (typeof PRICES)[number];
+/** the prices of prompt-cache writes: only these providers count cache writes (docs/models.md, pricing) */
+const CACHE_WRITE_PRICES: readonly Price[] = ['cache_write_input_per_million', 'cache_write_1h_input_per_million'];
+const CACHE_WRITE_PROVIDERS = ['anthropic', 'bedrock'];
+/** the providers whose entries may hold a stored upstream key (Provider.storesKey: src/models/stored.ts) */
+const KEYED = ['openai-compatible', 'anthropic', 'gemini', 'azure-openai'];
+
+/**
+ * One key of a provider's entry the form has a field for. A value the field cannot show as it is (a `false` for a
+ * box that only says true, a value no option has) stays in the deployment's JSON field, so an entry opened and
+ * saved again is the entry it was.
+ */
+interface ProviderField {
+  key: string;
+  kind: 'url' | 'text' | 'int' | 'bool' | 'list' | 'select';
+  label: Key;
+  hint?: Key;
+  /** the hint's {env}: the variable read when the field is left empty */
+  env?: string;
+  required?: boolean;
+  placeholder?: string;
+  /** select: the choices besides '' (the default, `defaultLabel`) */
+  options?: Array<{ value: string; label: Key }>;
+  defaultLabel?: Key;
+  /** the field spans the row */
+  wide?: boolean;
+  /** shown, and written, only when the deployment's other values say so */
+  when?: (v: Record<string, string>) => boolean;
+}
+
+const entra = (v: Record<string, string>) => v.auth === 'entra';
+const keyEnvField = (env?: string): ProviderField => ({
+  key: 'api_key_env',
+  kind: 'text',
+  label: 'console.models.apiKeyEnv',
+  hint: env ? 'console.models.apiKeyEnvDefaultHint' : 'console.models.apiKeyEnvHint',
+  env,
+  placeholder: env,
+});
+const pathField = (required: boolean): ProviderField => ({ key: 'path', kind: 'text', label: 'console.models.path', hint: 'console.models.pathHint', required, wide: true });
+
+/** each provider's own fields (docs/models.md lists every key; the others go in the JSON field) */
+const PROVIDER_FIELDS: Record<string, ProviderField[]> = {
+  'openai-compatible': [
+    { key: 'base_url', kind: 'url', label: 'console.models.baseUrl', hint: 'console.models.baseUrlHint', required: true, placeholder: 'https://…/v1' },
+    { key: 'upstream_model', kind: 'text', label: 'console.models.upstreamModel', hint: 'console.models.upstreamModelHint' },
+    keyEnvField(),
+  ],
+  anthropic: [
+    { key: 'upstream_model', kind: 'text', label: 'console.models.upstreamModel', hint: 'console.models.anthropic.upstreamModelHint', placeholder: 'claude-sonnet-4-5' },
+    { key: 'base_url', kind: 'url', label: 'console.models.baseUrl', hint: 'console.models.anthropic.baseUrlHint', placeholder: 'https://api.anthropic.com' },
+    { key: 'max_tokens', kind: 'int', label: 'console.models.maxTokens', hint: 'console.models.anthropic.maxTokensHint', placeholder: '4096' },
+    keyEnvField('ANTHROPIC_API_KEY'),
+    { key: 'anthropic_beta', kind: 'list', label: 'console.models.anthropic.beta', hint: 'console.models.anthropic.betaHint', wide: true },
+    { key: 'cache_prompt', kind: 'bool', label: 'console.models.anthropic.cachePrompt', hint: 'console.models.anthropic.cachePromptHint', wide: true },
+  ],
+  gemini: [
+    { key: 'upstream_model', kind: 'text', label: 'console.models.upstreamModel', hint: 'console.models.gemini.upstreamModelHint', placeholder: 'gemini-2.5-flash' },
+    { key: 'base_url', kind: 'url', label: 'console.models.baseUrl', hint: 'console.models.gemini.baseUrlHint', placeholder: 'https://generativelanguage.googleapis.com' },
+    keyEnvField('GEMINI_API_KEY'),
+  ],
+  'azure-openai': [
+    {
+      key: 'endpoint',
+      kind: 'url',
+      label: 'console.models.azure.endpoint',
+      hint: 'console.models.azure.endpointHint',
+      required: true,
+      placeholder: 'https://<resource>.openai.azure.com',
+      wide: true,
+    },
+    { key: 'deployment', kind: 'text', label: 'console.models.azure.deployment', hint: 'console.models.azure.deploymentHint' },
+    {
+      key: 'surface',
+      kind: 'select',
+      label: 'console.models.azure.surface',
+      defaultLabel: 'console.models.azure.surfaceDeployments',
+      options: [{ value: 'v1', label: 'console.models.azure.surfaceV1' }],
+    },
+    { key: 'api_version', kind: 'text', label: 'console.models.azure.apiVersion', hint: 'console.models.azure.apiVersionHint' },
+    {
+      key: 'auth',
+      kind: 'select',
+      label: 'console.models.azure.auth',
+      hint: 'console.models.azure.authHint',
+      defaultLabel: 'console.models.azure.authKey',
+      options: [{ value: 'entra', label: 'console.models.azure.authEntra' }],
+    },
+    { ...keyEnvField('AZURE_OPENAI_API_KEY'), when: (v) => !entra(v) },
+    { key: 'tenant_id', kind: 'text', label: 'console.models.azure.tenant', hint: 'console.models.azure.tenantHint', env: 'AZURE_TENANT_ID', when: entra },
+    { key: 'client_id', kind: 'text', label: 'console.models.azure.client', hint: 'console.models.azure.clientHint', env: 'AZURE_CLIENT_ID', when: entra },
+    {
+      key: 'client_secret_env',
+      kind: 'text',
+      label: 'console.models.azure.secretEnv',
+      hint: 'console.models.azure.secretEnvHint',
+      env: 'AZURE_CLIENT_SECRET',
+      placeholder: 'AZURE_CLIENT_SECRET',
+      when: entra,
+    },
+  ],
+  bedrock: [
+    {
+      key: 'upstream_model',
+      kind: 'text',
+      label: 'console.models.upstreamModel',
+      hint: 'console.models.bedrock.upstreamModelHint',
+      placeholder: 'anthropic.claude-3-5-haiku-20241022-v1:0',
+      wide: true,
+    },
+    { key: 'region', kind: 'text', label: 'console.models.bedrock.region', hint: 'console.models.bedrock.regionHint', placeholder: 'us-east-1' },
+    { key: 'max_tokens', kind: 'int', label: 'console.models.maxTokens', hint: 'console.models.bedrock.maxTokensHint', placeholder: '4096' },
+    { key: 'base_url', kind: 'url', label: 'console.models.baseUrl', hint: 'console.models.bedrock.baseUrlHint', wide: true },
+  ],
+  llama: [pathField(true)],
+  whisper: [pathField(true)],
+  pocketsphinx: [pathField(false)],
+  flite: [],
+  espeak: [],
+};
+const PROVIDERS = Object.keys(PROVIDER_FIELDS);
+const fieldsOf = (provider: string) => PROVIDER_FIELDS[provider] ?? [];
+/** the fields a deployment shows now (and writes) */
+const shownFields = (d: { provider: string; values: Record<string, string> }) => fieldsOf(d.provider).filter((f) => !f.when || f.when(d.values));
+
+/** A value as its field shows it, or undefined when the field cannot show it as it is (it stays in the JSON). */
+function fieldValue(f: ProviderField, v: unknown): string | undefined {
+  switch (f.kind) {
+    case 'url':
+    case 'text':
+      return typeof v === 'string' && v !== '' && v === v.trim() ? v : undefined;
+    case 'select':
+      return typeof v === 'string' && f.options!.some((o) => o.value === v) ? v : undefined;
+    case 'int':
+      return typeof v === 'number' && Number.isFinite(v) ? String(v) : undefined;
+    case 'bool':
+      return v === true ? 'true' : undefined;
+    case 'list':
+      return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string' && x !== '' && x === x.trim() && !x.includes(',')) ? v.join(', ') : undefined;
+  }
+}
+
+/** A field's value as the entry writes it (undefined: left out). */
+function fieldEntry(f: ProviderField, s: string | undefined): unknown {
+  const text = (s ?? '').trim();
+  if (text === '') return undefined;
+  switch (f.kind) {
+    case 'int':
+      return Number(text);
+    case 'bool':
+      return text === 'true' ? true : undefined;
+    case 'list': {
+      const items = text
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean);
+      return items.length ? items : undefined;
+    }
+    default:
+      return text;
+  }
+}
 
 interface DeploymentForm {
   /** a stable key for the list (rows may be added and removed) */
   uid: number;
   id: string;
   provider: string;
-  base_url: string;
-  path: string;
-  upstream_model: string;
+  /** the provider's fields (PROVIDER_FIELDS) by key, as typed; a provider changed keeps what the next one shares */
+  values: Record<string, string>;
   weight: string;
   rpm: string;
   tpm: string;
@@ -53,7 +211,7 @@ interface DeploymentForm {
 interface ModelForm {
   name: string;
   type: string;
-  prices: Record<(typeof PRICES)[number], string>;
+  prices: Record<Price, string>;
   routing: string;
   retries: string;
   fallbacks: string;
@@ -64,8 +222,8 @@ interface ModelForm {
   other: string;
   /**
    * the places that held a key when the form opened (`api_key`, `deployments.<id>.api_key`) -> the origin of the
-   * base_url it was given for: the server keeps a key for the same id (or a plain entry that stays one) and the same
-   * origin only (docs/api.md)
+   * upstream address it was given for (base_url; azure-openai's endpoint): the server keeps a key for the same id (or
+   * a plain entry that stays one) and the same origin only (docs/api.md)
    */
   secretOrigins: Record<string, string>;
 }
@@ -74,22 +232,30 @@ let uids = 0;
 const str = (v: unknown) => (v === undefined || v === null ? '' : String(v));
 const json = (o: Record<string, unknown>) => (Object.keys(o).length ? JSON.stringify(o, null, 2) : '');
 const pick = (o: Record<string, unknown>, keep: (k: string) => boolean) => Object.fromEntries(Object.entries(o).filter(([k]) => keep(k)));
+/** the key of an entry that names its upstream's address, whose origin a stored key is bound to (Provider.urlKey) */
+const urlKeyOf = (provider: string) => (provider === 'azure-openai' ? 'endpoint' : 'base_url');
 
 function deploymentForm(d: Record<string, unknown>, keySet: boolean): DeploymentForm {
+  const provider = str(d.provider) || 'openai-compatible';
+  const values: Record<string, string> = {};
+  for (const f of fieldsOf(provider)) {
+    const v = fieldValue(f, d[f.key]);
+    if (v !== undefined) values[f.key] = v;
+  }
+  // a value of a field the form hides (an Entra key without auth: entra) stays in the JSON, where it is seen
+  for (const f of fieldsOf(provider)) if (f.when && !f.when(values)) delete values[f.key];
+  const numbers = Object.fromEntries(DEPLOYMENT_NUMBERS.map((k) => [k, typeof d[k] === 'number' ? String(d[k]) : ''])) as Record<(typeof DEPLOYMENT_NUMBERS)[number], string>;
+  const shown = new Set(['provider', ...(typeof d.id === 'string' ? ['id'] : []), ...Object.keys(values), ...DEPLOYMENT_NUMBERS.filter((k) => numbers[k] !== '')]);
   return {
     uid: ++uids,
-    id: str(d.id),
-    provider: str(d.provider) || 'openai-compatible',
-    base_url: str(d.base_url),
-    path: str(d.path),
-    upstream_model: str(d.upstream_model),
-    weight: str(d.weight),
-    rpm: str(d.rpm),
-    tpm: str(d.tpm),
+    id: typeof d.id === 'string' ? d.id : '',
+    provider,
+    values,
+    ...numbers,
     apiKey: '',
     removeKey: false,
     keySet,
-    other: json(pick(d, (k) => !FORM_DEPLOYMENT_KEYS.includes(k))),
+    other: json(pick(d, (k) => !shown.has(k))),
   };
 }
 
@@ -97,7 +263,7 @@ function emptyForm(): ModelForm {
   return {
     name: '',
     type: 'text',
-    prices: { input_per_million: '', output_per_million: '', cached_input_per_million: '' },
+    prices: Object.fromEntries(PRICES.map((p) => [p, ''])) as Record<Price, string>,
     routing: '',
     retries: '',
     fallbacks: '',
@@ -122,25 +288,31 @@ function formOf(m: AdminModel): ModelForm {
         ),
       ];
   const secretOrigins: Record<string, string> = {};
+  const addressOf = (d: Record<string, unknown>) => str(d[urlKeyOf(str(d.provider))]);
   if (listed) {
     for (const d of e.deployments as Array<Record<string, unknown>>) {
       const place = `deployments.${str(d.id)}.api_key`;
-      if (d.id !== undefined && m.secrets[place]) secretOrigins[place] = originOf(str(d.base_url));
+      if (d.id !== undefined && m.secrets[place]) secretOrigins[place] = originOf(addressOf(d));
     }
-  } else if (m.secrets.api_key) secretOrigins.api_key = originOf(str(e.base_url));
-  const otherPricing = pick(pricing, (k) => !(PRICES as readonly string[]).includes(k));
-  const other = pick(e, (k) => !FORM_MODEL_KEYS.includes(k) && (listed || MODEL_ONLY.includes(k)));
+  } else if (m.secrets.api_key) secretOrigins.api_key = originOf(addressOf(e));
+  // a price the field shows as it is goes in the field; any other pricing key (or value) stays in the JSON
+  const prices = Object.fromEntries(PRICES.map((p) => [p, typeof pricing[p] === 'number' ? String(pricing[p]) : ''])) as Record<Price, string>;
+  const otherPricing = pick(pricing, (k) => !(PRICES as readonly string[]).includes(k) || prices[k as Price] === '');
+  const other = pick(
+    e,
+    (k) =>
+      (!FORM_MODEL_KEYS.includes(k) && (listed || MODEL_ONLY.includes(k))) ||
+      (k === 'routing' && typeof e.routing !== 'string') ||
+      (k === 'retries' && typeof e.retries !== 'number') ||
+      (k === 'fallbacks' && !Array.isArray(e.fallbacks)),
+  );
   if (Object.keys(otherPricing).length) other.pricing = otherPricing;
   return {
     name: m.name,
     type: str(e.type) || m.type,
-    prices: {
-      input_per_million: str(pricing.input_per_million),
-      output_per_million: str(pricing.output_per_million),
-      cached_input_per_million: str(pricing.cached_input_per_million),
-    },
-    routing: str(e.routing),
-    retries: str(e.retries),
+    prices,
+    routing: typeof e.routing === 'string' ? e.routing : '',
+    retries: typeof e.retries === 'number' ? String(e.retries) : '',
     fallbacks: Array.isArray(e.fallbacks) ? e.fallbacks.join(', ') : '',
     listed,
     deployments,
@@ -161,7 +333,7 @@ function originOf(url: string): string {
 const placeOf = (f: ModelForm, d: DeploymentForm) => (f.listed || f.deployments.length > 1 ? (d.id.trim() ? `deployments.${d.id.trim()}.api_key` : null) : 'api_key');
 /**
  * What the server does with the stored key of a deployment left out of the entry: `kept` (a key is stored for its id,
- * given for the same origin), `origin` (one is stored for its id, but its base_url now goes to another origin: the
+ * given for the same origin), `origin` (one is stored for its id, but its address now goes to another origin: the
  * server refuses to guess, so the form removes it unless a key is typed), `none` (no key for its id: a new id, or a
  * deployment whose id changed, gets none).
  */
@@ -169,9 +341,16 @@ function keyFate(f: ModelForm, d: DeploymentForm): 'kept' | 'origin' | 'none' {
   const place = placeOf(f, d);
   const origin = place === null ? undefined : f.secretOrigins[place];
   if (origin === undefined) return 'none';
-  return origin === originOf(d.base_url.trim()) ? 'kept' : 'origin';
+  return origin === originOf((d.values[urlKeyOf(d.provider)] ?? '').trim()) ? 'kept' : 'origin';
 }
 const keyStays = (f: ModelForm, d: DeploymentForm) => keyFate(f, d) === 'kept';
+/** the variable the deployment names for its key (api_key_env): then no key is stored for it */
+const keyEnvOf = (d: DeploymentForm) => (shownFields(d).some((x) => x.key === 'api_key_env') ? (d.values.api_key_env ?? '').trim() : '');
+/**
+ * Whether the deployment shows the upstream key's field: a provider that stores keys; with azure-openai's
+ * `auth: entra` only while a key is stored there (it is used instead of Entra ID until it is removed).
+ */
+const hasKeyField = (f: ModelForm, d: DeploymentForm) => KEYED.includes(d.provider) && (!entra(d.values) || keyFate(f, d) !== 'none');
 
 class FormError extends Error {
   constructor(readonly field: Key) {
@@ -218,18 +397,15 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
     const o: Record<string, unknown> = parseOther(d.other, 'console.models.deploymentOtherKeys');
     put(o, 'id', d.id.trim());
     o.provider = d.provider;
-    if (d.provider === 'openai-compatible') {
-      put(o, 'base_url', d.base_url.trim());
-      put(o, 'upstream_model', d.upstream_model.trim());
-    }
-    if (PATH_PROVIDERS.includes(d.provider)) put(o, 'path', d.path.trim());
+    for (const field of shownFields(d)) put(o, field.key, fieldEntry(field, d.values[field.key]));
     if (listed) put(o, 'weight', num(d.weight));
     put(o, 'rpm', num(d.rpm));
     put(o, 'tpm', num(d.tpm));
-    if (d.provider === 'openai-compatible') {
+    // a key named by its variable is read from Portico's environment: none is sent (the server drops a stored one)
+    if (hasKeyField(f, d) && !keyEnvOf(d)) {
       if (d.apiKey) o.api_key = d.apiKey;
       else if (editing && d.removeKey) o.api_key = null;
-      // its base_url goes to another upstream now: the stored key is not sent there (the form said so), it is removed
+      // its address goes to another upstream now: the stored key is not sent there (the form said so), it is removed
       else if (editing && keyFate(f, d) === 'origin') o.api_key = null;
     }
     return o;
@@ -242,7 +418,7 @@ function entryOf(f: ModelForm, editing: boolean): Record<string, unknown> {
 /** The deployments of a model as the router names them (src/models/config.ts): id, else name#n; a plain entry its id or name. */
 function deploymentsOf(m: AdminModel): Array<{ id: string; provider: string; where: string }> {
   const e = m.entry as Record<string, unknown>;
-  const where = (d: Record<string, unknown>) => str(d.base_url) || str(d.path);
+  const where = (d: Record<string, unknown>) => str(d.base_url) || str(d.endpoint) || str(d.path) || str(d.region);
   if (Array.isArray(e.deployments))
     return (e.deployments as Array<Record<string, unknown>>).map((d, i) => ({ id: str(d.id) || `${m.name}#${i + 1}`, provider: str(d.provider), where: where(d) }));
   return [{ id: str(e.id) || m.name, provider: str(e.provider), where: where(e) }];
@@ -477,6 +653,8 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   };
 
   const multiple = form.deployments.length > 1 || form.listed;
+  // the prices of cache writes: where a provider counts them (anthropic, bedrock), or where the model has one
+  const cacheWrites = form.deployments.some((d) => CACHE_WRITE_PROVIDERS.includes(d.provider)) || CACHE_WRITE_PRICES.some((p) => form.prices[p] !== '');
   return (
     <Dialog open={editing !== null} id="model-dialog" wide title={isNew ? t('console.models.addTitle') : t('console.models.editTitle', { name: form.name })} onClose={onClose}>
       <form onSubmit={submit}>
@@ -504,8 +682,9 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
         <fieldset>
           <legend>{t('console.models.pricing')}</legend>
           <p class="hint">{t('console.models.pricingHint')}</p>
+          {cacheWrites && <p class="hint">{t('console.models.cacheWriteHint')}</p>}
           <div class="row">
-            {PRICES.map((p) => (
+            {PRICES.filter((p) => !CACHE_WRITE_PRICES.includes(p) || cacheWrites).map((p) => (
               <Field id={`model-${p}`} label={t(`console.models.price.${p}`)}>
                 <input
                   id={`model-${p}`}
@@ -561,7 +740,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                       id={id('id')}
                       maxLength={200}
                       pattern="\S+"
-                      required={(form.listed || form.deployments.length > 1) && d.provider === 'openai-compatible' && d.apiKey !== ''}
+                      required={(form.listed || form.deployments.length > 1) && hasKeyField(form, d) && !keyEnvOf(d) && d.apiKey !== ''}
                       value={d.id}
                       onInput={(e) => setDeployment(d.uid, { id: e.currentTarget.value })}
                       aria-describedby={`${id('id')}-hint`}
@@ -575,78 +754,55 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                     </select>
                   </Field>
                 </div>
-                {d.provider === 'openai-compatible' && (
-                  <>
-                    <div class="row">
-                      <Field id={id('base_url')} label={t('console.models.baseUrl')} hint={t('console.models.baseUrlHint')}>
-                        <input
-                          id={id('base_url')}
-                          type="url"
-                          required
-                          class="wide-input"
-                          placeholder="https://…/v1"
-                          value={d.base_url}
-                          onInput={(e) => setDeployment(d.uid, { base_url: e.currentTarget.value })}
-                          aria-describedby={`${id('base_url')}-hint`}
-                        />
-                      </Field>
-                      <Field id={id('upstream_model')} label={t('console.models.upstreamModel')} hint={t('console.models.upstreamModelHint')}>
-                        <input
-                          id={id('upstream_model')}
-                          value={d.upstream_model}
-                          onInput={(e) => setDeployment(d.uid, { upstream_model: e.currentTarget.value })}
-                          aria-describedby={`${id('upstream_model')}-hint`}
-                        />
-                      </Field>
+                <div class="row provider-fields">
+                  {shownFields(d).map((f) => (
+                    <ProviderInput field={f} id={id(f.key)} value={d.values[f.key] ?? ''} onChange={(v) => setDeployment(d.uid, { values: { ...d.values, [f.key]: v } })} />
+                  ))}
+                </div>
+                {d.provider === 'bedrock' && <p class="hint">{t('console.models.bedrock.credentials')}</p>}
+                {hasKeyField(form, d) && (
+                  <Field
+                    id={id('api_key')}
+                    label={t('console.models.apiKey')}
+                    hint={
+                      keyEnvOf(d)
+                        ? t(d.keySet ? 'console.models.apiKeyFromEnvSet' : 'console.models.apiKeyFromEnv', { env: keyEnvOf(d) })
+                        : [
+                            d.removeKey
+                              ? t('console.models.apiKeyRemoving')
+                              : keyStays(form, d)
+                                ? t('console.models.apiKeySet')
+                                : keyFate(form, d) === 'origin'
+                                  ? t('console.models.apiKeyOrigin')
+                                  : d.keySet
+                                    ? t('console.models.apiKeyMoved')
+                                    : t('console.models.apiKeyNone'),
+                            entra(d.values) && !d.removeKey ? t('console.models.azure.keyBeforeEntra') : '',
+                          ]
+                            .filter(Boolean)
+                            .join(' ')
+                    }
+                  >
+                    <div class="copy-row">
+                      <input
+                        id={id('api_key')}
+                        type="password"
+                        autoComplete="new-password"
+                        spellcheck={false}
+                        disabled={d.removeKey || keyEnvOf(d) !== ''}
+                        value={keyEnvOf(d) ? '' : d.apiKey}
+                        placeholder={keyStays(form, d) && !keyEnvOf(d) ? t('console.models.apiKeyKeep') : ''}
+                        onInput={(e) => setDeployment(d.uid, { apiKey: e.currentTarget.value })}
+                        aria-describedby={`${id('api_key')}-hint`}
+                      />
+                      {keyStays(form, d) && !d.removeKey && !keyEnvOf(d) && <span class="badge active key-set">{t('console.models.keyIsSet')}</span>}
                     </div>
-                    <Field
-                      id={id('api_key')}
-                      label={t('console.models.apiKey')}
-                      hint={
-                        d.removeKey
-                          ? t('console.models.apiKeyRemoving')
-                          : keyStays(form, d)
-                            ? t('console.models.apiKeySet')
-                            : keyFate(form, d) === 'origin'
-                              ? t('console.models.apiKeyOrigin')
-                              : d.keySet
-                                ? t('console.models.apiKeyMoved')
-                                : t('console.models.apiKeyNone')
-                      }
-                    >
-                      <div class="copy-row">
-                        <input
-                          id={id('api_key')}
-                          type="password"
-                          autoComplete="new-password"
-                          spellcheck={false}
-                          disabled={d.removeKey}
-                          value={d.apiKey}
-                          placeholder={keyStays(form, d) ? t('console.models.apiKeyKeep') : ''}
-                          onInput={(e) => setDeployment(d.uid, { apiKey: e.currentTarget.value })}
-                          aria-describedby={`${id('api_key')}-hint`}
-                        />
-                        {keyStays(form, d) && !d.removeKey && <span class="badge active key-set">{t('console.models.keyIsSet')}</span>}
-                      </div>
-                      {keyStays(form, d) && !isNew && (
-                        <label class="check">
-                          <input type="checkbox" checked={d.removeKey} onChange={(e) => setDeployment(d.uid, { removeKey: e.currentTarget.checked, apiKey: '' })} />
-                          {t('console.models.removeKey')}
-                        </label>
-                      )}
-                    </Field>
-                  </>
-                )}
-                {PATH_PROVIDERS.includes(d.provider) && (
-                  <Field id={id('path')} label={t('console.models.path')} hint={t('console.models.pathHint')}>
-                    <input
-                      id={id('path')}
-                      required={d.provider !== 'pocketsphinx'}
-                      class="wide-input"
-                      value={d.path}
-                      onInput={(e) => setDeployment(d.uid, { path: e.currentTarget.value })}
-                      aria-describedby={`${id('path')}-hint`}
-                    />
+                    {keyStays(form, d) && !isNew && !keyEnvOf(d) && (
+                      <label class="check">
+                        <input type="checkbox" checked={d.removeKey} onChange={(e) => setDeployment(d.uid, { removeKey: e.currentTarget.checked, apiKey: '' })} />
+                        {t('console.models.removeKey')}
+                      </label>
+                    )}
                   </Field>
                 )}
                 <div class="row">
@@ -722,5 +878,55 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
         </div>
       </form>
     </Dialog>
+  );
+}
+
+/** One field of a provider's entry (PROVIDER_FIELDS), labelled and with its hint. */
+function ProviderInput({ field: f, id, value, onChange }: { field: ProviderField; id: string; value: string; onChange: (v: string) => void }) {
+  const { t } = useI18n();
+  const hint = f.hint ? t(f.hint, f.env ? { env: f.env } : undefined) : undefined;
+  const described = hint ? `${id}-hint` : undefined;
+  const cls = f.wide ? 'span-row' : undefined;
+  if (f.kind === 'bool') {
+    return (
+      <div class={`field ${cls ?? ''}`}>
+        <label class="check">
+          <input id={id} type="checkbox" checked={value === 'true'} onChange={(e) => onChange(e.currentTarget.checked ? 'true' : '')} aria-describedby={described} />
+          {t(f.label)}
+        </label>
+        {hint && (
+          <div class="hint" id={described}>
+            {hint}
+          </div>
+        )}
+      </div>
+    );
+  }
+  return (
+    <div class={cls}>
+      <Field id={id} label={t(f.label)} hint={hint}>
+        {f.kind === 'select' ? (
+          <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)} aria-describedby={described}>
+            <option value="">{t(f.defaultLabel!)}</option>
+            {f.options!.map((o) => (
+              <option value={o.value}>{t(o.label)}</option>
+            ))}
+          </select>
+        ) : (
+          <input
+            id={id}
+            type={(f.kind === 'url' ? 'url' : f.kind === 'int' ? 'number' : 'text') as 'text'}
+            min={f.kind === 'int' ? 1 : undefined}
+            step={f.kind === 'int' ? 1 : undefined}
+            required={f.required}
+            spellcheck={false}
+            placeholder={f.placeholder}
+            value={value}
+            onInput={(e) => onChange(e.currentTarget.value)}
+            aria-describedby={described}
+          />
+        )}
+      </Field>
+    </div>
   );
 }
