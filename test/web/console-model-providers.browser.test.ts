@@ -282,6 +282,18 @@ describe("the console's model form for anthropic, azure-openai, gemini and bedro
     assert.deepEqual(m.entry, stored, 'saved unchanged: the entry it was');
     assert.deepEqual(m.secrets, { 'deployments.br-direct.api_key': true });
 
+    // the anthropic deployment's stored key: not sent to another origin, nor kept by a provider that stores none
+    await modelRow('bedrock-page').getByRole('button', { name: 'Edit bedrock-page' }).click();
+    const keyHint = async () => second.locator(`#${await second.getByLabel('Upstream API key', { exact: true }).getAttribute('aria-describedby')}`).innerText();
+    assert.match(await keyHint(), /A key is stored/);
+    await second.getByLabel('Base URL', { exact: true }).fill('https://elsewhere.example');
+    assert.match(await keyHint(), /goes to another upstream/);
+    await second.getByLabel('Base URL', { exact: true }).fill(anth.url);
+    assert.match(await keyHint(), /A key is stored/);
+    await second.getByLabel('Provider', { exact: true }).selectOption('bedrock');
+    await second.getByText('This provider takes no stored key').waitFor();
+    await dialog().getByRole('button', { name: 'Cancel' }).click();
+
     await modelRow('bedrock-page').getByRole('button', { name: 'Edit bedrock-page' }).click();
     await first.getByLabel('Default output cap (max_tokens)', { exact: true }).fill('4096');
     await dialog().getByRole('button', { name: 'Save' }).click();

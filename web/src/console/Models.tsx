@@ -760,6 +760,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                   ))}
                 </div>
                 {d.provider === 'bedrock' && <p class="hint">{t('console.models.bedrock.credentials')}</p>}
+                {d.keySet && !KEYED.includes(d.provider) && <p class="hint">{t('console.models.keyDropped')}</p>}
                 {hasKeyField(form, d) && (
                   <Field
                     id={id('api_key')}

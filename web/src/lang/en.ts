@@ -510,6 +510,7 @@ export const en = {
     'Optional: the name of a variable in Portico’s environment that holds the key, instead of a key stored here. Empty: the stored key, else {env}.',
   'console.models.apiKeyFromEnv': 'The key is read from {env} in Portico’s environment: none is stored here.',
   'console.models.apiKeyFromEnvSet': 'The key is read from {env} in Portico’s environment: the key stored here is removed when you save.',
+  'console.models.keyDropped': 'This provider takes no stored key: the key stored for this deployment is removed when you save.',
   'console.models.maxTokens': 'Default output cap (max_tokens)',
   'console.models.anthropic.upstreamModelHint': 'The model’s name at Anthropic, e.g. claude-sonnet-4-5; empty: the model’s name.',
   'console.models.anthropic.baseUrlHint': 'Optional: the API’s root, without /v1; empty: https://api.anthropic.com.',

@@ -509,6 +509,7 @@ export const zh: Record<keyof typeof en, string> = {
   'console.models.apiKeyEnvDefaultHint': '可选：Portico 环境中保存密钥的变量名，代替在此保存的密钥。留空：使用已保存的密钥，否则读取 {env}。',
   'console.models.apiKeyFromEnv': '密钥从 Portico 环境中的 {env} 读取：此处不保存密钥。',
   'console.models.apiKeyFromEnvSet': '密钥从 Portico 环境中的 {env} 读取：保存时将删除此处已保存的密钥。',
+  'console.models.keyDropped': '此提供方不使用已保存的密钥：保存时将删除此部署已保存的密钥。',
   'console.models.maxTokens': '默认输出上限（max_tokens）',
   'console.models.anthropic.upstreamModelHint': '模型在 Anthropic 的名称，例如 claude-sonnet-4-5；留空则为模型名称。',
   'console.models.anthropic.baseUrlHint': '可选：API 根地址，不含 /v1；留空为 https://api.anthropic.com。',
