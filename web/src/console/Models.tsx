@@ -626,6 +626,8 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
   const set = (patch: Partial<ModelForm>) => setForm((f) => ({ ...f, ...patch }));
   const setDeployment = (uid: number, patch: Partial<DeploymentForm>) =>
     setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, ...patch } : d)) }));
+  const setValue = (uid: number, key: string, v: string) =>
+    setForm((f) => ({ ...f, deployments: f.deployments.map((d) => (d.uid === uid ? { ...d, values: { ...d.values, [key]: v } } : d)) }));
   const addDeployment = () => setForm((f) => ({ ...f, deployments: [...f.deployments, deploymentForm({ provider: f.deployments[0]?.provider ?? 'openai-compatible' }, false)] }));
   const removeDeployment = (uid: number) => setForm((f) => ({ ...f, deployments: f.deployments.filter((d) => d.uid !== uid) }));
   const list = useRef<HTMLFieldSetElement>(null);
@@ -756,7 +758,7 @@ function ModelDialog({ editing, onClose, onSaved }: { editing: AdminModel | 'new
                 </div>
                 <div class="row provider-fields">
                   {shownFields(d).map((f) => (
-                    <ProviderInput field={f} id={id(f.key)} value={d.values[f.key] ?? ''} onChange={(v) => setDeployment(d.uid, { values: { ...d.values, [f.key]: v } })} />
+                    <ProviderInput field={f} id={id(f.key)} value={d.values[f.key] ?? ''} onChange={(v) => setValue(d.uid, f.key, v)} />
                   ))}
                 </div>
                 {d.provider === 'bedrock' && <p class="hint">{t('console.models.bedrock.credentials')}</p>}
