@@ -9,7 +9,8 @@
  * in wall time, and in the main thread's own CPU time, which other processes on a shared machine do not inflate.
  *
  * Env: BENCH_DB (pglite, postgres, or both: the default), BENCH_ONLY (a substring of the scenario names),
- * BENCH_RUNS (each scenario this many times, the worst kept; default 2).
+ * BENCH_RUNS (each scenario this many times, the worst kept; default 2), BENCH_TURN_AT=1 (print when each longest
+ * turn ended, on the clock of a CPU profile: `node --cpu-prof`, then scripts/cpuprofile.mjs --window).
  */
 import os from 'node:os';
 import type { ModelSpec } from '../src/models/config.js';
@@ -137,6 +138,7 @@ async function main() {
         const r = await measureStall({ url: p.url, path: s.path, headers: { authorization: `Bearer ${key}` }, body });
         const t = turns.read();
         wallMax = Math.max(wallMax, t.wallMs);
+        if (t.cpuMs > cpuMax && process.env.BENCH_TURN_AT) console.log(`# ${s.name}: the turn of most CPU (${t.cpuMs.toFixed(1)} ms) ended at ${t.cpuEndUs} us`);
         cpuMax = Math.max(cpuMax, t.cpuMs);
         if (r.status !== s.expect) throw new Error(`${s.name}: expected ${s.expect}, got ${r.status}: ${r.answer}`);
         if (!worst || r.maxStallMs > worst.maxStallMs) worst = r;

@@ -3,6 +3,7 @@
 // only its last seconds (the measured window of a benchmark, without start-up).
 //
 //   node scripts/cpuprofile.mjs <file.cpuprofile> [--last <seconds>] [--drop-end <seconds>] [--top <n>]
+//     [--window <end us> <ms>] [--stretches <ms>] [--callers <function>]
 // (--drop-end leaves out the shutdown at the end; --last then counts back from there)
 import { readFileSync } from 'node:fs';
 
@@ -26,8 +27,10 @@ const byId = new Map(prof.nodes.map((n) => [n.id, n]));
 const times = [];
 let t = prof.startTime;
 for (const d of prof.timeDeltas) times.push((t += d));
-const to = prof.endTime - dropEnd * 1e6;
-const from = last > 0 ? to - last * 1e6 : -Infinity;
+// --window <end us> <ms>: only the <ms> before <end us> (a profile's own clock: bench/stall.ts BENCH_TURN_AT=1)
+const win = args.includes('--window') ? [Number(args[args.indexOf('--window') + 1]), Number(args[args.indexOf('--window') + 2])] : undefined;
+const to = win ? win[0] : prof.endTime - dropEnd * 1e6;
+const from = win ? to - win[1] * 1000 : last > 0 ? to - last * 1e6 : -Infinity;
 
 const self = new Map();
 const files = new Map();

@@ -12,7 +12,7 @@ export interface TurnWatch {
   /** forget the longest turns so far */
   reset(): void;
   /** the longest gap between ticks since reset: wall ms, and the CPU ms the thread ran in the gap of most CPU */
-  read(): { wallMs: number; cpuMs: number };
+  read(): { wallMs: number; cpuMs: number; cpuEndUs: number };
   stop(): void;
 }
 
@@ -33,11 +33,16 @@ export function watchTurns(): TurnWatch {
   let lastCpu = cpuNs();
   let wallMax = 0;
   let cpuMax = 0;
+  /** when the turn of most CPU ended: CLOCK_MONOTONIC in us, the clock of a V8 CPU profile's timestamps */
+  let cpuEndUs = 0;
   const timer = setInterval(() => {
     const wall = performance.now();
     const cpu = cpuNs();
     wallMax = Math.max(wallMax, wall - lastWall);
-    cpuMax = Math.max(cpuMax, (cpu - lastCpu) / 1e6);
+    if ((cpu - lastCpu) / 1e6 > cpuMax) {
+      cpuMax = (cpu - lastCpu) / 1e6;
+      cpuEndUs = Number(process.hrtime.bigint() / 1000n);
+    }
     lastWall = wall;
     lastCpu = cpu;
   }, 1);
@@ -47,7 +52,7 @@ export function watchTurns(): TurnWatch {
       wallMax = 0;
       cpuMax = 0;
     },
-    read: () => ({ wallMs: wallMax, cpuMs: cpuMax }),
+    read: () => ({ wallMs: wallMax, cpuMs: cpuMax, cpuEndUs }),
     stop() {
       clearInterval(timer);
     },
