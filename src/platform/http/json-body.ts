@@ -51,6 +51,8 @@ const validated = new WeakMap<object, object>();
  * validator was compiled from), once: Ajv over 4096 chat messages is 10-45 ms of the event loop in one call, so
  * a large body is validated where it was parsed, before it is sent back, by the same Ajv made the same way
  * (./ajv.ts). A body it found invalid, or could not check, is validated here as any other, for the same errors.
+ * The mark is on the object the parser gave: a hook that replaces the body before validation gets it checked here;
+ * one that changed it in place would not (no preValidation hook does: they only refuse).
  */
 export function prevalidated(value: unknown, schema: object): boolean {
   if (value === null || typeof value !== 'object' || validated.get(value) !== schema) return false;
