@@ -3,6 +3,7 @@
 // only its last seconds (the measured window of a benchmark, without start-up).
 //
 //   node scripts/cpuprofile.mjs <file.cpuprofile> [--last <seconds>] [--drop-end <seconds>] [--top <n>]
+//     [--window <end us> <ms>] [--stretches <ms>] [--callers <function>]
 // (--drop-end leaves out the shutdown at the end; --last then counts back from there)
 import { readFileSync } from 'node:fs';
 
@@ -26,8 +27,10 @@ const byId = new Map(prof.nodes.map((n) => [n.id, n]));
 const times = [];
 let t = prof.startTime;
 for (const d of prof.timeDeltas) times.push((t += d));
-const to = prof.endTime - dropEnd * 1e6;
-const from = last > 0 ? to - last * 1e6 : -Infinity;
+// --window <end us> <ms>: only the <ms> before <end us> (a profile's own clock: bench/stall.ts BENCH_TURN_AT=1)
+const win = args.includes('--window') ? [Number(args[args.indexOf('--window') + 1]), Number(args[args.indexOf('--window') + 2])] : undefined;
+const to = win ? win[0] : prof.endTime - dropEnd * 1e6;
+const from = win ? to - win[1] * 1000 : last > 0 ? to - last * 1e6 : -Infinity;
 
 const self = new Map();
 const files = new Map();
@@ -82,4 +85,51 @@ if (callersOf) {
   }
   console.log(`\ncallers of ${callersOf}:`);
   for (const [k, ms] of [...paths].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`${ms.toFixed(0).padStart(6)} ms  ${k}`);
+}
+
+// --stretches <ms>: the runs of the thread's busy samples (no (idle) between them) longer than <ms>: what held the
+// event loop in one piece. Each with its start (s from the profile's start), its length, the functions with the
+// most self time in it, and the Portico frames (dist/src) nearest to those samples (who called into the work).
+const stretchMs = args.includes('--stretches') ? Number(args[args.indexOf('--stretches') + 1]) : undefined;
+if (stretchMs !== undefined) {
+  const parent = new Map();
+  for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const own = (id) => {
+    for (let p = id; p !== undefined; p = parent.get(p)) {
+      const f = byId.get(p).callFrame;
+      if (/\/dist\/src\//.test(f.url)) return `${f.functionName || '(anon)'} ${f.url.replace(/.*\/dist\//, '')}:${f.lineNumber + 1}`;
+    }
+    return '(no Portico frame)';
+  };
+  const runs = [];
+  let cur;
+  for (let i = 0; i < prof.samples.length; i++) {
+    if (times[i] < from || times[i] > to) continue;
+    const n = byId.get(prof.samples[i]);
+    const dt = (prof.timeDeltas[i + 1] ?? 0) / 1000;
+    if (n.callFrame.functionName === '(idle)') {
+      if (cur) runs.push(cur);
+      cur = undefined;
+      continue;
+    }
+    cur ??= { at: times[i], ms: 0, self: new Map(), own: new Map() };
+    cur.ms += dt;
+    const f = n.callFrame;
+    const k = `${f.functionName || '(anon)'} ${(f.url || '').replace(/.*\/node_modules\//, 'nm:').replace(/.*\/dist\//, '')}`;
+    cur.self.set(k, (cur.self.get(k) ?? 0) + dt);
+    const o = own(n.id);
+    cur.own.set(o, (cur.own.get(o) ?? 0) + dt);
+  }
+  if (cur) runs.push(cur);
+  const topOf = (m, k) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(([name, ms]) => `${ms.toFixed(1).padStart(6)} ms  ${name}`);
+  console.log(`\nstretches of the thread busy over ${stretchMs} ms:`);
+  for (const r of runs.filter((r) => r.ms > stretchMs)) {
+    console.log(`\n${((r.at - prof.startTime) / 1e6).toFixed(3)} s: ${r.ms.toFixed(1)} ms`);
+    for (const l of topOf(r.self, 6)) console.log('  self ' + l);
+    for (const l of topOf(r.own, 5)) console.log('  from ' + l);
+  }
 }

@@ -1,6 +1,7 @@
 /**
  * A minimal OpenAI-compatible upstream for benchmarks: node:http, POST /v1/chat/completions answered at once,
- * as one JSON body or as a short SSE stream written in one go (role, three text pieces, finish, usage, [DONE]).
+ * as one JSON body or as a short SSE stream written in one go (role, three text pieces, finish, usage, [DONE]),
+ * and POST /v1/embeddings (one vector of FAST_EMBEDDING_DIMENSIONS floats per input).
  * It runs in a worker thread (startFastUpstream) so it does not share the event loop of the server under test.
  */
 import http from 'node:http';
@@ -14,11 +15,39 @@ function chunk(model: string, created: number, delta: string, finish: string | n
   return `{"id":"chatcmpl-fast","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish === null ? 'null' : JSON.stringify(finish)}}]}`;
 }
 
+/** the length of the vectors /embeddings answers (text-embedding-3-small's) */
+export const FAST_EMBEDDING_DIMENSIONS = 1536;
+/** one vector's JSON, made once: every input gets the same (the work measured is Portico's, not this server's) */
+let vectorJson: string | undefined;
+
+/** POST /embeddings: one vector of FAST_EMBEDDING_DIMENSIONS floats per input, as float JSON */
+function embeddings(bufs: Buffer[], res: http.ServerResponse): void {
+  let body: { input?: unknown };
+  try {
+    body = JSON.parse(Buffer.concat(bufs).toString('utf8'));
+  } catch {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end('{"error":{"message":"bad json","type":"invalid_request_error","param":null,"code":null}}');
+    return;
+  }
+  const n = Array.isArray(body.input) && typeof body.input[0] !== 'number' ? body.input.length : 1;
+  vectorJson ??= JSON.stringify(Array.from({ length: FAST_EMBEDDING_DIMENSIONS }, (_, i) => Math.fround(Math.sin(i + 1) / 7)));
+  const parts: string[] = [];
+  for (let i = 0; i < n; i++) parts.push(`{"object":"embedding","index":${i},"embedding":${vectorJson}}`);
+  const out = `{"object":"list","data":[${parts.join(',')}],"model":"fast","usage":{"prompt_tokens":${n * 8},"total_tokens":${n * 8}}}`;
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
+  res.end(out);
+}
+
 export function fastUpstreamServer(): http.Server {
   const server = http.createServer((req, res) => {
     const bufs: Buffer[] = [];
     req.on('data', (c: Buffer) => bufs.push(c));
     req.on('end', () => {
+      if (req.method === 'POST' && req.url?.endsWith('/embeddings')) {
+        embeddings(bufs, res);
+        return;
+      }
       if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end('{"error":{"message":"not found","type":"invalid_request_error","param":null,"code":null}}');

@@ -275,7 +275,8 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
       done(null, value);
       return;
     }
-    parseJsonBody(blocks ?? buf, parseSmall).then(
+    const schema = req.routeOptions.schema?.body;
+    parseJsonBody(blocks ?? buf, parseSmall, schema !== null && typeof schema === 'object' ? schema : undefined).then(
       (v) => done(null, v),
       (e: unknown) => done(e instanceof AppError ? e : invalidJson(), undefined),
     );

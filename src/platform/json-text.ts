@@ -83,6 +83,13 @@ interface Frame {
   first: boolean;
 }
 
+/** whether every element is a number (primitive: no toJSON is asked of it, so JSON.stringify of the array is the text) */
+function numbersOnly(a: unknown[]): boolean {
+  if (a.length === 0) return false;
+  for (let i = 0; i < a.length; i++) if (typeof a[i] !== 'number') return false;
+  return true;
+}
+
 /** The text of one value, made a slice at a time (see jsonUtf8). */
 class Slicer {
   /** the text so far, a slice per string */
@@ -172,6 +179,12 @@ class Slicer {
         this.out('"');
         this.stack.push({ holder: v, keys: null, i: 0, length: v.length, first: true });
       } else this.out(JSON.stringify(v));
+      return;
+    }
+    // an array of numbers (an embedding's vector: thousands of them) in one call: its text is the same
+    if (!this.replacer && Array.isArray(v) && v.length <= SLICE_VALUES && numbersOnly(v)) {
+      this.visited += v.length;
+      this.out(JSON.stringify(v));
       return;
     }
     if (this.open.has(v)) throw new TypeError('Converting circular structure to JSON');

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
-import { SCAN_SLICE, estimateTextTokens, estimateTokens, estimateTokensInTurns } from '../../src/engines/shared/tokens.js';
+import { SCAN_SLICE, estimateTextTokens, estimateTextsTokensInTurns, estimateTokens, estimateTokensInTurns } from '../../src/engines/shared/tokens.js';
 import { createOpenAICompatibleEngine } from '../../src/engines/openai-compatible/index.js';
 import type { ChatMessage, FunctionTool } from '../../src/engines/types.js';
 import { countTurns } from '../helpers/turns.js';
@@ -81,4 +81,16 @@ test('a large request is counted in slices with turns of the event loop between 
   const whileEngine = again.stop();
   assert.ok(whileEngine >= 4, `the loop turned ${whileEngine} times while the engine counted`);
   await engine.close();
+});
+
+test("an embeddings request's texts: the same sum of estimates, counted in slices past SCAN_SLICE characters and at once below", async () => {
+  const texts = Array.from({ length: 2048 }, (_, i) => `${i} ` + 'word and 12345, '.repeat(60));
+  const sum = texts.reduce((n, s) => n + estimateTextTokens(s), 0);
+  const turns = countTurns();
+  const inTurns = await estimateTextsTokensInTurns(texts);
+  const whileLarge = turns.stop();
+  assert.equal(inTurns, sum);
+  assert.ok(whileLarge >= 4, `the loop turned ${whileLarge} times while ${texts.join('').length / 1e6} M characters were counted`);
+  const small = estimateTextsTokensInTurns(['hello there', 'again']);
+  assert.equal(small, estimateTextTokens('hello there') + estimateTextTokens('again'), 'a number, not a promise');
 });

@@ -16,7 +16,9 @@ export interface StallOptions {
   /** the body, built in the worker (a big one is not copied between threads): JSON text */
   body:
     | { kind: 'items'; items: number; textChars: number; model: string; field?: 'input' | 'messages'; extra?: Record<string, unknown> }
-    | { kind: 'text'; chars: number; model: string; extra?: Record<string, unknown> };
+    | { kind: 'text'; chars: number; model: string; extra?: Record<string, unknown> }
+    /** embeddings: `input` an array of `count` texts */
+    | { kind: 'texts'; count: number; textChars: number; model: string; extra?: Record<string, unknown> };
   /** probe interval (ms) */
   everyMs?: number;
   /** probing before the request (the baseline) and after its answer (ms) */
@@ -54,6 +56,7 @@ export function measureStall(o: StallOptions): Promise<StallResult> {
 
 function buildBody(b: StallOptions['body']): Buffer {
   if (b.kind === 'text') return Buffer.from(JSON.stringify({ model: b.model, input: 'a'.repeat(b.chars), ...b.extra }));
+  if (b.kind === 'texts') return Buffer.from(JSON.stringify({ model: b.model, input: Array.from({ length: b.count }, () => 'x'.repeat(b.textChars)), ...b.extra }));
   const text = 'x'.repeat(b.textChars);
   const chat = b.field === 'messages';
   const input = Array.from({ length: b.items }, (_, i) => ({ ...(chat ? {} : { type: 'message' }), role: i % 2 ? 'assistant' : 'user', content: text }));

@@ -6,7 +6,8 @@ import http from 'node:http';
 import net from 'node:net';
 import { syncBuiltinESMExports } from 'node:module';
 import threads from 'node:worker_threads';
-import { parseJsonBody } from '../../src/platform/http/json-body.js';
+import { Session } from 'node:inspector/promises';
+import { parseJsonBody, prevalidated } from '../../src/platform/http/json-body.js';
 import { SPLIT_BYTES } from '../../src/platform/http/json-worker.js';
 import { MODEL, setup, type Env } from '../responses/util.js';
 import { countTurns } from '../helpers/turns.js';
@@ -72,6 +73,37 @@ describe('JSON bodies parsed off the event loop', () => {
   });
 });
 
+describe("a large body validated in the worker against its route's schema", () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      model: { type: 'string', maxLength: 10 },
+      input: { type: 'array', items: { type: 'object', properties: { role: { enum: ['user', 'assistant'] } } } },
+      n: { type: 'integer', default: 7 },
+    },
+    required: ['model'],
+    additionalProperties: false,
+  };
+  const big = (role: string) =>
+    Buffer.from(JSON.stringify({ model: 'm', input: Array.from({ length: 3000 }, (_, i) => ({ role: i === 2999 ? role : 'user', text: 'x'.repeat(200) })) }));
+
+  test("valid: marked once, for that schema object alone, with the defaults the event loop's Ajv would set; invalid: not marked", async () => {
+    const v = (await parseJsonBody(big('assistant'), small, schema)) as Record<string, unknown>;
+    assert.equal(v.n, 7, 'the default set, as the validator sets it on the event loop');
+    assert.equal(prevalidated(v, { ...schema }), false, 'another schema object');
+    assert.equal(prevalidated(v, schema), true);
+    assert.equal(prevalidated(v, schema), false, 'taken once');
+    const bad = await parseJsonBody(big('robot'), small, schema);
+    assert.equal(prevalidated(bad, schema), false);
+    const unchecked = await parseJsonBody(big('assistant'), small);
+    assert.equal(prevalidated(unchecked, schema), false, 'no schema sent, none checked');
+    // a schema Ajv cannot compile is left to the event loop (the route's first call says why)
+    const broken = { type: 'object', properties: { a: { $ref: '#/nowhere' } } };
+    const b = await parseJsonBody(big('assistant'), small, broken);
+    assert.equal(prevalidated(b, broken), false);
+  });
+});
+
 describe('large JSON bodies of {base_url} requests, read as they come', () => {
   let env: Env;
   before(async () => {
@@ -79,9 +111,9 @@ describe('large JSON bodies of {base_url} requests, read as they come', () => {
   });
   after(() => env.close());
 
-  const post = (body: string | Buffer, headers: Record<string, string> = {}) =>
+  const post = (body: string | Buffer, headers: Record<string, string> = {}, path = '/v1/responses/input_tokens') =>
     new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const u = new URL(env.url + '/v1/responses/input_tokens');
+      const u = new URL(env.url + path);
       const r = http.request(
         { host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { authorization: `Bearer ${env.key}`, 'content-type': 'application/json', ...headers } },
         (res) => {
@@ -116,6 +148,36 @@ describe('large JSON bodies of {base_url} requests, read as they come', () => {
     const parts = await Promise.all([0, 1, 2, 3].map((q) => post(JSON.stringify({ model: MODEL, input: input.slice(q * 100, (q + 1) * 100) }))));
     const sum = parts.reduce((n, p) => n + JSON.parse(p.text).input_tokens, 0);
     assert.equal(JSON.parse(big.text).input_tokens, sum - 3 * 3, 'the per-request priming counted once');
+  });
+
+  test("the route's schema checks a large body in the worker thread: no Ajv validator runs on this thread, and an invalid one gets the error a small one gets", async () => {
+    const items = (n: number, chars: number, bad?: number) => Array.from({ length: n }, (_, i) => ({ role: i === bad ? 'robot' : 'user', content: `${i} ` + 'w'.repeat(chars) }));
+    // Chat Completions: its message schema is the slowest to check (4096 messages: 10-45 ms on the event loop)
+    const text = JSON.stringify({ model: MODEL, messages: items(4096, 100) });
+    assert.ok(text.length > 2 * 256 * 1024);
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 50 });
+    await session.post('Profiler.start');
+    let res: { status: number; text: string };
+    let profile: { nodes: Array<{ id: number; callFrame: { functionName: string } }>; samples?: number[] };
+    try {
+      res = await post(text, {}, '/v1/chat/completions');
+    } finally {
+      profile = (await session.post('Profiler.stop')).profile as typeof profile;
+      session.disconnect();
+    }
+    assert.equal(res.status, 200, res.text);
+    // Ajv's compiled validators are named validate<n>; on this thread, 4096 items are milliseconds of them
+    const ajv = new Set(profile.nodes.filter((n) => /^validate\d+$/.test(n.callFrame.functionName)).map((n) => n.id));
+    const hits = (profile.samples ?? []).filter((id) => ajv.has(id)).length;
+    assert.equal(hits, 0, `${hits} samples in Ajv's validators on the event loop`);
+    // the same refusal, large (worker: invalid, checked again here) and small (here)
+    const large = await post(JSON.stringify({ model: MODEL, input: items(3001, 100, 3000) }));
+    const smallOne = await post(JSON.stringify({ model: MODEL, input: items(3001, 1, 3000) }));
+    assert.equal(large.status, 400);
+    assert.equal(large.text.replace(/req_[0-9a-f]+/, ''), smallOne.text.replace(/req_[0-9a-f]+/, ''));
   });
 
   test('refusals are as before: over the route limit (413), invalid JSON (400), a body cut short (the connection ends, the server goes on)', async () => {

@@ -59,6 +59,28 @@ describe('JSON text in slices', () => {
     for (const v of [undefined, () => 1, Symbol('x')]) assert.equal(await jsonUtf8(v), undefined);
   });
 
+  test("arrays of numbers (an embedding's vectors, written in one call each): the same text, and the loop turns between them", async () => {
+    const vec = (i: number) => [0, -0, 1.5, 1e21, 1e-7, NaN, Infinity, -Infinity, i, Math.fround(Math.sin(i) / 3)];
+    const answer = { object: 'list', data: Array.from({ length: 3000 }, (_, i) => ({ object: 'embedding', index: i, embedding: vec(i) })), model: 'm' };
+    // and arrays it must not take whole: holes, boxed numbers, a number beside other values, an empty one
+    const holey = [1, 2, 3];
+    delete holey[1];
+    const mixed = [holey, [new Number(2), 3], [1, 'a'], [1, null], [], [[1, 2]], Object.assign([1, 2], { toJSON: () => 'own' })];
+    assert.equal(await text(mixed), JSON.stringify(mixed));
+    assert.equal(
+      await text(mixed, (_k, v) => (typeof v === 'number' ? v + 1 : v)),
+      JSON.stringify(mixed, (_k, v) => (typeof v === 'number' ? v + 1 : v)),
+    );
+    const big = { data: Array.from({ length: 2048 }, (_, i) => ({ embedding: Array.from({ length: 1536 }, (_, k) => Math.fround(Math.sin(i + k))) })) };
+    const turns = countTurns();
+    const out = await text(big);
+    const turned = turns.stop();
+    assert.equal(out, JSON.stringify(big));
+    // ~60 MB of text in slices of SLICE_CHARS
+    assert.ok(turned >= 50, `the loop turned ${turned} times`);
+    assert.equal(await text(answer), JSON.stringify(answer));
+  });
+
   test('a cycle is refused as JSON.stringify refuses it; a value seen twice (no cycle) is written twice', async () => {
     const a: Record<string, unknown> = { x: 1 };
     a.self = { back: a };

@@ -10,7 +10,10 @@
  */
 import { EngineError, type EmbedRequest, type EmbedResult, type EmbeddingsEngine } from '../types.js';
 import { jsonBody, Upstream } from './http.js';
-import { estimateTextTokens } from './tokens.js';
+import { estimateTextTokens, estimateTextsTokensInTurns } from './tokens.js';
+import { BodyBlocks, OFF_THREAD_BYTES } from '../../platform/http/json-body.js';
+import { decodeAnswer } from './embeddings-answer.js';
+import { decodeOffThread } from './embeddings-decoder.js';
 
 export interface OpenAICompatibleEmbeddingsOptions {
   /** e.g. http://127.0.0.1:11434/v1 */
@@ -38,14 +41,14 @@ export function openaiEmbeddingsEngine(up: Upstream, kind: string): EmbeddingsEn
       if (req.dimensions !== undefined) body.dimensions = req.dimensions;
       if (req.user !== undefined) body.user = req.user;
       const call = await up.post('/embeddings', jsonBody(body), req.signal);
-      let text: string;
+      let text: string | BodyBlocks;
       try {
-        text = await up.readText(call, MAX_BYTES);
+        text = await up.readTextOrBlocks(call, MAX_BYTES, OFF_THREAD_BYTES);
       } catch (e) {
         call.destroy();
         throw e instanceof EngineError ? e : up.mapError(e, call);
       }
-      return parseAnswer(text, req);
+      return typeof text === 'string' ? parseAnswer(text, req) : parseLargeAnswer(text, req);
     },
     probe(kind, model, signal) {
       return up.probe(kind, '/embeddings', { model, input: 'ping', encoding_format: 'float' }, signal);
@@ -60,35 +63,40 @@ export function openaiEmbeddingsEngine(up: Upstream, kind: string): EmbeddingsEn
 
 const unreadable = (why: string) => new EngineError(`upstream sent an unreadable embeddings answer (${why})`, 'upstream_error', 502, { retryable: true });
 
+const reportedTokens = (reported: unknown): number | undefined => (typeof reported === 'number' && Number.isFinite(reported) && reported >= 0 ? reported : undefined);
+
 /** The upstream's list, in input order, checked: one vector of numbers per input, all of one length. */
 export function parseAnswer(text: string, req: EmbedRequest): EmbedResult {
-  let j: { data?: unknown; usage?: { prompt_tokens?: unknown }; model?: unknown };
-  try {
-    j = JSON.parse(text);
-  } catch {
-    throw unreadable('not JSON');
+  const d = decodeAnswer(text, req.input.length);
+  if ('unreadable' in d) throw unreadable(d.unreadable);
+  const inputTokens = reportedTokens(d.reported) ?? req.input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0);
+  return { vectors: d.vectors, inputTokens, model: d.model };
+}
+
+/** vectors made into arrays between two turns of the event loop (~100,000 numbers, 1-3 ms) */
+const VECTOR_SLICE_NUMBERS = 100_000;
+
+/**
+ * parseAnswer for an answer read in blocks (past OFF_THREAD_BYTES): decoded, parsed and checked in a worker
+ * thread, the vectors sent back packed in one Float64Array (moved, not copied: a structured clone of millions of
+ * numbers costs the receiving thread ~0.2 us each), then made into arrays a slice at a time. The same result
+ * and the same refusals as parseAnswer on the text; the token estimate, when the upstream gives no usage,
+ * counted in slices too.
+ */
+export async function parseLargeAnswer(blocks: BodyBlocks, req: EmbedRequest): Promise<EmbedResult> {
+  const a = await decodeOffThread(blocks, req.input.length);
+  if (!a.ok) throw unreadable(a.unreadable);
+  const vectors: number[][] = new Array(a.count);
+  const per = Math.max(1, Math.floor(VECTOR_SLICE_NUMBERS / a.dims));
+  for (let i = 0; i < a.count; i++) {
+    if (i % per === 0) await new Promise<void>((r) => setImmediate(r));
+    const v = new Array<number>(a.dims);
+    for (let k = 0, at = i * a.dims; k < a.dims; k++) v[k] = a.flat[at + k]!;
+    vectors[i] = v;
   }
-  if (!j || typeof j !== 'object' || !Array.isArray(j.data)) throw unreadable('no data list');
-  const vectors: number[][] = new Array(req.input.length);
-  j.data.forEach((d: { index?: unknown; embedding?: unknown }, i: number) => {
-    const index = typeof d?.index === 'number' ? d.index : i;
-    if (!Number.isInteger(index) || index < 0 || index >= req.input.length || vectors[index]) throw unreadable(`item ${i} has a wrong index`);
-    const e = d.embedding;
-    let v: number[];
-    if (typeof e === 'string') {
-      const buf = Buffer.from(e, 'base64');
-      if (buf.length % 4 !== 0) throw unreadable(`item ${i} is not float32 base64`);
-      v = Array.from(new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4));
-    } else if (Array.isArray(e) && e.every((x) => typeof x === 'number' && Number.isFinite(x))) v = e as number[];
-    else throw unreadable(`item ${i} has no vector`);
-    vectors[index] = v;
-  });
-  if (j.data.length !== req.input.length || vectors.some((v) => !v)) throw unreadable(`${j.data.length} vectors for ${req.input.length} inputs`);
-  if (vectors.some((v) => v.length !== vectors[0]!.length || v.length === 0)) throw unreadable('vectors of different lengths');
-  const reported = j.usage?.prompt_tokens;
+  const texts = req.input.every((x) => typeof x === 'string');
   const inputTokens =
-    typeof reported === 'number' && Number.isFinite(reported) && reported >= 0
-      ? reported
-      : req.input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0);
-  return { vectors, inputTokens, model: typeof j.model === 'string' ? j.model : undefined };
+    reportedTokens(a.reported) ??
+    (texts ? await estimateTextsTokensInTurns(req.input as string[]) : req.input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0));
+  return { vectors, inputTokens, model: a.model };
 }

@@ -18,6 +18,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { EngineError } from '../types.js';
 import { tracedCall, type UpstreamSpan } from '../../platform/ops/tracing.js';
 import { jsonUtf8, largeJson } from '../../platform/json-text.js';
+import { BodyBlocks } from '../../platform/http/json-body.js';
 import { redactSecrets, upstreamSecrets } from '../shared/redact.js';
 
 export interface UpstreamOptions {
@@ -258,9 +259,20 @@ export class Upstream {
    * turns it into one) if the body breaks off.
    */
   readText(call: Call, maxBytes: number): Promise<string> {
+    return this.readTextOrBlocks(call, maxBytes, Infinity) as Promise<string>;
+  }
+
+  /**
+   * readText for an answer that may be large: under `largeBytes` the text, as readText gives it; from there on
+   * the bytes, copied as they arrive into blocks of a mebibyte of their own memory (platform/http/json-body.ts,
+   * BodyBlocks), neither joined nor decoded here: a worker thread takes them (moved, not copied). Decoding and
+   * parsing tens of MiB on the event loop holds it for seconds (issue 23 §2: the largest embeddings answer).
+   */
+  readTextOrBlocks(call: Call, maxBytes: number, largeBytes: number): Promise<string | BodyBlocks> {
     const res = call.res!;
-    return new Promise<string>((resolve, reject) => {
-      const parts: Buffer[] = [];
+    return new Promise<string | BodyBlocks>((resolve, reject) => {
+      let parts: Buffer[] = [];
+      let blocks: BodyBlocks | undefined;
       let size = 0;
       let done = false;
       const fail = (err: unknown) => {
@@ -270,18 +282,26 @@ export class Upstream {
       };
       res.on('data', (d: Buffer) => {
         call.touch();
-        parts.push(d);
         size += d.length;
         if (size > maxBytes) {
           fail(new EngineError('upstream answer is too large', 'upstream_error', 502));
           res.destroy();
+          return;
         }
+        if (blocks) blocks.add(d);
+        else if (size >= largeBytes) {
+          blocks = new BodyBlocks();
+          for (const p of parts) blocks.add(p);
+          blocks.add(d);
+          parts = [];
+        } else parts.push(d);
       });
       res.on('end', () => {
         if (done) return;
         done = true;
         call.dispose();
-        resolve(parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
+        if (blocks) resolve(blocks);
+        else resolve(parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8'));
       });
       res.on('error', fail);
       // (close follows every end: the error, and its stack trace, only when the body was cut)

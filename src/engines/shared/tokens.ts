@@ -160,7 +160,13 @@ function textChars(messages: readonly ChatMessage[], limit: number): number {
 export async function estimateTokensInTurns(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): Promise<number> {
   if (textChars(messages, SCAN_SLICE) < SCAN_SLICE) return estimateTokens(messages, tools);
   const texts: string[] = [];
-  let n = visit(messages, tools, (s) => texts.push(s));
+  const n = visit(messages, tools, (s) => texts.push(s));
+  return n + (await countInTurns(texts));
+}
+
+/** the sum of estimateTextTokens over `texts`, counted a slice of SCAN_SLICE characters at a time (a turn before each) */
+async function countInTurns(texts: readonly string[]): Promise<number> {
+  let n = 0;
   // the first slice too after a turn: the caller has usually just done work of its own in this one
   let budget = 0;
   for (const s of texts) {
@@ -177,5 +183,18 @@ export async function estimateTokensInTurns(messages: readonly ChatMessage[], to
     }
     n += total(st);
   }
+  return n;
+}
+
+/**
+ * The sum of estimateTextTokens over `texts` (an embeddings request's inputs), the same number; past SCAN_SLICE
+ * characters in all, counted in slices with a turn of the event loop between them (2048 inputs may be 16 Mi
+ * characters). Fewer are counted at once.
+ */
+export function estimateTextsTokensInTurns(texts: readonly string[]): number | Promise<number> {
+  let chars = 0;
+  for (const s of texts) if ((chars += s.length) >= SCAN_SLICE) return countInTurns(texts);
+  let n = 0;
+  for (const s of texts) n += estimateTextTokens(s);
   return n;
 }

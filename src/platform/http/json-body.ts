@@ -38,7 +38,27 @@ export function shapeError(p: ShapeProblem): AppError {
 
 let worker: Worker | undefined;
 let seq = 0;
-const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
+const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void; schema?: object }>();
+/** route body schemas by the number the worker knows them by; `sent`: the ones the current worker has */
+const schemaIds = new WeakMap<object, number>();
+let schemaSeq = 0;
+let sent = new Set<number>();
+/** large bodies the worker found valid against their route's body schema (taken by prevalidated()) */
+const validated = new WeakMap<object, object>();
+
+/**
+ * Whether `value` is a body the JSON worker thread validated against `schema` (the same object the route's
+ * validator was compiled from), once: Ajv over 4096 chat messages is 10-45 ms of the event loop in one call, so
+ * a large body is validated where it was parsed, before it is sent back, by the same Ajv made the same way
+ * (./ajv.ts). A body it found invalid, or could not check, is validated here as any other, for the same errors.
+ * The mark is on the object the parser gave: a hook that replaces the body before validation gets it checked here;
+ * one that changed it in place would not (no preValidation hook does: they only refuse).
+ */
+export function prevalidated(value: unknown, schema: object): boolean {
+  if (value === null || typeof value !== 'object' || validated.get(value) !== schema) return false;
+  validated.delete(value);
+  return true;
+}
 /** The arrays a large body's answer left empty (json-worker.ts, sendSplit), filled in place from the batch port (the keys keep their order). */
 async function assemble(id: number, value: Record<string, unknown>, split: SplitArray[], reader: BatchReader): Promise<unknown> {
   // every read asked for at once, in the order the worker sent them (another answer's reads come after)
@@ -59,14 +79,21 @@ function jsonWorker(): Worker {
     pending.delete(a.id);
     // the worker keeps the process alive only while it has work
     if (pending.size === 0) w.unref();
-    if (a.ok && a.split) assemble(a.id, a.value as Record<string, unknown>, a.split, batches).then(p.resolve, p.reject);
-    else if (a.ok) p.resolve(a.empty ? undefined : a.value);
+    const valid = (v: unknown) => {
+      if (a.ok && a.valid && p.schema && v !== null && typeof v === 'object') validated.set(v, p.schema);
+      return v;
+    };
+    if (a.ok && a.split) assemble(a.id, a.value as Record<string, unknown>, a.split, batches).then((v) => p.resolve(valid(v)), p.reject);
+    else if (a.ok) p.resolve(a.empty ? undefined : valid(a.value));
     else if (a.kind === 'nul') p.reject(nulError());
     else if (a.kind === 'shape' && a.problem) p.reject(shapeError(a.problem));
     else p.reject(invalidJson());
   });
   const fail = (e: unknown) => {
-    if (worker === w) worker = undefined;
+    if (worker === w) {
+      worker = undefined;
+      sent = new Set();
+    }
     batches.close();
     for (const p of pending.values()) p.reject(e instanceof Error ? e : new Error('the JSON worker stopped'));
     pending.clear();
@@ -78,9 +105,17 @@ function jsonWorker(): Worker {
   return w;
 }
 
-function offThread(body: Buffer | BodyBlocks): Promise<unknown> {
+function offThread(body: Buffer | BodyBlocks, schema?: object): Promise<unknown> {
   const w = jsonWorker();
   const id = ++seq;
+  // the route's body schema, sent once per worker (a structured clone of it: plain JSON Schema)
+  let check: { id: number; schema?: object } | undefined;
+  if (schema) {
+    let sid = schemaIds.get(schema);
+    if (sid === undefined) schemaIds.set(schema, (sid = ++schemaSeq));
+    check = sent.has(sid) ? { id: sid } : { id: sid, schema };
+    sent.add(sid);
+  }
   let bytes: Uint8Array | Uint8Array[];
   if (body instanceof BodyBlocks) bytes = body.views();
   else {
@@ -90,9 +125,9 @@ function offThread(body: Buffer | BodyBlocks): Promise<unknown> {
   }
   const transfer = Array.isArray(bytes) ? bytes.map((b) => b.buffer as ArrayBuffer) : [bytes.buffer as ArrayBuffer];
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject });
+    pending.set(id, { resolve, reject, schema });
     w.ref();
-    w.postMessage({ id, bytes }, transfer);
+    w.postMessage({ id, bytes, check }, transfer);
   });
 }
 
@@ -175,10 +210,11 @@ export function takeLargeJson(req: { raw: object }): BodyBlocks | undefined {
 /**
  * A request body (bytes) as a JSON value; undefined when it is empty or blank ("no body"). Refuses (AppError)
  * invalid JSON, NUL escapes (PostgreSQL text cannot hold NUL) and bodies past the shape limits. `parse` is the
- * event-loop parser for small bodies (Fastify's, which refuses prototype poisoning).
+ * event-loop parser for small bodies (Fastify's, which refuses prototype poisoning). `schema`: the route's body
+ * schema, which a body parsed in the worker thread is validated against there (see prevalidated).
  */
-export async function parseJsonBody(buf: Buffer | BodyBlocks, parse: (text: string) => unknown): Promise<unknown> {
-  if (buf instanceof BodyBlocks || buf.length >= OFF_THREAD_BYTES) return offThread(buf);
+export async function parseJsonBody(buf: Buffer | BodyBlocks, parse: (text: string) => unknown, schema?: object): Promise<unknown> {
+  if (buf instanceof BodyBlocks || buf.length >= OFF_THREAD_BYTES) return offThread(buf, schema);
   return parseSmallJsonBody(buf, parse);
 }
 

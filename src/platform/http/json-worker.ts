@@ -1,7 +1,8 @@
 /**
  * The worker thread of ./json-body.ts: decodes and parses large JSON bodies off the event loop, and checks
  * their shape here too, so a body that breaks a limit is refused without being copied back. The large arrays of
- * a large body go back in batches (../batches.ts).
+ * a large body go back in batches (../batches.ts). A body whose route's schema came with it is validated here too
+ * (./ajv.ts, the Ajv of the event loop's validators): the event loop then skips its own validation of it.
  */
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { checkJsonShape, type ShapeProblem } from './json-shape.js';
@@ -11,7 +12,7 @@ import { sendInBatches } from '../batches.js';
 const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 
 export type JsonWorkerAnswer =
-  | { id: number; ok: true; empty?: boolean; value?: unknown; split?: SplitArray[] }
+  | { id: number; ok: true; empty?: boolean; value?: unknown; split?: SplitArray[]; valid?: boolean }
   | { id: number; ok: false; kind: 'json' | 'nul' | 'shape'; message?: string; problem?: ShapeProblem };
 
 /** a top-level array sent apart, in `batches` messages on the batch port (`[]` stands in its place in the value) */
@@ -39,7 +40,27 @@ function sendSplit(id: number, value: Record<string, unknown>, port: MessagePort
   return split;
 }
 
-function answer(id: number, body: Uint8Array | Uint8Array[]): JsonWorkerAnswer {
+/** a route's body validator, compiled here at the first large body of the route (./json-body.ts, prevalidated) */
+type Validator = (data: unknown) => boolean;
+const validators = new Map<number, Validator | null>();
+let ajv: { compile(schema: object): Validator } | undefined;
+
+/** the route's validator, compiled at its schema's first message; null when it does not compile (checked on the event loop then) */
+async function validator(check: { id: number; schema?: object }): Promise<Validator | null> {
+  let v = validators.get(check.id);
+  if (v !== undefined) return v;
+  if (!check.schema) return null;
+  try {
+    ajv ??= (await import('./ajv.js')).makeAjv(false);
+    v = ajv.compile(check.schema);
+  } catch {
+    v = null;
+  }
+  validators.set(check.id, v);
+  return v;
+}
+
+function answer(id: number, body: Uint8Array | Uint8Array[], validate?: Validator | null): JsonWorkerAnswer {
   // a body read in blocks (json-body.ts, readLargeJson) is joined here, off the event loop
   const bytes = Array.isArray(body) ? Buffer.concat(body) : body;
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
@@ -53,11 +74,18 @@ function answer(id: number, body: Uint8Array | Uint8Array[]): JsonWorkerAnswer {
   }
   const p = checkJsonShape(value);
   if (!p) {
+    // before the arrays leave: the validator may set defaults, as it would on the event loop
+    let valid: boolean | undefined;
+    try {
+      valid = validate ? validate(value) === true : undefined;
+    } catch {
+      valid = undefined;
+    }
     if (batchPort && bytes.byteLength >= SPLIT_BYTES && value !== null && typeof value === 'object' && !Array.isArray(value)) {
       const split = sendSplit(id, value as Record<string, unknown>, batchPort);
-      if (split.length) return { id, ok: true, value, split };
+      if (split.length) return { id, ok: true, value, split, valid };
     }
-    return { id, ok: true, value };
+    return { id, ok: true, value, valid };
   }
   if (p.poisoned) return { id, ok: false, kind: 'json' };
   return { id, ok: false, kind: 'shape', problem: p };
@@ -66,12 +94,17 @@ function answer(id: number, body: Uint8Array | Uint8Array[]): JsonWorkerAnswer {
 /** where split arrays go (./json-body.ts reads it a message at a time) */
 const batchPort = (workerData as { batches?: MessagePort } | undefined)?.batches;
 
-parentPort?.on('message', (m: { id: number; bytes: Uint8Array | Uint8Array[] }) => {
-  let a: JsonWorkerAnswer;
-  try {
-    a = answer(m.id, m.bytes);
-  } catch (e) {
-    a = { id: m.id, ok: false, kind: 'json', message: (e as Error).message };
-  }
-  parentPort!.postMessage(a);
+/** one message at a time, in order (a validator's first compile waits for Ajv to load) */
+let queue: Promise<void> = Promise.resolve();
+
+parentPort?.on('message', (m: { id: number; bytes: Uint8Array | Uint8Array[]; check?: { id: number; schema?: object } }) => {
+  queue = queue.then(async () => {
+    let a: JsonWorkerAnswer;
+    try {
+      a = answer(m.id, m.bytes, m.check ? await validator(m.check) : undefined);
+    } catch (e) {
+      a = { id: m.id, ok: false, kind: 'json', message: (e as Error).message };
+    }
+    parentPort!.postMessage(a);
+  });
 });

@@ -1,57 +1,13 @@
-import { Ajv, _, str, type CodeKeywordDefinition, type ErrorObject, type KeywordCxt } from 'ajv';
-import addFormatsImport from 'ajv-formats';
+import type { ErrorObject } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
 import { SerializerSelector, type SerializerFactory } from '@fastify/fast-json-stringify-compiler';
 import type { ValidationDetail } from '../errors.js';
 import { codePoints } from '../code-points.js';
-
-const addFormats = ((addFormatsImport as unknown as { default?: typeof addFormatsImport }).default ?? addFormatsImport) as unknown as (ajv: Ajv) => void;
+import { makeAjv } from './ajv.js';
+import { prevalidated } from './json-body.js';
 
 /** characters (code points: a surrogate pair is one, as JSON Schema counts) of a string, the way Ajv counts them */
 export { codePoints };
-
-/**
- * maxLength and minLength as Ajv defines them (code points, the same error), decided from the string's length
- * alone whenever it can be: a string has at most as many code points as UTF-16 units, and at least half as many.
- * Ajv's own keyword counts the code points of every string it checks, which for the largest accepted input (a
- * text of 10 Mi characters) is ~100 ms of the event loop; decided from `length`, it is nothing, and only a
- * string near a limit is counted.
- */
-const lengthKeywords: CodeKeywordDefinition = {
-  keyword: ['maxLength', 'minLength'],
-  type: 'string',
-  schemaType: 'number',
-  $data: true,
-  // where Ajv's own keyword runs (before pattern and format), so a string that breaks two rules gets the same error
-  before: 'pattern',
-  error: {
-    message: ({ keyword, schemaCode }) => str`must NOT have ${keyword === 'maxLength' ? 'more' : 'fewer'} than ${schemaCode} characters`,
-    params: ({ schemaCode }) => _`{limit: ${schemaCode}}`,
-  },
-  code(cxt: KeywordCxt) {
-    const { keyword, data, schemaCode, gen } = cxt;
-    const count = gen.scopeValue('func', { ref: codePoints });
-    if (keyword === 'maxLength') cxt.fail$data(_`${data}.length > ${schemaCode} && ${count}(${data}) > ${schemaCode}`);
-    else cxt.fail$data(_`${data}.length < ${schemaCode} || (${data}.length < 2 * ${schemaCode} && ${count}(${data}) < ${schemaCode})`);
-  },
-};
-
-function makeAjv(coerce: boolean) {
-  const ajv = new Ajv({
-    allErrors: false,
-    coerceTypes: coerce ? 'array' : false,
-    removeAdditional: false,
-    useDefaults: true,
-    strict: false,
-    // errors carry the failing value and its schema (only on failure: no cost on valid requests)
-    verbose: true,
-  });
-  addFormats(ajv);
-  ajv.removeKeyword('maxLength');
-  ajv.removeKeyword('minLength');
-  ajv.addKeyword(lengthKeywords);
-  return ajv;
-}
 
 // JSON bodies are taken as they are (a string is not a number); query strings and path parameters are text
 // on the wire, so they are coerced. Every schema refuses unknown fields (see docs/api.md, "Validation").
@@ -82,7 +38,13 @@ export const lazyValidatorCompiler: FastifySchemaCompiler<unknown> = (route) => 
     return compiled;
   };
   deferred.add(compile);
+  const body = route.httpPart === 'body' && route.schema !== null && typeof route.schema === 'object' ? route.schema : undefined;
   const validate: Validate = (data) => {
+    // a large body the JSON worker thread validated against this very schema, with the same Ajv (json-body.ts)
+    if (body !== undefined && prevalidated(data, body)) {
+      validate.errors = null;
+      return true;
+    }
     const fn = compiled ?? compile();
     const ok = fn(data);
     validate.errors = fn.errors;

@@ -1,0 +1,178 @@
+/**
+ * A large embeddings answer (issue 23 §2: 2048 vectors of 1536 floats are ~64 MB of JSON, which held the event
+ * loop 1.4-1.6 s of CPU): read in blocks, decoded and parsed in a worker thread, its vectors made into arrays and
+ * its answer made into JSON in slices. What a client gets is byte for byte what the inline path makes
+ * (JSON.stringify of the same answer), and the same refusals; no JSON.parse or JSON.stringify of the whole
+ * answer on the event loop, which turns while it is done. A small answer keeps the inline path.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { countTurns } from '../helpers/turns.js';
+import { longestStringify } from '../helpers/stringify-spy.js';
+import { createOpenAICompatibleEmbeddingsEngine, parseAnswer, parseLargeAnswer } from '../../src/engines/shared/embeddings.js';
+import { BodyBlocks, OFF_THREAD_BYTES } from '../../src/platform/http/json-body.js';
+import { toBase64 } from '../../src/embeddings/service.js';
+import type { EmbedRequest } from '../../src/engines/types.js';
+import type { ModelSpec } from '../../src/models/config.js';
+
+const COUNT = 2048;
+const DIMS = 256;
+const inputs = Array.from({ length: COUNT }, (_, i) => `text number ${i}`);
+
+/** a vector per input; numbers JSON writes in each of its forms (exponents, -0, integers, float32 values) */
+function vector(i: number, dims = DIMS): number[] {
+  return Array.from({ length: dims }, (_, k) => (k === 0 ? -0 : k === 1 ? 1e-7 * (i + 1) : k === 2 ? 1e21 : k === 3 ? i : Math.fround(Math.sin(i * 31 + k) / 3)));
+}
+
+/** the upstream's answer text: JSON of its own writing (spaces, `1.0`), as servers send it */
+function answerText(n: number, opts: { usage?: boolean; corrupt?: 'string-in-vector' | 'short' } = {}): string {
+  const parts: string[] = [];
+  for (let i = 0; i < n; i++) {
+    if (opts.corrupt === 'short' && i === n - 1) break;
+    const v = vector(i).map((x, k) => (opts.corrupt === 'string-in-vector' && i === 7 && k === 5 ? '"x"' : k === 0 ? '-0' : k === 3 ? `${x}.0` : String(x)));
+    parts.push(`{ "object": "embedding", "index": ${i}, "embedding": [${v.join(', ')}] }`);
+  }
+  const usage = opts.usage === false ? '' : `, "usage": { "prompt_tokens": ${n * 3}, "total_tokens": ${n * 3} }`;
+  return `{ "object": "list", "data": [${parts.join(',\n')}], "model": "up-embedder"${usage} }`;
+}
+
+/** an upstream whose /v1/embeddings answers `text` (made before any measure) */
+async function upstream(text: () => string): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const body = Buffer.from(text());
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+/** runs f with JSON.parse watched: the length of the longest text parsed on this thread */
+async function longestParse<T>(f: () => Promise<T>): Promise<{ result: T; longest: number }> {
+  const original = JSON.parse;
+  let longest = 0;
+  JSON.parse = function (this: unknown, text: string, reviver?: Parameters<typeof JSON.parse>[1]) {
+    longest = Math.max(longest, String(text).length);
+    return original.call(this, text, reviver);
+  } as typeof JSON.parse;
+  try {
+    return { result: await f(), longest };
+  } finally {
+    JSON.parse = original;
+  }
+}
+
+const blocksOf = (text: string) => {
+  const b = new BodyBlocks();
+  b.add(Buffer.from(text));
+  return b;
+};
+
+describe('a large embeddings answer, decoded off the event loop', () => {
+  const req: EmbedRequest = { model: 'm', input: inputs };
+
+  test('the engine: the same vectors, usage and model as the inline parse; nothing of the answer parsed on this thread, which turns', async () => {
+    const text = answerText(COUNT);
+    assert.ok(text.length > 4 * OFF_THREAD_BYTES);
+    const up = await upstream(() => text);
+    const engine = createOpenAICompatibleEmbeddingsEngine({ baseUrl: up.url });
+    try {
+      const turns = countTurns();
+      const { result, longest } = await longestParse(() => engine.embed({ ...req, input: [...inputs] }));
+      const turned = turns.stop();
+      const inline = parseAnswer(text, req);
+      assert.deepEqual(result, inline);
+      assert.ok(Object.is(result.vectors[0]![0], -0), 'a -0 stays -0');
+      assert.ok(longest < OFF_THREAD_BYTES, `the main thread parsed a text of ${longest} characters`);
+      // 2048 x 256 numbers: ~6 slices of vectors, and the reads of the answer
+      assert.ok(turned >= 6, `the loop turned ${turned} times`);
+    } finally {
+      await engine.close();
+      await up.close();
+    }
+  });
+
+  test('the same refusals as the inline parse, and the same estimate when the upstream gives no usage', async () => {
+    for (const corrupt of ['string-in-vector', 'short'] as const) {
+      const text = answerText(COUNT, { corrupt });
+      assert.throws(() => parseAnswer(text, req));
+      let inlineMessage = '';
+      try {
+        parseAnswer(text, req);
+      } catch (e) {
+        inlineMessage = (e as Error).message;
+      }
+      await assert.rejects(parseLargeAnswer(blocksOf(text), req), (e: Error) => e.message === inlineMessage);
+    }
+    await assert.rejects(parseLargeAnswer(blocksOf('{"data": [' + '1,'.repeat(OFF_THREAD_BYTES) + '1'), req), /not JSON/);
+    const text = answerText(COUNT, { usage: false });
+    const large = await parseLargeAnswer(blocksOf(text), req);
+    assert.deepEqual(large, parseAnswer(text, req));
+    assert.ok(large.inputTokens > 0);
+  });
+
+  test('a small answer is parsed on this thread, at once', async () => {
+    const small: EmbedRequest = { model: 'm', input: inputs.slice(0, 2) };
+    const text = answerText(2);
+    const up = await upstream(() => text);
+    const engine = createOpenAICompatibleEmbeddingsEngine({ baseUrl: up.url });
+    try {
+      const { result, longest } = await longestParse(() => engine.embed(small));
+      assert.deepEqual(result, parseAnswer(text, small));
+      assert.equal(longest, text.length, 'parsed here');
+    } finally {
+      await engine.close();
+      await up.close();
+    }
+  });
+});
+
+describe('POST /v1/embeddings with a large answer', () => {
+  let t: TestApp & { url?: string };
+  let up: { url: string; close(): Promise<void> };
+  let key: string;
+  const text = answerText(COUNT);
+  before(async () => {
+    up = await upstream(() => text);
+    const models = [{ name: 'emb', provider: 'openai-compatible', base_url: up.url, type: 'embeddings', retries: 0 } as ModelSpec];
+    t = await buildTestApp({ db: 'pglite', listen: true, models });
+    key = await t.inferenceKey('alice');
+  });
+  after(async () => {
+    await t?.close();
+    await up?.close();
+  });
+
+  const post = (body: object) =>
+    fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+  for (const format of ['float', 'base64'] as const) {
+    test(`${format}: the bytes JSON.stringify makes of the answer, none of it made by one JSON.stringify call`, async () => {
+      const { result: raw, longest } = await longestStringify(async () => {
+        const res = await post({ model: 'emb', input: inputs, encoding_format: format });
+        assert.equal(res.status, 200);
+        return res.text();
+      });
+      const vectors = parseAnswer(text, { model: 'm', input: inputs }).vectors;
+      const expected = JSON.stringify({
+        object: 'list',
+        data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: format === 'base64' ? toBase64(v) : v })),
+        model: 'emb',
+        usage: { prompt_tokens: COUNT * 3, total_tokens: COUNT * 3 },
+      });
+      assert.equal(raw, expected);
+      assert.ok(raw.length > 8 * 256 * 1024);
+      // the client's request (2048 short texts) and the upstream's are under it; the answer is ~40x it
+      assert.ok(longest < 256 * 1024, `one JSON.stringify call made ${longest} characters`);
+    });
+  }
+});
