@@ -8,18 +8,28 @@
 # The tests build this file on a base made without a registry (test/deploy/node-base.sh).
 ARG BASE=node:22-bookworm-slim
 
-# ---- build: every dependency, then the server's build (node scripts/build.mjs --app: dist/src and the page, esbuild, a
-# few seconds; --pglite-template: a dump of an empty migrated database, so a new /data starts in ~2 s, not ~10 s of initdb)
-FROM ${BASE} AS build
+# ---- deps: every dependency, installed once. The lock and the stubs it names only: this stage is rebuilt only when
+# the dependencies change. The build stage builds on it; the runtime takes its node_modules with the dev ones pruned.
+FROM ${BASE} AS deps
 WORKDIR /app
-# the lock and the stubs it names first: this layer is rebuilt only when the dependencies change
 COPY package.json package-lock.json ./
 COPY stubs ./stubs
 RUN --mount=type=cache,target=/root/.npm,sharing=locked npm ci --no-audit --no-fund --loglevel=error
+
+# ---- build: the server's build (node scripts/build.mjs --app: dist/src and the page, esbuild, a few seconds;
+# --pglite-template: a dump of an empty migrated database, so a new /data starts in ~2 s, not ~10 s of initdb)
+FROM deps AS build
 COPY . .
 RUN node scripts/build.mjs --app --pglite-template
 
-# ---- runtime: what `npm ci --omit=dev` installs, the built dist/, the engines' Debian packages -------------------
+# ---- prod-deps: what `npm ci --omit=dev` installs, made by removing the dev dependencies from the deps stage's tree
+# (no second download and install; the same lock, so the same files, without the scope folders prune empties).
+# Independent of the sources: cached like deps.
+FROM deps AS prod-deps
+RUN npm prune --omit=dev --no-audit --no-fund --loglevel=error \
+ && find node_modules -mindepth 1 -maxdepth 1 -type d -empty -delete
+
+# ---- runtime: the production dependencies, the built dist/, the engines' Debian packages ---------------------------
 FROM ${BASE} AS runtime
 # pocketsphinx (the embedded recognizer) is Debian's command-line program and its English model. ffmpeg comes with
 # npm ci (@ffmpeg-installer's static binary), the voices (flite, espeak-ng) are WebAssembly in node_modules and
@@ -37,7 +47,7 @@ RUN groupadd --gid 10001 portico \
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY stubs ./stubs
-RUN --mount=type=cache,target=/root/.npm,sharing=locked npm ci --omit=dev --no-audit --no-fund --loglevel=error
+COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # `portico` on PATH: `docker exec <container> portico keys disable key_...`
 RUN ln -s /app/dist/src/cli/main.js /usr/local/bin/portico && portico --version

@@ -6,6 +6,9 @@
 // load, recovery measured against a clock) run in a second pass on their own, so the rest of the suite does
 // not compete with them for the two cores. The browser tests (*.browser.test.js: Chromium driving the web page)
 // run in a pass of their own too: Chromium's CPU use would otherwise upset the timing checks of the audio tests.
+// That pass runs one file at a time for the same reason: test/realtime/talk.browser checks that the page opens its
+// session within the 2 s of lead silence its fake microphone plays (1.3 s taken one file at a time, 4.3 s with two
+// files at once on a busy 2-core machine, which did not make the pass much shorter: docs/performance.md, 2026-11-29).
 // Within each pass the files start longest first (their times in the last run, kept in
 // node_modules/.cache/portico/test-times.json), so that the passes' slots end together. The last line sums every pass.
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -74,18 +77,21 @@ const passes = [
 const runDir = mkdtempSync(join(tmpdir(), 'portico-test-run-'));
 const templates = await import(pathToFileURL(resolve(outDir, 'test/helpers/db-template.js')).href);
 const madeAt = performance.now();
-process.env.PORTICO_TEST_PGLITE_TEMPLATE = await templates.makeTemplate(join(runDir, 'pglite.tar'));
-// on PostgreSQL a template database of this run's own (CREATE DATABASE ... TEMPLATE), dropped at the end
+// on PostgreSQL a template database of this run's own (CREATE DATABASE ... TEMPLATE), dropped at the end; made while
+// PGlite makes its own (the server does that work, not this process)
 const pgTemplate = pgOff ? undefined : `portico_test_tpl_${templates.templateKey()}_${process.pid}`;
-if (pgTemplate) {
-  try {
-    process.env.PORTICO_TEST_PG_TEMPLATE = await templates.makePgTemplate(pgTemplate);
-  } catch (e) {
-    // a user without CREATEDB (or no server yet): every app makes a schema of its own, as before
-    console.log(`# no template database on PostgreSQL (${e.message}): each test migrates a schema of its own`);
-    process.env.PORTICO_TEST_PG_TEMPLATE = 'off';
-  }
-}
+const pgMade = pgTemplate
+  ? templates.makePgTemplate(pgTemplate).then(
+      (name) => name,
+      (e) => {
+        // a user without CREATEDB (or no server yet): every app makes a schema of its own, as before
+        console.log(`# no template database on PostgreSQL (${e.message}): each test migrates a schema of its own`);
+        return 'off';
+      },
+    )
+  : undefined;
+process.env.PORTICO_TEST_PGLITE_TEMPLATE = await templates.makeTemplate(join(runDir, 'pglite.tar'));
+if (pgMade) process.env.PORTICO_TEST_PG_TEMPLATE = await pgMade;
 console.log(`# the databases' templates made in ${Math.round(performance.now() - madeAt)} ms`);
 
 // each pass writes the time of each file (scripts/test-times.mjs); the slowest are printed at the end

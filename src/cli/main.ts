@@ -10,13 +10,11 @@ import cluster from 'node:cluster';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../platform/config.js';
 import { parseTtl, signToken } from '../platform/auth/jwt.js';
-import { dbOptionsOf, openDb } from '../platform/db/index.js';
-import { ModelConfigError } from '../models/config.js';
+import { ModelConfigError } from '../models/config-error.js';
 import { AppError } from '../platform/errors.js';
 import { PRIVATE_UMASK } from '../platform/data-dir.js';
 import { armWatchdog } from '../platform/ops/watchdog.js';
-import { MICROS } from '../portal/usage/service.js';
-import { toRecord } from '../portal/keys/service.js';
+import { MICROS } from '../portal/usage/micros.js';
 import type { Core } from '../compose/core.js';
 import type { ModelsCommand } from '../models/pull/cli.js';
 import { UsageError } from './usage-error.js';
@@ -183,6 +181,7 @@ Every command takes --help and --version. Settings come from the environment (se
       .action((id: string) =>
         withCore(async (core) => {
           const svc = keyService(core, id);
+          const { toRecord } = await import('../portal/keys/service.js');
           const prior = await core.keys.store.getById(svc.kind, id);
           const rec = await svc.setDisabled(id, action === 'disable');
           await core.audit.write({
@@ -360,6 +359,7 @@ e.g. portico models pull hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF`,
     .option('--dry-run', 'list the migrations that would run, change nothing', false)
     .action(async (o: { dryRun: boolean }) => {
       const config = loadConfig();
+      const { dbOptionsOf, openDb } = await import('../platform/db/index.js');
       const db = await openDb(dbOptionsOf(config));
       try {
         if (o.dryRun) {

@@ -11,6 +11,7 @@ import { CAPABILITIES, type Capability, type Provider } from '../engines/provide
 import { PROVIDERS } from '../engines/providers.js';
 import type { MeteredUnit } from '../platform/module.js';
 import { BreakerSchema, COMMON_KEYS, DEPLOYMENT_KEYS, HealthCheckSchema, ROUTING_KEYS, TimeoutsSchema, WEIGHT_KEY, type DeploymentSpec, type ModelSpec } from './spec.js';
+import { ModelConfigError } from './config-error.js';
 
 export type { ModelSpec } from './spec.js';
 
@@ -31,12 +32,7 @@ export interface CheckOptions {
   units?: readonly MeteredUnit[];
 }
 
-export class ModelConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ModelConfigError';
-  }
-}
+export { ModelConfigError };
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 const entryValidators = new Map<string, ValidateFunction>();

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RefusedRecords, UsageJournal } from './journal.js';
 import { isUnavailable } from '../../platform/http/errors.js';
+import { MICROS } from './micros.js';
 
 export interface UsageEvent {
   requestId: string;
@@ -42,7 +43,7 @@ export interface UsageHold {
   take(tokens: number): { reservation?: string; capMicros?: number } | undefined;
 }
 
-export const MICROS = 1_000_000;
+export { MICROS };
 
 const count = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? Math.min(Math.round(n!), Number.MAX_SAFE_INTEGER) : 0);
 /** seconds (a float column): finite and positive, else 0 */
