@@ -61,7 +61,10 @@ export class ReplayDecoder {
     return { real: lines.filter((l) => l === 'real').length, replay: lines.filter((l) => l === 'replay').length };
   }
 
-  /** Runs `fn` with every decode in it a real one (and checks there was at least one when the wrapper is in place). */
+  /**
+   * Runs `fn` with every decode in it a real one (and checks there was at least one when the wrapper is in place).
+   * The switch is for the whole wrapper: for requests made one at a time, not beside others that may replay.
+   */
   async real<T>(fn: () => Promise<T>): Promise<T> {
     const flag = join(this.dir, 'real');
     const before = this.runs().real;
