@@ -135,12 +135,16 @@ describe('neural voices (piper on sherpa-onnx)', () => {
     assert.ok(Math.abs(hz - PIPER_TEST_BASE_HZ) > 20, `espeak-ng speech, not the 110 Hz tone: ${hz.toFixed(1)} Hz`);
   });
 
-  test('all 13 voices decode in every format at the wire rate; each voice is its own speaker; loudness at the common level', async () => {
+  test('all 13 voices decode at the wire rate; each voice is its own speaker; loudness at the common level; every format on the lowest and highest voice', async () => {
     const hz: Record<string, number> = {};
     for (const voice of VOICES) {
       const durations: number[] = [];
+      // which speaker a voice reaches and its level are the wav's (every voice); the encoding to each format comes
+      // after the voice and is the same for all of them: every format on the lowest and the highest tone (alloy,
+      // cedar), not on all 13 voices (78 syntheses and decodes where 23 check the same)
+      const formats = voice === 'alloy' || voice === 'cedar' ? FORMATS : (['wav'] as const);
       await Promise.all(
-        FORMATS.map(async (format) => {
+        formats.map(async (format) => {
           const res = await openai.audio.speech.create({ model: 'piper-en_us-portico_test-medium', voice, input: SENTENCE, response_format: format });
           const d = await decode(Buffer.from(await res.arrayBuffer()), format === 'pcm');
           assert.equal(d.sampleRate, RATES[format], `${voice}/${format} sample rate`);

@@ -16,7 +16,8 @@ const FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 const RATES: Record<(typeof FORMATS)[number], number> = { mp3: 24000, opus: 48000, aac: 24000, flac: 24000, wav: 24000, pcm: 24000 };
 const CODECS: Record<(typeof FORMATS)[number], string> = { mp3: 'mp3', opus: 'opus', aac: 'aac', flac: 'flac', wav: 'pcm_s16le', pcm: 'pcm_s16le' };
 const SENTENCE = 'The weather today is sunny and warm.';
-const LONG = Array.from({ length: 6 }, (_, i) => `This is sentence number ${i + 1} of a text that is read aloud.`).join(' ');
+/** several sentences, so several deltas: four (10-13 s of speech) show it as well as six did */
+const LONG = Array.from({ length: 4 }, (_, i) => `This is sentence number ${i + 1} of a text that is read aloud.`).join(' ');
 
 type SpeechEvent = { type: 'speech.audio.delta'; audio: string } | { type: 'speech.audio.done'; usage: Record<string, number> };
 

@@ -23,7 +23,8 @@ const RATES: Record<(typeof FORMATS)[number], number> = { mp3: 24000, opus: 4800
 const CODECS: Record<(typeof FORMATS)[number], string> = { mp3: 'mp3', opus: 'opus', aac: 'aac', flac: 'flac', wav: 'pcm_s16le', pcm: 'pcm_s16le' };
 const TYPES: Record<(typeof FORMATS)[number], string> = { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav', pcm: 'audio/pcm' };
 const SENTENCE = 'The weather today is sunny and warm.';
-const LONG = Array.from({ length: 12 }, (_, i) => `This is sentence number ${i + 1} of a long text that is read aloud.`).join(' ');
+/** long enough that the first chunk comes well before the end (about 25 s of speech, an eighth of it a sentence) */
+const LONG = Array.from({ length: 8 }, (_, i) => `This is sentence number ${i + 1} of a long text that is read aloud.`).join(' ');
 
 function count(hay: Buffer, needle: string): number {
   let n = 0;

@@ -12,6 +12,7 @@ import type { TranscriptionStreamEvent } from 'openai/resources/audio/transcript
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { client, wavFile, wordErrorRate } from './helpers.js';
 import { FakeDecoder, alive, byLength, eventsOf, twoPieces } from './fake-decoder.js';
+import { ReplayDecoder } from './replay-decoder.js';
 
 const SENTENCE = 'The weather today is sunny and warm.';
 const RATE = 24000;
@@ -33,6 +34,11 @@ function shape(events: TranscriptionStreamEvent[]) {
   return { deltas: deltas.map((d) => (d as { delta: string }).delta), done: done as Extract<TranscriptionStreamEvent, { type: 'transcript.text.done' }> };
 }
 
+/**
+ * The real pocketsphinx decodes each distinct piece of audio once: the first stream of the long audio and the first
+ * request with the short clip run it; the later requests with the same audio (the non-streamed answer to compare,
+ * the wire, the headers) get its output replayed (./replay-decoder.ts), everything after the decoder still real.
+ */
 describe('POST /v1/audio/transcriptions stream=true (pocketsphinx)', () => {
   let t: TestApp & { url?: string };
   let openai: OpenAI;
@@ -40,7 +46,9 @@ describe('POST /v1/audio/transcriptions stream=true (pocketsphinx)', () => {
   let one: Buffer;
   let long: Buffer;
   let longSeconds: number;
+  let decoder: ReplayDecoder;
   before(async () => {
+    decoder = new ReplayDecoder();
     // pieces of at most 5 s: four sentences (about 14 s) are recognized in several pieces
     t = await buildTestApp({ listen: true, env: { AUDIO_PIECE_SECONDS: '5' } });
     ({ openai, key } = await client(t));
@@ -53,7 +61,10 @@ describe('POST /v1/audio/transcriptions stream=true (pocketsphinx)', () => {
     long = wavFile(tiled, RATE);
     longSeconds = tiled.length / RATE;
   });
-  after(() => t.close());
+  after(async () => {
+    await t.close();
+    decoder.close();
+  });
 
   test('long audio: a delta per recognized piece, then done; the deltas make done.text, which is the non-streamed text', async () => {
     const { data: stream, response } = await openai.audio.transcriptions.create({ file: await toFile(long, 'long.wav'), model: 'gpt-4o-transcribe', stream: true }).withResponse();

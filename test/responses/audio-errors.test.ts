@@ -16,12 +16,30 @@ import { joinedAudio, readEvents, setupAudio, startGatedUpstream, type GatedUpst
 
 const body = (extra: Record<string, unknown> = {}) => ({ model: MODEL, input: 'Talk.', modalities: ['text', 'audio'], ...extra });
 
+/**
+ * One app (the built-in voices warmed, the gated model beside the scripted one) for both groups: the bad input
+ * never reaches a voice or a model, and each failure test puts back the engine or encoder it broke. Each group
+ * had its own app, which with its warm-up syntheses cost more than the group's tests.
+ */
+let shared: Promise<{ e: Env; g: GatedUpstream }> | undefined;
+const app = () =>
+  (shared ??= (async () => {
+    const g = await startGatedUpstream();
+    const e = await setupAudio('pglite', [{ name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never]);
+    return { e, g };
+  })());
+after(async () => {
+  if (!shared) return;
+  const { e, g } = await shared;
+  await e.close();
+  await g.close();
+});
+
 describe('spoken answers: bad input is a 400 naming the parameter, and the model is not asked', () => {
   let e: Env;
   before(async () => {
-    e = await setupAudio();
+    ({ e } = await app());
   });
-  after(() => e.close());
 
   const cases: Array<[string, Record<string, unknown>, string, string, RegExp]> = [
     [
@@ -92,12 +110,7 @@ describe('spoken answers: failures mid-answer', () => {
   let e: Env;
   let g: GatedUpstream;
   before(async () => {
-    g = await startGatedUpstream();
-    e = await setupAudio('pglite', [{ name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never]);
-  });
-  after(async () => {
-    await e.close();
-    await g.close();
+    ({ e, g } = await app());
   });
 
   /** A gate the test opens when the client has seen the first audio (a test that never sees it times out). */

@@ -140,16 +140,30 @@ describe('spoken answers: JSON (pglite)', () => {
   });
 });
 
+/**
+ * One app with the gated model for the streaming tests and the stored ones on PGlite: none of them depends on what
+ * another left (each scripts its own answers, reads its own responses), and an app with the built-in voices
+ * warmed costs seconds to build.
+ */
+let pglite: Promise<{ e: Env; g: GatedUpstream }> | undefined;
+const withGated = () =>
+  (pglite ??= (async () => {
+    const g = await startGatedUpstream();
+    const e = await setupAudio('pglite', [{ name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never]);
+    return { e, g };
+  })());
+after(async () => {
+  if (!pglite) return;
+  const { e, g } = await pglite;
+  await e.close();
+  await g.close();
+});
+
 describe('spoken answers: streaming (pglite)', () => {
   let e: Env;
   let g: GatedUpstream;
   before(async () => {
-    g = await startGatedUpstream();
-    e = await setupAudio('pglite', [{ name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never]);
-  });
-  after(async () => {
-    await e.close();
-    await g.close();
+    ({ e, g } = await withGated());
   });
 
   test('audio streams sentence by sentence while the model still writes; the joined deltas decode; the final object carries the whole part', async () => {
@@ -281,10 +295,12 @@ for (const db of testDatabases()) {
     let e: Env;
     let bob: OpenAI;
     before(async () => {
-      e = await setupAudio(db);
+      e = db === 'pglite' ? (await withGated()).e : await setupAudio(db);
       bob = new OpenAI({ apiKey: await e.t.inferenceKey('bob'), baseURL: e.url + '/v1', maxRetries: 0 });
     });
-    after(() => e.close());
+    after(async () => {
+      if (db !== 'pglite') await e.close();
+    });
 
     test('GET returns the audio; chaining gives the model the transcript (as text), never the audio; input_items work', async () => {
       e.up.script({ text: 'My answer is yes.' });
