@@ -13,11 +13,15 @@
  * 3) show how far one build's figures move between processes on the same machine; the table gives each round and
  * the median.
  *
+ * BENCH_COMPARE=<another checkout, built> adds its Portico to each round (after this tree's), for a before/after in
+ * one run: e.g. main's tree copied aside with its dist/ and a node_modules link.
+ *
  * Needs Linux and taskset (util-linux) for the pinning; without them, or on one core, the processes run unpinned
  * and the output says so.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFastUpstream } from './lib/upstream-fast.js';
 import { runLoad, type LoadResult } from './lib/load.js';
@@ -27,6 +31,7 @@ const DURATION_MS = Number(process.env.BENCH_DURATION_MS || 3000);
 const JIT_WARMUP_MS = Number(process.env.BENCH_JIT_WARMUP_MS ?? 4000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS || 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 3);
+const COMPARE = process.env.BENCH_COMPARE;
 
 const cores = os.availableParallelism();
 const canPin = process.platform === 'linux' && cores >= 2 && spawnSync('taskset', ['-V']).status === 0;
@@ -42,9 +47,11 @@ interface Server {
   key: string;
 }
 
-async function startServer(upstream: string, what: 'portico' | 'floor'): Promise<Server> {
-  const script = fileURLToPath(new URL('./lib/pinned-server.js', import.meta.url));
-  const argv = [process.execPath, script, upstream, what];
+type What = 'floor' | 'portico' | 'compare';
+
+async function startServer(upstream: string, what: What): Promise<Server> {
+  const script = what === 'compare' ? join(COMPARE!, 'dist/bench/lib/pinned-server.js') : fileURLToPath(new URL('./lib/pinned-server.js', import.meta.url));
+  const argv = [process.execPath, script, upstream, what === 'compare' ? 'portico' : what];
   const child = canPin
     ? spawn('taskset', ['-c', serverCore, ...argv], { stdio: ['ignore', 'pipe', 'inherit'] })
     : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -67,7 +74,7 @@ async function stopServer(s: Server) {
 }
 
 interface Row {
-  what: 'floor' | 'portico';
+  what: What;
   round: number;
   connections: number;
   r: LoadResult;
@@ -101,11 +108,13 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
+const kinds: What[] = COMPARE ? ['floor', 'portico', 'compare'] : ['floor', 'portico'];
+
 async function main() {
   const up = await startFastUpstream();
   const rows: Row[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const what of ['floor', 'portico'] as const) {
+    for (const what of kinds) {
       const s = await startServer(up.url, what);
       try {
         const got = await measure(s, what, round);
@@ -121,7 +130,7 @@ async function main() {
   }
   await up.stop();
 
-  const name = { floor: 'bare Fastify proxy', portico: 'Portico, non-streaming, store off' };
+  const name = { floor: 'bare Fastify proxy', portico: 'Portico, non-streaming, store off', compare: `Portico of ${COMPARE}, non-streaming, store off` };
   console.log(`Machine: ${cores} cores (${os.cpus()[0]?.model ?? '?'}), Node ${process.version}, ${os.platform()} ${os.release()}.`);
   console.log(
     canPin
@@ -131,7 +140,7 @@ async function main() {
   console.log(`Each round: a fresh server, ${JIT_WARMUP_MS / 1000} s warm-up at ${CONNECTIONS} connections, then ${DURATION_MS / 1000} s per row.\n`);
   console.log('| Server | connections | round | p50 ms | p99 ms | req/s | CPU µs/req (all threads) | main thread µs/req |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
-  for (const what of ['floor', 'portico'] as const) {
+  for (const what of kinds) {
     for (const connections of [1, CONNECTIONS]) {
       const sel = rows.filter((x) => x.what === what && x.connections === connections);
       for (const x of sel) {
@@ -154,6 +163,12 @@ async function main() {
       `${(m('portico', CONNECTIONS, (x) => x.cpu) / m('floor', CONNECTIONS, (x) => x.cpu)).toFixed(1)}x at ${CONNECTIONS}; ` +
       `Portico's rounds ranged ${spread('portico', 1)} µs/req at one connection (the proxy's ${spread('floor', 1)}).`,
   );
+  if (COMPARE)
+    console.log(
+      `The compared tree's (${COMPARE}) over the bare proxy's: ${(m('compare', 1, (x) => x.cpu) / m('floor', 1, (x) => x.cpu)).toFixed(1)}x at one connection, ` +
+        `${(m('compare', CONNECTIONS, (x) => x.cpu) / m('floor', CONNECTIONS, (x) => x.cpu)).toFixed(1)}x at ${CONNECTIONS}; this tree's req/s over it at ${CONNECTIONS}: ` +
+        `${(m('portico', CONNECTIONS, (x) => x.r.rps) / m('compare', CONNECTIONS, (x) => x.r.rps)).toFixed(2)}x.`,
+    );
 }
 
 main().catch((e) => {

@@ -541,6 +541,10 @@ const round = (ms: number) => Math.round(ms * 100) / 100;
  */
 export function logRequest(req: FastifyRequest, route: string, status: number, ms: number): void {
   const f = req.facts as RequestFacts | null;
+  // a level the logger leaves out (LOG_LEVEL warn or error): the line is not built (an object of a dozen fields
+  // per request, for nothing)
+  const lowest = status >= 500 ? 'error' : f?.upstreamError !== undefined ? 'warn' : 'info';
+  if ((req.log as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.(lowest) === false) return;
   const key = req.apiKey;
   const line: Record<string, unknown> = {
     method: req.method,

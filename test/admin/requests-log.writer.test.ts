@@ -7,6 +7,9 @@ import { loadConfig } from '../../src/platform/config.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Kysely } from 'kysely';
+import { PGliteDialect } from '../../src/platform/db/pglite-dialect.js';
+import type { PGliteQueryable } from '../../src/platform/db/pglite-client.js';
 
 const logged = async (t: TestApp) =>
   Number(
@@ -74,6 +77,57 @@ describe('the request log: written off the request path, bounded, flushed on clo
     } finally {
       await t.close();
     }
+  });
+
+  test('under a steady load the writes start at least the interval apart, each taking what was pending when it began', async () => {
+    // a database whose INSERT takes 20 ms: rows keep coming meanwhile
+    const started: number[] = [];
+    const written: string[] = [];
+    const fake: PGliteQueryable = {
+      closed: false,
+      async query<R>(text: string, params: unknown[] = []) {
+        if (/insert into request_log/i.test(text)) {
+          started.push(performance.now());
+          for (const r of JSON.parse(String(params[0])) as Array<{ request_id: string }>) written.push(r.request_id);
+        }
+        await new Promise((r) => setTimeout(r, 20));
+        return { rows: [] as R[], affectedRows: 0 };
+      },
+      async close() {},
+    };
+    const log = new RequestLog(new Kysely<any>({ dialect: new PGliteDialect(fake) }), { delayMs: 250 });
+    const row = (id: string) => ({
+      request_id: id,
+      created_at: 0,
+      received_at_ms: 0,
+      method: 'GET',
+      route: '/v1/models',
+      operation: 'models',
+      status: 200,
+      latency_ms: 1,
+      input_tokens: 0,
+      output_tokens: 0,
+      characters: 0,
+      audio_seconds: 0,
+      output_audio_seconds: 0,
+      cost_micros: 0,
+    });
+    let n = 0;
+    const deadline = Date.now() + 20_000;
+    while (started.length < 4 && Date.now() < deadline) {
+      log.add(row(`r${n++}`));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(started.length >= 4, `${started.length} writes`);
+    const gaps = started.slice(1).map((t, i) => t - started[i]!);
+    // a timer counts from the event loop's clock, read once per turn in whole milliseconds: ~2 ms of slack
+    for (const g of gaps) assert.ok(g >= 247, `writes ${g.toFixed(1)} ms apart: ${gaps.map((x) => x.toFixed(0)).join(', ')}`);
+    await log.close();
+    // every row once, in order
+    assert.deepEqual(
+      written,
+      Array.from({ length: n }, (_, i) => `r${i}`),
+    );
   });
 
   test('prune removes the rows older than the retention, and only those', async () => {

@@ -15,6 +15,8 @@ function fakeStore() {
   const s = {
     down: false,
     calls: 0,
+    /** when each insert began (performance.now()) */
+    startedAt: [] as number[],
     rows,
     /** ms an insert takes */
     delayMs: 2,
@@ -23,6 +25,7 @@ function fakeStore() {
     refuseModel: undefined as string | undefined,
     async insert(batch: UsageInsert[]) {
       s.calls++;
+      s.startedAt.push(performance.now());
       await new Promise((r) => setTimeout(r, s.delayMs));
       if (s.down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
       if (batch.some((r) => r.model === s.refuseModel)) throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' });
@@ -226,8 +229,9 @@ test('under a steady load: one INSERT per interval, and the journal holds only w
     }
     const elapsed = Date.now() - t0;
     assert.ok(n > 100, `${n} records`);
-    // one INSERT per interval (100 ms) or so, not one after the other (40 ms each: 2.5 times as many); 16 in 1.2 s
-    const maxCalls = Math.ceil(elapsed / 100) + 4;
+    // one INSERT per interval (250 ms from one's start to the next's) or so, not one after the other (40 ms each:
+    // six times as many), nor one 100 ms after the last ended (2.5 times as many)
+    const maxCalls = Math.ceil(elapsed / 250) + 2;
     assert.ok(store.calls <= maxCalls, `${store.calls} inserts for ${n} records in ${elapsed} ms (at most ${maxCalls})`);
     assert.ok(checked > 0, 'the journal was seen holding only unshipped records while the load went on');
     assert.ok(journalIds().length < n / 2, `the journal did not keep everything (${journalIds().length} of ${n} lines)`);
@@ -235,6 +239,50 @@ test('under a steady load: one INSERT per interval, and the journal holds only w
     assert.equal(store.rows.size, n);
     assert.equal(readFileSync(join(dir, 'usage-journal.ndjson'), 'utf8'), '');
     assert.equal(statSync(join(dir, 'usage-journal.ndjson')).mode & 0o777, 0o600, 'the rewritten journal stays private');
+    await usage.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('shipments under a steady load start at least 250 ms apart; a record after a quiet spell goes 100 ms after it came', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-journal-'));
+  try {
+    const store = fakeStore();
+    store.delayMs = 5;
+    const usage = service(store, dir);
+    // a record every 5 ms until four shipments have started (a timer never fires early: the gaps are at least
+    // what the service asked for, however loaded the machine)
+    let n = 0;
+    const deadline = Date.now() + 20_000;
+    while (store.startedAt.length < 4 && Date.now() < deadline) {
+      await usage.record({ requestId: `s${n++}`, key, model: 'm', operation: 'responses' });
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(store.startedAt.length >= 4, `${store.startedAt.length} shipments`);
+    const gaps = store.startedAt.slice(1).map((t, i) => t - store.startedAt[i]!);
+    // a timer counts from the event loop's clock, read once per turn in whole milliseconds: up to ~2 ms of slack
+    for (const g of gaps) assert.ok(g >= 247, `shipments ${g.toFixed(1)} ms apart: ${gaps.map((x) => x.toFixed(0)).join(', ')}`);
+    await usage.flush();
+    assert.equal(store.rows.size, n);
+    // quiet for longer than the interval: the next record waits 100 ms, not 250, for companions
+    const last = store.startedAt.at(-1)!;
+    while (performance.now() - last < 300) await new Promise((r) => setTimeout(r, 300 - (performance.now() - last)));
+    // the delay the service asks of its timer (an upper bound on the time itself would depend on the machine's load)
+    const asked: number[] = [];
+    const realSetTimeout = globalThis.setTimeout;
+    globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+      asked.push(ms ?? 0);
+      return realSetTimeout(fn, ms);
+    }) as typeof setTimeout;
+    try {
+      await usage.record({ requestId: 'after', key, model: 'm', operation: 'responses' });
+    } finally {
+      globalThis.setTimeout = realSetTimeout;
+    }
+    assert.deepEqual(asked, [100]);
+    await usage.flush();
+    assert.equal(store.rows.size, n + 1);
     await usage.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -32,7 +32,10 @@ const COLUMNS = [
   'response_id',
 ] as const satisfies ReadonlyArray<keyof RequestLogRow>;
 
-/** how long a row may wait for companions before its batch is written (one INSERT per interval when busy) */
+/**
+ * How long a row may wait for companions before its batch is written, and the least time from one write's start to the
+ * next one's: one INSERT per interval when busy (each costs the embedded database's thread ~1-1.5 ms besides its rows)
+ */
 const WRITE_DELAY_MS = 250;
 /** rows per INSERT */
 const BATCH = 500;
@@ -61,6 +64,8 @@ export class RequestLog {
   private pending: RequestLogRow[] = [];
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> | undefined;
+  /** when the last write started (performance.now()) */
+  private lastWriteAt = -Infinity;
   private closed = false;
   private warned = false;
   readonly maxBuffered: number;
@@ -99,13 +104,20 @@ export class RequestLog {
     this.opts.onDropped?.(n);
   }
 
-  /** Writes what is pending (one writer at a time); what came meanwhile goes with the next. */
+  /**
+   * Writes what is pending when it starts (one writer at a time); what comes meanwhile goes with the next write,
+   * delayMs after this one started (not right after it: under a steady load that was one INSERT after the other,
+   * twice as many as the interval gives, each with its fixed cost).
+   */
   private write(): Promise<void> {
     if (this.writing) return this.writing;
     if (this.pending.length === 0) return Promise.resolve();
+    this.lastWriteAt = performance.now();
     const run = (async () => {
-      while (this.pending.length > 0) {
-        const batch = this.pending.splice(0, BATCH);
+      let left = this.pending.length;
+      while (left > 0 && this.pending.length > 0) {
+        const batch = this.pending.splice(0, Math.min(BATCH, left));
+        left -= batch.length;
         try {
           // one parameter, the batch as JSON, rather than a parameter per value (12,500 for 500 rows)
           await sql`insert into request_log (${sql.join(COLUMNS.map((c) => sql.ref(c)))})
@@ -122,7 +134,7 @@ export class RequestLog {
     void run.finally(() => {
       this.writing = undefined;
       if (this.pending.length > 0 && !this.closed && this.timer === undefined) {
-        this.timer = setTimeout(this.tick, this.delayMs);
+        this.timer = setTimeout(this.tick, Math.max(0, this.lastWriteAt + this.delayMs - performance.now()));
         this.timer.unref();
       }
     });

@@ -50,11 +50,19 @@ const count = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? Math.mi
 const seconds = (n: number | undefined) => (Number.isFinite(n) && n! > 0 ? n! : 0);
 
 /**
- * How long a journaled record may wait for companions before it is shipped. Each INSERT costs the embedded
- * database ~1-2 ms of its thread besides its rows (docs/performance.md, "The usage ledger"): at 1,000 requests a
- * second, 100 ms batches spend a quarter of what 25 ms batches did on that. The query APIs flush before they read.
+ * How long a journaled record may wait for companions before it is shipped, when none was shipped lately (an idle
+ * instance's record reaches the ledger table within this). The query APIs flush before they read.
  */
 const SHIP_DELAY_MS = 100;
+
+/**
+ * The least time from one shipment's start to the next one's, under a steady load: each INSERT costs the embedded
+ * database ~1-1.5 ms of its thread besides its rows (docs/performance.md, "2026-11-29: the usage shipment and the
+ * request path"), a fixed cost that the server pays per shipment rather than per request, and the larger the batch
+ * the fewer of them. Four a second, as the request log's writer (src/platform/ops/request-log.ts); 500 records
+ * pending are shipped at once all the same.
+ */
+const SHIP_INTERVAL_MS = 250;
 
 /**
  * What the budget (BudgetGuard) needs to hear from the ledger to keep each payer's running spend exact. The
@@ -154,6 +162,8 @@ export class UsageService {
   private shipTimer: NodeJS.Timeout | undefined;
   private failures = 0;
   private closed = false;
+  /** when the last shipment started (performance.now()) */
+  private lastShipAt = -Infinity;
 
   /**
    * Records one request's usage. The record is appended to the local journal (synchronously, so it survives
@@ -212,10 +222,12 @@ export class UsageService {
   /** Makes sure a shipment will happen (unless one is running, which takes everything pending). */
   private schedule() {
     if (this.shipTimer || this.retryTimer || this.shipping || this.closed) return;
+    // SHIP_DELAY_MS after the first record, and no sooner than SHIP_INTERVAL_MS after the last shipment began
+    const wait = Math.max(SHIP_DELAY_MS, this.lastShipAt + SHIP_INTERVAL_MS - performance.now());
     this.shipTimer = setTimeout(() => {
       this.shipTimer = undefined;
       void this.ship();
-    }, SHIP_DELAY_MS);
+    }, wait);
     this.shipTimer.unref();
   }
 
@@ -223,6 +235,7 @@ export class UsageService {
   private ship(): Promise<void> {
     if (this.shipping) return this.shipping;
     if (this.retryTimer || this.pending.length === 0) return Promise.resolve();
+    this.lastShipAt = performance.now();
     const run = this.shipAll();
     this.shipping = run;
     // cleared once this shipment is done (never inside shipAll, which may finish before it is even stored)
@@ -243,8 +256,8 @@ export class UsageService {
    */
   private async shipAll(): Promise<void> {
     try {
-      // the records pending now; those that arrive meanwhile wait for the next shipment (SHIP_DELAY_MS later), so a
-      // busy instance sends one INSERT per interval rather than one after the other
+      // the records pending now; those that arrive meanwhile wait for the next shipment (SHIP_INTERVAL_MS after this
+      // one began), so a busy instance sends one INSERT per interval rather than one after the other
       let left = this.pending.length;
       while (left > 0 && this.pending.length > 0) {
         const batch = this.pending.slice(0, Math.min(500, left));
