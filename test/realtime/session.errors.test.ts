@@ -423,6 +423,23 @@ describe('realtime limits: an idle session, the longest session (pglite)', () =>
     assert.ok(!s.types().includes('session.updated'));
   });
 
+  test("REALTIME_IDLE_MS counts the client's time, not a stall of the server's own: an event waiting behind a stalled event loop keeps the session", async () => {
+    const s = await e.open();
+    await s.next('session.created');
+    s.send({ type: 'input_audio_buffer.clear' });
+    // this process (server and client alike) is held up for more than REALTIME_IDLE_MS, as on a busy machine: the
+    // event waits unread while the idle clock's time passes, and its timer comes before the socket is read
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      /* a stalled event loop */
+    }
+    await waitFor(() => s.closedWith || s.events.some((x) => x.type === 'input_audio_buffer.cleared'), { what: 'the answer or a close' });
+    assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));
+    assert.ok(s.types().includes('input_audio_buffer.cleared'));
+    assert.equal(s.closedWith, undefined);
+    s.close();
+  });
+
   test('REALTIME_MAX_SESSION_MS: a busy session is closed at its age with session_expired', async () => {
     const s = await e.open();
     const created = (await s.next('session.created')).session;
