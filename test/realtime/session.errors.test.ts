@@ -458,6 +458,30 @@ describe('realtime limits: an idle session, the longest session (pglite)', () =>
   });
 });
 
+describe('realtime limits: the idle clock starts again when a response ends (pglite)', () => {
+  let e: RtEnv;
+  before(async () => {
+    e = await setupRealtime({ env: { REALTIME_IDLE_MS: '600' } });
+  });
+  after(() => e.close());
+
+  test('a response longer than REALTIME_IDLE_MS: the session is not closed as idle the moment it ends', async () => {
+    const s = await e.open();
+    await s.next('session.created');
+    s.send({ type: 'session.update', session: { output_modalities: ['text'], audio: { input: { turn_detection: null } } } });
+    await s.next('session.updated');
+    // the model writes for about 1.2 s, twice the idle bound
+    e.up.script({ text: 'One two three four.', chunks: 4, delayMs: 300 });
+    s.send({ type: 'response.create' });
+    assert.equal((await s.next('response.done')).response.status, 'completed');
+    // a negative check: the client has a moment to answer (a short bounded wait, half the bound, a tick's 150 ms twice)
+    await quietFor(300);
+    assert.equal(s.closedWith, undefined, 'the session is still open after its response');
+    assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));
+    s.close();
+  });
+});
+
 describe('realtime limits: sessions per key and per server, a slow reader (pglite)', () => {
   let e: RtEnv;
   const BUFFERED = 64 * 1024;
