@@ -492,7 +492,7 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
   });
   after(() => e.close());
 
-  test("a plain GET /v1/realtime is 426; past a key's sessions and past the server's, 429 session_limit_reached; a closed session frees its place", async () => {
+  test("a plain GET /v1/realtime is 426; past a key's sessions and past the server's, 429 session_limit_reached; a closed session frees its place", async (t) => {
     const plain = await fetch(`${e.url}/v1/realtime`, { headers: { authorization: `Bearer ${e.key}` } });
     assert.equal(plain.status, 426);
     assert.equal(plain.headers.get('upgrade'), 'websocket');
@@ -503,11 +503,19 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
       await bad.opened;
       assert.equal((await bad.closed).code, 1008);
     }
+    // the other keys first (their records take a while on a busy machine; the sessions below must not wait idle)
+    const bobKey = await e.t.inferenceKey('bob');
+    const carolKey = await e.t.inferenceKey('carol');
+    // the open sessions stay in use (REALTIME_IDLE_MS is 3 s here): what the checks below take is not idleness
+    const inUse: Session[] = [];
+    const keep = setInterval(() => inUse.forEach((x) => x.closedWith || x.send({ type: 'input_audio_buffer.clear' })), 250);
+    t.after(() => clearInterval(keep));
     // neither those nor a plain GET hold a place: the key still opens two sessions
     const a = await e.open();
     const b = await e.open();
     await a.next('session.created');
     await b.next('session.created');
+    inUse.push(a, b);
     // the SDK's socket: 'unexpected-response' with 429
     await assert.rejects(e.open(), /upgrade refused: 429/);
     const raw = RawSession.open(e);
@@ -517,11 +525,11 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
     assert.equal(body.error.code, 'session_limit_reached');
     assert.match(body.error.message, /REALTIME_MAX_SESSIONS_PER_KEY/);
     // another key opens one, the server's third; then the server is full for every key
-    const bobKey = await e.t.inferenceKey('bob');
     const c = await e.open({ key: bobKey });
     await c.next('session.created');
-    const full: any = await RawSession.open(e, { key: await e.t.inferenceKey('carol') }).opened.catch((x) => x);
-    assert.equal(full.status, 429);
+    inUse.push(c);
+    const full: any = await RawSession.open(e, { key: carolKey }).opened.catch((x) => x);
+    assert.equal(full?.status, 429, 'the server is full');
     assert.match(JSON.parse(full.body).error.message, /REALTIME_MAX_SESSIONS\)/);
     // a closed session frees its place
     a.close();
@@ -537,6 +545,7 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
       { what: 'a place freed' },
     );
     await d.next('session.created');
+    clearInterval(keep);
     for (const x of [b, c, d]) x.close();
     await waitFor(() => [b, c, d].every((x) => x.closedWith), { what: 'the closes' });
   });
