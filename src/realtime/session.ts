@@ -864,6 +864,8 @@ export class PipelineSession {
         .catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime response failed'))
         .finally(() => {
           if (this.active === active) this.active = undefined;
+          // the idle clock starts again when the response ends: a response longer than REALTIME_IDLE_MS is no idleness
+          this.lastEventAt = Date.now();
           settle();
         });
     if (span) span.run(run);

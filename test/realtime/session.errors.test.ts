@@ -423,6 +423,23 @@ describe('realtime limits: an idle session, the longest session (pglite)', () =>
     assert.ok(!s.types().includes('session.updated'));
   });
 
+  test("REALTIME_IDLE_MS counts the client's time, not a stall of the server's own: an event waiting behind a stalled event loop keeps the session", async () => {
+    const s = await e.open();
+    await s.next('session.created');
+    s.send({ type: 'input_audio_buffer.clear' });
+    // this process (server and client alike) is held up for more than REALTIME_IDLE_MS, as on a busy machine: the
+    // event waits unread while the idle clock's time passes, and its timer comes before the socket is read
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      /* a stalled event loop */
+    }
+    await waitFor(() => s.closedWith || s.events.some((x) => x.type === 'input_audio_buffer.cleared'), { what: 'the answer or a close' });
+    assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));
+    assert.ok(s.types().includes('input_audio_buffer.cleared'));
+    assert.equal(s.closedWith, undefined);
+    s.close();
+  });
+
   test('REALTIME_MAX_SESSION_MS: a busy session is closed at its age with session_expired', async () => {
     const s = await e.open();
     const created = (await s.next('session.created')).session;
@@ -441,6 +458,30 @@ describe('realtime limits: an idle session, the longest session (pglite)', () =>
   });
 });
 
+describe('realtime limits: the idle clock starts again when a response ends (pglite)', () => {
+  let e: RtEnv;
+  before(async () => {
+    e = await setupRealtime({ env: { REALTIME_IDLE_MS: '600' } });
+  });
+  after(() => e.close());
+
+  test('a response longer than REALTIME_IDLE_MS: the session is not closed as idle the moment it ends', async () => {
+    const s = await e.open();
+    await s.next('session.created');
+    s.send({ type: 'session.update', session: { output_modalities: ['text'], audio: { input: { turn_detection: null } } } });
+    await s.next('session.updated');
+    // the model writes for about 1.2 s, twice the idle bound
+    e.up.script({ text: 'One two three four.', chunks: 4, delayMs: 300 });
+    s.send({ type: 'response.create' });
+    assert.equal((await s.next('response.done')).response.status, 'completed');
+    // a negative check: the client has a moment to answer (a short bounded wait, half the bound, a tick's 150 ms twice)
+    await quietFor(300);
+    assert.equal(s.closedWith, undefined, 'the session is still open after its response');
+    assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));
+    s.close();
+  });
+});
+
 describe('realtime limits: sessions per key and per server, a slow reader (pglite)', () => {
   let e: RtEnv;
   const BUFFERED = 64 * 1024;
@@ -451,7 +492,7 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
   });
   after(() => e.close());
 
-  test("a plain GET /v1/realtime is 426; past a key's sessions and past the server's, 429 session_limit_reached; a closed session frees its place", async () => {
+  test("a plain GET /v1/realtime is 426; past a key's sessions and past the server's, 429 session_limit_reached; a closed session frees its place", async (t) => {
     const plain = await fetch(`${e.url}/v1/realtime`, { headers: { authorization: `Bearer ${e.key}` } });
     assert.equal(plain.status, 426);
     assert.equal(plain.headers.get('upgrade'), 'websocket');
@@ -462,11 +503,19 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
       await bad.opened;
       assert.equal((await bad.closed).code, 1008);
     }
+    // the other keys first (their records take a while on a busy machine; the sessions below must not wait idle)
+    const bobKey = await e.t.inferenceKey('bob');
+    const carolKey = await e.t.inferenceKey('carol');
+    // the open sessions stay in use (REALTIME_IDLE_MS is 3 s here): what the checks below take is not idleness
+    const inUse: Session[] = [];
+    const keep = setInterval(() => inUse.forEach((x) => x.closedWith || x.send({ type: 'input_audio_buffer.clear' })), 250);
+    t.after(() => clearInterval(keep));
     // neither those nor a plain GET hold a place: the key still opens two sessions
     const a = await e.open();
     const b = await e.open();
     await a.next('session.created');
     await b.next('session.created');
+    inUse.push(a, b);
     // the SDK's socket: 'unexpected-response' with 429
     await assert.rejects(e.open(), /upgrade refused: 429/);
     const raw = RawSession.open(e);
@@ -476,11 +525,11 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
     assert.equal(body.error.code, 'session_limit_reached');
     assert.match(body.error.message, /REALTIME_MAX_SESSIONS_PER_KEY/);
     // another key opens one, the server's third; then the server is full for every key
-    const bobKey = await e.t.inferenceKey('bob');
     const c = await e.open({ key: bobKey });
     await c.next('session.created');
-    const full: any = await RawSession.open(e, { key: await e.t.inferenceKey('carol') }).opened.catch((x) => x);
-    assert.equal(full.status, 429);
+    inUse.push(c);
+    const full: any = await RawSession.open(e, { key: carolKey }).opened.catch((x) => x);
+    assert.equal(full?.status, 429, 'the server is full');
     assert.match(JSON.parse(full.body).error.message, /REALTIME_MAX_SESSIONS\)/);
     // a closed session frees its place
     a.close();
@@ -496,6 +545,7 @@ describe('realtime limits: sessions per key and per server, a slow reader (pglit
       { what: 'a place freed' },
     );
     await d.next('session.created');
+    clearInterval(keep);
     for (const x of [b, c, d]) x.close();
     await waitFor(() => [b, c, d].every((x) => x.closedWith), { what: 'the closes' });
   });
