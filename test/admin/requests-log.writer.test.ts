@@ -96,22 +96,7 @@ describe('the request log: written off the request path, bounded, flushed on clo
       async close() {},
     };
     const log = new RequestLog(new Kysely<any>({ dialect: new PGliteDialect(fake) }), { delayMs: 250 });
-    const row = (id: string) => ({
-      request_id: id,
-      created_at: 0,
-      received_at_ms: 0,
-      method: 'GET',
-      route: '/v1/models',
-      operation: 'models',
-      status: 200,
-      latency_ms: 1,
-      input_tokens: 0,
-      output_tokens: 0,
-      characters: 0,
-      audio_seconds: 0,
-      output_audio_seconds: 0,
-      cost_micros: 0,
-    });
+    const row = (id: string) => logRow(id, 0, 0);
     let n = 0;
     const deadline = Date.now() + 20_000;
     while (started.length < 4 && Date.now() < deadline) {
@@ -134,22 +119,7 @@ describe('the request log: written off the request path, bounded, flushed on clo
     const t = await buildTestApp({ models: [] });
     try {
       const now = Date.now();
-      const row = (id: string, ageDays: number) => ({
-        request_id: id,
-        created_at: Math.floor(now / 1000 - ageDays * 86400),
-        received_at_ms: Math.round(now - ageDays * 86400_000),
-        method: 'GET',
-        route: '/v1/models',
-        operation: 'models',
-        status: 200,
-        latency_ms: 1,
-        input_tokens: 0,
-        output_tokens: 0,
-        characters: 0,
-        audio_seconds: 0,
-        output_audio_seconds: 0,
-        cost_micros: 0,
-      });
+      const row = (id: string, ageDays: number) => logRow(id, Math.floor(now / 1000 - ageDays * 86400), Math.round(now - ageDays * 86400_000));
       await t.core.db.db
         .insertInto('request_log')
         .values([row('req_old', 31), row('req_edge', 29.9), row('req_new', 0)])
@@ -182,3 +152,23 @@ describe('the request log: written off the request path, bounded, flushed on clo
     }
   });
 });
+
+/** a request-log row of a GET /v1/models with nothing counted */
+function logRow(id: string, createdAt: number, receivedAtMs: number) {
+  return {
+    request_id: id,
+    created_at: createdAt,
+    received_at_ms: receivedAtMs,
+    method: 'GET',
+    route: '/v1/models',
+    operation: 'models',
+    status: 200,
+    latency_ms: 1,
+    input_tokens: 0,
+    output_tokens: 0,
+    characters: 0,
+    audio_seconds: 0,
+    output_audio_seconds: 0,
+    cost_micros: 0,
+  };
+}
