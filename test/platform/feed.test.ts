@@ -4,6 +4,7 @@
  * start: issue 25), and the resync handlers run when the subscription is first in place too, not only after a
  * reconnection. On Redis and on PostgreSQL LISTEN/NOTIFY, each with a name of the test's own.
  */
+import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
@@ -52,6 +53,31 @@ for (const { kind, skip, make } of kinds) {
         await waitFor(() => again.includes('y') && other.includes('y'), { what: 'both handlers of one channel', timeoutMs: 5_000 });
       } finally {
         await Promise.all([publisher, ...feeds].map((f) => f.close()));
+      }
+    });
+
+    test('channels subscribed together on a connection in place are each heard, with no warning from the driver', async () => {
+      const name = randomBytes(5).toString('hex');
+      const publisher = make(name);
+      const feed = make(name);
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+      process.on('warning', onWarning);
+      try {
+        await feed.subscribe('first', () => {});
+        // several modules subscribe in one turn at start (admin's cluster health: three channels at once): on
+        // PostgreSQL each is a LISTEN on the one listening connection, sent one after the other
+        const heard = new Map<string, unknown[]>();
+        const channels = ['alpha', 'beta', 'gamma', 'delta'];
+        await Promise.all(channels.map((ch) => feed.subscribe(ch, (m) => (heard.get(ch) ?? heard.set(ch, []).get(ch)!).push(m.n))));
+        for (const ch of channels) await publisher.publish(ch, { n: ch });
+        await waitFor(() => channels.every((ch) => heard.get(ch)?.includes(ch)), { what: 'a message on each channel', timeoutMs: 5_000 });
+        // warnings are emitted on the next tick
+        await new Promise((r) => setImmediate(r));
+        assert.deepEqual(warnings, []);
+      } finally {
+        process.off('warning', onWarning);
+        await Promise.all([publisher, feed].map((f) => f.close()));
       }
     });
 

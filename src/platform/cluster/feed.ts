@@ -243,7 +243,14 @@ class PostgresFeed implements ChangeFeed {
       this.connecting = this.connect();
     } else if (!known && this.client) {
       const c = this.client;
-      return c.query(`listen ${this.prefix}${channel}`).then(
+      // one LISTEN at a time on the connection: pg queues a query sent while another runs, but that use is deprecated
+      // (and goes in pg 9), and several subscribes in one turn (a module's start) would send theirs at once
+      const listened = this.listening.then(() => c.query(`listen ${this.prefix}${channel}`));
+      this.listening = listened.then(
+        () => {},
+        () => {},
+      );
+      return listened.then(
         () => undefined,
         () => new Promise<void>((resolve) => this.waiting.push(resolve)),
       );
@@ -255,6 +262,8 @@ class PostgresFeed implements ChangeFeed {
   private readonly waiting: Array<() => void> = [];
 
   private connecting?: Promise<void>;
+  /** the last LISTEN sent on the listening connection: the next waits for it */
+  private listening: Promise<void> = Promise.resolve();
   private readonly resync: Array<() => void> = [];
 
   onResync(handler: () => void) {
