@@ -52,4 +52,26 @@ describe('WebSocket mode: idle connections are closed (WS_IDLE_MS)', () => {
     assert.equal(closed.code, 1000);
     assert.equal(closed.reason, 'websocket_idle_timeout');
   });
+
+  test("a message sent in time is answered though this server's event loop was held past the idle deadline", { timeout: 30_000 }, async () => {
+    const c = await openWs(e.url, e.key);
+    const first = c.turn({ model: MODEL, input: 'first' });
+    // when the first answer ends, the server has armed its idle clock; the client sends its next message at once and
+    // then this process (the server's too) is held past the deadline: the message waits unread in the socket while
+    // the idle timer comes due. Timers run before sockets are read, so a timer that decides alone closes a
+    // connection whose client was on time.
+    c.ws.on('message', function stall(d: Buffer) {
+      if (JSON.parse(d.toString()).type !== 'response.completed') return;
+      c.ws.off('message', stall);
+      c.create({ model: MODEL, input: 'second, sent in time' });
+      const until = performance.now() + IDLE_MS + 300;
+      while (performance.now() < until);
+    });
+    assert.equal(finalOf(await first).status, 'completed');
+    assert.equal(finalOf(await c.answer()).status, 'completed');
+    assert.equal(c.closeInfo, undefined);
+    // and idleness is still closed afterwards
+    const closed = await c.closed;
+    assert.equal(closed.reason, 'websocket_idle_timeout');
+  });
 });

@@ -58,6 +58,8 @@ export const CLOSE_GOING_AWAY = 1001;
  */
 export const CLOSE_NORMAL = 1000;
 export const IDLE_REASON = 'websocket_idle_timeout';
+/** a timer this much late (ms) says the event loop was held: the idle clock does not count that time */
+const STALL_MS = 25;
 const CLOSE_POLICY = 1008;
 
 const outputChars = (output: OutputItem[]) => JSON.stringify(output).length;
@@ -166,13 +168,24 @@ export class WsConnection {
    * Starts the idle clock (WS_IDLE_MS): a connection whose last message has been answered, and that gets no other
    * for that long, is closed. Never while a response is in progress or a message waits: those are not idle.
    */
-  private armIdle() {
+  private armIdle(ms = this.d.limits.idleMs) {
     clearTimeout(this.idleTimer);
     if (this.closed || this.closing || this.busy || this.queue.length > 0) return;
+    const armedAt = performance.now();
+    const seen = this.frames;
+    const stillIdle = () => this.frames === seen && !this.busy && this.queue.length === 0 && this.state === 'open' && !this.closing && !this.closed;
     this.idleTimer = setTimeout(() => {
-      if (this.busy || this.queue.length > 0 || this.state !== 'open') return;
-      this.closeWith(CLOSE_NORMAL, IDLE_REASON);
-    }, this.d.limits.idleMs);
+      if (!stillIdle()) return;
+      // The clock counts the client's time only. A timer that fires late measures a stall of this server's own event
+      // loop (a busy machine, a long synchronous task), and timers run before sockets are read: the client's message
+      // may be waiting unread behind this very timer. The stall is given back to the client; and the close is decided
+      // after this turn's reads (setImmediate runs after the poll phase), not before them.
+      const late = performance.now() - armedAt - ms;
+      if (late > STALL_MS) return this.armIdle(late);
+      setImmediate(() => {
+        if (stillIdle()) this.closeWith(CLOSE_NORMAL, IDLE_REASON);
+      });
+    }, ms);
   }
 
   // ------------------------------------------------------------------ one turn
