@@ -35,6 +35,8 @@ export class ForwardedSession {
   private deployment: string | undefined;
   private closed = false;
   private lastEventAt = Date.now();
+  /** admissions in progress (a response's key, rate limit and budget checked again): the server's time, not idleness */
+  private admitting = 0;
   private stopClocks: () => void = () => {};
   private readonly abort = new AbortController();
   private inFormat: AudioFormatType = 'audio/pcm';
@@ -64,7 +66,7 @@ export class ForwardedSession {
       return;
     }
     this.stopClocks = watch(
-      { fail: (c, m, cc, t) => this.fail(c, m, cc, t), busy: () => this.responding, lastEventAt: () => this.lastEventAt },
+      { fail: (c, m, cc, t) => this.fail(c, m, cc, t), busy: () => this.responding || this.admitting > 0, lastEventAt: () => this.lastEventAt },
       svc.d.limits,
       svc.d.verify,
       this.o.req,
@@ -145,12 +147,16 @@ export class ForwardedSession {
     if (ev.type === 'input_audio_buffer.append' && typeof ev.audio === 'string') this.inBytes += Math.floor((ev.audio.length * 3) / 4);
     if (ev.type === 'response.create') {
       // each response is admitted as a request is (the key again, its rate limit, its budget)
+      this.admitting++;
       try {
         await this.o.svc.d.admit(this.o.req);
       } catch (e) {
         const a = e instanceof AppError ? e : toAppError(e, this.o.req);
         if (a.status === 401 || a.status === 403) return this.fail(a.code, a.message, 1008, errType(a));
         return this.error(a.code, a.message, null, errType(a), typeof ev.event_id === 'string' ? ev.event_id : undefined);
+      } finally {
+        this.admitting--;
+        this.lastEventAt = Date.now();
       }
     }
     if (!this.link!.send(ev as Obj)) this.close(1011, 'upstream gone');

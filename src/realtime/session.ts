@@ -130,6 +130,8 @@ export class PipelineSession {
   private pendingInputSeconds = 0;
   private stopClocks: () => void = () => {};
   private lastEventAt = Date.now();
+  /** admissions in progress (a turn's key, rate limit and budget checked again): the session is not idle meanwhile */
+  private admitting = 0;
   private readonly abort = new AbortController();
 
   constructor(private readonly o: SessionOptions) {
@@ -149,7 +151,11 @@ export class PipelineSession {
     if (this.closed) return;
     this.send({ type: 'session.created', session: this.sessionObject() });
     this.stopClocks = watch(
-      { fail: (code, message, closeCode, type) => void this.fail(code, message, closeCode, type), busy: () => this.active !== undefined, lastEventAt: () => this.lastEventAt },
+      {
+        fail: (code, message, closeCode, type) => void this.fail(code, message, closeCode, type),
+        busy: () => this.active !== undefined || this.admitting > 0,
+        lastEventAt: () => this.lastEventAt,
+      },
       this.limits,
       this.o.svc.d.verify,
       this.o.req,
@@ -521,10 +527,24 @@ export class PipelineSession {
     if (by === 'vad' && this.config.turn_detection?.create_response) void this.createResponse(undefined, undefined, true).catch((e: unknown) => this.sendError(e));
   }
 
+  /**
+   * A turn admitted as a request is. The time it takes (a busy database, a remote rate limiter) is the server's, not
+   * the client's: no idleness while it runs, and the idle clock starts again when it ends.
+   */
+  private async admit(): Promise<KeyPrincipal> {
+    this.admitting++;
+    try {
+      return await this.o.svc.d.admit(this.o.req);
+    } finally {
+      this.admitting--;
+      this.lastEventAt = Date.now();
+    }
+  }
+
   /** a transcription session's turn, admitted as a request is; refused, its transcription fails with the reason */
   private async admitTurn(item: Item): Promise<boolean> {
     try {
-      await this.o.svc.d.admit(this.o.req);
+      await this.admit();
       return true;
     } catch (e) {
       const a = e instanceof AppError ? e : toAppError(e, this.o.req);
@@ -844,7 +864,7 @@ export class PipelineSession {
     }
     // each response is admitted as a request is: the key again, its rate limit, its budget
     try {
-      await this.o.svc.d.admit(this.o.req);
+      await this.admit();
     } catch (e) {
       const a = e instanceof AppError ? e : toAppError(e, this.o.req);
       if (a.status === 401 || a.status === 403) return this.fail(a.code, a.message, 1008, errType(a));

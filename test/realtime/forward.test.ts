@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { startRealtimeUpstream, type RealtimeUpstream } from '../helpers/realtime-upstream.js';
 import { setupRealtime, type RtEnv } from './util.js';
 import { usageRows } from '../helpers/usage.js';
-import { waitFor } from '../helpers/wait.js';
+import { quietFor, waitFor } from '../helpers/wait.js';
 import { parseModelConfig } from '../../src/models/config.js';
 
 const UP_KEY = 'sk-upstream-realtime-secret-123';
@@ -165,6 +165,39 @@ models:
     s.send({ type: 'response.create' });
     assert.equal((await s.next('response.done')).response.status, 'completed');
     s.close();
+  });
+
+  test("a response's admission longer than REALTIME_IDLE_MS (the server's time) is not idleness", async () => {
+    up.configure({ requireKey: UP_KEY });
+    const quick = await setupRealtime({
+      textModel: false,
+      env: { REALTIME_IDLE_MS: '600' },
+      models: [{ name: 'rt-up', provider: 'openai-compatible', type: 'realtime', base_url: up.url, api_key_env: 'RT_UP_KEY', upstream_model: 'gpt-realtime-2025' } as never],
+    });
+    try {
+      const s = await quick.open({ model: 'rt-up' });
+      await s.next('session.created');
+      // the response's admission (the key verified again, its limits: a slow database, a remote limiter) is held
+      // for twice the idle bound in its first step
+      const verifier = quick.t.runtime.verifier;
+      const verify = verifier.verify;
+      let held = 0;
+      verifier.verify = async (...args) => {
+        if (held++ === 0) await quietFor(1_200);
+        return verify.apply(verifier, args);
+      };
+      try {
+        s.send({ type: 'response.create' });
+        assert.equal((await s.next('response.done')).response.status, 'completed');
+      } finally {
+        verifier.verify = verify;
+      }
+      assert.ok(held >= 1, 'the admission did not verify the key');
+      assert.equal(s.closedWith, undefined, 'closed as idle while its response was being admitted');
+      s.close();
+    } finally {
+      await quick.close();
+    }
   });
 
   test('nothing listens at the upstream address: an error event, not a hang', async () => {

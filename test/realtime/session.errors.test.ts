@@ -480,6 +480,33 @@ describe('realtime limits: the idle clock starts again when a response ends (pgl
     assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));
     s.close();
   });
+
+  test("a response's admission that takes longer than REALTIME_IDLE_MS (the server's time) is not idleness", async () => {
+    const s = await e.open();
+    await s.next('session.created');
+    s.send({ type: 'session.update', session: { output_modalities: ['text'], audio: { input: { turn_detection: null } } } });
+    await s.next('session.updated');
+    // the next admission (the key verified again, its rate limit and budget: a slow database, a remote limiter)
+    // is held for twice the idle bound, in its first step
+    const verifier = e.t.runtime.verifier;
+    const verify = verifier.verify;
+    let held = 0;
+    verifier.verify = async (...args) => {
+      if (held++ === 0) await quietFor(1_200);
+      return verify.apply(verifier, args);
+    };
+    try {
+      e.up.script({ text: 'Admitted late.' });
+      s.send({ type: 'response.create' });
+      assert.equal((await s.next('response.done')).response.status, 'completed');
+    } finally {
+      verifier.verify = verify;
+    }
+    assert.ok(held >= 1, 'the admission did not verify the key');
+    assert.equal(s.closedWith, undefined, 'closed as idle while its response was being admitted');
+    assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));
+    s.close();
+  });
 });
 
 describe('realtime limits: sessions per key and per server, a slow reader (pglite)', () => {
