@@ -47,3 +47,20 @@ export function cpuBetween(before: Map<number, number>, after: Map<number, numbe
   for (const [tid, us] of after) if (Number.isFinite(us)) sum += us - (before.get(tid) ?? 0);
   return sum;
 }
+
+/**
+ * How often one thread of process `pid` gave up the CPU (Linux, /proc/<pid>/task/<tid>/status): `voluntary`, it
+ * waited (an event loop's epoll_wait with nothing to do: each count is one wake-up), and `involuntary`, the
+ * scheduler took the CPU from it (another thread on the same core). NaN elsewhere.
+ */
+export function threadSwitches(tid: number, pid: number | 'self' = 'self'): { voluntary: number; involuntary: number } {
+  try {
+    const s = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+    return {
+      voluntary: Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(s)?.[1] ?? NaN),
+      involuntary: Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(s)?.[1] ?? NaN),
+    };
+  } catch {
+    return { voluntary: NaN, involuntary: NaN };
+  }
+}
