@@ -18,7 +18,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
 
 const outDir = process.env.TEST_OUT_DIR || 'dist';
-const filters = process.argv.slice(2);
+const keepTimes = process.argv.includes('--keep-times');
+const filters = process.argv.slice(2).filter((a) => a !== '--keep-times');
 const files = [];
 (function walk(dir) {
   for (const name of readdirSync(dir)) {
@@ -31,8 +32,10 @@ files.sort();
 
 // Longest first: each pass hands its files out in order to `concurrency` slots, so a long file started last keeps
 // the pass going alone at its end. The order comes from the files' times in earlier runs (written below, in
-// node_modules/.cache, or PORTICO_TEST_TIMES); a file with no time yet goes first (it may be long); with no times
-// at all (a fresh clone), the larger compiled file first.
+// node_modules/.cache, or PORTICO_TEST_TIMES), over the times of a whole run kept in the repository
+// (test/times.json: a fresh clone, as CI's, orders its files too; `node scripts/run-tests.mjs --keep-times` after a
+// whole run writes it again); a file with no time yet goes first (it may be long); with no times at all, the larger
+// compiled file first.
 const timesPath = process.env.PORTICO_TEST_TIMES || join('node_modules', '.cache', 'portico', 'test-times.json');
 /** a test file's name in the times: its path under test/ without the extension (the reporter names the .ts source) */
 const timeKey = (f) => {
@@ -42,11 +45,14 @@ const timeKey = (f) => {
     .join('/')
     .replace(/\.test\.[jt]s$/, '');
 };
+const seedPath = join('test', 'times.json');
 let known = {};
-try {
-  known = JSON.parse(readFileSync(timesPath, 'utf8'));
-} catch {
-  // no earlier run
+for (const path of [seedPath, timesPath]) {
+  try {
+    Object.assign(known, JSON.parse(readFileSync(path, 'utf8')));
+  } catch {
+    // no earlier run
+  }
 }
 const haveTimes = Object.keys(known).length > 0;
 const expected = new Map(files.map((f) => [f, haveTimes ? (known[timeKey(f)] ?? Infinity) : statSync(f).size]));
@@ -142,6 +148,12 @@ try {
   renameSync(`${timesPath}.${process.pid}`, timesPath);
 } catch (e) {
   console.log(`# the files' times not kept for the next run's order (${e.message})`);
+}
+// --keep-times: this run's times become the repository's (a whole run only: a filtered one would drop the others)
+if (keepTimes && filters.length === 0) {
+  const seed = Object.fromEntries(measured.map(([ms, f]) => [timeKey(f), Math.round(ms / 100) * 100]).sort((a, b) => a[0].localeCompare(b[0])));
+  writeFileSync(seedPath, JSON.stringify(seed, null, 1) + '\n');
+  console.log(`# the files' times written to ${seedPath}`);
 }
 console.log(
   `# the slowest test files (the sum of their top-level tests' times):\n${slowest
