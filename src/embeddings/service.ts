@@ -17,6 +17,7 @@ import { resolveEngine, resolveModel, type Metering } from '../api/metering.js';
 import type { Admission, Hold } from '../api/admission.js';
 import { MAX_INPUTS, type EmbeddingsRequest } from './schemas.js';
 import { estimateTextTokens, estimateTextsTokensInTurns } from '../engines/shared/tokens.js';
+import { answerBytes } from './answer-bytes.js';
 
 export interface EmbeddingsDeps {
   models: ModelRegistry;
@@ -78,8 +79,12 @@ export function toBase64(v: readonly number[]): string {
 export class EmbeddingsService {
   constructor(private readonly d: EmbeddingsDeps) {}
 
-  /** `facts`: the request's (req.facts), filled as it runs */
-  async create(req: EmbeddingsRequest, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): Promise<EmbeddingsAnswerBody> {
+  /**
+   * The answer; for a large one (the engine's vectors packed: ../engines/types.ts PackedVectors) its JSON bytes,
+   * made in a worker thread (./answer-bytes.ts): the same bytes JSON.stringify makes of the answer.
+   * `facts`: the request's (req.facts), filled as it runs
+   */
+  async create(req: EmbeddingsRequest, key: KeyPrincipal, requestId: string, signal: AbortSignal, facts?: RequestFacts): Promise<EmbeddingsAnswerBody | Buffer> {
     const spec = resolveModel(this.d.models, req.model, 'embeddings', key, facts);
     const input = normalizeInput(req.input);
     const engine = await resolveEngine(() => this.d.engines.embeddings(spec), facts);
@@ -107,7 +112,7 @@ export class EmbeddingsService {
     engine: EmbeddingsEngine,
     input: Array<string | number[]>,
     hold: Hold | undefined,
-  ): Promise<EmbeddingsAnswerBody> {
+  ): Promise<EmbeddingsAnswerBody | Buffer> {
     const model = upstreamName(spec);
     let result;
     const route: RouteNote = {};
@@ -127,14 +132,25 @@ export class EmbeddingsService {
       // a refusal of the request: name the parameter it is about
       throw new AppError(err.code, err.message, req.dimensions !== undefined && /dimension/i.test(err.message) ? 'dimensions' : 'input', err.detail ? { detail: err.detail } : {});
     }
-    if (result.vectors.length !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${result.vectors.length} vectors for ${input.length} inputs`);
+    const vectors = result.vectors;
+    const count = Array.isArray(vectors) ? vectors.length : vectors.count;
+    if (count !== input.length) throw new AppError('engine_error', `the embeddings engine gave ${count} vectors for ${input.length} inputs`);
     const inputTokens = Math.max(0, Math.round(result.inputTokens));
     await this.d.metering.charge({ requestId, key, spec, operation: EMBEDDINGS_OPERATION, used: { inputTokens }, deployment: route.deployment, hold, facts });
     const base64 = req.encoding_format === 'base64';
-    const data: EmbeddingsAnswerBody['data'] = new Array(result.vectors.length);
+    const answer = (data: EmbeddingsAnswerBody['data']): EmbeddingsAnswerBody => ({
+      object: 'list',
+      data,
+      // the model name the client sent, whatever the upstream calls it (docs/models.md)
+      model: spec.name,
+      usage: { prompt_tokens: inputTokens, total_tokens: inputTokens },
+    });
+    // a large answer: its items written in the worker thread, around the rest of the answer made here
+    if (!Array.isArray(vectors)) return answerBytes(answer([]), vectors, base64);
+    const data: EmbeddingsAnswerBody['data'] = new Array(vectors.length);
     let numbers = 0;
     for (let index = 0; index < data.length; index++) {
-      const v = result.vectors[index]!;
+      const v = vectors[index]!;
       // base64 of thousands of vectors: a turn of the event loop every BASE64_SLICE numbers
       if (base64 && (numbers += v.length) >= BASE64_SLICE) {
         numbers = 0;
@@ -142,13 +158,6 @@ export class EmbeddingsService {
       }
       data[index] = { object: 'embedding', index, embedding: base64 ? toBase64(v) : v };
     }
-    return {
-      object: 'list',
-      data,
-      // the engine's name for it when that is not just the upstream name the request was mapped to (a dated variant)
-      // the model name the client sent, whatever the upstream calls it (docs/models.md)
-      model: spec.name,
-      usage: { prompt_tokens: inputTokens, total_tokens: inputTokens },
-    };
+    return answer(data);
   }
 }

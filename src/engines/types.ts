@@ -376,9 +376,19 @@ export interface EmbedRequest {
   route?: RouteNote;
 }
 
+/**
+ * Vectors packed in one Float64Array, vector i at [i * dims, (i + 1) * dims): a large answer decoded off the event
+ * loop comes back so (moved from the worker thread, off the heap), not as millions of numbers in arrays.
+ */
+export interface PackedVectors {
+  readonly flat: Float64Array;
+  readonly count: number;
+  readonly dims: number;
+}
+
 export interface EmbedResult {
-  /** one vector per input, in order */
-  vectors: number[][];
+  /** one vector per input, in order: arrays, or packed (a large answer: ../engines/shared/embeddings.ts) */
+  vectors: number[][] | PackedVectors;
   inputTokens: number;
   model?: string;
 }

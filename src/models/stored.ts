@@ -619,8 +619,9 @@ export class StoredModels {
         engine = await make();
         if (dep.type === 'embeddings') {
           const r = await (engine as EmbeddingsEngine).embed({ model: dep.upstream_model, input: ['Portico test'], signal: ac.signal });
-          const dims = r.vectors[0]?.length ?? 0;
-          if (r.vectors.length !== 1 || dims === 0) throw new EngineError('the upstream answered no vector', 'engine_error', 502);
+          const v = r.vectors;
+          const dims = Array.isArray(v) ? (v[0]?.length ?? 0) : v.dims;
+          if ((Array.isArray(v) ? v.length : v.count) !== 1 || dims === 0) throw new EngineError('the upstream answered no vector', 'engine_error', 502);
           return `1 vector of ${dims} dimensions`;
         }
         let text = '';

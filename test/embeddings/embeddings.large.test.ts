@@ -1,9 +1,10 @@
 /**
  * A large embeddings answer (issue 23 §2: 2048 vectors of 1536 floats are ~64 MB of JSON, which held the event
- * loop 1.4-1.6 s of CPU): read in blocks, decoded and parsed in a worker thread, its vectors made into arrays and
- * its answer made into JSON in slices. What a client gets is byte for byte what the inline path makes
- * (JSON.stringify of the same answer), and the same refusals; no JSON.parse or JSON.stringify of the whole
- * answer on the event loop, which turns while it is done. A small answer keeps the inline path.
+ * loop 1.4-1.6 s of CPU): read in blocks, decoded and parsed in a worker thread, its vectors kept packed, and
+ * Portico's answer written in a worker thread too (src/embeddings/answer-bytes.ts). What a client gets is byte for
+ * byte what the inline path makes (JSON.stringify of the same answer), and the same refusals; no JSON.parse of the
+ * answer on the event loop, which turns while it is done, and none of the answer's text made there. A small
+ * answer keeps the inline path.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,7 +16,8 @@ import { longestStringify } from '../helpers/stringify-spy.js';
 import { createOpenAICompatibleEmbeddingsEngine, parseAnswer, parseLargeAnswer } from '../../src/engines/shared/embeddings.js';
 import { BodyBlocks, OFF_THREAD_BYTES } from '../../src/platform/http/json-body.js';
 import { toBase64 } from '../../src/embeddings/service.js';
-import type { EmbedRequest } from '../../src/engines/types.js';
+import { answerBytes } from '../../src/embeddings/answer-bytes.js';
+import type { EmbedRequest, EmbedResult } from '../../src/engines/types.js';
 import type { ModelSpec } from '../../src/models/config.js';
 
 const COUNT = 2048;
@@ -71,6 +73,16 @@ async function longestParse<T>(f: () => Promise<T>): Promise<{ result: T; longes
   }
 }
 
+/** the vectors as arrays, whichever way the engine gave them */
+function arrays(r: EmbedResult): number[][] {
+  const v = r.vectors;
+  if (Array.isArray(v)) return v;
+  return Array.from({ length: v.count }, (_, i) => Array.from(v.flat.subarray(i * v.dims, (i + 1) * v.dims)));
+}
+
+/** a result with its vectors as arrays, to compare with the inline parse */
+const unpacked = (r: EmbedResult): EmbedResult => ({ ...r, vectors: arrays(r) });
+
 const blocksOf = (text: string) => {
   const b = new BodyBlocks();
   b.add(Buffer.from(text));
@@ -90,10 +102,11 @@ describe('a large embeddings answer, decoded off the event loop', () => {
       const { result, longest } = await longestParse(() => engine.embed({ ...req, input: [...inputs] }));
       const turned = turns.stop();
       const inline = parseAnswer(text, req);
-      assert.deepEqual(result, inline);
-      assert.ok(Object.is(result.vectors[0]![0], -0), 'a -0 stays -0');
+      assert.ok(!Array.isArray(result.vectors), 'packed: no array of its numbers on this thread');
+      assert.deepEqual(unpacked(result), inline);
+      assert.ok(Object.is(arrays(result)[0]![0], -0), 'a -0 stays -0');
       assert.ok(longest < OFF_THREAD_BYTES, `the main thread parsed a text of ${longest} characters`);
-      // 2048 x 256 numbers: ~6 slices of vectors, and the reads of the answer
+      // the reads of the answer, and the wait for the worker
       assert.ok(turned >= 6, `the loop turned ${turned} times`);
     } finally {
       await engine.close();
@@ -116,7 +129,7 @@ describe('a large embeddings answer, decoded off the event loop', () => {
     await assert.rejects(parseLargeAnswer(blocksOf('{"data": [' + '1,'.repeat(OFF_THREAD_BYTES) + '1'), req), /not JSON/);
     const text = answerText(COUNT, { usage: false });
     const large = await parseLargeAnswer(blocksOf(text), req);
-    assert.deepEqual(large, parseAnswer(text, req));
+    assert.deepEqual(unpacked(large), parseAnswer(text, req));
     assert.ok(large.inputTokens > 0);
   });
 
@@ -156,13 +169,17 @@ describe('POST /v1/embeddings with a large answer', () => {
     fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
   for (const format of ['float', 'base64'] as const) {
-    test(`${format}: the bytes JSON.stringify makes of the answer, none of it made by one JSON.stringify call`, async () => {
-      const { result: raw, longest } = await longestStringify(async () => {
+    test(`${format}: the bytes JSON.stringify makes of the answer, none of its text made on this thread`, async () => {
+      const {
+        result: raw,
+        longest,
+        total,
+      } = await longestStringify(async () => {
         const res = await post({ model: 'emb', input: inputs, encoding_format: format });
         assert.equal(res.status, 200);
         return res.text();
       });
-      const vectors = parseAnswer(text, { model: 'm', input: inputs }).vectors;
+      const vectors = arrays(parseAnswer(text, { model: 'm', input: inputs }));
       const expected = JSON.stringify({
         object: 'list',
         data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: format === 'base64' ? toBase64(v) : v })),
@@ -173,6 +190,37 @@ describe('POST /v1/embeddings with a large answer', () => {
       assert.ok(raw.length > 8 * 256 * 1024);
       // the client's request (2048 short texts) and the upstream's are under it; the answer is ~40x it
       assert.ok(longest < 256 * 1024, `one JSON.stringify call made ${longest} characters`);
+      // the answer's text is made in a worker thread: what this thread makes is the client's and the upstream's
+      // requests (2048 short texts) and the rest of the answer; in slices here it was the whole answer again
+      assert.ok(total < raw.length / 4, `this thread's JSON.stringify made ${total} characters, the answer is ${raw.length}`);
+    });
+  }
+});
+
+describe('the bytes of a large answer, made in the worker thread', () => {
+  // the numbers JSON writes in each of its forms, and those it cannot (null): what a float32 of an upstream's
+  // base64 may hold
+  const odd = [-0, 0, 1, -1.5, 1e-7, 1e21, 1.7976931348623157e308, 5e-324, Math.fround(0.1), NaN, Infinity, -Infinity, 123456789];
+  const dims = odd.length;
+  const vectors = Array.from({ length: 3 }, (_, i) => odd.map((x) => (typeof x === 'number' && Number.isFinite(x) ? x * (i + 1) : x)));
+
+  for (const format of ['float', 'base64'] as const) {
+    test(`${format}: the same bytes as JSON.stringify of the answer with its vectors in arrays, a model name of any characters`, async () => {
+      const model = 'm\u00e9"\\ \u{1F600} \u2028"data":[]';
+      const usage = { prompt_tokens: 7, total_tokens: 7 };
+      const flat = new Float64Array(vectors.flat());
+      const shell = { object: 'list', data: [], model, usage };
+      const bytes = await answerBytes(shell, { flat, count: vectors.length, dims }, format === 'base64');
+      const expected = JSON.stringify({
+        object: 'list',
+        data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: format === 'base64' ? toBase64(v) : v })),
+        model,
+        usage,
+      });
+      assert.ok(Buffer.isBuffer(bytes));
+      assert.equal(bytes.toString('utf8'), expected);
+      assert.equal(bytes.length, Buffer.byteLength(expected));
+      assert.equal(flat.length, 0, 'the vectors moved to the worker thread');
     });
   }
 });

@@ -529,6 +529,7 @@ test('embeddings: batchEmbedContents with one request per text, dimensions -> ou
       { model: 'models/text-embedding-004', content: { parts: [{ text: 'a much longer piece of text to embed' }] }, outputDimensionality: 3 },
     ],
   });
+  assert.ok(Array.isArray(r.vectors), 'vectors in arrays (packed only for a large OpenAI-wire answer)');
   assert.equal(r.vectors.length, 2);
   assert.ok(r.vectors.every((v) => v.length === 3));
   assert.notDeepEqual(r.vectors[0], r.vectors[1]);
@@ -550,6 +551,7 @@ test('embeddings: batchEmbedContents with one request per text, dimensions -> ou
     [100, 50],
   );
   assert.equal(up.requests[1]!.body.requests[0].content.parts[0].text, many[100]);
+  assert.ok(Array.isArray(big.vectors));
   assert.equal(big.vectors.length, 150);
   // the mock's vector depends on the text and its place in its batch: the 101st input is the second batch's first
   assert.deepEqual(

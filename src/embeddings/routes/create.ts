@@ -32,10 +32,11 @@ export default function (app: FastifyInstance, svc: EmbeddingsService) {
       const gone = clientGone(reply);
       try {
         const body = await svc.create(req.body, req.apiKey!, req.id, gone.signal, req.facts);
+        // a large answer of the engine's packed vectors comes as its bytes, made off the event loop; else
         // thousands of numbers: JSON.stringify is faster than a schema serializer on float arrays, and exact; a
-        // large answer (2048 vectors of 1536 floats are ~64 MB of text, ~0.5-1 s of JSON.stringify) is made in
-        // slices with turns of the event loop between them: the same bytes
-        const json = largeAnswer(body) ? (await jsonUtf8(body))!.bytes : JSON.stringify(body);
+        // large answer of arrays (an engine that gives them: 2048 vectors of 1536 floats are ~64 MB of text,
+        // ~0.5-1 s of JSON.stringify) is made in slices with turns of the event loop between them: the same bytes
+        const json = Buffer.isBuffer(body) ? body : largeAnswer(body) ? (await jsonUtf8(body))!.bytes : JSON.stringify(body);
         return reply.type('application/json; charset=utf-8').send(json as never);
       } finally {
         gone.release();

@@ -5,7 +5,6 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { BodyBlocks } from '../../platform/http/json-body.js';
-import { largeWorkDone } from '../../platform/reclaim.js';
 import type { DecoderAnswer } from './embeddings-worker.js';
 
 type Answer = { ok: true; flat: Float64Array; count: number; dims: number; reported: unknown; model?: string } | { ok: false; unreadable: string };
@@ -40,9 +39,8 @@ function decoder(): Worker {
 export function decodeOffThread(blocks: BodyBlocks, inputs: number): Promise<Answer> {
   const w = decoder();
   const id = ++seq;
+  // moved: nothing of the answer stays on this thread's heap (the worker reclaims its own garbage, reclaim.ts)
   const views = blocks.views();
-  // the answer, its parsed vectors and what is made of them are garbage once it is answered (reclaim.ts)
-  largeWorkDone(blocks.length);
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject });
     w.ref();

@@ -6,12 +6,15 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { decodeAnswer } from './embeddings-answer.js';
+import { largeWorkDone } from '../../platform/reclaim.js';
 
 export type DecoderAnswer =
   { id: number; ok: true; flat: Float64Array; count: number; dims: number; reported: unknown; model?: string } | { id: number; ok: false; unreadable: string };
 
 function answer(id: number, blocks: Uint8Array[], inputs: number): DecoderAnswer {
   const bytes = Buffer.concat(blocks);
+  // the text, its parse and the vectors are this thread's garbage once sent: collected here, off the event loop
+  largeWorkDone(bytes.length);
   const d = decodeAnswer(bytes.toString('utf8'), inputs);
   if ('unreadable' in d) return { id, ok: false, unreadable: d.unreadable };
   const count = d.vectors.length;

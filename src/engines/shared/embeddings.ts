@@ -73,30 +73,19 @@ export function parseAnswer(text: string, req: EmbedRequest): EmbedResult {
   return { vectors: d.vectors, inputTokens, model: d.model };
 }
 
-/** vectors made into arrays between two turns of the event loop (~100,000 numbers, 1-3 ms) */
-const VECTOR_SLICE_NUMBERS = 100_000;
-
 /**
  * parseAnswer for an answer read in blocks (past OFF_THREAD_BYTES): decoded, parsed and checked in a worker
  * thread, the vectors sent back packed in one Float64Array (moved, not copied: a structured clone of millions of
- * numbers costs the receiving thread ~0.2 us each), then made into arrays a slice at a time. The same result
- * and the same refusals as parseAnswer on the text; the token estimate, when the upstream gives no usage,
- * counted in slices too.
+ * numbers costs the receiving thread ~0.2 us each) and given as they came (PackedVectors): millions of numbers in
+ * arrays on the event loop were tens of MiB of heap for its collector. The same vectors and the same refusals as
+ * parseAnswer on the text; the token estimate, when the upstream gives no usage, counted in slices.
  */
 export async function parseLargeAnswer(blocks: BodyBlocks, req: EmbedRequest): Promise<EmbedResult> {
   const a = await decodeOffThread(blocks, req.input.length);
   if (!a.ok) throw unreadable(a.unreadable);
-  const vectors: number[][] = new Array(a.count);
-  const per = Math.max(1, Math.floor(VECTOR_SLICE_NUMBERS / a.dims));
-  for (let i = 0; i < a.count; i++) {
-    if (i % per === 0) await new Promise<void>((r) => setImmediate(r));
-    const v = new Array<number>(a.dims);
-    for (let k = 0, at = i * a.dims; k < a.dims; k++) v[k] = a.flat[at + k]!;
-    vectors[i] = v;
-  }
   const texts = req.input.every((x) => typeof x === 'string');
   const inputTokens =
     reportedTokens(a.reported) ??
     (texts ? await estimateTextsTokensInTurns(req.input as string[]) : req.input.reduce<number>((n, x) => n + (typeof x === 'string' ? estimateTextTokens(x) : x.length), 0));
-  return { vectors, inputTokens, model: a.model };
+  return { vectors: { flat: a.flat, count: a.count, dims: a.dims }, inputTokens, model: a.model };
 }
