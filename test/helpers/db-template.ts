@@ -28,12 +28,15 @@ export function pgliteTemplate(): Promise<string> {
   return made;
 }
 
-/** what the template depends on: the compiled migrations and the PGlite it was made by */
+/** how makeTemplate makes it: a new way gets a new file rather than one an earlier way left in the temporary folder (2: compacted) */
+const TEMPLATE_FORMAT = '2';
+
+/** what the template depends on: the compiled migrations, the PGlite it was made by and how it was made */
 export function templateKey(): string {
   const migrations = fileURLToPath(new URL('../../src/platform/db/migrations.js', import.meta.url));
   // the package's exports do not include its package.json: read it beside its entry (dist/index.*)
   const pglite = JSON.parse(readFileSync(join(dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite')), '..', 'package.json'), 'utf8')) as { version: string };
-  return createHash('sha256').update(readFileSync(migrations)).update(pglite.version).digest('hex').slice(0, 16);
+  return createHash('sha256').update(readFileSync(migrations)).update(pglite.version).update(TEMPLATE_FORMAT).digest('hex').slice(0, 16);
 }
 
 /** creates and migrates an in-memory database and writes its dump to `path` (atomically: another process may read it) */
