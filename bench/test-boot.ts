@@ -8,16 +8,20 @@
  * and of the main thread alone (/proc/self/task/<pid>/stat, 10 ms ticks); the rest is the other threads (PGlite's
  * worker, V8's compiler and GC helpers). "boot" is Node's own start, up to the script's first line.
  *
+ * BENCH_APPS=<n> (default 1): each run then builds n - 1 more apps one after another in the same process (each with
+ * inferenceKey and close), as a test file with several tests does; "later app" is the median of those, per run: what
+ * each app after a file's first costs once the modules are loaded and the WebAssembly compiled.
+ *
  * BENCH_RUNS runs (default 5), one after another; the median of each figure is printed with its range. Compare CPU,
  * not wall, on a shared machine. BENCH_PROF=<dir> adds `--cpu-prof` (the main thread) and writes the profiles there.
  * BENCH_NODE_ARGS: options for the measured processes' node. BENCH_DIST=<dir> runs another compiled tree (a dist/ built
  * from other sources); BENCH_COMPARE=<dir> runs that tree too, the two taking turns run by run (a before/after in the
- * same minutes).
+ * same minutes), each on the template its own test helpers make, and prints the second's CPU as a share of the first's.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 type Sample = { wall: number; cpu: number; main: number };
 type Phases = Record<string, Sample>;
@@ -79,6 +83,15 @@ async function child(dist: string): Promise<void> {
   await mark('inferenceKey');
   await t.close();
   await mark('close');
+  const later: Sample[] = [];
+  for (let i = 1; i < Number(process.env.BENCH_APPS || 1); i++) {
+    const s0 = at();
+    const app = await buildTestApp({});
+    await app.inferenceKey('alice');
+    await app.close();
+    const s1 = at();
+    later.push({ wall: s1.wall - s0.wall, cpu: s1.cpu - s0.cpu, main: s1.main - s0.main });
+  }
   const phases: Phases = {};
   // boot counts from the process's start (performance.now() and cpuUsage both start there)
   let prev: Sample = { wall: 0, cpu: 0, main: 0 };
@@ -87,12 +100,14 @@ async function child(dist: string): Promise<void> {
     prev = s;
   }
   phases.total = { wall: prev.wall, cpu: prev.cpu, main: prev.main };
+  if (later.length) phases['later app'] = { wall: median(later.map((s) => s.wall)), cpu: median(later.map((s) => s.cpu)), main: median(later.map((s) => s.main)) };
   process.stdout.write(`${JSON.stringify(phases)}\n`);
 }
 
 function once(dist: string, env: Record<string, string>, prof?: string): Promise<Phases> {
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const args = [...nodeArgs, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []), join(dist, 'bench', 'test-boot.js')];
+  // this script measures the tree BENCH_CHILD names (an older tree's own copy of it may lack BENCH_APPS)
+  const args = [...nodeArgs, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []), fileURLToPath(import.meta.url)];
   const p = spawn(process.execPath, args, { env: { ...process.env, ...env, BENCH_CHILD: dist }, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   p.stdout!.on('data', (b) => (out += b));
@@ -112,13 +127,16 @@ const median = (xs: number[]) => {
 async function main(): Promise<void> {
   const dists = [resolve(process.env.BENCH_DIST || join(import.meta.dirname, '..')), ...(process.env.BENCH_COMPARE ? [resolve(process.env.BENCH_COMPARE)] : [])];
   const runs = Number(process.env.BENCH_RUNS || 5);
-  // the suite's template, made once as scripts/run-tests.mjs makes it, so the runs measure loading it, not making it
-  const { pgliteTemplate } = (await import(pathToFileURL(join(dists[0]!, 'test', 'helpers', 'db-template.js')).href)) as typeof import('../test/helpers/db-template.js');
-  const template = await pgliteTemplate();
+  // each tree's template, made once as scripts/run-tests.mjs makes it, so the runs measure loading it, not making it
+  const templates = new Map<string, string>();
+  for (const d of dists) {
+    const { pgliteTemplate } = (await import(pathToFileURL(join(d, 'test', 'helpers', 'db-template.js')).href)) as typeof import('../test/helpers/db-template.js');
+    templates.set(d, await pgliteTemplate());
+  }
   const results = new Map<string, Phases[]>(dists.map((d) => [d, []]));
   // with BENCH_COMPARE the two trees take turns, so both see the same load
   for (let i = 0; i < runs; i++) {
-    for (const d of dists) results.get(d)!.push(await once(d, { PORTICO_TEST_PGLITE_TEMPLATE: template, PORTICO_TEST_PG: 'off' }, process.env.BENCH_PROF));
+    for (const d of dists) results.get(d)!.push(await once(d, { PORTICO_TEST_PGLITE_TEMPLATE: templates.get(d)!, PORTICO_TEST_PG: 'off' }, process.env.BENCH_PROF));
   }
   const fmt = (xs: number[]) => `${median(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)}-${Math.max(...xs).toFixed(0)})`;
   for (const [d, rs] of results) {
@@ -128,6 +146,14 @@ async function main(): Promise<void> {
     for (const phase of Object.keys(rs[0]!)) {
       const of = (f: (s: Sample) => number) => rs.map((r) => f(r[phase]!));
       console.log(`| ${phase} | ${fmt(of((s) => s.wall))} | ${fmt(of((s) => s.cpu))} | ${fmt(of((s) => s.main))} | ${fmt(of((s) => s.cpu - s.main))} |`);
+    }
+  }
+  if (dists.length === 2) {
+    const [a, b] = dists.map((d) => results.get(d)!);
+    console.log(`\n# CPU, all threads, of ${dists[1]} as a share of ${dists[0]}'s (median of the runs' ratios)`);
+    for (const phase of ['buildTestApp', 'total', 'later app']) {
+      if (!a![0]![phase] || !b![0]![phase]) continue;
+      console.log(`${phase}: ${median(a!.map((r, i) => b![i]![phase]!.cpu / r[phase]!.cpu)).toFixed(2)}`);
     }
   }
 }

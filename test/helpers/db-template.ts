@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -28,28 +28,134 @@ export function pgliteTemplate(): Promise<string> {
   return made;
 }
 
-/** what the template depends on: the compiled migrations and the PGlite it was made by */
+/** how makeTemplate makes it: a new way gets a new file rather than one an earlier way left in the temporary folder (2: compacted) */
+const TEMPLATE_FORMAT = '2';
+
+/** what the template depends on: the compiled migrations, the PGlite it was made by and how it was made */
 export function templateKey(): string {
   const migrations = fileURLToPath(new URL('../../src/platform/db/migrations.js', import.meta.url));
   // the package's exports do not include its package.json: read it beside its entry (dist/index.*)
   const pglite = JSON.parse(readFileSync(join(dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite')), '..', 'package.json'), 'utf8')) as { version: string };
-  return createHash('sha256').update(readFileSync(migrations)).update(pglite.version).digest('hex').slice(0, 16);
+  return createHash('sha256').update(readFileSync(migrations)).update(pglite.version).update(TEMPLATE_FORMAT).digest('hex').slice(0, 16);
 }
 
 /** creates and migrates an in-memory database and writes its dump to `path` (atomically: another process may read it) */
 export async function makeTemplate(path: string): Promise<string> {
   if (existsSync(path)) return path;
   const db = await openDb({ dataDir: tmpdir(), inMemory: true });
+  let bytes: Uint8Array;
   try {
     await db.migrate();
-    const bytes = await db.dump!();
-    const part = `${path}.${process.pid}.part`;
-    writeFileSync(part, bytes);
-    renameSync(part, path);
+    bytes = await db.dump!();
   } finally {
     await db.close();
   }
+  const part = `${path}.${process.pid}.part`;
+  writeFileSync(part, await compact(bytes));
+  renameSync(part, path);
   return path;
+}
+
+/**
+ * The migrated database made smaller for every test app to load (each reads, unpacks and copies every byte of it:
+ * docs/performance.md, "The test suite"): template0 and template1 dropped (they only serve CREATE DATABASE, which no
+ * test runs on the embedded database), the WAL moved to a new segment and the database shut down cleanly, so that the
+ * copy holds only the WAL segment with the shutdown checkpoint, cut after its last written page, and no test app's
+ * database replays WAL when it opens. 41 MB before, ~9 MB after. Test-only: a production database (a DATA_DIR, the
+ * build's packaged template) is made and dumped as before.
+ */
+async function compact(dump: Uint8Array): Promise<Uint8Array> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const dir = mkdtempSync(join(tmpdir(), 'portico-test-template-'));
+  try {
+    const pg = await PGlite.create(dir, { loadDataDir: new Blob([dump as Uint8Array<ArrayBuffer>]) });
+    try {
+      for (const name of ['template0', 'template1']) {
+        await pg.exec(`alter database ${name} is_template false`);
+        await pg.exec(`drop database ${name}`);
+      }
+      await pg.query('select pg_switch_wal()');
+      await pg.exec('checkpoint');
+    } finally {
+      await pg.close();
+    }
+    return tarOf(dir, walKept(dir));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const WAL_PAGE = 8192;
+
+/**
+ * The WAL segment a cleanly shut down data directory needs (the one holding its last checkpoint, pg_control) and
+ * where to cut it (after its last page with data); undefined, keep the WAL as it is, if the directory is not a clean
+ * shutdown of the control file's layout this was written for (PostgreSQL 18's: version 1800).
+ */
+function walKept(dir: string): { name: string; bytes: number } | undefined {
+  const control = readFileSync(join(dir, 'global', 'pg_control'));
+  const SHUT_DOWN = 1;
+  if (control.readUInt32LE(8) !== 1800 || control.readInt32LE(16) !== SHUT_DOWN) return undefined;
+  const checkpoint = control.readBigUInt64LE(32);
+  const timeline = control.readUInt32LE(48);
+  const segmentBytes = 16n * 1024n * 1024n;
+  const segment = checkpoint / segmentBytes;
+  const perId = 0x100000000n / segmentBytes;
+  const hex = (n: bigint | number) => n.toString(16).toUpperCase().padStart(8, '0');
+  const name = `${hex(timeline)}${hex(segment / perId)}${hex(segment % perId)}`;
+  const wal = readFileSync(join(dir, 'pg_wal', name));
+  if (BigInt(wal.length) !== segmentBytes) return undefined;
+  let end = 0;
+  for (let at = 0; at < wal.length; at += WAL_PAGE) if (wal.subarray(at, at + WAL_PAGE).some((b) => b !== 0)) end = at + WAL_PAGE;
+  // the checkpoint record is on a page with data: a cut before it would be a damaged copy
+  if (BigInt(end) <= checkpoint % segmentBytes) return undefined;
+  return { name, bytes: end };
+}
+
+/** A ustar archive of `dir` (what PGlite's loadDataDir reads), with only the WAL segment `wal` names, cut at its length. */
+function tarOf(dir: string, wal: { name: string; bytes: number } | undefined): Uint8Array {
+  const parts: Uint8Array[] = [];
+  const header = (name: string, size: number, dirEntry: boolean) => {
+    if (Buffer.byteLength(name) > 100) throw new Error(`a name too long for the template's archive: ${name}`);
+    const h = Buffer.alloc(512);
+    h.write(name, 0);
+    h.write(dirEntry ? '0000750\0' : '0000600\0', 100);
+    h.write('0000000\0', 108);
+    h.write('0000000\0', 116);
+    h.write(`${size.toString(8).padStart(11, '0')}\0`, 124);
+    h.write(
+      `${Math.floor(Date.now() / 1000)
+        .toString(8)
+        .padStart(11, '0')}\0`,
+      136,
+    );
+    h.write(dirEntry ? '5' : '0', 156);
+    h.write('ustar\0' + '00', 257);
+    h.fill(' ', 148, 156);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+    parts.push(h);
+  };
+  const walk = (rel: string) => {
+    for (const entry of readdirSync(join(dir, rel), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const name = rel ? `${rel}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) {
+        header(name, 0, true);
+        walk(name);
+        continue;
+      }
+      const isWal = rel === 'pg_wal' && /^[0-9A-F]{24}$/.test(entry.name);
+      if (isWal && wal && entry.name !== wal.name) continue; // a segment before the checkpoint's, or one recycled for later
+      let data: Uint8Array = readFileSync(join(dir, name));
+      if (isWal && wal) data = data.subarray(0, wal.bytes);
+      header(name, data.length, false);
+      parts.push(data, new Uint8Array((512 - (data.length % 512)) % 512));
+    }
+  };
+  walk('');
+  parts.push(new Uint8Array(1024));
+  return Buffer.concat(parts);
 }
 
 /**

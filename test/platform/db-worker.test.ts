@@ -10,6 +10,7 @@ import { openDb, type OpenedDb } from '../../src/platform/db/index.js';
 import { PGliteWorkerClient } from '../../src/platform/db/pglite-client.js';
 import { PGliteDialect } from '../../src/platform/db/pglite-dialect.js';
 import { isUnavailable } from '../../src/platform/http/errors.js';
+import { pgliteTemplate } from '../helpers/db-template.js';
 
 const CONF = { postgresqlconf: ['shared_buffers=16MB'] };
 
@@ -226,6 +227,27 @@ describe('a thread started ahead (serve)', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("PGlite's WebAssembly", () => {
+  test("is compiled once per process: a later database's thread is given the module an earlier one compiled", async () => {
+    const held = PGliteWorkerClient as unknown as { wasm?: WebAssembly.Module };
+    const template = await pgliteTemplate();
+    const first = await PGliteWorkerClient.open({ ...CONF, template });
+    await first.close();
+    const compiled = held.wasm;
+    assert.ok(compiled instanceof WebAssembly.Module);
+    // a thread given another module runs that one as it is, without compiling PGlite's: this empty one cannot open a database
+    held.wasm = new WebAssembly.Module(new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]));
+    try {
+      await assert.rejects(PGliteWorkerClient.open({ ...CONF, template }));
+    } finally {
+      held.wasm = compiled;
+    }
+    const second = await PGliteWorkerClient.open({ ...CONF, template });
+    assert.deepEqual((await second.query<{ one: number }>('select 1 as one')).rows, [{ one: 1 }]);
+    await second.close();
   });
 });
 

@@ -96,11 +96,19 @@ export class PGliteWorkerClient implements PGliteQueryable {
     worker.on('exit', (code) => this.fail(`the embedded database's thread stopped (exit code ${code})`));
   }
 
+  /**
+   * PGlite's WebAssembly as the first thread compiled it: every later thread of the process (a first start's
+   * initdb thread then the database's, the test suite's many databases) instantiates it instead of compiling its
+   * 9 MB again (~100 ms of CPU each; docs/performance.md, "The test suite"). Compiled code is shared between
+   * threads, not copied.
+   */
+  private static wasm: WebAssembly.Module | undefined;
+
   private static spawn(): { worker: Worker; exited: boolean; batches: MessagePort } {
     // the rows of a large result come on a port of their own, read a batch at a time (../batches.ts)
     const { port1, port2 } = new MessageChannel();
     const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
-      workerData: { batches: port2 },
+      workerData: { batches: port2, ...(PGliteWorkerClient.wasm ? { wasm: PGliteWorkerClient.wasm } : {}) },
       transferList: [port2],
       stdout: false,
       stderr: false,
@@ -113,6 +121,14 @@ export class PGliteWorkerClient implements PGliteQueryable {
     worker.unref();
     worker.on('error', () => {}); // reported by open()
     worker.once('exit', () => (w.exited = true));
+    if (!PGliteWorkerClient.wasm) {
+      const compiled = (m: { compiled?: WebAssembly.Module }) => {
+        if (!m || !(m.compiled instanceof WebAssembly.Module)) return;
+        PGliteWorkerClient.wasm ??= m.compiled;
+        worker.off('message', compiled);
+      };
+      worker.on('message', compiled);
+    }
     return w;
   }
 
@@ -134,7 +150,8 @@ export class PGliteWorkerClient implements PGliteQueryable {
     worker.ref();
     worker.postMessage({ open: opts });
     await new Promise<void>((resolve, reject) => {
-      const onMessage = (m: { ready?: true; failed?: Record<string, unknown> }) => {
+      const onMessage = (m: { ready?: true; failed?: Record<string, unknown>; compiled?: WebAssembly.Module }) => {
+        if (m.compiled) return; // for spawn()
         cleanup();
         if (m.ready) resolve();
         else {

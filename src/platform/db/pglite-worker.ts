@@ -8,8 +8,9 @@
  * (`json`: the columns whose values are JSON text, parsed on the receiving side) or
  * `{ id, error: { message, name, code, ... } }`; `{ dump: true }` answers `{ dumped: bytes }` (the data directory as a tar file); the rows of a large result come apart on the batch port (`{ id, rows: [],
  * parts }`, ../batches.ts) and a large jsonb parameter as the bytes of its text (pglite-message.ts); `{ close: true }` closes the database and ends the thread.
- * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes); the first message
- * out is `{ ready: true }` once the database is open, or `{ failed: {...} }`.
+ * The first message in is `{ open: WorkerOptions }` (the WebAssembly compiles before it comes, unless workerData
+ * brings it compiled); out comes `{ ready: true }` once the database is open, or `{ failed: {...} }`, and, from a
+ * thread that compiled the WebAssembly, `{ compiled: WebAssembly.Module }` for the next threads.
  */
 import { openAsBlob, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -67,6 +68,8 @@ function compilePGlite(): Promise<WebAssembly.Module> {
 const utf8 = new TextDecoder();
 /** where the rows of large results go (pglite-client.ts reads them) */
 const batchPort = (workerData as { batches?: MessagePort } | undefined)?.batches;
+/** PGlite's WebAssembly as an earlier thread of this process compiled it (pglite-client.ts), if one did */
+const givenWasm = (workerData as { wasm?: WebAssembly.Module } | undefined)?.wasm;
 
 /** a large jsonb value comes as the bytes of its text, moved here from the main thread (pglite-client.ts): its text */
 function textParams(params: unknown[]): any[] {
@@ -76,8 +79,14 @@ function textParams(params: unknown[]): any[] {
 
 async function main() {
   const port = parentPort!;
-  const compiled = compilePGlite();
-  compiled.catch(() => {}); // reported when the database is opened
+  const compiled = givenWasm ? Promise.resolve(givenWasm) : compilePGlite();
+  // compiled here: sent back for the process's later threads to use as it is (a module crosses threads within a
+  // process without being compiled again), an error is reported when the database is opened
+  if (!givenWasm)
+    compiled.then(
+      (wasm) => port.postMessage({ compiled: wasm }),
+      () => {},
+    );
   const opts = await new Promise<WorkerOptions>((resolve) => port.once('message', (m: { open: WorkerOptions }) => resolve(m.open)));
   let db: PGlite;
   try {
