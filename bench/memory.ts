@@ -10,8 +10,9 @@
  * 2. Store on against store off, one connection, BENCH_LATENCY requests each (2,000), alternating in rounds:
  *    added p50 of store on, on PGlite on its own thread (the default), PGlite on the main thread
  *    (PORTICO_PGLITE_THREAD=off, the baseline) and PostgreSQL (PORTICO_TEST_DATABASE_URL, a schema of its own).
- * 3. Event-loop lag of the server's main thread (its own /metrics: prom-client's monitorEventLoopDelay,
- *    reset at each scrape) over a store-on load at 8 connections, for the same three databases.
+ * 3. Event-loop lag of the server's main thread (its own /metrics: how late a 100 ms timer fired, reset at each
+ *    scrape, src/platform/ops/loop-lag.ts; before 2026-11-29 prom-client's 10 ms monitorEventLoopDelay, whose
+ *    values included the 10 ms) over a store-on load at 8 connections, for the same three databases.
  *
  * Requests/s in these rows are for orientation only: the load generator shares this machine's cores.
  */

@@ -5,7 +5,7 @@
 export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   for (const line of text.split('\n')) {
     if (!line.startsWith(name)) continue;
-    const m = /^([a-zA-Z_:]+)(\{([^}]*)\})?\s+(\S+)/.exec(line);
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)/.exec(line);
     if (!m || m[1] !== name) continue;
     const ls = Object.fromEntries([...(m[3] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
     if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[4]);

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { LOOP_LAG_SERIES, registerLoopLag, type LoopLag } from './loop-lag.js';
 
 /** Buckets of the per-model latency histograms (seconds): model answers take from milliseconds to minutes. */
 const MODEL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
@@ -301,7 +302,17 @@ export class Metrics {
     return m;
   }
 
+  /** the event-loop lag series' sampler (with the default metrics only) */
+  readonly loopLag: LoopLag | undefined;
+
   constructor(defaults = true) {
-    if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'portico_' });
+    if (!defaults) return;
+    // prom-client's event-loop lag series sample every 10 ms (eventLoopMonitoringPrecision), which woke an idle
+    // process ~90 times a second, and read the resolution itself on an idle loop: they are replaced by Portico's
+    // own of the same names (src/platform/ops/loop-lag.ts). prom-client's sampler is given a resolution so coarse
+    // (~25 days) that it never wakes the process, and its series are taken out of the registry.
+    collectDefaultMetrics({ register: this.registry, prefix: 'portico_', eventLoopMonitoringPrecision: 2 ** 31 - 1 });
+    for (const name of LOOP_LAG_SERIES) this.registry.removeSingleMetric('portico_' + name);
+    this.loopLag = registerLoopLag(this.registry, 'portico_');
   }
 }
