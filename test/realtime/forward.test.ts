@@ -7,9 +7,9 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRealtimeUpstream, type RealtimeUpstream } from '../helpers/realtime-upstream.js';
-import { setupRealtime, type RtEnv } from './util.js';
+import { setupRealtime, withSlowAdmission, type RtEnv } from './util.js';
 import { usageRows } from '../helpers/usage.js';
-import { quietFor, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 import { parseModelConfig } from '../../src/models/config.js';
 
 const UP_KEY = 'sk-upstream-realtime-secret-123';
@@ -177,21 +177,11 @@ models:
     try {
       const s = await quick.open({ model: 'rt-up' });
       await s.next('session.created');
-      // the response's admission (the key verified again, its limits: a slow database, a remote limiter) is held
-      // for twice the idle bound in its first step
-      const verifier = quick.t.runtime.verifier;
-      const verify = verifier.verify;
-      let held = 0;
-      verifier.verify = async (...args) => {
-        if (held++ === 0) await quietFor(1_200);
-        return verify.apply(verifier, args);
-      };
-      try {
+      // the response's admission (the key verified again, its limits) is held for twice the idle bound
+      const held = await withSlowAdmission(quick, 1_200, async () => {
         s.send({ type: 'response.create' });
         assert.equal((await s.next('response.done')).response.status, 'completed');
-      } finally {
-        verifier.verify = verify;
-      }
+      });
       assert.ok(held >= 1, 'the admission did not verify the key');
       assert.equal(s.closedWith, undefined, 'closed as idle while its response was being admitted');
       s.close();

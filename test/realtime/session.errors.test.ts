@@ -8,7 +8,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { WebSocket } from 'ws';
-import { TEXT_MODEL, RawSession, append, assertError, setupRealtime, silence, type RtEnv, type Session } from './util.js';
+import { TEXT_MODEL, RawSession, append, assertError, setupRealtime, silence, withSlowAdmission, type RtEnv, type Session } from './util.js';
 import { quietFor, waitFor } from '../helpers/wait.js';
 import { startRealtimeUpstream, type RealtimeUpstream } from '../helpers/realtime-upstream.js';
 
@@ -487,21 +487,12 @@ describe('realtime limits: the idle clock starts again when a response ends (pgl
     s.send({ type: 'session.update', session: { output_modalities: ['text'], audio: { input: { turn_detection: null } } } });
     await s.next('session.updated');
     // the next admission (the key verified again, its rate limit and budget: a slow database, a remote limiter)
-    // is held for twice the idle bound, in its first step
-    const verifier = e.t.runtime.verifier;
-    const verify = verifier.verify;
-    let held = 0;
-    verifier.verify = async (...args) => {
-      if (held++ === 0) await quietFor(1_200);
-      return verify.apply(verifier, args);
-    };
-    try {
+    // is held for twice the idle bound
+    const held = await withSlowAdmission(e, 1_200, async () => {
       e.up.script({ text: 'Admitted late.' });
       s.send({ type: 'response.create' });
       assert.equal((await s.next('response.done')).response.status, 'completed');
-    } finally {
-      verifier.verify = verify;
-    }
+    });
     assert.ok(held >= 1, 'the admission did not verify the key');
     assert.equal(s.closedWith, undefined, 'closed as idle while its response was being admitted');
     assert.ok(!s.events.some((x) => x.type === 'error'), JSON.stringify(s.events.find((x) => x.type === 'error')));

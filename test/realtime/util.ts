@@ -10,11 +10,31 @@ import { buildTestApp, type TestDb } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { tlsFront, type TlsFront } from '../helpers/tls-front.js';
 import type { ModelSpec } from '../../src/models/config.js';
-import { waitFor } from '../helpers/wait.js';
+import { quietFor, waitFor } from '../helpers/wait.js';
 import { WebSocket } from 'ws';
 import type { DestinationStream } from 'pino';
 
 export const TEXT_MODEL = 'answerer';
+
+/**
+ * Holds the next admission of a turn (its first step, the key verified again) for `ms`, as a slow database or a
+ * remote limiter would, while `work` runs; gives how many verifications there were meanwhile.
+ */
+export async function withSlowAdmission(e: RtEnv, ms: number, work: () => Promise<void>): Promise<number> {
+  const verifier = e.t.runtime.verifier;
+  const verify = verifier.verify;
+  let calls = 0;
+  verifier.verify = async (...args) => {
+    if (calls++ === 0) await quietFor(ms);
+    return verify.apply(verifier, args);
+  };
+  try {
+    await work();
+  } finally {
+    verifier.verify = verify;
+  }
+  return calls;
+}
 
 export interface RtEnv {
   t: Awaited<ReturnType<typeof buildTestApp>>;
