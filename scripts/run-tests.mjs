@@ -152,7 +152,7 @@ try {
 // --keep-times: this run's times become the repository's (a whole run only: a filtered one would drop the others)
 if (keepTimes && filters.length === 0) {
   const seed = Object.fromEntries(measured.map(([ms, f]) => [timeKey(f), Math.round(ms / 100) * 100]).sort((a, b) => a[0].localeCompare(b[0])));
-  writeFileSync(seedPath, JSON.stringify(seed, null, 1) + '\n');
+  writeFileSync(seedPath, JSON.stringify(seed, null, 2) + '\n');
   console.log(`# the files' times written to ${seedPath}`);
 }
 console.log(
