@@ -13,13 +13,46 @@
 // at start): Node reads, compiles and links every one, ~0.35 s of a ~1 s start. The build bundles each into one
 // file under dist/vendor/ and points the compiled code's imports of them there; the packages themselves stay as
 // npm installed them. See docs/performance.md, "Start-up and memory".
+//
+// The CommonJS packages every process loads (Fastify and what it requires, Ajv, prom-client, ws, ...: ~300 files)
+// are bundled the same way, in one build with shared chunks so a package two of them require (Ajv, ws, OpenTelemetry's
+// API) is one copy, as in node_modules. Each bundle exports what Node's own `import` of the package gives (its names
+// read by importing it here), and a `require` made from the bundle's own path (the banner) loads Node's built-in
+// modules and the packages left out (EXTERNAL: pino, whose transports start worker files by their path, and ws's
+// optional native add-ons). None of the bundled packages finds a file by its own path (__dirname, require.resolve).
+// Left in node_modules on purpose: yaml (@fastify/swagger and swagger-ui require it themselves, and they find their
+// static files by path), pino, @fastify/swagger*, @fastify/static. See docs/performance.md, "The test suite".
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { sourcesHash } from './sources-hash.mjs';
 
 const VENDORED = ['typebox', 'kysely', 'jose'];
+/** CommonJS packages bundled together (shared chunks); the OpenTelemetry SDK is loaded only with tracing on */
+const VENDORED_CJS = [
+  'fastify',
+  '@fastify/fast-json-stringify-compiler',
+  '@fastify/multipart',
+  '@fastify/websocket',
+  '@fastify/cors',
+  '@fastify/helmet',
+  'ws',
+  'ajv',
+  'ajv-formats',
+  'prom-client',
+  '@opentelemetry/api',
+  '@opentelemetry/core',
+  '@opentelemetry/resources',
+  '@opentelemetry/sdk-trace-base',
+  '@opentelemetry/exporter-trace-otlp-http',
+  '@opentelemetry/semantic-conventions',
+];
+/** required by the bundles at run time from node_modules, never bundled */
+const EXTERNAL = ['pino', 'pino-pretty', 'thread-stream', 'bufferutil', 'utf-8-validate'];
+/** dist/vendor/<file>.js of a package: @scope/name -> scope-name */
+const vendorFile = (name) => name.replace(/^@/, '').replace(/\//g, '-');
 
 const app = process.argv.includes('--app');
 const check = process.argv.includes('--check');
@@ -53,7 +86,7 @@ function sources(roots) {
 }
 
 /** `from 'kysely'` and `import('kysely')` in a compiled file become the relative path of the bundle */
-const vendoredImport = new RegExp(`(\\bfrom\\s*|\\bimport\\s*\\(\\s*)(['"])(${VENDORED.join('|')})\\2`, 'g');
+const vendoredImport = new RegExp(`(\\bfrom\\s*|\\bimport\\s*\\(\\s*)(['"])(${[...VENDORED, ...VENDORED_CJS].join('|')})\\2`, 'g');
 const pointAtVendored = {
   name: 'portico-vendored',
   setup(b) {
@@ -62,7 +95,7 @@ const pointAtVendored = {
         if (!file.path.endsWith('.js')) continue;
         const text = file.text;
         const out = text.replace(vendoredImport, (_m, lead, q, mod) => {
-          let rel = relative(dirname(file.path), join(process.cwd(), 'dist', 'vendor', `${mod}.js`))
+          let rel = relative(dirname(file.path), join(process.cwd(), 'dist', 'vendor', `${vendorFile(mod)}.js`))
             .split(sep)
             .join('/');
           if (!rel.startsWith('.')) rel = `./${rel}`;
@@ -128,6 +161,36 @@ for (const name of VENDORED) {
     outfile: `dist/vendor/${name}.js`,
     logLevel: 'warning',
   });
+}
+// each entry names what Node's `import` of the package gives (a CommonJS package's names as Node's loader finds
+// them, and its module.exports as default): an .mjs file, so esbuild gives default the same meaning as Node
+const entries = mkdtempSync(join(tmpdir(), 'portico-vendor-'));
+try {
+  const entryPoints = {};
+  for (const name of VENDORED_CJS) {
+    const ns = await import(name);
+    const names = Object.keys(ns).filter((n) => n !== '__esModule' && /^[A-Za-z_$][\w$]*$/.test(n));
+    const file = join(entries, `${vendorFile(name)}.mjs`);
+    writeFileSync(file, `export { ${names.join(', ')} } from '${name}';\n`);
+    entryPoints[vendorFile(name)] = file;
+  }
+  await esbuild.build({
+    entryPoints,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    // Node's conditions only (esbuild adds `module` by default, which picks another build of some packages)
+    conditions: [],
+    nodePaths: [join(process.cwd(), 'node_modules')],
+    external: EXTERNAL,
+    banner: { js: "import { createRequire as __porticoRequire } from 'node:module'; const require = __porticoRequire(import.meta.url);" },
+    outdir: 'dist/vendor',
+    logLevel: 'warning',
+  });
+} finally {
+  rmSync(entries, { recursive: true, force: true });
 }
 const r = spawnSync(process.execPath, ['scripts/build-web.mjs'], { stdio: quiet ? ['ignore', 'ignore', 'inherit'] : 'inherit' });
 if (r.status !== 0) process.exit(r.status ?? 1);
