@@ -4,7 +4,6 @@
  */
 import type { BodyBlocks } from '../../platform/http/json-body.js';
 import { jobWorker } from '../../platform/job-worker.js';
-import { largeWorkDone } from '../../platform/reclaim.js';
 import type { DecoderAnswer } from './embeddings-worker.js';
 
 type Answer = { ok: true; flat: Float64Array; count: number; dims: number; reported: unknown; model?: string } | { ok: false; unreadable: string };
@@ -13,9 +12,8 @@ const decoder = jobWorker<{ blocks: Uint8Array[]; inputs: number }, DecoderAnswe
 
 /** Decodes an answer read in blocks in the worker thread; the blocks' memory moves there (they are unusable here after). */
 export function decodeOffThread(blocks: BodyBlocks, inputs: number): Promise<Answer> {
+  // moved: nothing of the answer stays on this thread's heap (the worker reclaims its own garbage, reclaim.ts)
   const views = blocks.views();
-  // the answer, its parsed vectors and what is made of them are garbage once it is answered (reclaim.ts)
-  largeWorkDone(blocks.length);
   return decoder.run(
     { blocks: views, inputs },
     views.map((v) => v.buffer as ArrayBuffer),
