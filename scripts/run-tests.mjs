@@ -134,7 +134,7 @@ for (const p of passes) {
   for (const k of Object.keys(total)) total[k] += counts[k];
 }
 const measured = readdirSync(runDir)
-  .filter((n) => n.startsWith('times-'))
+  .filter((n) => n.startsWith('times-') && n.endsWith('.txt'))
   .flatMap((n) => readFileSync(join(runDir, n), 'utf8').split('\n').filter(Boolean))
   .map((l) => [Number(l.slice(0, l.indexOf(' '))), l.slice(l.indexOf(' ') + 1)])
   .sort((a, b) => b[0] - a[0]);
@@ -161,6 +161,17 @@ console.log(
     .map(([ms, f]) => `#   ${(ms / 1000).toFixed(1)} s ${relative(process.cwd(), f)}`)
     .join('\n')}`,
 );
+const failures = readdirSync(runDir)
+  .filter((n) => n.endsWith('.failed'))
+  .flatMap((n) => readFileSync(join(runDir, n), 'utf8').split('\n').filter(Boolean))
+  .map((l) => JSON.parse(l));
+if (failures.length > 0) {
+  console.log(`# the tests that failed (${failures.length}):`);
+  for (const f of failures) {
+    const where = f.file ? relative(process.cwd(), f.file) : '?';
+    console.log(`# ✖ ${where}: ${f.name}\n${f.why.replace(/^/gm, '#     ')}`);
+  }
+}
 rmSync(runDir, { recursive: true, force: true });
 if (pgTemplate && process.env.PORTICO_TEST_PG_TEMPLATE !== 'off') await templates.dropPgTemplate(pgTemplate);
 const notPassed = total.fail + total.cancelled;

@@ -10,13 +10,26 @@ import { tap } from 'node:test/reporters';
 import testTimes from './test-times.mjs';
 
 const [concurrency, timeout, timesFile, ...files] = process.argv.slice(2);
+// the failed tests, one JSON line each, beside the times: scripts/run-tests.mjs prints them again after the whole run,
+// so that the end of a long log (all a CI page may keep) names what failed and why
+const failures = createWriteStream(`${timesFile}.failed`);
 const stream = run({ files, concurrency: Number(concurrency), timeout: Number(timeout) });
 const toTap = new PassThrough({ objectMode: true });
 const toTimes = new PassThrough({ objectMode: true });
 stream.pipe(toTap);
 stream.pipe(toTimes);
 stream.on('test:fail', (d) => {
-  if (!d.todo && !d.skip) process.exitCode = 1;
+  if (d.todo || d.skip) return;
+  process.exitCode = 1;
+  const e = d.details?.error;
+  // a suite fails with 'N subtests failed' when one of its tests did: those tests carry the reason
+  if (e?.failureType === 'subtestsFailed') return;
+  const cause = e?.cause ?? e;
+  const why = String(cause?.stack ?? cause?.message ?? cause ?? e)
+    .split('\n')
+    .slice(0, 12)
+    .join('\n');
+  failures.write(`${JSON.stringify({ file: d.file, name: d.name, why })}\n`);
 });
 toTap.compose(tap).pipe(process.stdout);
 toTimes.compose(testTimes).pipe(createWriteStream(timesFile));
