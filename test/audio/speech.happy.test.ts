@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import { spareEncoderCount } from '../../src/codec/index.js';
 import type { PcmChunk, SpeechEngine, SpeechRequest } from '../../src/engines/types.js';
 import { assertApiError, client, eventually, ffmpegChildren, probe, rejects, run } from './helpers.js';
@@ -37,7 +37,7 @@ describe('POST /v1/audio/speech', () => {
   let openai: OpenAI;
   let key: string;
   before(async () => {
-    t = await buildTestApp({ listen: true });
+    t = await buildTestApp({ listen: true, runtime: NO_VOICE_WARM_UP });
     ({ openai, key } = await client(t));
   });
   after(() => t.close());
