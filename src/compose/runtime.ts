@@ -111,6 +111,12 @@ export interface RuntimeOptions {
   /** worker threads per embedded speech engine (default 2) */
   ttsPoolSize?: number;
   /**
+   * the voices each embedded speech engine's workers speak with before they report ready, per provider (default:
+   * the voices of the built-in table, tableVoices(); `{ espeak: [] }`: none, for tests whose apps use a voice or
+   * two and would pay espeak-ng's warm-up of all six, ~2 s of CPU, for each app)
+   */
+  speechWarmVoices?: Partial<Record<string, readonly string[]>>;
+  /**
    * modules added after the built-in ones (tests): a module, or a factory given what every feature may use (a
    * feature of a test fixture, built like the built-in ones)
    */
@@ -226,7 +232,7 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const known = await verifier.loadKnown();
     if (!known.complete) log.warn({ keys: known.keys }, 'more keys than the verifier holds in memory: the oldest may be throttled with forged ones');
 
-    const providerCtx = { env: process.env, ttsPoolSize: opts.ttsPoolSize ?? 2, llamaGpu: config.llamaGpu, warmVoices: tableVoices(), log };
+    const providerCtx = { env: process.env, ttsPoolSize: opts.ttsPoolSize ?? 2, llamaGpu: config.llamaGpu, warmVoices: opts.speechWarmVoices ?? tableVoices(), log };
     const engines = new EngineRegistry(PROVIDERS, providerCtx);
     closing(async () => {
       await engines.close();

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import OpenAI, { toFile } from 'openai';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { eventually, wavFile } from './helpers.js';
 import { FakeDecoder, PATIENCE, alive } from './fake-decoder.js';
@@ -246,7 +246,7 @@ export async function initWhisper() {
 describe('speech: the same queue per key, cap and wait limit', () => {
   let t: TestApp & { url?: string };
   before(async () => {
-    t = await buildTestApp({ listen: true, env: { AUDIO_MAX_QUEUED_CHARACTERS_PER_KEY: '3000', AUDIO_MAX_WAIT_MS: '3600000' } });
+    t = await buildTestApp({ listen: true, env: { AUDIO_MAX_QUEUED_CHARACTERS_PER_KEY: '3000', AUDIO_MAX_WAIT_MS: '3600000' }, runtime: NO_VOICE_WARM_UP });
     await t.runtime.audioEngines.warmUp();
   });
   after(() => t.close());

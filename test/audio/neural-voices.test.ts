@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import { FakeHub } from '../helpers/fake-hub.js';
 import { portico } from '../cli/helpers.js';
 import { client, run } from './helpers.js';
@@ -85,7 +85,7 @@ describe('neural voices (piper on sherpa-onnx)', () => {
     assert.equal(pulled.code, 0, pulled.stderr);
     assert.match(pulled.stdout, /pulled piper-en_us-portico_test-medium \(speech/);
     assert.match(pulled.stdout, /speaks the 13 OpenAI voice names/);
-    t = await buildTestApp({ listen: true, builtins: true, models: [], env: { MODELS_DIR: modelsDir } });
+    t = await buildTestApp({ listen: true, builtins: true, models: [], env: { MODELS_DIR: modelsDir }, runtime: NO_VOICE_WARM_UP });
     ({ openai } = await client(t));
   });
   after(async () => {

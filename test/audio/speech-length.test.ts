@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import type OpenAI from 'openai';
 import type { PcmChunk } from '../../src/engines/types.js';
 import { encodeSpeech, flacTotalSamples, type SpeechFormat } from '../../src/codec/index.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import { client } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'portico-speech-length-'));
@@ -88,7 +88,7 @@ describe('POST /v1/audio/speech: a one-sentence answer is sent whole, with exact
   let t: TestApp & { url?: string };
   let openai: OpenAI;
   before(async () => {
-    t = await buildTestApp({ listen: true });
+    t = await buildTestApp({ listen: true, runtime: NO_VOICE_WARM_UP });
     ({ openai } = await client(t));
   });
   after(() => t.close());

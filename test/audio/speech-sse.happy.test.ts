@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { Stream } from 'openai/core/streaming';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import { client, probe } from './helpers.js';
 
 const FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
@@ -25,7 +25,7 @@ describe('POST /v1/audio/speech stream_format sse', () => {
   let t: TestApp & { url?: string };
   let openai: OpenAI;
   before(async () => {
-    t = await buildTestApp({ listen: true });
+    t = await buildTestApp({ listen: true, runtime: NO_VOICE_WARM_UP });
     ({ openai } = await client(t));
   });
   after(() => t.close());

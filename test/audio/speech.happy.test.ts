@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import { spareEncoderCount } from '../../src/codec/index.js';
 import type { PcmChunk, SpeechEngine, SpeechRequest } from '../../src/engines/types.js';
 import { assertApiError, client, eventually, ffmpegChildren, probe, rejects, run } from './helpers.js';
@@ -37,7 +37,7 @@ describe('POST /v1/audio/speech', () => {
   let openai: OpenAI;
   let key: string;
   before(async () => {
-    t = await buildTestApp({ listen: true });
+    t = await buildTestApp({ listen: true, runtime: NO_VOICE_WARM_UP });
     ({ openai, key } = await client(t));
   });
   after(() => t.close());
@@ -100,8 +100,10 @@ describe('POST /v1/audio/speech', () => {
     const seconds: Record<string, number> = {};
     await Promise.all(
       VOICES.map(async (voice) => {
-        const res = await openai.audio.speech.create({ model: 'tts-1', voice, input: SENTENCE, response_format: 'wav' });
-        const pcm = await decodePcm(Buffer.from(await res.arrayBuffer()));
+        // pcm: the samples as they are (24 kHz mono s16), no decoder run per voice; that every format, wav included,
+        // decodes to them is the test above's, on a voice of each engine
+        const res = await openai.audio.speech.create({ model: 'tts-1', voice, input: SENTENCE, response_format: 'pcm' });
+        const pcm = await decodePcm(Buffer.from(await res.arrayBuffer()), true);
         seconds[voice] = pcm.length / 24000;
         levels[voice] = trimmedLevelDb(pcm, 24000);
       }),

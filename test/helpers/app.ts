@@ -30,6 +30,14 @@ export const TEST_JWT_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 const SHARED_SCHEMA_PEPPER = 'shared-schema-pepper-0123456789abcdef012345';
 
 /** The parts of core and runtime tests reach for, by the names they had. */
+/**
+ * `runtime` for an app whose espeak-ng workers warm no voice before they report ready. A test app's espeak-ng pool
+ * otherwise speaks a warm-up text ten times in each of its two workers (the six voices of the built-in table: ~2 s
+ * of CPU and 3-5 s on a loaded machine, per app) for tests that speak with one or two of them; a voice's first
+ * sentence is then ~0.1 s slower. The warm-up itself is tested on the engine (test/engines/tts.test.ts).
+ */
+export const NO_VOICE_WARM_UP: RuntimeOptions = { speechWarmVoices: { espeak: [] } };
+
 export interface TestServices {
   db: Core['db'];
   usage: Core['usage'];

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { keyedCalls } from '../helpers/calls.js';
 import OpenAI from 'openai';
-import { buildTestApp, type TestDb } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestDb } from '../helpers/app.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { probe, type Probed } from '../audio/helpers.js';
@@ -12,11 +12,12 @@ import { MODEL, type Env } from './util.js';
 export async function setupAudio(db: TestDb = 'pglite', extra: ModelSpec[] = [], env: Record<string, string> = {}): Promise<Env> {
   const up = await startScriptedUpstream();
   const models: ModelSpec[] = [{ name: MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text' } as ModelSpec, ...extra];
-  const t = await buildTestApp({ db, listen: true, models, builtins: true, env });
+  const t = await buildTestApp({ db, listen: true, models, builtins: true, env, runtime: NO_VOICE_WARM_UP });
   const url = t.url!;
   const key = await t.inferenceKey('alice');
   const client = new OpenAI({ apiKey: key, baseURL: url + '/v1', maxRetries: 0, timeout: 60_000 });
-  // the engines' first syntheses are slow (espeak-ng's workers warm their voices): not what the tests time
+  // the engines' workers start (espeak-ng's warm no voice here: NO_VOICE_WARM_UP), then one sentence in a voice of
+  // each engine: their first syntheses are slower, and not what the tests time
   await t.services.audioEngines.warmUp();
   const env2: Env = {
     t,

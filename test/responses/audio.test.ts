@@ -14,12 +14,34 @@ import { flacTotalSamples } from '../../src/codec/flac.js';
 const SAY = 'Hello there. This is a spoken answer. And here is a third sentence.';
 const audioBody = (extra: Record<string, unknown> = {}) => ({ model: MODEL, input: 'Talk to me.', modalities: ['text', 'audio'], ...extra });
 
+/**
+ * One app on PGlite for the JSON tests, the streaming tests (the gated model) and the stored ones: none of them
+ * depends on what another left (each scripts its own answers, reads its own responses, counts the usage of a user of
+ * its own), and an app with the built-in voices warmed costs seconds to build (PostgreSQL keeps an app of its own).
+ * tts-1 is priced here (the usage test checks the price of the spoken characters).
+ */
+let pglite: Promise<{ e: Env; g: GatedUpstream }> | undefined;
+const withApp = () =>
+  (pglite ??= (async () => {
+    const g = await startGatedUpstream();
+    const e = await setupAudio('pglite', [
+      { name: 'tts-1', provider: 'flite', type: 'speech', pricing: { per_character: 0.001 } } as never,
+      { name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never,
+    ]);
+    return { e, g };
+  })());
+after(async () => {
+  if (!pglite) return;
+  const { e, g } = await pglite;
+  await e.close();
+  await g.close();
+});
+
 describe('spoken answers: JSON (pglite)', () => {
   let e: Env;
   before(async () => {
-    e = await setupAudio('pglite', [{ name: 'tts-1', provider: 'flite', type: 'speech', pricing: { per_character: 0.001 } } as never]);
+    ({ e } = await withApp());
   });
-  after(() => e.close());
 
   test('the message carries the text, then an output_audio part whose audio says it (wav: 24 kHz 16-bit mono, lengths filled in)', async () => {
     e.up.script({ text: SAY, chunks: 4 });
@@ -140,30 +162,11 @@ describe('spoken answers: JSON (pglite)', () => {
   });
 });
 
-/**
- * One app with the gated model for the streaming tests and the stored ones on PGlite: none of them depends on what
- * another left (each scripts its own answers, reads its own responses), and an app with the built-in voices
- * warmed costs seconds to build.
- */
-let pglite: Promise<{ e: Env; g: GatedUpstream }> | undefined;
-const withGated = () =>
-  (pglite ??= (async () => {
-    const g = await startGatedUpstream();
-    const e = await setupAudio('pglite', [{ name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never]);
-    return { e, g };
-  })());
-after(async () => {
-  if (!pglite) return;
-  const { e, g } = await pglite;
-  await e.close();
-  await g.close();
-});
-
 describe('spoken answers: streaming (pglite)', () => {
   let e: Env;
   let g: GatedUpstream;
   before(async () => {
-    ({ e, g } = await withGated());
+    ({ e, g } = await withApp());
   });
 
   test('audio streams sentence by sentence while the model still writes; the joined deltas decode; the final object carries the whole part', async () => {
@@ -295,7 +298,7 @@ for (const db of testDatabases()) {
     let e: Env;
     let bob: OpenAI;
     before(async () => {
-      e = db === 'pglite' ? (await withGated()).e : await setupAudio(db);
+      e = db === 'pglite' ? (await withApp()).e : await setupAudio(db);
       bob = new OpenAI({ apiKey: await e.t.inferenceKey('bob'), baseURL: e.url + '/v1', maxRetries: 0 });
     });
     after(async () => {
