@@ -34,6 +34,7 @@ describe('realtime: forwarded to an upstream realtime server (pglite)', () => {
       }) as never;
     e = await setupRealtime({
       textModel: false,
+      warmEngines: false,
       models: [
         entry('rt-up'),
         entry('rt-quick', { timeouts: { connect_ms: 400, first_byte_ms: 400 } }),
@@ -171,6 +172,7 @@ models:
     up.configure({ requireKey: UP_KEY });
     const quick = await setupRealtime({
       textModel: false,
+      warmEngines: false,
       env: { REALTIME_IDLE_MS: '600' },
       models: [{ name: 'rt-up', provider: 'openai-compatible', type: 'realtime', base_url: up.url, api_key_env: 'RT_UP_KEY', upstream_model: 'gpt-realtime-2025' } as never],
     });
@@ -193,6 +195,7 @@ models:
   test('nothing listens at the upstream address: an error event, not a hang', async () => {
     const dead = await setupRealtime({
       textModel: false,
+      warmEngines: false,
       models: [{ name: 'rt-dead', provider: 'openai-compatible', type: 'realtime', base_url: 'http://127.0.0.1:9/v1' } as never],
     });
     try {

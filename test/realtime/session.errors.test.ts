@@ -656,6 +656,7 @@ describe('realtime limits: a forwarded session whose client stops reading (pglit
     up = await startRealtimeUpstream();
     e = await setupRealtime({
       textModel: false,
+      warmEngines: false,
       models: [{ name: 'rt-up', provider: 'openai-compatible', type: 'realtime', base_url: up.url, upstream_model: 'gpt-realtime-2025' } as never],
       // 512 KiB: the relay waits each time its reader is that far behind, and the kernel's buffers (tens of MB here)
       // fill in fewer waits than at 64 KiB (~11 s of waits)

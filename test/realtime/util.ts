@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
-import { buildTestApp, type TestDb } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestDb } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { tlsFront, type TlsFront } from '../helpers/tls-front.js';
 import type { ModelSpec } from '../../src/models/config.js';
@@ -49,8 +49,14 @@ export interface RtEnv {
   close(): Promise<void>;
 }
 
+/**
+ * A Portico for realtime tests. Its espeak-ng workers warm no voice (NO_VOICE_WARM_UP): the sessions here speak in
+ * flite's voices (alloy, echo), so the warm-up of espeak-ng's six table voices (~2 s of CPU per app) served none of
+ * them. `warmEngines: false`: the embedded speech engines are not started before the first test (apps whose sessions
+ * are all forwarded to an upstream, and never use them; they would start at a first use all the same).
+ */
 export async function setupRealtime(
-  o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean; logDestination?: DestinationStream } = {},
+  o: { db?: TestDb; models?: ModelSpec[]; env?: Record<string, string>; textModel?: boolean; logDestination?: DestinationStream; warmEngines?: boolean } = {},
 ): Promise<RtEnv> {
   const up = await startScriptedUpstream();
   const models: ModelSpec[] = [
@@ -59,12 +65,12 @@ export async function setupRealtime(
       : [{ name: TEXT_MODEL, provider: 'openai-compatible', base_url: up.url, upstream_model: 'upstream-model', type: 'text', retries: 0 } as ModelSpec]),
     ...(o.models ?? []),
   ];
-  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {}, logDestination: o.logDestination });
+  const t = await buildTestApp({ db: o.db ?? 'pglite', listen: true, models, builtins: true, env: o.env ?? {}, logDestination: o.logDestination, runtime: NO_VOICE_WARM_UP });
   const url = t.url!;
   const key = await t.inferenceKey('alice');
   const client = new OpenAI({ apiKey: key, baseURL: url + '/v1', maxRetries: 0, timeout: 60_000 });
   const front = await tlsFront(Number(new URL(url).port));
-  await t.services.audioEngines.warmUp();
+  if (o.warmEngines !== false) await t.services.audioEngines.warmUp();
   const sdk = (k = key) => new OpenAI({ apiKey: k, baseURL: front.url + '/v1', maxRetries: 0 });
   const sessions: Session[] = [];
   return {

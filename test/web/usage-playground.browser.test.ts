@@ -6,7 +6,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { NO_VOICE_WARM_UP, buildTestApp, type TestApp } from '../helpers/app.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { launchChromium, openPage, screenshot, signInLink } from '../helpers/browser.js';
@@ -30,7 +30,8 @@ describe('usage per key and the playground in Chromium', () => {
   before(async () => {
     up = await startScriptedUpstream();
     const models = [{ name: 'chat-small', provider: 'openai-compatible', type: 'text', base_url: up.url, upstream_model: 'tiny' } as ModelSpec];
-    t = await buildTestApp({ listen: true, models, builtins: true });
+    // the speech test speaks one espeak-ng voice (marin): no warm-up of the six
+    t = await buildTestApp({ listen: true, models, builtins: true, runtime: NO_VOICE_WARM_UP });
     browser = await launchChromium();
     ({ ctx, page, problems } = await openPage(browser));
   });
