@@ -29,7 +29,6 @@ export const TEST_JWT_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 /** KEY_PEPPER of apps that share a PostgreSQL schema (`dbSchema`), unless the test sets its own */
 const SHARED_SCHEMA_PEPPER = 'shared-schema-pepper-0123456789abcdef012345';
 
-/** The parts of core and runtime tests reach for, by the names they had. */
 /**
  * `runtime` for an app whose espeak-ng workers warm no voice before they report ready. A test app's espeak-ng pool
  * otherwise speaks a warm-up text ten times in each of its two workers (the six voices of the built-in table: ~2 s
@@ -38,6 +37,7 @@ const SHARED_SCHEMA_PEPPER = 'shared-schema-pepper-0123456789abcdef012345';
  */
 export const NO_VOICE_WARM_UP: RuntimeOptions = { speechWarmVoices: { espeak: [] } };
 
+/** The parts of core and runtime tests reach for, by the names they had. */
 export interface TestServices {
   db: Core['db'];
   usage: Core['usage'];
