@@ -3,7 +3,7 @@
  * asked), a speech engine or encoder that fails mid-answer (a failed response with its error, never a completed one
  * with short audio), text no voice reads, and a client that leaves (synthesis, encoder and model all stop).
  */
-import { describe, test, before, after } from 'node:test';
+import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,7 @@ import { EngineError, type PcmChunk, type SpeechEngine, type SpeechRequest } fro
 import { ffmpegBinary, setFfmpegBinary, spareEncoderCount } from '../../src/codec/index.js';
 import { eventually as until, ffmpegChildren } from '../audio/helpers.js';
 import { MODEL, checkFraming, expectError, readSse, types, type Env } from './util.js';
-import { joinedAudio, readEvents, setupAudio, startGatedUpstream, type GatedUpstream } from './audio-util.js';
+import { joinedAudio, readEvents, sharedGatedApp, type GatedUpstream } from './audio-util.js';
 
 const body = (extra: Record<string, unknown> = {}) => ({ model: MODEL, input: 'Talk.', modalities: ['text', 'audio'], ...extra });
 
@@ -21,19 +21,7 @@ const body = (extra: Record<string, unknown> = {}) => ({ model: MODEL, input: 'T
  * never reaches a voice or a model, and each failure test puts back the engine or encoder it broke. Each group
  * had its own app, which with its warm-up syntheses cost more than the group's tests.
  */
-let shared: Promise<{ e: Env; g: GatedUpstream }> | undefined;
-const app = () =>
-  (shared ??= (async () => {
-    const g = await startGatedUpstream();
-    const e = await setupAudio('pglite', [{ name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never]);
-    return { e, g };
-  })());
-after(async () => {
-  if (!shared) return;
-  const { e, g } = await shared;
-  await e.close();
-  await g.close();
-});
+const app = sharedGatedApp((gated) => [{ name: 'gated', provider: 'openai-compatible', base_url: gated, type: 'text' } as never]);
 
 describe('spoken answers: bad input is a 400 naming the parameter, and the model is not asked', () => {
   let e: Env;

@@ -1,4 +1,5 @@
 /** Helpers of the spoken-answer tests (modalities audio): an app with the built-in voices, decoding and measuring. */
+import { after } from 'node:test';
 import assert from 'node:assert/strict';
 import { keyedCalls } from '../helpers/calls.js';
 import OpenAI from 'openai';
@@ -162,6 +163,26 @@ export async function startGatedUpstream(): Promise<GatedUpstream> {
         server.close(() => r());
       }),
   };
+}
+
+/**
+ * One PGlite app with the gated upstream beside the scripted one, for a whole test file: made at the first call (with
+ * `models(gatedUrl)` besides the scripted model), closed after the file's tests.
+ */
+export function sharedGatedApp(models: (gatedUrl: string) => ModelSpec[]): () => Promise<{ e: Env; g: GatedUpstream }> {
+  let shared: Promise<{ e: Env; g: GatedUpstream }> | undefined;
+  after(async () => {
+    if (!shared) return;
+    const { e, g } = await shared;
+    await e.close();
+    await g.close();
+  });
+  return () =>
+    (shared ??= (async () => {
+      const g = await startGatedUpstream();
+      const e = await setupAudio('pglite', models(g.url));
+      return { e, g };
+    })());
 }
 
 /**

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { testDatabases } from '../helpers/app.js';
 import { MODEL, checkFraming, eventually, readSse, types, type Env } from './util.js';
-import { assertPlausibleDuration, joinedAudio, probeBase64, readEvents, setupAudio, spokenParts, startGatedUpstream, type GatedUpstream } from './audio-util.js';
+import { assertPlausibleDuration, joinedAudio, probeBase64, readEvents, setupAudio, sharedGatedApp, spokenParts, type GatedUpstream } from './audio-util.js';
 import { flacTotalSamples } from '../../src/codec/flac.js';
 
 const SAY = 'Hello there. This is a spoken answer. And here is a third sentence.';
@@ -20,22 +20,10 @@ const audioBody = (extra: Record<string, unknown> = {}) => ({ model: MODEL, inpu
  * its own), and an app with the built-in voices warmed costs seconds to build (PostgreSQL keeps an app of its own).
  * tts-1 is priced here (the usage test checks the price of the spoken characters).
  */
-let pglite: Promise<{ e: Env; g: GatedUpstream }> | undefined;
-const withApp = () =>
-  (pglite ??= (async () => {
-    const g = await startGatedUpstream();
-    const e = await setupAudio('pglite', [
-      { name: 'tts-1', provider: 'flite', type: 'speech', pricing: { per_character: 0.001 } } as never,
-      { name: 'gated', provider: 'openai-compatible', base_url: g.url, type: 'text' } as never,
-    ]);
-    return { e, g };
-  })());
-after(async () => {
-  if (!pglite) return;
-  const { e, g } = await pglite;
-  await e.close();
-  await g.close();
-});
+const withApp = sharedGatedApp((gated) => [
+  { name: 'tts-1', provider: 'flite', type: 'speech', pricing: { per_character: 0.001 } } as never,
+  { name: 'gated', provider: 'openai-compatible', base_url: gated, type: 'text' } as never,
+]);
 
 describe('spoken answers: JSON (pglite)', () => {
   let e: Env;
