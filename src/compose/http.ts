@@ -14,6 +14,7 @@ import type { Logger } from '../platform/log.js';
 import { AppError, ERRORS, msg, type ErrorCode } from '../platform/errors.js';
 import { lazySerializers, lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
+import { largeWorkBegun } from '../platform/reclaim.js';
 import { openAIErrorBody, sendAnthropicError, sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
@@ -498,7 +499,12 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses(anthropic ? 'anthropic' : 'openai'), ...((r.schema?.response as object) ?? {}) } };
       });
       // a large JSON body is read in blocks as it comes, not joined in one copy at its end (platform/http/json-body.ts)
-      api.addHook('preParsing', (req, _reply, payload, done) => done(null, readLargeJson(req, payload)));
+      // (and the thread's collection of what it leaves waits for its answer to be sent or dropped: platform/reclaim.ts)
+      api.addHook('preParsing', (req, reply, payload, done) => {
+        const body = readLargeJson(req, payload);
+        if (body !== payload) reply.raw.once('close', largeWorkBegun());
+        done(null, body);
+      });
       // which deployment served, and whether retries or a fallback happened (a stream's are written with its
       // head: platform/http/sse.ts)
       api.addHook('onSend', (req, reply, payload, done) => {

@@ -7,6 +7,11 @@
  * and only when at least WORTH_BYTES of it happened since the last one, so a steady stream of small requests
  * never pays for a collection, and a burst of large ones pays for one at its end.
  *
+ * The collection stops the thread for as long as it marks what is live (40-60 ms for the event loop's heap): it
+ * never runs while large work begun on the thread is still under way (largeWorkBegun: a large request until its
+ * answer is sent), where it would be a pause in that request and in every other one; the quiet spell then counts
+ * from the end of the last of them. Back-to-back large requests pay one collection after the last.
+ *
  * V8's collector is reached as `--expose-gc` gives it, set at run time and taken from a new context (node:vm);
  * where that is refused, nothing is done and V8 collects when it would have. Per thread: module state is.
  */
@@ -19,6 +24,8 @@ export const QUIET_MS = 1500;
 export const WORTH_BYTES = 32 * 1024 * 1024;
 
 let owed = 0;
+/** large work begun and not yet ended (largeWorkBegun) */
+let underWay = 0;
 let timer: NodeJS.Timeout | undefined;
 let collect: (() => void) | null | undefined;
 
@@ -38,6 +45,26 @@ function collector(): (() => void) | null {
 /** Large work of about `bytes` is done on this thread (a large body parsed, a large result read). */
 export function largeWorkDone(bytes: number): void {
   owed += bytes;
+  arm();
+}
+
+/**
+ * Large work begins on this thread and goes on past this turn (a large request, from its body until its answer is
+ * sent or dropped): no collection while it is under way. The function returned ends it; a second call does nothing.
+ */
+export function largeWorkBegun(): () => void {
+  underWay++;
+  let ended = false;
+  return () => {
+    if (ended) return;
+    ended = true;
+    underWay--;
+    arm();
+  };
+}
+
+/** the quiet spell (re)starts now, when enough large work is owed */
+function arm(): void {
   if (owed < WORTH_BYTES) return;
   if (timer) timer.refresh();
   else {
@@ -46,8 +73,20 @@ export function largeWorkDone(bytes: number): void {
   }
 }
 
+let collections = 0;
+
 function run(): void {
   timer = undefined;
+  // the last large work to end re-arms the spell
+  if (underWay > 0) return;
   owed = 0;
-  collector()?.();
+  const gc = collector();
+  if (!gc) return;
+  gc();
+  collections++;
+}
+
+/** this thread's state, for tests: work owed, large work under way, a quiet spell counting, collections run */
+export function reclaimState(): { owed: number; underWay: number; armed: boolean; collections: number } {
+  return { owed, underWay, armed: timer !== undefined, collections };
 }

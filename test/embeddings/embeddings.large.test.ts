@@ -17,6 +17,8 @@ import { createOpenAICompatibleEmbeddingsEngine, parseAnswer, parseLargeAnswer }
 import { BodyBlocks, OFF_THREAD_BYTES } from '../../src/platform/http/json-body.js';
 import { toBase64 } from '../../src/embeddings/service.js';
 import { answerBytes } from '../../src/embeddings/answer-bytes.js';
+import { reclaimState } from '../../src/platform/reclaim.js';
+import { waitFor } from '../helpers/wait.js';
 import type { EmbedRequest, EmbedResult } from '../../src/engines/types.js';
 import type { ModelSpec } from '../../src/models/config.js';
 
@@ -41,21 +43,37 @@ function answerText(n: number, opts: { usage?: boolean; corrupt?: 'string-in-vec
   return `{ "object": "list", "data": [${parts.join(',\n')}], "model": "up-embedder"${usage} }`;
 }
 
-/** an upstream whose /v1/embeddings answers `text` (made before any measure) */
-async function upstream(text: () => string): Promise<{ url: string; close(): Promise<void> }> {
+/**
+ * an upstream whose /v1/embeddings answers `text` (made before any measure); with `gate`, once the promise it
+ * gives is settled (`gate` and `open()` of the result: a new gate for each request, opened by the test)
+ */
+async function upstream(text: () => string, gate?: () => Promise<void>): Promise<{ url: string; close(): Promise<void>; gate: Promise<void>; open(): void; waiting: number }> {
+  let open = () => {};
+  const self = {
+    url: '',
+    gate: Promise.resolve(),
+    open: () => open(),
+    waiting: 0,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+  self.gate = new Promise<void>((r) => (open = r));
   const server = http.createServer((req, res) => {
     req.resume();
-    req.on('end', () => {
+    req.on('end', async () => {
+      if (gate) {
+        self.waiting++;
+        await gate();
+        self.waiting--;
+        self.gate = new Promise<void>((r) => (open = r));
+      }
       const body = Buffer.from(text());
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
       res.end(body);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
+  self.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return self;
 }
 
 /** runs f with JSON.parse watched: the length of the longest text parsed on this thread */
@@ -152,21 +170,29 @@ describe('a large embeddings answer, decoded off the event loop', () => {
 describe('POST /v1/embeddings with a large answer', () => {
   let t: TestApp & { url?: string };
   let up: { url: string; close(): Promise<void> };
+  let held: Awaited<ReturnType<typeof upstream>>;
   let key: string;
   const text = answerText(COUNT);
   before(async () => {
     up = await upstream(() => text);
     const models = [{ name: 'emb', provider: 'openai-compatible', base_url: up.url, type: 'embeddings', retries: 0 } as ModelSpec];
+    // an upstream that answers once the test lets it (held.open)
+    held = await upstream(
+      () => text,
+      () => held.gate,
+    );
+    models.push({ name: 'emb-held', provider: 'openai-compatible', base_url: held.url, type: 'embeddings', retries: 0 } as ModelSpec);
     t = await buildTestApp({ db: 'pglite', listen: true, models });
     key = await t.inferenceKey('alice');
   });
   after(async () => {
     await t?.close();
     await up?.close();
+    await held?.close();
   });
 
-  const post = (body: object) =>
-    fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (body: object, signal?: AbortSignal) =>
+    fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
 
   for (const format of ['float', 'base64'] as const) {
     test(`${format}: the bytes JSON.stringify makes of the answer, none of its text made on this thread`, async () => {
@@ -195,6 +221,37 @@ describe('POST /v1/embeddings with a large answer', () => {
       assert.ok(total < raw.length / 4, `this thread's JSON.stringify made ${total} characters, the answer is ${raw.length}`);
     });
   }
+  test("a large request body: the thread's collection of its garbage waits until its answer is sent, or the client has left", async () => {
+    // ~0.5 MiB of texts: a body read in blocks and parsed off the event loop (past OFF_THREAD_BYTES)
+    const big = Array.from({ length: COUNT }, (_, i) => `text number ${i} `.padEnd(256, 'x'));
+    assert.ok(JSON.stringify(big).length > OFF_THREAD_BYTES);
+    const before = reclaimState().underWay;
+    const answered = post({ model: 'emb-held', input: big });
+    await waitFor(() => held.waiting === 1, { what: 'the request at the upstream' });
+    assert.equal(reclaimState().underWay, before + 1, 'under way while the upstream answers');
+    held.open();
+    const res = await answered;
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    await waitFor(() => reclaimState().underWay === before, { what: 'the work to end once answered' });
+
+    // a client that leaves before the answer ends it too
+    const ac = new AbortController();
+    const left = post({ model: 'emb-held', input: big }, ac.signal).catch((e: Error) => e);
+    await waitFor(() => held.waiting === 1, { what: 'the second request at the upstream' });
+    assert.equal(reclaimState().underWay, before + 1);
+    ac.abort();
+    assert.ok((await left) instanceof Error);
+    await waitFor(() => reclaimState().underWay === before, { what: 'the work to end once the client left' });
+    held.open();
+
+    // a small body (the 2048 short texts, ~40 KB) is not large work
+    const small = post({ model: 'emb-held', input: inputs });
+    await waitFor(() => held.waiting === 1, { what: 'the small request at the upstream' });
+    assert.equal(reclaimState().underWay, before);
+    held.open();
+    assert.equal((await small).status, 200);
+  });
 });
 
 describe('the bytes of a large answer, made in the worker thread', () => {
