@@ -10,7 +10,8 @@
  * The collection stops the thread for as long as it marks what is live (40-60 ms for the event loop's heap): it
  * never runs while large work begun on the thread is still under way (largeWorkBegun: a large request until its
  * answer is sent), where it would be a pause in that request and in every other one; the quiet spell then counts
- * from the end of the last of them. Back-to-back large requests pay one collection after the last.
+ * from the end of the last of them. Back-to-back large requests pay one collection after the last; one held open (a
+ * slow upload, until the server's request timeout) only puts it off: V8 still collects when it would have.
  *
  * V8's collector is reached as `--expose-gc` gives it, set at run time and taken from a new context (node:vm);
  * where that is refused, nothing is done and V8 collects when it would have. Per thread: module state is.
