@@ -14,7 +14,7 @@ import type { Logger } from '../platform/log.js';
 import { AppError, ERRORS, msg, type ErrorCode } from '../platform/errors.js';
 import { lazySerializers, lazyValidatorCompiler } from '../platform/http/validation.js';
 import { invalidJson, OFF_THREAD_BYTES, parseJsonBody, parseSmallJsonBody, readLargeJson, takeLargeJson } from '../platform/http/json-body.js';
-import { largeWorkBegun } from '../platform/reclaim.js';
+import { workUnderWay } from '../platform/reclaim.js';
 import { openAIErrorBody, sendAnthropicError, sendOpenAIError, sendPortalError } from '../platform/http/errors.js';
 import { errorResponses } from '../platform/http/error-schemas.js';
 import { AllowedMethods } from '../platform/http/allowed-methods.js';
@@ -352,7 +352,14 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
   // callback hooks where nothing is awaited: an async hook costs a promise and a turn of the microtask queue
   app.addHook('onRequest', (req, reply, done) => {
     req.facts = new RequestFacts();
-    reply.raw.on('close', () => onClosed(req, reply));
+    // a request in hand: the event loop's full collection after large work waits for a moment with none
+    // (platform/reclaim.ts); not an upgrade (a WebSocket's response closes only with its session; req.ws is set by a
+    // hook that runs after this one)
+    const end = req.headers.upgrade === undefined ? workUnderWay() : undefined;
+    reply.raw.on('close', () => {
+      end?.();
+      onClosed(req, reply);
+    });
     reply.header('x-request-id', req.id);
     if (req.url.includes('%00')) done(new AppError('validation_error', msg('url_nul')));
     else done();
@@ -499,12 +506,7 @@ export async function buildHttp(opts: HttpOptions): Promise<FastifyInstance> {
         r.schema = { ...(r.schema ?? {}), response: { ...errorResponses(anthropic ? 'anthropic' : 'openai'), ...((r.schema?.response as object) ?? {}) } };
       });
       // a large JSON body is read in blocks as it comes, not joined in one copy at its end (platform/http/json-body.ts)
-      // (and the thread's collection of what it leaves waits for its answer to be sent or dropped: platform/reclaim.ts)
-      api.addHook('preParsing', (req, reply, payload, done) => {
-        const body = readLargeJson(req, payload);
-        if (body !== payload) reply.raw.once('close', largeWorkBegun());
-        done(null, body);
-      });
+      api.addHook('preParsing', (req, _reply, payload, done) => done(null, readLargeJson(req, payload)));
       // which deployment served, and whether retries or a fallback happened (a stream's are written with its
       // head: platform/http/sse.ts)
       api.addHook('onSend', (req, reply, payload, done) => {

@@ -8,10 +8,11 @@
  * never pays for a collection, and a burst of large ones pays for one at its end.
  *
  * The collection stops the thread for as long as it marks what is live (40-60 ms for the event loop's heap): it
- * never runs while large work begun on the thread is still under way (largeWorkBegun: a large request until its
- * answer is sent), where it would be a pause in that request and in every other one; the quiet spell then counts
- * from the end of the last of them. Back-to-back large requests pay one collection after the last; one held open (a
- * slow upload, until the server's request timeout) only puts it off: V8 still collects when it would have.
+ * never runs while work the thread has in hand is under way (workUnderWay: on the event loop, every request until
+ * its answer is sent or its client has left), where it would be a pause in each of them; the quiet spell then counts
+ * again from the end of the last. It runs in a moment with no request in hand, and only a request arriving in that
+ * moment waits for it. A thread never without a request (steady traffic, a request held open) only puts it off:
+ * V8 still collects when it would have.
  *
  * V8's collector is reached as `--expose-gc` gives it, set at run time and taken from a new context (node:vm);
  * where that is refused, nothing is done and V8 collects when it would have. Per thread: module state is.
@@ -25,7 +26,7 @@ export const QUIET_MS = 1500;
 export const WORTH_BYTES = 32 * 1024 * 1024;
 
 let owed = 0;
-/** large work begun and not yet ended (largeWorkBegun) */
+/** work in hand, begun and not yet ended (workUnderWay) */
 let underWay = 0;
 let timer: NodeJS.Timeout | undefined;
 let collect: (() => void) | null | undefined;
@@ -50,10 +51,11 @@ export function largeWorkDone(bytes: number): void {
 }
 
 /**
- * Large work begins on this thread and goes on past this turn (a large request, from its body until its answer is
- * sent or dropped): no collection while it is under way. The function returned ends it; a second call does nothing.
+ * Work begins on this thread that a collection must not pause, and goes on past this turn (a request, until its
+ * answer is sent or its client has left): no collection while any is under way. The function returned ends it; a
+ * second call does nothing.
  */
-export function largeWorkBegun(): () => void {
+export function workUnderWay(): () => void {
   underWay++;
   let ended = false;
   return () => {
@@ -78,7 +80,7 @@ let collections = 0;
 
 function run(): void {
   timer = undefined;
-  // the last large work to end re-arms the spell
+  // the last work in hand to end starts the spell again
   if (underWay > 0) return;
   owed = 0;
   const gc = collector();
@@ -87,7 +89,7 @@ function run(): void {
   collections++;
 }
 
-/** this thread's state, for tests: work owed, large work under way, a quiet spell counting, collections run */
+/** this thread's state, for tests: large work owed, work in hand, a quiet spell counting, collections run */
 export function reclaimState(): { owed: number; underWay: number; armed: boolean; collections: number } {
   return { owed, underWay, armed: timer !== undefined, collections };
 }

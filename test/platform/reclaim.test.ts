@@ -2,7 +2,7 @@
 // for QUIET_MS, one full collection runs, without waiting for V8's memory reducer.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { largeWorkBegun, largeWorkDone, QUIET_MS, reclaimState, WORTH_BYTES } from '../../src/platform/reclaim.js';
+import { workUnderWay, largeWorkDone, QUIET_MS, reclaimState, WORTH_BYTES } from '../../src/platform/reclaim.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('after large work and a quiet spell, what it left is collected', async () => {
@@ -18,9 +18,9 @@ test('after large work and a quiet spell, what it left is collected', async () =
   }
 });
 
-test('no collection while large work begun on the thread is under way; the quiet spell counts from its end', async () => {
+test('no collection while work in hand is under way; the quiet spell counts again from its end', async () => {
   const begun = reclaimState().collections;
-  const end = largeWorkBegun();
+  const end = workUnderWay();
   largeWorkDone(WORTH_BYTES);
   assert.equal(reclaimState().armed, true);
   // the spell ends with the work still under way: nothing is collected, and nothing counts until it ends
@@ -37,8 +37,8 @@ test('no collection while large work begun on the thread is under way; the quiet
   assert.equal(reclaimState().owed, 0);
 });
 
-test('large work ended below the worth of a collection arms nothing', () => {
-  const end = largeWorkBegun();
+test('work in hand that ends with no large work owed arms nothing', () => {
+  const end = workUnderWay();
   end();
   assert.deepEqual({ underWay: reclaimState().underWay, armed: reclaimState().armed }, { underWay: 0, armed: false });
 });

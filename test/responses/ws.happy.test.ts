@@ -13,6 +13,7 @@ import { buildTestApp, testDatabases, TEST_PG_URL } from '../helpers/app.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 import type { ModelSpec } from '../../src/models/config.js';
 import { waitFor } from '../helpers/wait.js';
+import { reclaimState } from '../../src/platform/reclaim.js';
 import { MODEL, assertFullObject, assertUsage, checkFraming, eventually, readSse, setup, sleep, types, type Env } from './util.js';
 import { errorOf, finalOf, openWs, TERMINAL } from './ws-util.js';
 
@@ -192,6 +193,8 @@ for (const db of testDatabases()) {
       }
       // the upstream never had two of them at once: each started after the one before had ended
       for (let i = 1; i < 3; i++) assert.ok(starts[i]! >= ends[i - 1]!, `turn ${i + 1} started upstream after turn ${i} ended`);
+      // an open socket is not a request in hand: it would put off the event loop's collection for its whole life
+      await waitFor(() => reclaimState().underWay === 0, { what: 'no request in hand while the socket is open' });
       await c.close();
     });
 
