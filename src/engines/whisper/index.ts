@@ -282,8 +282,8 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
   /**
    * The jobs on the context run one at a time, each after the one before it is answered. The binding runs them one
    * at a time anyway, but two handed to one context at once can deadlock it: with onNewSegments (what a streamed
-   * transcription uses), two jobs on one context froze the whole process, main thread included, in 5 of 6 runs
-   * here (2026-11-29; none in 6 runs one after the other). The audio scheduler gives whisper two slots, so two
+   * transcription uses), two jobs on one context froze the whole process, main thread included, in 7 of 10 runs
+   * here (2026-11-29; none in 7 runs one after the other; docs/performance.md). The audio scheduler gives whisper two slots, so two
    * requests (or two pieces of one file) could do exactly that. Waiting here also means a job behind a job that
    * never settles takes the fresh context once that one's bound drops the old.
    */
