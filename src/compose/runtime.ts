@@ -232,7 +232,14 @@ export async function createRuntime(core: Core, opts: RuntimeOptions = {}): Prom
     const known = await verifier.loadKnown();
     if (!known.complete) log.warn({ keys: known.keys }, 'more keys than the verifier holds in memory: the oldest may be throttled with forged ones');
 
-    const providerCtx = { env: process.env, ttsPoolSize: opts.ttsPoolSize ?? 2, llamaGpu: config.llamaGpu, warmVoices: opts.speechWarmVoices ?? tableVoices(), log };
+    const providerCtx = {
+      env: process.env,
+      ttsPoolSize: opts.ttsPoolSize ?? 2,
+      llamaGpu: config.llamaGpu,
+      whisperTimeout: config.whisperTimeout,
+      warmVoices: opts.speechWarmVoices ?? tableVoices(),
+      log,
+    };
     const engines = new EngineRegistry(PROVIDERS, providerCtx);
     closing(async () => {
       await engines.close();

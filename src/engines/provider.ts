@@ -27,6 +27,8 @@ export interface ProviderContext {
   warmVoices?: Partial<Record<string, readonly string[]>>;
   /** the embedded llama engine: use a GPU when one is found ('auto'), or never ('cpu') */
   llamaGpu: 'auto' | 'cpu';
+  /** the bound on one whisper job (WHISPER_TIMEOUT_MS, WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS); unset: the engine's defaults */
+  whisperTimeout?: { floorMs?: number; perAudioSecondMs?: number };
   log: { info(o: object, msg?: string): void; warn(o: object, msg?: string): void };
 }
 

@@ -36,6 +36,12 @@ export interface Config {
   modelsDir: string;
   /** the embedded llama engine: 'auto' uses a GPU when node-llama-cpp finds one (CUDA, Vulkan, Metal), 'cpu' never */
   llamaGpu: 'auto' | 'cpu';
+  /**
+   * the bound on one whisper job, for a base-sized model (larger models multiply it by their compute): a job not
+   * done within floorMs + perAudioSecondMs x its audio seconds is stopped and answered 504 (WHISPER_TIMEOUT_MS,
+   * WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS; unset: the engine's defaults, 600 s and 20 s, src/engines/whisper)
+   */
+  whisperTimeout: { floorMs?: number; perAudioSecondMs?: number };
   logLevel: string;
   /** LOG_FORMAT: `pretty` (coloured, for a terminal), `json` (one JSON object a line), or chosen by whether stdout is a terminal */
   logFormat: 'pretty' | 'json' | 'auto';
@@ -376,6 +382,10 @@ export function loadConfig(env: Env = process.env): Config {
     modelConfigWatch: bool(env, 'PORTICO_CONFIG_WATCH'),
     modelsDir: env.MODELS_DIR?.trim() ? resolve(env.MODELS_DIR.trim()) : join(dataDir, 'models'),
     llamaGpu: choice(env, 'LLAMA_GPU', ['auto', 'cpu'] as const, 'auto'),
+    whisperTimeout: {
+      ...(env.WHISPER_TIMEOUT_MS?.trim() ? { floorMs: int(env, 'WHISPER_TIMEOUT_MS', 0, 1, 86_400_000) } : {}),
+      ...(env.WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS?.trim() ? { perAudioSecondMs: int(env, 'WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS', 0, 0, 3_600_000) } : {}),
+    },
     logLevel,
     logFormat: choice(env, 'LOG_FORMAT', ['pretty', 'json', 'auto'] as const, 'auto'),
     tracing: tracingSetting(env),

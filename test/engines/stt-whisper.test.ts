@@ -8,8 +8,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createWhisperEngine, detectWhisperBinding, tokensToWords, whisperUnavailableHint } from '../../src/engines/whisper/index.js';
+import { createWhisperEngine, detectWhisperBinding, tokensToWords, whisperComputeScale, whisperUnavailableHint } from '../../src/engines/whisper/index.js';
 import { EngineError, type TranscribeRequest } from '../../src/engines/types.js';
+import { fromEngineError } from '../../src/api/engine-errors.js';
+import { hangingWhisperState, writeHangingWhisper } from '../helpers/whisper-hang.js';
+import { waitFor } from '../helpers/wait.js';
 
 function req(extra: Partial<TranscribeRequest> = {}): TranscribeRequest {
   return { model: 'whisper-1', file: { bytes: Buffer.alloc(0), filename: 'a.wav' }, pcm16k: new Float32Array(32000), task: 'transcribe', wordTimestamps: false, ...extra };
@@ -133,4 +136,138 @@ test('whisper: tokens merge into words', () => {
       { word: 'here.', start: 0.25, end: 0.65 },
     ],
   );
+});
+
+/** the bound on a job in these tests: small, and not scaled by the audio's length */
+const SMALL_BOUND = { floorMs: 100, perAudioSecondMs: 0 };
+
+/** a model file whose header is no whisper header: the bound is not scaled by the model */
+function fakeModel(dir: string): string {
+  const model = join(dir, 'ggml-fake.bin');
+  writeFileSync(model, 'not really a model');
+  return model;
+}
+
+const timedOut = (e: unknown) => {
+  assert.ok(e instanceof EngineError, String(e));
+  assert.equal(e.code, 'upstream_timeout');
+  assert.equal(e.status, 504);
+  assert.match(e.message, /^whisper did not finish within 1 s for 2\.0 s of audio; the job was stopped and the model is loaded again for the next request$/);
+  // the one error table's engine timeout: 504 upstream_timeout, a server_error in the OpenAI shape
+  const app = fromEngineError(e);
+  assert.equal(app.code, 'upstream_timeout');
+  assert.equal(app.status, 504);
+  return true;
+};
+
+test('whisper: a job that never settles is stopped and answered 504 within its bound; the job queued behind it runs on a fresh context', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
+  try {
+    const url = writeHangingWhisper(dir);
+    const state = await hangingWhisperState(url);
+    const logged: object[] = [];
+    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: SMALL_BOUND, log: { warn: (o) => logged.push(o) } });
+    const texts: string[] = [];
+    const hung = engine.transcribe(req({ prompt: 'hang-after-text', onText: (d) => texts.push(d) }));
+    await waitFor(() => state.jobs.length === 1, { what: 'the hung job handed to the binding' });
+    // a second request meanwhile waits for the context instead of being handed to it beside the hung job
+    const next = engine.transcribe(req());
+    await assert.rejects(hung, timedOut);
+    assert.deepEqual(texts, [' Hello'], 'the text before the hang was passed on');
+    assert.deepEqual(state.stops, [1], "the hung job's stop() was called");
+    assert.deepEqual(state.releases, [1], 'its context released (not awaited)');
+    assert.deepEqual(logged, [{ limitMs: 100, audioSeconds: 2 }]);
+    const r = await next;
+    assert.equal(r.text, 'Fresh text.');
+    assert.equal(state.inits, 2, 'a fresh context');
+    assert.deepEqual(
+      state.jobs.map((j) => j.ctx),
+      [1, 2],
+      'the queued job ran on the fresh context',
+    );
+    // the hung job settling late (a failure, a segment) reaches no one and breaks nothing
+    state.jobs[0]!.onNewSegments?.({ segments: [{ text: ' late', t0: 0, t1: 1 }] });
+    state.jobs[0]!.reject(new Error('late failure'));
+    assert.deepEqual(texts, [' Hello']);
+    assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
+    assert.equal(state.inits, 2, 'the fresh context is kept');
+    await engine.close();
+    assert.deepEqual(state.releases, [1, 2]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('whisper: a hung job whose release never settles blocks nothing: the next request gets a fresh context', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
+  try {
+    const url = writeHangingWhisper(dir, 'hanging-release.mjs');
+    const state = await hangingWhisperState(url);
+    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: SMALL_BOUND });
+    assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
+    state.hangRelease = true;
+    await assert.rejects(engine.transcribe(req({ prompt: 'hang' })), timedOut);
+    assert.deepEqual(state.stops, [1]);
+    assert.deepEqual(state.releases, [1], 'release called, and it never settles');
+    assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
+    assert.deepEqual(
+      state.jobs.map((j) => j.ctx),
+      [1, 1, 2],
+    );
+    // a second hang on the fresh context: the same again, a third context
+    await assert.rejects(engine.transcribe(req({ prompt: 'hang' })), timedOut);
+    assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
+    assert.equal(state.inits, 3);
+    state.hangRelease = false;
+    await engine.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('whisper: one job at a time on the context; a client that leaves stops its job, or leaves the wait for the context at once', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
+  try {
+    const url = writeHangingWhisper(dir, 'one-at-a-time.mjs');
+    const state = await hangingWhisperState(url);
+    // a bound no test reaches: the client's leaving is what ends these jobs
+    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: { floorMs: 3_600_000 } });
+    const first = new AbortController();
+    const a = engine.transcribe(req({ prompt: 'wait', signal: first.signal }));
+    await waitFor(() => state.jobs.length === 1, { what: 'the first job' });
+    const second = new AbortController();
+    const b = engine.transcribe(req({ signal: second.signal }));
+    const c = engine.transcribe(req({ prompt: 'wait' }));
+    // the second's client leaves while it waits for the context: refused at once, the first still running
+    second.abort();
+    await assert.rejects(b, (e: unknown) => e instanceof EngineError && e.code === 'aborted');
+    assert.equal(state.jobs.length, 1, 'nothing else was handed to the binding');
+    assert.equal(state.jobs[0]!.settled, false);
+    // the first's client leaves: its job is stopped, as before; it ends as the binding says (aborted)
+    first.abort();
+    await waitFor(() => state.stops.length === 1, { what: "the first job's stop()" });
+    state.jobs[0]!.resolve({ isAborted: true, result: '', segments: [] });
+    await assert.rejects(a, (e: unknown) => e instanceof EngineError && e.code === 'aborted');
+    // only then the third
+    await waitFor(() => state.jobs.length === 2, { what: 'the third job' });
+    state.jobs[1]!.resolve({ isAborted: false, language: 'en', result: ' Third.', segments: [{ text: ' Third.', t0: 0, t1: 500 }] });
+    assert.equal((await c).text, 'Third.');
+    assert.equal(state.maxRunning, 1);
+    assert.equal(state.inits, 1, 'no context dropped');
+    await engine.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("whisper: the bound on a job scales with the model's compute, from its header", () => {
+  const dims = (audioState: number, audioLayers: number, textState: number, textLayers: number) => ({ nVocab: 51865, ftype: 1, audioState, audioLayers, textState, textLayers });
+  assert.equal(whisperComputeScale(dims(512, 6, 512, 6)), 1, 'base');
+  assert.equal(whisperComputeScale(dims(384, 4, 384, 4)), 1, 'tiny counts as base');
+  assert.equal(whisperComputeScale(dims(768, 12, 768, 12)), 4.5, 'small');
+  assert.equal(whisperComputeScale(dims(1024, 24, 1024, 24)), 16, 'medium');
+  assert.ok(Math.abs(whisperComputeScale(dims(1280, 32, 1280, 32)) - 33.33) < 0.01, 'large');
+  assert.equal(whisperComputeScale(dims(1280, 32, 1280, 4)), 18.75, 'large-v3-turbo');
+  assert.equal(whisperComputeScale(undefined), 1, 'no header');
+  assert.equal(whisperComputeScale(dims(0x07070707, 0x07070707, 0x07070707, 0x07070707)), 1, 'not a real header');
 });

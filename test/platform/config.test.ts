@@ -91,6 +91,17 @@ describe('configuration from the environment', () => {
     bad({ PGLITE_SHARED_BUFFERS_MB: '16MB' }, /^PGLITE_SHARED_BUFFERS_MB must be a whole number/);
   });
 
+  test("WHISPER_TIMEOUT_MS and WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS: unset, the engine's defaults; whole numbers in range", () => {
+    assert.deepEqual(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET }).whisperTimeout, {});
+    assert.deepEqual(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, WHISPER_TIMEOUT_MS: '90000', WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS: '0' }).whisperTimeout, {
+      floorMs: 90_000,
+      perAudioSecondMs: 0,
+    });
+    bad({ WHISPER_TIMEOUT_MS: '0' }, /^WHISPER_TIMEOUT_MS must be from 1 to 86400000, got 0$/);
+    bad({ WHISPER_TIMEOUT_MS: '10m' }, /^WHISPER_TIMEOUT_MS must be a whole number/);
+    bad({ WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS: '-1' }, /^WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS must be a whole number/);
+  });
+
   test('stored conversations: RESPONSES_MAX_CHAIN_BYTES 64 MiB, 4 chain loads per key (1 on PGlite) and 16 waiting by default, checked', () => {
     assert.deepEqual(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET }).responses, { maxChainBytes: 64 * 1024 * 1024, maxChainLoadsPerKey: 1, maxQueuedChainLoadsPerKey: 16 });
     assert.equal(loadConfig({ DATA_DIR: tmp(), JWT_SECRET: SECRET, DATABASE_URL: 'postgres://h/db' }).responses.maxChainLoadsPerKey, 4);

@@ -30,7 +30,8 @@ export const whisper = defineProvider({
     async transcription(s, ctx) {
       const { createWhisperEngine } = await import('./index.js');
       // PORTICO_WHISPER_BINDING: a binding installed elsewhere (a module specifier, path or file: URL) instead of this platform's package
-      return createWhisperEngine({ modelPath: s.path, packageName: ctx.env.PORTICO_WHISPER_BINDING || undefined, log: ctx.log });
+      // whisperTimeout: the bound on one job (WHISPER_TIMEOUT_MS, WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS)
+      return createWhisperEngine({ modelPath: s.path, packageName: ctx.env.PORTICO_WHISPER_BINDING || undefined, log: ctx.log, timeout: ctx.whisperTimeout });
     },
   },
 });
