@@ -9,10 +9,11 @@
  *
  * The collection stops the thread for as long as it marks what is live (40-60 ms for the event loop's heap): it
  * never runs while work the thread has in hand is under way (workUnderWay: on the event loop, every request until
- * its answer is sent or its client has left), where it would be a pause in each of them; the quiet spell then counts
- * again from the end of the last. It runs in a moment with no request in hand, and only a request arriving in that
- * moment waits for it. A thread never without a request (steady traffic, a request held open) only puts it off:
- * V8 still collects when it would have.
+ * its answer is sent or its client has left), where it would be a pause in each of them. A collection due then
+ * waits until the thread has had nothing in hand for SETTLE_MS (the last answer's bytes reach its client meanwhile,
+ * and a request that follows at once is not caught), and only a request arriving in that moment waits for it. A
+ * thread seldom without a request (steady traffic, a request held open) only puts it off: V8 still collects when it
+ * would have.
  *
  * V8's collector is reached as `--expose-gc` gives it, set at run time and taken from a new context (node:vm);
  * where that is refused, nothing is done and V8 collects when it would have. Per thread: module state is.
@@ -24,11 +25,17 @@ import { runInNewContext } from 'node:vm';
 export const QUIET_MS = 1500;
 /** at least this much large work (bytes, roughly) since the last collection */
 export const WORTH_BYTES = 32 * 1024 * 1024;
+/** a collection due runs once nothing has been in hand for this long */
+export const SETTLE_MS = 250;
 
 let owed = 0;
 /** work in hand, begun and not yet ended (workUnderWay) */
 let underWay = 0;
+/** the quiet spell ended with work in hand: the collection runs once there is none */
+let due = false;
 let timer: NodeJS.Timeout | undefined;
+/** counting SETTLE_MS with nothing in hand */
+let settling: NodeJS.Timeout | undefined;
 let collect: (() => void) | null | undefined;
 
 function collector(): (() => void) | null {
@@ -47,6 +54,12 @@ function collector(): (() => void) | null {
 /** Large work of about `bytes` is done on this thread (a large body parsed, a large result read). */
 export function largeWorkDone(bytes: number): void {
   owed += bytes;
+  // more large work: the spell counts again from here, whatever was due
+  due = false;
+  if (settling) {
+    clearTimeout(settling);
+    settling = undefined;
+  }
   arm();
 }
 
@@ -57,31 +70,48 @@ export function largeWorkDone(bytes: number): void {
  */
 export function workUnderWay(): () => void {
   underWay++;
+  if (settling) {
+    clearTimeout(settling);
+    settling = undefined;
+  }
   let ended = false;
   return () => {
     if (ended) return;
     ended = true;
-    underWay--;
-    arm();
+    if (--underWay === 0) settle();
   };
 }
 
-/** the quiet spell (re)starts now, when enough large work is owed */
+/** the quiet spell (re)starts now, when enough large work is owed (only large work restarts it) */
 function arm(): void {
   if (owed < WORTH_BYTES) return;
   if (timer) timer.refresh();
   else {
-    timer = setTimeout(run, QUIET_MS);
+    timer = setTimeout(spellEnded, QUIET_MS);
     timer.unref();
   }
 }
 
 let collections = 0;
 
-function run(): void {
+function spellEnded(): void {
   timer = undefined;
-  // the last work in hand to end starts the spell again
-  if (underWay > 0) return;
+  if (owed < WORTH_BYTES) return;
+  due = true;
+  settle();
+}
+
+/** a collection due, and nothing in hand: it runs after SETTLE_MS more of that */
+function settle(): void {
+  if (!due || underWay > 0 || settling) return;
+  settling = setTimeout(collectIfFree, SETTLE_MS);
+  settling.unref();
+}
+
+function collectIfFree(): void {
+  settling = undefined;
+  if (!due || underWay > 0) return;
+  due = false;
   owed = 0;
   const gc = collector();
   if (!gc) return;
@@ -89,7 +119,7 @@ function run(): void {
   collections++;
 }
 
-/** this thread's state, for tests: large work owed, work in hand, a quiet spell counting, collections run */
-export function reclaimState(): { owed: number; underWay: number; armed: boolean; collections: number } {
-  return { owed, underWay, armed: timer !== undefined, collections };
+/** this thread's state, for tests: large work owed, work in hand, a quiet spell counting, a collection due (settling: its last SETTLE_MS counting), collections run */
+export function reclaimState(): { owed: number; underWay: number; armed: boolean; due: boolean; settling: boolean; collections: number } {
+  return { owed, underWay, armed: timer !== undefined, due, settling: settling !== undefined, collections };
 }

@@ -18,7 +18,7 @@ test('after large work and a quiet spell, what it left is collected', async () =
   }
 });
 
-test('no collection while work in hand is under way; the quiet spell counts again from its end', async () => {
+test('no collection while work is in hand; one due runs once nothing has been in hand for SETTLE_MS', async () => {
   const begun = reclaimState().collections;
   const end = workUnderWay();
   largeWorkDone(WORTH_BYTES);
@@ -30,15 +30,59 @@ test('no collection while work in hand is under way; the quiet spell counts agai
   let big: string[] | undefined = Array.from({ length: 64 }, (_, i) => `${i}`.padEnd(256 * 1024, 'y'));
   const ref = new WeakRef(big);
   big = undefined;
+  assert.equal(reclaimState().due, true);
+  // another piece of work in hand ends first: still one in hand, nothing collected
+  const other = workUnderWay();
   end();
   end(); // a second end is nothing: the count stays right
-  assert.deepEqual({ underWay: reclaimState().underWay, armed: reclaimState().armed }, { underWay: 0, armed: true });
-  await waitFor(() => reclaimState().collections > begun && ref.deref() === undefined, { timeoutMs: QUIET_MS + 10_000, what: 'the collection after the work ended' });
-  assert.equal(reclaimState().owed, 0);
+  assert.deepEqual(
+    { underWay: reclaimState().underWay, due: reclaimState().due, settling: reclaimState().settling, collections: reclaimState().collections },
+    { underWay: 1, due: true, settling: false, collections: begun },
+  );
+  // the last one ends: the collection due runs once nothing has been in hand for SETTLE_MS, not another quiet spell
+  other();
+  assert.deepEqual({ armed: reclaimState().armed, settling: reclaimState().settling }, { armed: false, settling: true });
+  // work taken in hand meanwhile stops the count; its end starts it again
+  const third = workUnderWay();
+  assert.equal(reclaimState().settling, false);
+  third();
+  assert.equal(reclaimState().settling, true);
+  await waitFor(() => reclaimState().collections > begun && ref.deref() === undefined, { what: 'the collection once nothing is in hand' });
+  assert.deepEqual({ owed: reclaimState().owed, due: reclaimState().due }, { owed: 0, due: false });
 });
 
-test('work in hand that ends with no large work owed arms nothing', () => {
+test('work in hand that ends with no collection due starts nothing', () => {
+  const begun = reclaimState().collections;
   const end = workUnderWay();
   end();
-  assert.deepEqual({ underWay: reclaimState().underWay, armed: reclaimState().armed }, { underWay: 0, armed: false });
+  assert.deepEqual(reclaimState(), { owed: 0, underWay: 0, armed: false, due: false, settling: false, collections: begun });
+});
+
+test('large work reported while work is in hand restarts the spell; a request ending does not', async () => {
+  const end = workUnderWay();
+  largeWorkDone(WORTH_BYTES);
+  const short = workUnderWay();
+  short();
+  // a request that came and went is not large work: the spell is the one largeWorkDone started, due within QUIET_MS
+  await waitFor(() => reclaimState().due, { timeoutMs: QUIET_MS + 10_000, what: 'the collection to be due' });
+  const begun = reclaimState().collections;
+  end();
+  await waitFor(() => reclaimState().collections > begun, { what: 'the collection once nothing is in hand' });
+});
+
+test('large work while a collection is due puts it off: the spell counts again from the last large work', async () => {
+  const end = workUnderWay();
+  largeWorkDone(WORTH_BYTES);
+  await waitFor(() => reclaimState().due, { timeoutMs: QUIET_MS + 10_000, what: 'the collection to be due' });
+  largeWorkDone(WORTH_BYTES);
+  assert.deepEqual({ due: reclaimState().due, armed: reclaimState().armed }, { due: false, armed: true });
+  const begun = reclaimState().collections;
+  end();
+  assert.deepEqual(
+    { collections: reclaimState().collections, settling: reclaimState().settling },
+    { collections: begun, settling: false },
+    'nothing counted before the new spell ends',
+  );
+  await waitFor(() => reclaimState().collections > begun, { timeoutMs: QUIET_MS + 10_000, what: 'the collection after the new spell' });
+  assert.deepEqual({ owed: reclaimState().owed, due: reclaimState().due, armed: reclaimState().armed }, { owed: 0, due: false, armed: false });
 });
