@@ -225,6 +225,27 @@ test('whisper: a hung job whose release never settles blocks nothing: the next r
   }
 });
 
+test('whisper: close() does not wait for ever on a release that never settles (a job that never ended may hold it)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
+  try {
+    const url = writeHangingWhisper(dir, 'hanging-close.mjs');
+    const state = await hangingWhisperState(url);
+    const warned: string[] = [];
+    const log = { warn: (_o: object, m?: string) => void warned.push(m ?? '') };
+    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: SMALL_BOUND, closeWaitMs: 50, log });
+    assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
+    state.hangRelease = true;
+    await engine.close();
+    assert.deepEqual(state.releases, [1], 'release was asked for');
+    assert.ok(
+      warned.some((m) => /not released in time/.test(m)),
+      warned.join('; '),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('whisper: one job at a time on the context; a client that leaves stops its job, or leaves the wait for the context at once', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
   try {

@@ -39,7 +39,12 @@ export interface WhisperOptions {
    * (whisperComputeScale), is stopped, answered 504 and its context dropped (jobLimitMs says why these defaults).
    */
   timeout?: { floorMs?: number; perAudioSecondMs?: number };
+  /** how long close() waits for the context's release (default WHISPER_CLOSE_WAIT_MS) */
+  closeWaitMs?: number;
 }
+
+/** the longest close() waits for the context's release before it gives up (a job that never settled may hold it) */
+export const WHISPER_CLOSE_WAIT_MS = 5_000;
 
 /**
  * The defaults of the bound on a job, for a base-sized model (docs/performance.md, "Speech recognition (whisper)"):
@@ -314,7 +319,21 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
     async close(): Promise<void> {
       const c = ctx;
       ctx = undefined;
-      if (c) await c.then((x) => x.release()).catch(() => {});
+      if (!c) return;
+      // a release held by a job that never settled (or by the binding itself) must not hold the shutdown: waited for
+      // closeWaitMs at most, then left to the process's exit
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = await Promise.race([
+        c
+          .then((x) => x.release())
+          .then(
+            () => false,
+            () => false,
+          ),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), opts.closeWaitMs ?? WHISPER_CLOSE_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
+      if (gaveUp) opts.log?.warn({ waitedMs: opts.closeWaitMs ?? WHISPER_CLOSE_WAIT_MS }, 'the whisper context was not released in time at close: left to the exit');
     },
   };
 
