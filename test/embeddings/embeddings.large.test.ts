@@ -44,27 +44,28 @@ function answerText(n: number, opts: { usage?: boolean; corrupt?: 'string-in-vec
 }
 
 /**
- * an upstream whose /v1/embeddings answers `text` (made before any measure); with `gate`, once the promise it
- * gives is settled (`gate` and `open()` of the result: a new gate for each request, opened by the test)
+ * an upstream whose /v1/embeddings answers `text` (made before any measure); `held`: each request waits (counted in
+ * `waiting`) until the test calls `open()`, which lets the ones waiting then go
  */
-async function upstream(text: () => string, gate?: () => Promise<void>): Promise<{ url: string; close(): Promise<void>; gate: Promise<void>; open(): void; waiting: number }> {
+async function upstream(text: () => string, o: { held?: boolean } = {}): Promise<{ url: string; close(): Promise<void>; open(): void; waiting: number }> {
   let open = () => {};
+  let gate = new Promise<void>((r) => (open = r));
   const self = {
     url: '',
-    gate: Promise.resolve(),
-    open: () => open(),
     waiting: 0,
+    open() {
+      open();
+      gate = new Promise<void>((r) => (open = r));
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
-  self.gate = new Promise<void>((r) => (open = r));
   const server = http.createServer((req, res) => {
     req.resume();
     req.on('end', async () => {
-      if (gate) {
+      if (o.held) {
         self.waiting++;
-        await gate();
+        await gate;
         self.waiting--;
-        self.gate = new Promise<void>((r) => (open = r));
       }
       const body = Buffer.from(text());
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
@@ -177,10 +178,7 @@ describe('POST /v1/embeddings with a large answer', () => {
     up = await upstream(() => text);
     const models = [{ name: 'emb', provider: 'openai-compatible', base_url: up.url, type: 'embeddings', retries: 0 } as ModelSpec];
     // an upstream that answers once the test lets it (held.open)
-    held = await upstream(
-      () => text,
-      () => held.gate,
-    );
+    held = await upstream(() => text, { held: true });
     models.push({ name: 'emb-held', provider: 'openai-compatible', base_url: held.url, type: 'embeddings', retries: 0 } as ModelSpec);
     t = await buildTestApp({ db: 'pglite', listen: true, models });
     key = await t.inferenceKey('alice');
