@@ -20,10 +20,8 @@ console.log(`Checking formatting of ${git.status === 0 ? `${files.length} tracke
 // --ignore-unknown: a tracked file prettier has no parser for (a shell script, a PNG) is not an error;
 // --list-different: the path of each file it would change, one a line;
 // --cache (by content, in node_modules/.cache/prettier): a file found formatted is not parsed again until it changes,
-// so a second run checks only what changed (~5 s instead of ~23 s for ~820 files on a quiet 2-core machine). A
-// reviewer's lint was seen to end right after this script's first line, with nothing more (not reproduced here: a
-// fresh clone, main and the CI clone pass); the one way found to end so is the process being stopped from outside, as
-// by a time limit while prettier runs, its longest step
+// so a second run checks only what changed (~5 s instead of ~23 s for ~820 files on a quiet 2-core machine; why lint
+// keeps caches: scripts/lint.mjs)
 const r = spawnSync(process.execPath, [prettier, '--list-different', '--ignore-unknown', '--cache', '--cache-strategy', 'content', ...files], {
   encoding: 'utf8',
   maxBuffer: 64 << 20,
