@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { createWhisperEngine, detectWhisperBinding, tokensToWords, whisperComputeScale, whisperUnavailableHint } from '../../src/engines/whisper/index.js';
 import { EngineError, type TranscribeRequest } from '../../src/engines/types.js';
 import { fromEngineError } from '../../src/api/engine-errors.js';
-import { hangingWhisperState, writeHangingWhisper } from '../helpers/whisper-hang.js';
+import { hangingWhisperState, writeHangingWhisper, type FakeWhisperState } from '../helpers/whisper-hang.js';
 import { waitFor } from '../helpers/wait.js';
 
 function req(extra: Partial<TranscribeRequest> = {}): TranscribeRequest {
@@ -160,13 +160,21 @@ const timedOut = (e: unknown) => {
   return true;
 };
 
-test('whisper: a job that never settles is stopped and answered 504 within its bound; the job queued behind it runs on a fresh context', async () => {
+/** runs `f` with the hanging fake binding written as `name` (its own module and state) and a model file, in a temporary directory */
+async function withHangingWhisper(name: string, f: (w: { url: string; state: FakeWhisperState; modelPath: string }) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
   try {
-    const url = writeHangingWhisper(dir);
-    const state = await hangingWhisperState(url);
+    const url = writeHangingWhisper(dir, name);
+    await f({ url, state: await hangingWhisperState(url), modelPath: fakeModel(dir) });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('whisper: a job that never settles is stopped and answered 504 within its bound; the job queued behind it runs on a fresh context', async () => {
+  await withHangingWhisper('hanging-whisper.mjs', async ({ url, state, modelPath }) => {
     const logged: object[] = [];
-    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: SMALL_BOUND, log: { warn: (o) => logged.push(o) } });
+    const engine = createWhisperEngine({ modelPath, packageName: url, timeout: SMALL_BOUND, log: { warn: (o) => logged.push(o) } });
     const texts: string[] = [];
     const hung = engine.transcribe(req({ prompt: 'hang-after-text', onText: (d) => texts.push(d) }));
     await waitFor(() => state.jobs.length === 1, { what: 'the hung job handed to the binding' });
@@ -193,17 +201,12 @@ test('whisper: a job that never settles is stopped and answered 504 within its b
     assert.equal(state.inits, 2, 'the fresh context is kept');
     await engine.close();
     assert.deepEqual(state.releases, [1, 2]);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('whisper: a hung job whose release never settles blocks nothing: the next request gets a fresh context', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
-  try {
-    const url = writeHangingWhisper(dir, 'hanging-release.mjs');
-    const state = await hangingWhisperState(url);
-    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: SMALL_BOUND });
+  await withHangingWhisper('hanging-release.mjs', async ({ url, state, modelPath }) => {
+    const engine = createWhisperEngine({ modelPath, packageName: url, timeout: SMALL_BOUND });
     assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
     state.hangRelease = true;
     await assert.rejects(engine.transcribe(req({ prompt: 'hang' })), timedOut);
@@ -220,19 +223,14 @@ test('whisper: a hung job whose release never settles blocks nothing: the next r
     assert.equal(state.inits, 3);
     state.hangRelease = false;
     await engine.close();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('whisper: close() does not wait for ever on a release that never settles (a job that never ended may hold it)', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
-  try {
-    const url = writeHangingWhisper(dir, 'hanging-close.mjs');
-    const state = await hangingWhisperState(url);
+  await withHangingWhisper('hanging-close.mjs', async ({ url, state, modelPath }) => {
     const warned: string[] = [];
     const log = { warn: (_o: object, m?: string) => void warned.push(m ?? '') };
-    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: SMALL_BOUND, closeWaitMs: 50, log });
+    const engine = createWhisperEngine({ modelPath, packageName: url, timeout: SMALL_BOUND, closeWaitMs: 50, log });
     assert.equal((await engine.transcribe(req())).text, 'Fresh text.');
     state.hangRelease = true;
     await engine.close();
@@ -241,18 +239,13 @@ test('whisper: close() does not wait for ever on a release that never settles (a
       warned.some((m) => /not released in time/.test(m)),
       warned.join('; '),
     );
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('whisper: one job at a time on the context; a client that leaves stops its job, or leaves the wait for the context at once', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'portico-hang-whisper-'));
-  try {
-    const url = writeHangingWhisper(dir, 'one-at-a-time.mjs');
-    const state = await hangingWhisperState(url);
+  await withHangingWhisper('one-at-a-time.mjs', async ({ url, state, modelPath }) => {
     // a bound no test reaches: the client's leaving is what ends these jobs
-    const engine = createWhisperEngine({ modelPath: fakeModel(dir), packageName: url, timeout: { floorMs: 3_600_000 } });
+    const engine = createWhisperEngine({ modelPath, packageName: url, timeout: { floorMs: 3_600_000 } });
     const first = new AbortController();
     const a = engine.transcribe(req({ prompt: 'wait', signal: first.signal }));
     await waitFor(() => state.jobs.length === 1, { what: 'the first job' });
@@ -276,9 +269,7 @@ test('whisper: one job at a time on the context; a client that leaves stops its 
     assert.equal(state.maxRunning, 1);
     assert.equal(state.inits, 1, 'no context dropped');
     await engine.close();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test("whisper: the bound on a job scales with the model's compute, from its header", () => {
