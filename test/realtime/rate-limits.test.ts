@@ -7,6 +7,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setupRealtime, type RtEnv } from './util.js';
 import { waitFor } from '../helpers/wait.js';
+import { awayFromMinuteEdge } from '../helpers/minute-window.js';
 
 describe('realtime: rate limits per turn (pglite)', () => {
   let e: RtEnv;
@@ -16,6 +17,9 @@ describe('realtime: rate limits per turn (pglite)', () => {
   after(() => e.close());
 
   test("the session's key checks count nothing; each response counts one request, and the one past the rpm is refused", async () => {
+    // the upgrade and the three responses count in one fixed minute: not near its end (a window that turns between
+    // them starts the count again, and the third would pass)
+    await awayFromMinuteEdge(15);
     const s = await e.open();
     await s.next('session.created');
     s.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], audio: { input: { turn_detection: null } } } });
