@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { DestinationStream } from 'pino';
 import type { Config } from '../platform/config.js';
 import { createLogger, type Logger } from '../platform/log.js';
-import { dbOptionsOf, openDb, type OpenedDb } from '../platform/db/index.js';
+import { dbOptionsOf, openDb, type DbOptions, type OpenedDb } from '../platform/db/index.js';
 import { secureDataDir } from '../platform/data-dir.js';
 import { withProgress } from '../platform/ops/progress.js';
 import { createFeed, type ChangeFeed } from '../platform/cluster/feed.js';
@@ -70,6 +70,11 @@ export interface CoreOptions {
   dbSchema?: string;
   /** PGlite: a new database starts as a copy of this dump of a migrated one instead of initdb (tests: test/helpers/db-template.ts) */
   dbTemplate?: string;
+  /**
+   * how the database is opened (default `openDb`): the test suite lends its apps an in-memory PGlite emptied back to
+   * the template (test/helpers/pglite-pool.ts) instead of starting a new one each time; the core closes what it gets
+   */
+  openDb?: (options: DbOptions) => Promise<OpenedDb>;
   /** models instead of the PORTICO_CONFIG file (tests) */
   models?: ModelSpec[];
   /** where log lines go (default stdout) */
@@ -101,7 +106,7 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
       : 'opening the database';
   const progress = { onPhase: opts.onPhase };
   const t0 = Date.now();
-  const db = await withProgress(log, opening, () => openDb(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) })), progress);
+  const db = await withProgress(log, opening, () => (opts.openDb ?? openDb)(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) })), progress);
   if (creating && !opts.dbTemplate)
     log.info(
       { dataDir: where(config), template: config.pgliteTemplate ?? null, ms: Date.now() - t0 },

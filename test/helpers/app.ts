@@ -12,6 +12,7 @@ import type { ModelSpec } from '../../src/models/config.js';
 import { DEFAULT_SPEND_PREFIX } from '../../src/portal/usage/spend.js';
 import { dropInstallationKeys } from './redis-keys.js';
 import { databaseFromTemplate, pgliteTemplate } from './db-template.js';
+import { openPooled } from './pglite-pool.js';
 
 export type TestDb = 'pglite' | 'postgres';
 
@@ -119,7 +120,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp &
     ...redis.env,
   });
   const dbTemplate = db === 'pglite' && config.inMemoryDb && process.env.PORTICO_TEST_PGLITE_TEMPLATE !== 'off' ? await pgliteTemplate() : undefined;
-  const core = await createCore(config, { role: 'serve', dbSchema: schema, dbTemplate, models: opts.models, logDestination: opts.logDestination });
+  const core = await createCore(config, { role: 'serve', dbSchema: schema, dbTemplate, openDb: openPooled, models: opts.models, logDestination: opts.logDestination });
   const runtime = await createRuntime(core, { builtinModels: opts.builtins ?? opts.models === undefined, ...opts.runtime });
   const app = runtime.app;
   const services: TestServices = {
