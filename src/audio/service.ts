@@ -510,7 +510,7 @@ export class AudioService {
       wordTimestamps: p.task === 'transcribe' && p.format === 'verbose_json' && p.granularities.includes('word'),
       signal,
     };
-    const turns = queue && pcm16k && duration !== undefined ? queue.admit(key.keyId, duration) : undefined;
+    const turns = queue && pcm16k && duration !== undefined ? queue.admit(key.keyId, duration, { lane: this.d.engines.laneOf(engine) }) : undefined;
     let t: Transcript;
     facts?.engineStarted();
     try {
