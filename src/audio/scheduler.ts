@@ -138,7 +138,7 @@ export class FairScheduler {
    * that engine runs fewer jobs at once than there are slots (its turns then wait here for room on it).
    */
   admit(key: string, cost: number, opts: { unchecked?: boolean; lane?: Lane } = {}): Ticket {
-    if (!opts.unchecked) this.check(key, cost);
+    if (!opts.unchecked) this.check(key, cost, opts.lane);
     const s = this.state(key);
     s.reserved += cost;
     s.tickets++;
@@ -147,9 +147,9 @@ export class FairScheduler {
 
   /**
    * Refuses as admit would, before the cost is known (a transcription's upload is decoded after this): the key's
-   * queue already full, or the wait too long.
+   * queue already full, or the wait too long (on `lane`, the engine it would run on, when it has one).
    */
-  check(key: string, cost = 0): void {
+  check(key: string, cost = 0, lane?: Lane): void {
     const queued = this.queuedOf(key);
     if (queued > 0 && queued + cost > this.o.maxQueuedPerKey) {
       // the key's own work must start before this request fits: that much of it, or all of it for a request
@@ -159,10 +159,10 @@ export class FairScheduler {
         'rate_limit_exceeded',
         `This API key already has ${round(queued)} ${this.o.unit} of ${this.o.what} waiting on this server, and at most ${this.o.maxQueuedPerKey} may wait ` +
           `(${this.o.maxQueuedSetting}); this request would add ${round(cost)}. Send it when more of the work already sent has started.`,
-        this.waitMs(key, drain),
+        this.waitMs(key, drain, lane),
       );
     }
-    const wait = this.waitMs(key, queued);
+    const wait = this.waitMs(key, queued, lane);
     if (wait > this.o.maxWaitMs) {
       throw this.refusal(
         'engine_overloaded',
@@ -173,9 +173,9 @@ export class FairScheduler {
     }
   }
 
-  /** The estimated wait (ms) of a new request of `key` for its first turn. */
-  estimateWaitMs(key: string): number {
-    return this.waitMs(key, this.queuedOf(key));
+  /** The estimated wait (ms) of a new request of `key` for its first turn (on `lane`, when its engine has one). */
+  estimateWaitMs(key: string, lane?: Lane): number {
+    return this.waitMs(key, this.queuedOf(key), lane);
   }
 
   snapshot(): SchedulerSnapshot {
@@ -314,24 +314,53 @@ export class FairScheduler {
   }
 
   /**
+   * When (ms from now) a new turn would start if `own` of the key's work is ahead of it: on the slots, and on its
+   * lane when it has one that runs fewer turns at once than the slots (the later of the two).
+   */
+  private waitMs(key: string, own: number, lane?: Lane): number {
+    const slots = this.pour(key, own);
+    if (!lane || lane.limit >= this.o.slots) return slots;
+    // the key's work on the lane, no more than `own`
+    let mine = 0;
+    for (const w of this.keys.get(key)?.waiting ?? []) if (w.ticket.lane?.id === lane.id) mine += w.cost;
+    return Math.max(slots, this.pour(key, Math.min(own, mine), lane));
+  }
+
+  /**
    * When (ms from now) a new turn would start if `own` of the key's work is ahead of it: the other keys' work
    * that is served before it (of each, as much as `own` and the turn at its head; with nothing of its own ahead,
    * only the turns at the head of keys holding no more slots than it does), poured with `own` into the slots as
-   * they free (each running turn frees its slot when its rest is done at the measured speed).
+   * they free (each running turn frees its slot when its rest is done at the measured speed). With `lane`: only
+   * the turns on that lane, poured into as many slots as it runs turns at once.
    */
-  private waitMs(key: string, own: number): number {
+  private pour(key: string, own: number, lane?: Lane): number {
     const speed = this.speed;
     const now = this.now();
     const free: number[] = [];
-    for (const r of this.running) free.push(Math.max(0, r.cost / speed - (now - r.startedAt) / 1000));
-    while (free.length < this.o.slots) free.push(0);
+    for (const r of this.running) if (!lane || r.lane?.id === lane.id) free.push(Math.max(0, r.cost / speed - (now - r.startedAt) / 1000));
+    const width = lane ? Math.min(lane.limit, this.o.slots) : this.o.slots;
+    while (free.length < width) free.push(0);
     free.sort((a, b) => a - b);
     const holds = this.keys.get(key)?.runningTurns ?? 0;
     let ahead = own;
     for (const [k, s] of this.keys) {
       if (k === key) continue;
-      const head = s.waiting[0]?.cost ?? 0;
-      if (own > 0) ahead += Math.min(this.pending(s), own + head);
+      let head = 0;
+      let pending: number;
+      if (lane) {
+        pending = 0;
+        let first = true;
+        for (const w of s.waiting) {
+          if (w.ticket.lane?.id !== lane.id) continue;
+          if (first) head = w.cost;
+          first = false;
+          pending += w.cost;
+        }
+      } else {
+        head = s.waiting[0]?.cost ?? 0;
+        pending = this.pending(s);
+      }
+      if (own > 0) ahead += Math.min(pending, own + head);
       else if (s.runningTurns <= holds) ahead += head;
     }
     return fill(free, ahead / speed) * 1000;

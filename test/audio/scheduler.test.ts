@@ -359,6 +359,29 @@ describe('FairScheduler', () => {
       ew.close();
     });
 
+    test("the wait estimate on a lane counts the lane's own turns on as many slots as it runs (503 when that is too long), the estimate off it does not", async () => {
+      const { s } = scheduler({ slots: 2, initialSpeed: 1, maxWaitMs: 12_000 });
+      const a = s.admit('A', 20, { lane: whisper });
+      const running = await a.step(10);
+      const waiting = a.step(10);
+      const c = s.admit('C', 5, { lane: whisper });
+      const cw = c.step(5);
+      // B on another engine: a slot is free; only C's head turn (5 s) is counted ahead, on the two slots
+      assert.equal(s.estimateWaitMs('B'), 5000);
+      // B on the lane: A's running turn (10 s) and C's turn (5 s), one at a time
+      assert.equal(s.estimateWaitMs('B', whisper), 15_000);
+      s.admit('B', 1).close();
+      const e = refusal(() => s.admit('B', 1, { lane: whisper }));
+      assert.equal(e.code, 'engine_overloaded');
+      assert.equal(e.headers!['retry-after-ms'], '3000');
+      assert.equal(refusal(() => s.check('B', 0, whisper)).code, 'engine_overloaded', 'refused before the cost is known too');
+      running.done(true);
+      (await waiting).done(true);
+      (await cw).done(true);
+      a.close();
+      c.close();
+    });
+
     test('lanes are told apart by their id: a full lane does not hold another one', async () => {
       const { s } = scheduler({ slots: 2 });
       const one = await s.admit('A', 1, { lane: whisper }).step(1);
