@@ -22,7 +22,8 @@
  *   whose lane is full waits here, its key keeping its place in line, and the free slot goes to the next turn that
  *   may start (another key's on another engine, or a later turn of the same key on another engine). So a job never
  *   holds a slot while it waits inside its engine, and the turns waiting for a lane are served in the keys' order
- *   too, not in the engine's own first come first served.
+ *   too, not in the engine's own first come first served. A request on a lane has its wait estimated on the lane
+ *   as well (its turns poured into `limit` slots), the later of the two.
  *
  * The speed is work per second of one slot, learnt from the turns that completed (a decaying average weighted
  * by their time, so short turns do not swing it), starting from `initialSpeed`.
