@@ -40,7 +40,7 @@ import type { PcmChunk, SpeechEngine, SpeechRequest, TranscriptionEngine } from 
 import type { EmbeddedSpeechEngine } from '../engines/shared/tts.js';
 import { AppError } from '../platform/errors.js';
 import type { AudioLimits } from '../platform/config.js';
-import { FairScheduler } from './scheduler.js';
+import { FairScheduler, type Lane } from './scheduler.js';
 import type { Provider } from '../engines/provider.js';
 import { PROVIDERS } from '../engines/providers.js';
 import { OPENAI_VOICES, VOICE_PROVIDERS, speakEmbedded, type EmbeddedTtsKind } from './voices.js';
@@ -77,8 +77,10 @@ function embeddedVoices(engines: EngineRegistry, voiceModel?: () => ModelSpec | 
 }
 
 /**
- * Jobs the embedded engines run at once, for the whole instance: two pocketsphinx (or whisper) decoders, two
- * synthesis workers (each engine's own default: one a core of a small machine).
+ * Jobs the embedded engines run at once, for the whole instance: two recognitions, two synthesis workers (each
+ * engine's own default: one a core of a small machine). A recognizer that runs fewer at once (whisper: one job on its
+ * model's one context, TranscriptionEngine.concurrency) gets no more than that of them; the other slot stays free
+ * for the others (laneOf).
  */
 export const TRANSCRIPTION_SLOTS = 2;
 export const SPEECH_SLOTS = 2;
@@ -131,6 +133,16 @@ export class AudioEngines {
       maxWaitMs: limits.maxWaitMs,
       initialSpeed: SPEECH_SPEED,
     });
+  }
+
+  /**
+   * The lane of a recognizer's turns on the transcription scheduler: an engine that runs fewer jobs at once than
+   * there are slots (its `concurrency`) is given that many turns at once at most, the rest waiting in the
+   * scheduler (in the keys' fair order, holding no slot); undefined for an engine that runs as many as it is given.
+   */
+  laneOf(engine: TranscriptionEngine): Lane | undefined {
+    const limit = engine.concurrency;
+    return limit !== undefined && limit < TRANSCRIPTION_SLOTS ? { id: engine, limit: Math.max(1, Math.floor(limit)) } : undefined;
   }
 
   /** Loads the embedded speech engines now (start-up, tests) rather than at the first request. */

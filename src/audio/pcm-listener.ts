@@ -28,7 +28,7 @@ export class PcmListenerService {
     const spec = this.spec(o.model);
     const engine = await this.engines.transcription(spec);
     const seconds = o.pcm16k.length / TRANSCRIPTION_SAMPLE_RATE;
-    const ticket = engine.needsPcm ? this.engines.transcriptionQueue.admit(o.key, seconds, { unchecked: true }) : undefined;
+    const ticket = engine.needsPcm ? this.engines.transcriptionQueue.admit(o.key, seconds, { unchecked: true, lane: this.engines.laneOf(engine) }) : undefined;
     try {
       const turn = await ticket?.step(seconds, o.signal);
       let completed = false;

@@ -17,6 +17,13 @@
  *   retry-after), rather than left to wait longer than a client or its proxy will.
  * - A turn whose signal aborts (its client went away) leaves the queue at once; closing a ticket gives back what
  *   it had reserved and not used.
+ * - A request may name a lane: the engine it runs on, when that engine runs fewer jobs at once than there are slots
+ *   (whisper's one context: `TranscriptionEngine.concurrency`). At most `limit` turns of a lane run at once: a turn
+ *   whose lane is full waits here, its key keeping its place in line, and the free slot goes to the next turn that
+ *   may start (another key's on another engine, or a later turn of the same key on another engine). So a job never
+ *   holds a slot while it waits inside its engine, and the turns waiting for a lane are served in the keys' order
+ *   too, not in the engine's own first come first served. A request on a lane has its wait estimated on the lane
+ *   as well (its turns poured into `limit` slots), the later of the two.
  *
  * The speed is work per second of one slot, learnt from the turns that completed (a decaying average weighted
  * by their time, so short turns do not swing it), starting from `initialSpeed`.
@@ -41,6 +48,15 @@ export interface FairSchedulerOptions {
   initialSpeed: number;
   /** the clock (tests) */
   now?: () => number;
+}
+
+/**
+ * An engine that runs at most `limit` jobs at once, whatever the slots: its turns share `limit` of them. `id` is what
+ * tells two lanes apart (the engine object: two models on the same provider are two lanes).
+ */
+export interface Lane {
+  readonly id: object;
+  readonly limit: number;
 }
 
 /** A slot, given for one turn: `done(true)` when the work completed (its time is measured), `done(false)` otherwise. */
@@ -86,6 +102,7 @@ interface Step {
 interface Running {
   cost: number;
   startedAt: number;
+  lane?: Lane;
 }
 
 /** how many seconds of turns the initial speed weighs, and how much each measured turn leaves of the past */
@@ -97,6 +114,8 @@ export class FairScheduler {
   /** keys with a turn waiting, in the order they are served */
   private readonly ring: string[] = [];
   private readonly running = new Set<Running>();
+  /** the turns running on each lane (none kept at 0) */
+  private readonly onLane = new Map<object, number>();
   private readonly now: () => number;
   /** decaying sums of the work and the seconds of completed turns (the speed is their ratio) */
   private work: number;
@@ -116,21 +135,22 @@ export class FairScheduler {
   /**
    * Admits a request of `cost` for `key`, or refuses it: 429 when the key's queued work would pass its cap, 503
    * when the request would wait longer than allowed for its first turn. `unchecked`: neither rule applies (work
-   * that cannot be refused, such as a spoken answer already under way).
+   * that cannot be refused, such as a spoken answer already under way). `lane`: the engine its turns run on, when
+   * that engine runs fewer jobs at once than there are slots (its turns then wait here for room on it).
    */
-  admit(key: string, cost: number, opts: { unchecked?: boolean } = {}): Ticket {
-    if (!opts.unchecked) this.check(key, cost);
+  admit(key: string, cost: number, opts: { unchecked?: boolean; lane?: Lane } = {}): Ticket {
+    if (!opts.unchecked) this.check(key, cost, opts.lane);
     const s = this.state(key);
     s.reserved += cost;
     s.tickets++;
-    return new TicketImpl(this, key, cost);
+    return new TicketImpl(this, key, cost, opts.lane);
   }
 
   /**
    * Refuses as admit would, before the cost is known (a transcription's upload is decoded after this): the key's
-   * queue already full, or the wait too long.
+   * queue already full, or the wait too long (on `lane`, the engine it would run on, when it has one).
    */
-  check(key: string, cost = 0): void {
+  check(key: string, cost = 0, lane?: Lane): void {
     const queued = this.queuedOf(key);
     if (queued > 0 && queued + cost > this.o.maxQueuedPerKey) {
       // the key's own work must start before this request fits: that much of it, or all of it for a request
@@ -140,10 +160,10 @@ export class FairScheduler {
         'rate_limit_exceeded',
         `This API key already has ${round(queued)} ${this.o.unit} of ${this.o.what} waiting on this server, and at most ${this.o.maxQueuedPerKey} may wait ` +
           `(${this.o.maxQueuedSetting}); this request would add ${round(cost)}. Send it when more of the work already sent has started.`,
-        this.waitMs(key, drain),
+        this.waitMs(key, drain, lane),
       );
     }
-    const wait = this.waitMs(key, queued);
+    const wait = this.waitMs(key, queued, lane);
     if (wait > this.o.maxWaitMs) {
       throw this.refusal(
         'engine_overloaded',
@@ -154,9 +174,9 @@ export class FairScheduler {
     }
   }
 
-  /** The estimated wait (ms) of a new request of `key` for its first turn. */
-  estimateWaitMs(key: string): number {
-    return this.waitMs(key, this.queuedOf(key));
+  /** The estimated wait (ms) of a new request of `key` for its first turn (on `lane`, when its engine has one). */
+  estimateWaitMs(key: string, lane?: Lane): number {
+    return this.waitMs(key, this.queuedOf(key), lane);
   }
 
   snapshot(): SchedulerSnapshot {
@@ -228,24 +248,35 @@ export class FairScheduler {
     if (s.tickets === 0 && s.waiting.length === 0 && s.runningTurns === 0) this.keys.delete(key);
   }
 
+  /** whether a turn on `lane` may start now (a slot being free): its lane has room, or it has none */
+  private roomOn(lane: Lane | undefined): boolean {
+    return !lane || (this.onLane.get(lane.id) ?? 0) < lane.limit;
+  }
+
   /**
-   * Gives free slots to waiting turns: of the keys with a turn waiting, the one holding the fewest slots now (the
-   * first in line among equals), which then goes to the back of the line.
+   * Gives free slots to waiting turns: of the keys with a turn that may start (the first of its queue whose lane
+   * has room), the one holding the fewest slots now (the first in line among equals), which then goes to the back of
+   * the line. A key none of whose turns may start keeps its place.
    */
   private dispatch(): void {
     while (this.running.size < this.o.slots && this.ring.length > 0) {
-      let at = 0;
+      let at = -1;
+      let which = 0;
       let fewest = Infinity;
       for (let i = 0; i < this.ring.length && fewest > 0; i++) {
-        const n = this.keys.get(this.ring[i]!)!.runningTurns;
-        if (n < fewest) {
-          fewest = n;
-          at = i;
-        }
+        const s = this.keys.get(this.ring[i]!)!;
+        if (s.runningTurns >= fewest) continue;
+        const j = s.waiting.findIndex((w) => this.roomOn(w.ticket.lane));
+        if (j < 0) continue;
+        fewest = s.runningTurns;
+        at = i;
+        which = j;
       }
+      // every turn waiting is on a full lane
+      if (at < 0) return;
       const key = this.ring.splice(at, 1)[0]!;
       const s = this.keys.get(key)!;
-      const step = s.waiting.shift()!;
+      const step = s.waiting.splice(which, 1)[0]!;
       if (s.waiting.length > 0) this.ring.push(key);
       this.start(key, s, step);
     }
@@ -256,8 +287,10 @@ export class FairScheduler {
     const taken = step.ticket.take(step.cost);
     s.reserved = Math.max(0, s.reserved - taken);
     s.runningTurns++;
-    const r: Running = { cost: step.cost, startedAt: this.now() };
+    const lane = step.ticket.lane;
+    const r: Running = { cost: step.cost, startedAt: this.now(), lane };
     this.running.add(r);
+    if (lane) this.onLane.set(lane.id, (this.onLane.get(lane.id) ?? 0) + 1);
     let over = false;
     step.resolve({
       done: (completed: boolean) => {
@@ -265,6 +298,11 @@ export class FairScheduler {
         over = true;
         this.running.delete(r);
         s.runningTurns--;
+        if (lane) {
+          const n = this.onLane.get(lane.id)! - 1;
+          if (n > 0) this.onLane.set(lane.id, n);
+          else this.onLane.delete(lane.id);
+        }
         const seconds = (this.now() - r.startedAt) / 1000;
         if (completed && seconds > 0 && r.cost > 0) {
           this.work = this.work * DECAY + r.cost;
@@ -277,24 +315,53 @@ export class FairScheduler {
   }
 
   /**
+   * When (ms from now) a new turn would start if `own` of the key's work is ahead of it: on the slots, and on its
+   * lane when it has one that runs fewer turns at once than the slots (the later of the two).
+   */
+  private waitMs(key: string, own: number, lane?: Lane): number {
+    const slots = this.pour(key, own);
+    if (!lane || lane.limit >= this.o.slots) return slots;
+    // the key's work on the lane, no more than `own`
+    let mine = 0;
+    for (const w of this.keys.get(key)?.waiting ?? []) if (w.ticket.lane?.id === lane.id) mine += w.cost;
+    return Math.max(slots, this.pour(key, Math.min(own, mine), lane));
+  }
+
+  /**
    * When (ms from now) a new turn would start if `own` of the key's work is ahead of it: the other keys' work
    * that is served before it (of each, as much as `own` and the turn at its head; with nothing of its own ahead,
    * only the turns at the head of keys holding no more slots than it does), poured with `own` into the slots as
-   * they free (each running turn frees its slot when its rest is done at the measured speed).
+   * they free (each running turn frees its slot when its rest is done at the measured speed). With `lane`: only
+   * the turns on that lane, poured into as many slots as it runs turns at once.
    */
-  private waitMs(key: string, own: number): number {
+  private pour(key: string, own: number, lane?: Lane): number {
     const speed = this.speed;
     const now = this.now();
     const free: number[] = [];
-    for (const r of this.running) free.push(Math.max(0, r.cost / speed - (now - r.startedAt) / 1000));
-    while (free.length < this.o.slots) free.push(0);
+    for (const r of this.running) if (!lane || r.lane?.id === lane.id) free.push(Math.max(0, r.cost / speed - (now - r.startedAt) / 1000));
+    const width = lane ? Math.min(lane.limit, this.o.slots) : this.o.slots;
+    while (free.length < width) free.push(0);
     free.sort((a, b) => a - b);
     const holds = this.keys.get(key)?.runningTurns ?? 0;
     let ahead = own;
     for (const [k, s] of this.keys) {
       if (k === key) continue;
-      const head = s.waiting[0]?.cost ?? 0;
-      if (own > 0) ahead += Math.min(this.pending(s), own + head);
+      let head = 0;
+      let pending: number;
+      if (lane) {
+        pending = 0;
+        let first = true;
+        for (const w of s.waiting) {
+          if (w.ticket.lane?.id !== lane.id) continue;
+          if (first) head = w.cost;
+          first = false;
+          pending += w.cost;
+        }
+      } else {
+        head = s.waiting[0]?.cost ?? 0;
+        pending = this.pending(s);
+      }
+      if (own > 0) ahead += Math.min(pending, own + head);
       else if (s.runningTurns <= holds) ahead += head;
     }
     return fill(free, ahead / speed) * 1000;
@@ -332,6 +399,8 @@ class TicketImpl implements Ticket {
     private readonly scheduler: FairScheduler,
     readonly key: string,
     cost: number,
+    /** the engine its turns run on, when it runs fewer jobs at once than the slots */
+    readonly lane?: Lane,
   ) {
     this.left = cost;
   }

@@ -482,8 +482,9 @@ export class AudioService {
     // an embedded recognizer runs here, shared by every key: the request takes its turns (pieces of its audio) in
     // its key's queue; refused before its upload is even decoded when that queue is full or the wait too long
     const queue = engine.needsPcm ? this.d.engines.transcriptionQueue : undefined;
+    const lane = this.d.engines.laneOf(engine);
     if (engine.needsPcm) {
-      queue?.check(key.keyId);
+      queue?.check(key.keyId, 0, lane);
       try {
         const d = await decodeAudio(p.file.bytes, { signal, maxSeconds: MAX_AUDIO_SECONDS });
         pcm16k = d.pcm;
@@ -510,7 +511,7 @@ export class AudioService {
       wordTimestamps: p.task === 'transcribe' && p.format === 'verbose_json' && p.granularities.includes('word'),
       signal,
     };
-    const turns = queue && pcm16k && duration !== undefined ? queue.admit(key.keyId, duration) : undefined;
+    const turns = queue && pcm16k && duration !== undefined ? queue.admit(key.keyId, duration, { lane }) : undefined;
     let t: Transcript;
     facts?.engineStarted();
     try {

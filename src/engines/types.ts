@@ -355,6 +355,11 @@ export interface TranscriptionEngine {
   readonly languages?: readonly string[];
   /** seconds of audio it decodes at one cost, however much of them is speech (whisper: its 30-s window) */
   readonly window?: number;
+  /**
+   * Jobs it can run at once (whisper: 1, its model's one context). The audio feature gives it no more turns at
+   * once than this: the others wait in its fair scheduler, holding no slot. Unset: as many as it is given.
+   */
+  readonly concurrency?: number;
   transcribe(req: TranscribeRequest): Promise<Transcript>;
   close(): Promise<void>;
   /** as TextEngine.retire: closes once the work in flight has finished */

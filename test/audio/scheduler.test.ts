@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FairScheduler, fill, type FairSchedulerOptions, type Turn } from '../../src/audio/scheduler.js';
+import { FairScheduler, fill, type FairSchedulerOptions, type Lane, type Turn } from '../../src/audio/scheduler.js';
 import { AppError } from '../../src/platform/errors.js';
 
 function scheduler(o: Partial<FairSchedulerOptions> = {}) {
@@ -239,6 +239,157 @@ describe('FairScheduler', () => {
     assert.equal(refusal(() => s.admit('B', 1)).code, 'engine_overloaded');
     u.close();
     hold.done(true);
+  });
+
+  describe('lanes: an engine that runs fewer jobs at once than the slots (whisper, one)', () => {
+    // two slots; the "whisper" lane runs one turn at a time, the other engine as many as it is given
+    const whisper: Lane = { id: {}, limit: 1 };
+
+    test("a turn on a full lane waits holding no slot: a later turn on another engine (another key's, or its own key's) takes the free slot; the lane's next turn starts when its running one ends", async () => {
+      const { s } = scheduler({ slots: 2 });
+      const log: string[] = [];
+      const a = s.admit('A', 30, { lane: whisper });
+      const w1 = turn(log, a, 'W1', 10);
+      const w2 = turn(log, a, 'W2', 10);
+      await tick();
+      assert.deepEqual(log, ['W1'], 'the second whisper turn waits, although a slot is free');
+      assert.equal(s.snapshot().running, 1);
+      const b = s.admit('B', 5);
+      const p1 = turn(log, b, 'P1', 5);
+      await tick();
+      assert.deepEqual(log, ['W1', 'P1'], 'the other engine runs beside the first whisper turn');
+      // A's own turn on the other engine, queued behind its waiting whisper turn, starts too when a slot frees
+      const a2 = s.admit('A', 5);
+      const ap = turn(log, a2, 'AP', 5);
+      (await p1).done(true);
+      await tick();
+      assert.deepEqual(log, ['W1', 'P1', 'AP'], 'the free slot went to a turn that may start, not to the whisper turn');
+      (await w1).done(true);
+      await tick();
+      assert.deepEqual(log, ['W1', 'P1', 'AP', 'W2'], 'the next whisper turn once the first ended');
+      for (const p of [ap, w2]) (await p).done(true);
+      for (const x of [a, a2, b]) x.close();
+      assert.deepEqual(s.snapshot(), { slots: 2, running: 0, speed: s.speed, keys: [] });
+    });
+
+    test("the turns waiting for a lane are served in the keys' fair order, not first come first served", async () => {
+      const { s } = scheduler({ slots: 2 });
+      const log: string[] = [];
+      const t: Record<string, ReturnType<typeof turn>> = {};
+      const a = s.admit('A', 40, { lane: whisper });
+      for (const n of ['A1', 'A2', 'A3', 'A4']) t[n] = turn(log, a, n, 10);
+      const b = s.admit('B', 10, { lane: whisper });
+      t.B1 = turn(log, b, 'B1', 10);
+      const c = s.admit('C', 10, { lane: whisper });
+      t.C1 = turn(log, c, 'C1', 10);
+      // meanwhile the other slot serves another engine's turns
+      const d = s.admit('D', 20);
+      t.D1 = turn(log, d, 'D1', 10);
+      t.D2 = turn(log, d, 'D2', 10);
+      await tick();
+      assert.deepEqual(log, ['A1', 'D1']);
+      (await t.D1!).done(true);
+      await tick();
+      assert.deepEqual(log, ['A1', 'D1', 'D2'], 'the free slot goes to the other engine, the lane being full');
+      for (let i = 0; i < 5; i++) {
+        (await t[log.filter((n) => !n.startsWith('D')).pop()!]!).done(true);
+        await tick();
+      }
+      // A was in line (A2) when B and C came: then B, C, and the rest of A's; a queue of the engine's own would
+      // have run A's four first
+      assert.deepEqual(
+        log.filter((n) => !n.startsWith('D')),
+        ['A1', 'A2', 'B1', 'C1', 'A3', 'A4'],
+      );
+      for (const n of ['A4', 'D2']) (await t[n]!).done(true);
+      for (const x of [a, b, c, d]) x.close();
+      assert.deepEqual(s.snapshot().keys, []);
+    });
+
+    test('a waiting turn on a full lane whose client leaves frees nothing it did not hold: the lane stays full until its running turn ends, and no slot is lost', async () => {
+      const { s } = scheduler({ slots: 2 });
+      const log: string[] = [];
+      const a = s.admit('A', 10, { lane: whisper });
+      const w1 = turn(log, a, 'W1', 10);
+      const gone = new AbortController();
+      const b = s.admit('B', 10, { lane: whisper });
+      const w2 = turn(log, b, 'W2', 10, gone.signal);
+      const c = s.admit('C', 10, { lane: whisper });
+      const w3 = turn(log, c, 'W3', 10);
+      await tick();
+      gone.abort(new Error('client disconnected'));
+      await assert.rejects(w2, /client disconnected/);
+      b.close();
+      assert.equal(
+        s.snapshot().keys.find((k) => k.key === 'B'),
+        undefined,
+        'nothing of B left',
+      );
+      await tick();
+      assert.deepEqual(log, ['W1'], 'the lane is still full: W3 waits for W1, not for the turn that left');
+      assert.equal(s.snapshot().running, 1);
+      // the other slot is free for another engine
+      const pt = s.admit('P', 1);
+      const p = await pt.step(1);
+      pt.close();
+      assert.equal(s.snapshot().running, 2);
+      (await w1).done(true);
+      await tick();
+      assert.deepEqual(log, ['W1', 'W3']);
+      // the first turn's end counted once
+      (await w1).done(true);
+      const w4 = turn(log, a, 'W4', 1);
+      await tick();
+      assert.deepEqual(log, ['W1', 'W3'], 'W3 still holds the lane');
+      (await w3).done(true);
+      p.done(true);
+      await tick();
+      assert.deepEqual(log, ['W1', 'W3', 'W4']);
+      (await w4).done(true);
+      a.close();
+      c.close();
+      assert.deepEqual(s.snapshot(), { slots: 2, running: 0, speed: s.speed, keys: [] });
+      // both slots and the lane are whole: two turns on another engine and one on the lane start at once
+      const free = s.admit('E', 3);
+      const ew = s.admit('F', 1, { lane: whisper });
+      const started = await Promise.all([free.step(1), ew.step(1)]);
+      assert.equal(s.snapshot().running, 2);
+      for (const x of started) x.done(true);
+      free.close();
+      ew.close();
+    });
+
+    test("the wait estimate on a lane counts the lane's own turns on as many slots as it runs (503 when that is too long), the estimate off it does not", async () => {
+      const { s } = scheduler({ slots: 2, initialSpeed: 1, maxWaitMs: 12_000 });
+      const a = s.admit('A', 20, { lane: whisper });
+      const running = await a.step(10);
+      const waiting = a.step(10);
+      const c = s.admit('C', 5, { lane: whisper });
+      const cw = c.step(5);
+      // B on another engine: a slot is free; only C's head turn (5 s) is counted ahead, on the two slots
+      assert.equal(s.estimateWaitMs('B'), 5000);
+      // B on the lane: A's running turn (10 s) and C's turn (5 s), one at a time
+      assert.equal(s.estimateWaitMs('B', whisper), 15_000);
+      s.admit('B', 1).close();
+      const e = refusal(() => s.admit('B', 1, { lane: whisper }));
+      assert.equal(e.code, 'engine_overloaded');
+      assert.equal(e.headers!['retry-after-ms'], '3000');
+      assert.equal(refusal(() => s.check('B', 0, whisper)).code, 'engine_overloaded', 'refused before the cost is known too');
+      running.done(true);
+      (await waiting).done(true);
+      (await cw).done(true);
+      a.close();
+      c.close();
+    });
+
+    test('lanes are told apart by their id: a full lane does not hold another one', async () => {
+      const { s } = scheduler({ slots: 2 });
+      const one = await s.admit('A', 1, { lane: whisper }).step(1);
+      const other = await s.admit('B', 1, { lane: { id: {}, limit: 1 } }).step(1);
+      assert.equal(s.snapshot().running, 2);
+      one.done(true);
+      other.done(true);
+    });
   });
 
   test('fill: work poured into slots as they free', () => {

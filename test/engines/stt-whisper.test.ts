@@ -246,6 +246,7 @@ test('whisper: one job at a time on the context; a client that leaves stops its 
   await withHangingWhisper('one-at-a-time.mjs', async ({ url, state, modelPath }) => {
     // a bound no test reaches: the client's leaving is what ends these jobs
     const engine = createWhisperEngine({ modelPath, packageName: url, timeout: { floorMs: 3_600_000 } });
+    assert.equal(engine.concurrency, 1, 'it tells the audio scheduler so');
     const first = new AbortController();
     const a = engine.transcribe(req({ prompt: 'wait', signal: first.signal }));
     await waitFor(() => state.jobs.length === 1, { what: 'the first job' });

@@ -18,6 +18,8 @@ export interface FakeJob {
   /** the context it was handed to (1 for the first context made, 2 for the next...) */
   ctx: number;
   prompt: string;
+  /** seconds of the audio it was given (16-bit samples at 16 kHz) */
+  seconds: number;
   settled: boolean;
   resolve(r: object): void;
   reject(e: Error): void;
@@ -48,7 +50,7 @@ export async function initWhisper() {
       const prompt = options.prompt ?? '';
       let settle;
       const promise = new Promise((resolve, reject) => (settle = { resolve, reject }));
-      const job = { ctx: id, prompt, settled: false, onNewSegments: options.onNewSegments };
+      const job = { ctx: id, prompt, seconds: audio.byteLength / 32000, settled: false, onNewSegments: options.onNewSegments };
       const finish = (f) => {
         if (job.settled) return;
         job.settled = true;

@@ -288,9 +288,11 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
    * The jobs on the context run one at a time, each after the one before it is answered. The binding runs them one
    * at a time anyway, but two handed to one context at once can deadlock it: with onNewSegments (what a streamed
    * transcription uses), two jobs on one context froze the whole process, main thread included, in 7 of 10 runs
-   * here (2026-11-29; none in 7 runs one after the other; docs/performance.md). The audio scheduler gives whisper two slots, so two
-   * requests (or two pieces of one file) could do exactly that. Waiting here also means a job behind a job that
-   * never settles takes the fresh context once that one's bound drops the old.
+   * here (2026-11-29; none in 7 runs one after the other; docs/performance.md). The engine says so
+   * (`concurrency: 1`), and the audio scheduler gives it one turn at a time, so through the audio feature nothing
+   * waits here; this chain is the guard for any other caller (a caller that does not ask the scheduler, a test, a
+   * script), at the cost of one promise a job. Waiting here also means a job behind a job that never settles takes
+   * the fresh context once that one's bound drops the old.
    */
   let turns: Promise<void> = Promise.resolve();
 
@@ -301,6 +303,8 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
     languages: englishOnly ? ['en'] : undefined,
     // the encoder always runs on a 30-s window: shorter audio is padded to it
     window: 30,
+    // the one context runs one job at a time (see `turns`)
+    concurrency: 1,
     async transcribe(req: TranscribeRequest): Promise<Transcript> {
       if (!req.pcm16k) throw new EngineError('whisper needs 16 kHz PCM (pcm16k) decoded by the audio service', 'internal_error', 500);
       if (req.signal?.aborted) throw new EngineError('transcription aborted', 'aborted', 499);
