@@ -34,7 +34,7 @@ export class ForwardedSession {
   /** the deployment the link went to (usage records name it) */
   private deployment: string | undefined;
   private closed = false;
-  private lastEventAt = Date.now();
+  private lastEventAt = performance.now();
   /** admissions in progress (a response's key, rate limit and budget checked again): the server's time, not idleness */
   private admitting = 0;
   private stopClocks: () => void = () => {};
@@ -128,7 +128,7 @@ export class ForwardedSession {
   }
 
   receive(raw: string): void {
-    this.lastEventAt = Date.now();
+    this.lastEventAt = performance.now();
     if (!this.link) {
       this.early.push(raw);
       return;
@@ -156,7 +156,7 @@ export class ForwardedSession {
         return this.error(a.code, a.message, null, errType(a), typeof ev.event_id === 'string' ? ev.event_id : undefined);
       } finally {
         this.admitting--;
-        this.lastEventAt = Date.now();
+        this.lastEventAt = performance.now();
       }
     }
     if (!this.link!.send(ev as Obj)) this.close(1011, 'upstream gone');

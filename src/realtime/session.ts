@@ -129,7 +129,7 @@ export class PipelineSession {
   /** input audio seconds committed since the last response (what the next response is charged) */
   private pendingInputSeconds = 0;
   private stopClocks: () => void = () => {};
-  private lastEventAt = Date.now();
+  private lastEventAt = performance.now();
   /** admissions in progress (a turn's key, rate limit and budget checked again): the session is not idle meanwhile */
   private admitting = 0;
   private readonly abort = new AbortController();
@@ -229,7 +229,7 @@ export class PipelineSession {
 
   /** one client event, handled in order after the ones before it */
   receive(raw: string): void {
-    this.lastEventAt = Date.now();
+    this.lastEventAt = performance.now();
     this.chain = this.chain.then(() => this.handle(raw)).catch((e: unknown) => this.o.req.log.error({ err: (e as Error).message }, 'realtime event failed'));
   }
 
@@ -537,7 +537,7 @@ export class PipelineSession {
       return await this.o.svc.d.admit(this.o.req);
     } finally {
       this.admitting--;
-      this.lastEventAt = Date.now();
+      this.lastEventAt = performance.now();
     }
   }
 
@@ -885,7 +885,7 @@ export class PipelineSession {
         .finally(() => {
           if (this.active === active) this.active = undefined;
           // the idle clock starts again when the response ends: a response longer than REALTIME_IDLE_MS is no idleness
-          this.lastEventAt = Date.now();
+          this.lastEventAt = performance.now();
           settle();
         });
     if (span) span.run(run);

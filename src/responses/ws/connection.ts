@@ -19,6 +19,7 @@ import type { KeyPrincipal } from '../../platform/auth/principal.js';
 import type { WsLimits } from '../../platform/config.js';
 import { AppError } from '../../platform/errors.js';
 import { toAppError } from '../../platform/http/errors.js';
+import { idleClock } from '../../platform/idle-clock.js';
 import type { StoredItem } from '../input.js';
 import { outputAsItems, type OutputItem, type ResponseObject } from '../object.js';
 import type { Prepared, ResponsesService } from '../service.js';
@@ -58,8 +59,6 @@ export const CLOSE_GOING_AWAY = 1001;
  */
 export const CLOSE_NORMAL = 1000;
 export const IDLE_REASON = 'websocket_idle_timeout';
-/** a timer this much late (ms) says the event loop was held: the idle clock does not count that time */
-const STALL_MS = 25;
 const CLOSE_POLICY = 1008;
 
 const outputChars = (output: OutputItem[]) => JSON.stringify(output).length;
@@ -82,7 +81,9 @@ export class WsConnection {
   private readonly ageTimer: NodeJS.Timeout;
   private readonly pingTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
-  private idleTimer: NodeJS.Timeout | undefined;
+  private stopIdle: (() => void) | undefined;
+  /** the last client message, or the end of the work it brought (performance.now()): the idle spell starts there */
+  private activeAt = performance.now();
   private resolveDone!: () => void;
   /** resolves when the socket has closed */
   readonly done = new Promise<void>((r) => (this.resolveDone = r));
@@ -98,7 +99,7 @@ export class WsConnection {
     socket.on('close', (code) => this.onClose(code));
     socket.on('pong', () => (this.alive = true));
     this.ageTimer = setTimeout(() => this.expire(), d.limits.maxAgeMs);
-    this.armIdle();
+    this.startIdleClock();
     if (d.limits.pingIntervalMs > 0) {
       this.pingTimer = setInterval(() => {
         // a peer that did not answer the last ping is gone (a dropped network does not close the socket)
@@ -118,7 +119,7 @@ export class WsConnection {
   private onMessage(data: RawData, isBinary: boolean) {
     if (this.closing || this.closed) return;
     // a client message: the connection is not idle (the clock starts again when its answers are done)
-    clearTimeout(this.idleTimer);
+    this.activeAt = performance.now();
     const n = ++this.frames;
     if (this.busy && this.queue.length >= this.d.limits.maxQueuedTurns) {
       // the one answer not given in order: a client that floods the connection learns it at once
@@ -161,31 +162,24 @@ export class WsConnection {
       if (!this.limitSent) this.sendLimit();
       this.closeWith(CLOSE_GOING_AWAY, 'websocket_connection_limit_reached');
     } else if (this.state === 'draining') this.closeWith(CLOSE_GOING_AWAY, 'server shutting down');
-    else this.armIdle();
+    // the idle spell starts again now that every message so far is answered
+    else this.activeAt = performance.now();
   }
 
   /**
-   * Starts the idle clock (WS_IDLE_MS): a connection whose last message has been answered, and that gets no other
-   * for that long, is closed. Never while a response is in progress or a message waits: those are not idle.
+   * The idle clock (WS_IDLE_MS, src/platform/idle-clock.ts): a connection whose last message has been answered, and
+   * that gets no other for that long, is closed. Never while a response is in progress or a message waits: those
+   * are not idle. The spell starts at the last message and again when the work it brought ends.
    */
-  private armIdle(ms = this.d.limits.idleMs) {
-    clearTimeout(this.idleTimer);
-    if (this.closed || this.closing || this.busy || this.queue.length > 0) return;
-    const armedAt = performance.now();
-    const seen = this.frames;
-    const stillIdle = () => this.frames === seen && !this.busy && this.queue.length === 0 && this.state === 'open' && !this.closing && !this.closed;
-    this.idleTimer = setTimeout(() => {
-      if (!stillIdle()) return;
-      // The clock counts the client's time only. A timer that fires late measures a stall of this server's own event
-      // loop (a busy machine, a long synchronous task), and timers run before sockets are read: the client's message
-      // may be waiting unread behind this very timer. The stall is given back to the client; and the close is decided
-      // after this turn's reads (setImmediate runs after the poll phase), not before them.
-      const late = performance.now() - armedAt - ms;
-      if (late > STALL_MS) return this.armIdle(late);
-      setImmediate(() => {
-        if (stillIdle()) this.closeWith(CLOSE_NORMAL, IDLE_REASON);
-      });
-    }, ms);
+  private startIdleClock() {
+    this.stopIdle = idleClock(
+      {
+        lastActivity: () => this.activeAt,
+        busy: () => this.busy || this.queue.length > 0 || this.state !== 'open' || this.closing || this.closed,
+        onIdle: () => this.closeWith(CLOSE_NORMAL, IDLE_REASON),
+      },
+      this.d.limits.idleMs,
+    );
   }
 
   // ------------------------------------------------------------------ one turn
@@ -334,7 +328,7 @@ export class WsConnection {
     this.closed = true;
     clearTimeout(this.ageTimer);
     clearTimeout(this.drainTimer);
-    clearTimeout(this.idleTimer);
+    this.stopIdle?.();
     clearInterval(this.pingTimer);
     // the client left (or the connection ended): the turn in flight stops, as on an HTTP disconnect
     this.current?.abort(new Error('client disconnected'));

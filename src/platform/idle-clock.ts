@@ -1,0 +1,74 @@
+/**
+ * The idle bound of a long-lived connection (the Responses API's WebSocket mode, a realtime session): it ends the
+ * connection once its peer has been silent for `idleMs` with nothing in progress. One rule for both:
+ *
+ * - It counts the peer's time only. A timer that fires late measures a stall of this process's own event loop (a
+ *   busy machine, a long synchronous task), and timers run before sockets are read: the peer's message may be
+ *   waiting unread behind this very timer. So a late timer (more than STALL_MS) gives the stall back to the peer
+ *   (the bound moves by as much) and decides nothing.
+ * - A timer on time decides after this turn's reads (setImmediate runs after the poll phase), not before them.
+ * - While the owner is busy (a response in progress, a message waiting) nothing is idle; the spell starts again at
+ *   the owner's last activity, which it moves when a message comes and when its work ends.
+ *
+ * The clock is read when its timer fires (`lastActivity`, `busy`): the owner only keeps them true. Times are
+ * `performance.now()`.
+ */
+export interface Watched {
+  /** when the idle spell began: the peer's last message or the end of the last work, whichever came last */
+  lastActivity(): number;
+  /** work in progress (or waiting): not idle however long the spell */
+  busy(): boolean;
+  /** the bound is reached: the owner closes */
+  onIdle(): void;
+}
+
+/** a timer this much late (ms) says the event loop was held: the idle clock does not count that time */
+export const STALL_MS = 25;
+
+/** Starts the clock; gives what stops it. */
+export function idleClock(w: Watched, idleMs: number): () => void {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let spell = w.lastActivity();
+  /** the stalls given back in this spell */
+  let given = 0;
+
+  const arm = (ms: number) => {
+    if (stopped) return;
+    const armedAt = performance.now();
+    timer = setTimeout(() => fire(armedAt, ms), Math.max(1, ms));
+    timer.unref();
+  };
+  /** the bound of the spell under way, in ms from `now` (a new spell gives nothing back) */
+  const left = (now: number) => {
+    const from = w.lastActivity();
+    if (from !== spell) {
+      spell = from;
+      given = 0;
+    }
+    return spell + idleMs + given - now;
+  };
+  const fire = (armedAt: number, ms: number) => {
+    if (stopped) return;
+    const now = performance.now();
+    const late = now - armedAt - ms;
+    if (late > STALL_MS) {
+      left(now);
+      given += late;
+      return arm(Math.max(late, left(now)));
+    }
+    if (w.busy()) return arm(idleMs);
+    const rest = left(now);
+    if (rest > 0) return arm(rest);
+    setImmediate(() => {
+      if (stopped) return;
+      if (!w.busy() && left(performance.now()) <= 0) w.onIdle();
+      else arm(Math.max(1, w.busy() ? idleMs : left(performance.now())));
+    });
+  };
+  arm(idleMs);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
