@@ -106,7 +106,12 @@ export async function createCore(config: Config, opts: CoreOptions): Promise<Cor
       : 'opening the database';
   const progress = { onPhase: opts.onPhase };
   const t0 = Date.now();
-  const db = await withProgress(log, opening, () => (opts.openDb ?? openDb)(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) })), progress);
+  const db = await withProgress(
+    log,
+    opening,
+    () => (opts.openDb ?? openDb)(dbOptionsOf(config, { schema: opts.dbSchema, ...(opts.dbTemplate ? { template: opts.dbTemplate } : {}) })),
+    progress,
+  );
   if (creating && !opts.dbTemplate)
     log.info(
       { dataDir: where(config), template: config.pgliteTemplate ?? null, ms: Date.now() - t0 },

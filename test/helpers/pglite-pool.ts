@@ -72,7 +72,9 @@ async function giveBack(key: string, opened: OpenedDb): Promise<void> {
     if ((await shapeOf(opened)) !== shapes.get(key)) throw new Error('no longer the template');
     const tables = await tablesOf(opened);
     if (tables.length > 0) await sql.raw(`truncate ${tables.join(', ')} restart identity cascade`).execute(opened.db);
-    const sequences = await sql<{ s: string }>`select quote_ident(relname) as s from pg_class where relnamespace = current_schema()::regnamespace and relkind = 'S'`.execute(opened.db);
+    const sequences = await sql<{ s: string }>`select quote_ident(relname) as s from pg_class where relnamespace = current_schema()::regnamespace and relkind = 'S'`.execute(
+      opened.db,
+    );
     for (const { s } of sequences.rows) await sql.raw(`alter sequence ${s} restart`).execute(opened.db);
   } catch {
     counts.closed++;
@@ -85,7 +87,11 @@ async function giveBack(key: string, opened: OpenedDb): Promise<void> {
 
 /** the tables a core writes (every one but the migrations'), quoted */
 async function tablesOf(opened: OpenedDb): Promise<string[]> {
-  const r = await sql<{ t: string }>`select quote_ident(relname) as t from pg_class where relnamespace = current_schema()::regnamespace and relkind in ('r', 'p') and relname <> 'portico_migrations'`.execute(opened.db);
+  const r = await sql<{
+    t: string;
+  }>`select quote_ident(relname) as t from pg_class where relnamespace = current_schema()::regnamespace and relkind in ('r', 'p') and relname <> 'portico_migrations'`.execute(
+    opened.db,
+  );
   return r.rows.map((row) => row.t);
 }
 

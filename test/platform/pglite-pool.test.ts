@@ -13,7 +13,9 @@ const pooled = process.env.PORTICO_TEST_PGLITE_POOL !== 'off' && process.env.POR
 
 /** the rows of every table of the app's database but the migrations', by table */
 async function rowsOf(app: Awaited<ReturnType<typeof buildTestApp>>): Promise<Record<string, number>> {
-  const tables = await sql<{ t: string }>`select relname as t from pg_class where relnamespace = current_schema()::regnamespace and relkind = 'r' and relname <> 'portico_migrations'`.execute(app.services.db.db);
+  const tables = await sql<{
+    t: string;
+  }>`select relname as t from pg_class where relnamespace = current_schema()::regnamespace and relkind = 'r' and relname <> 'portico_migrations'`.execute(app.services.db.db);
   const out: Record<string, number> = {};
   for (const { t } of tables.rows) out[t] = (await sql.raw<{ n: number }>(`select count(*)::int as n from "${t}"`).execute(app.services.db.db)).rows[0]!.n;
   return out;
