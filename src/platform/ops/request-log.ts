@@ -1,6 +1,7 @@
 import { sql, type Insertable } from 'kysely';
 import type { Db } from '../db/index.js';
 import type { RequestLogTable } from '../db/schema.js';
+import { Pacer } from '../pacer.js';
 
 export type RequestLogRow = Insertable<RequestLogTable>;
 
@@ -62,10 +63,8 @@ export interface RequestLogOptions {
  */
 export class RequestLog {
   private pending: RequestLogRow[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private writing: Promise<void> | undefined;
-  /** when the last write started (performance.now()) */
-  private lastWriteAt = -Infinity;
+  /** delayMs after the first row, no sooner than delayMs after the last write began, one at a time (platform/pacer.ts) */
+  private readonly pacer: Pacer;
   private closed = false;
   private warned = false;
   readonly maxBuffered: number;
@@ -79,6 +78,7 @@ export class RequestLog {
   ) {
     this.maxBuffered = opts.maxBuffered ?? REQUEST_LOG_MAX_BUFFERED;
     this.delayMs = opts.delayMs ?? WRITE_DELAY_MS;
+    this.pacer = new Pacer(() => this.writeBatches(), { delayMs: this.delayMs, intervalMs: this.delayMs, again: () => this.pending.length > 0 && !this.closed });
   }
 
   /** Takes one row; it is written within WRITE_DELAY_MS. Never throws, never waits. */
@@ -88,16 +88,8 @@ export class RequestLog {
       return;
     }
     this.pending.push(row);
-    if (this.timer === undefined && this.writing === undefined) {
-      this.timer = setTimeout(this.tick, this.delayMs);
-      this.timer.unref();
-    }
+    this.pacer.schedule();
   }
-
-  private readonly tick = () => {
-    this.timer = undefined;
-    void this.write();
-  };
 
   private drop(n: number) {
     this.dropped += n;
@@ -110,44 +102,31 @@ export class RequestLog {
    * twice as many as the interval gives, each with its fixed cost).
    */
   private write(): Promise<void> {
-    if (this.writing) return this.writing;
-    if (this.pending.length === 0) return Promise.resolve();
-    this.lastWriteAt = performance.now();
-    const run = (async () => {
-      let left = this.pending.length;
-      while (left > 0 && this.pending.length > 0) {
-        const batch = this.pending.splice(0, Math.min(BATCH, left));
-        left -= batch.length;
-        try {
-          // one parameter, the batch as JSON, rather than a parameter per value (12,500 for 500 rows)
-          await sql`insert into request_log (${sql.join(COLUMNS.map((c) => sql.ref(c)))})
-            select ${sql.join(COLUMNS.map((c) => sql.ref(`r.${c}`)))} from json_populate_recordset(null::request_log, ${JSON.stringify(batch)}) r`.execute(this.db);
-          this.warned = false;
-        } catch (e) {
-          this.drop(batch.length);
-          if (!this.warned) this.opts.log?.warn({ err: (e as Error).message, rows: batch.length }, 'request log rows not written: dropped');
-          this.warned = true;
-        }
+    return this.pacer.running ?? (this.pending.length === 0 ? Promise.resolve() : this.pacer.now());
+  }
+
+  private async writeBatches(): Promise<void> {
+    let left = this.pending.length;
+    while (left > 0 && this.pending.length > 0) {
+      const batch = this.pending.splice(0, Math.min(BATCH, left));
+      left -= batch.length;
+      try {
+        // one parameter, the batch as JSON, rather than a parameter per value (12,500 for 500 rows)
+        await sql`insert into request_log (${sql.join(COLUMNS.map((c) => sql.ref(c)))})
+          select ${sql.join(COLUMNS.map((c) => sql.ref(`r.${c}`)))} from json_populate_recordset(null::request_log, ${JSON.stringify(batch)}) r`.execute(this.db);
+        this.warned = false;
+      } catch (e) {
+        this.drop(batch.length);
+        if (!this.warned) this.opts.log?.warn({ err: (e as Error).message, rows: batch.length }, 'request log rows not written: dropped');
+        this.warned = true;
       }
-    })();
-    this.writing = run;
-    void run.finally(() => {
-      this.writing = undefined;
-      if (this.pending.length > 0 && !this.closed && this.timer === undefined) {
-        this.timer = setTimeout(this.tick, Math.max(0, this.lastWriteAt + this.delayMs - performance.now()));
-        this.timer.unref();
-      }
-    });
-    return run;
+    }
   }
 
   /** Writes every row taken so far (the admin API reads after this). */
   async flush(): Promise<void> {
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    while (this.writing || this.pending.length > 0) await this.write();
+    this.pacer.cancel();
+    while (this.pacer.running || this.pending.length > 0) await this.write();
   }
 
   /** Removes the rows older than `days` days; how many. */

@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { RefusedRecords, UsageJournal } from './journal.js';
 import { isUnavailable } from '../../platform/http/errors.js';
 import { MICROS } from './micros.js';
+import { Pacer } from '../../platform/pacer.js';
 
 export interface UsageEvent {
   requestId: string;
@@ -157,13 +158,16 @@ export class UsageService {
   }
 
   private pending: UsageInsert[] = [];
-  private shipping: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
-  private shipTimer: NodeJS.Timeout | undefined;
   private failures = 0;
   private closed = false;
-  /** when the last shipment started (performance.now()) */
-  private lastShipAt = -Infinity;
+  /** SHIP_DELAY_MS after the first record, no sooner than SHIP_INTERVAL_MS after the last shipment began, one at a time */
+  private readonly pacer = new Pacer(() => this.shipAll(), {
+    delayMs: SHIP_DELAY_MS,
+    intervalMs: SHIP_INTERVAL_MS,
+    // records that came after the last batch was taken go next (not while backing off, nor once closed)
+    again: () => this.pending.length > 0 && !this.retryTimer && !this.closed,
+  });
 
   /**
    * Records one request's usage. The record is appended to the local journal (synchronously, so it survives
@@ -221,30 +225,15 @@ export class UsageService {
 
   /** Makes sure a shipment will happen (unless one is running, which takes everything pending). */
   private schedule() {
-    if (this.shipTimer || this.retryTimer || this.shipping || this.closed) return;
-    // SHIP_DELAY_MS after the first record, and no sooner than SHIP_INTERVAL_MS after the last shipment began
-    const wait = Math.max(SHIP_DELAY_MS, this.lastShipAt + SHIP_INTERVAL_MS - performance.now());
-    this.shipTimer = setTimeout(() => {
-      this.shipTimer = undefined;
-      void this.ship();
-    }, wait);
-    this.shipTimer.unref();
+    if (this.retryTimer || this.closed) return;
+    this.pacer.schedule();
   }
 
   /** Starts shipping the pending records unless a shipment is under way (it takes whatever arrives meanwhile). */
   private ship(): Promise<void> {
-    if (this.shipping) return this.shipping;
+    if (this.pacer.running) return this.pacer.running;
     if (this.retryTimer || this.pending.length === 0) return Promise.resolve();
-    this.lastShipAt = performance.now();
-    const run = this.shipAll();
-    this.shipping = run;
-    // cleared once this shipment is done (never inside shipAll, which may finish before it is even stored)
-    void run.then(() => {
-      if (this.shipping === run) this.shipping = undefined;
-      // records that came after the last batch was taken go next
-      if (this.pending.length > 0) this.schedule();
-    });
-    return run;
+    return this.pacer.now();
   }
 
   /**
@@ -348,10 +337,7 @@ export class UsageService {
 
   /** Waits until every record made so far is in the database (query APIs read after this); throws if it cannot. */
   async flush(): Promise<void> {
-    if (this.shipTimer) {
-      clearTimeout(this.shipTimer);
-      this.shipTimer = undefined;
-    }
+    this.pacer.cancel();
     while (this.pending.length > 0) {
       // skip the backoff: the caller wants the records in now, or the database's error
       if (this.retryTimer) {
@@ -386,7 +372,7 @@ export class UsageService {
       // kept in the journal
     }
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    if (this.shipTimer) clearTimeout(this.shipTimer);
+    this.pacer.cancel();
     this.journal?.close();
     this.refused.close();
   }
