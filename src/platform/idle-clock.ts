@@ -36,7 +36,9 @@ export function idleClock(w: Watched, idleMs: number): () => void {
   const arm = (ms: number) => {
     if (stopped) return;
     const armedAt = performance.now();
-    timer = setTimeout(() => fire(armedAt, ms), Math.max(1, ms));
+    // at most an hour at a time (a longer bound is looked at again then: setTimeout cannot count past ~24.8 days)
+    ms = Math.min(Math.max(1, ms), 3_600_000);
+    timer = setTimeout(() => fire(armedAt, ms), ms);
     timer.unref();
   };
   /** the bound of the spell under way, in ms from `now` (a new spell gives nothing back) */
