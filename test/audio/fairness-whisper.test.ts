@@ -13,12 +13,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import type { ModelSpec } from '../../src/models/config.js';
-import { hangingWhisperState, writeHangingWhisper, type FakeWhisperState } from '../helpers/whisper-hang.js';
+import { useHangingWhisper, type FakeWhisperState } from '../helpers/whisper-hang.js';
 import { waitFor } from '../helpers/wait.js';
 import { wavFile } from './helpers.js';
 import { FakeDecoder, PATIENCE } from './fake-decoder.js';
@@ -38,14 +37,12 @@ describe('transcription: whisper one job at a time, its waiting jobs holding no 
   let t: TestApp & { url?: string };
   let state: FakeWhisperState;
   before(async () => {
-    const url = writeHangingWhisper(dir);
-    state = await hangingWhisperState(url);
-    writeFileSync(join(dir, 'model.bin'), 'ggml');
-    process.env.PORTICO_WHISPER_BINDING = url;
+    const fake = await useHangingWhisper(dir);
+    state = fake.state;
     process.env.PORTICO_FAKE_DECODER_DIR = decoder.dir;
     t = await buildTestApp({
       listen: true,
-      models: [{ name: 'w', provider: 'whisper', type: 'transcription', path: join(dir, 'model.bin') } as ModelSpec, decoder.spec('asr')],
+      models: [fake.model, decoder.spec('asr')],
       env: { AUDIO_MAX_WAIT_MS: '3600000', AUDIO_MAX_QUEUED_SECONDS_PER_KEY: '3600' },
     });
   });

@@ -8,13 +8,12 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import type { ModelSpec } from '../../src/models/config.js';
-import { hangingWhisperState, writeHangingWhisper, type FakeWhisperState } from '../helpers/whisper-hang.js';
+import { useHangingWhisper, type FakeWhisperState } from '../helpers/whisper-hang.js';
 import { waitFor } from '../helpers/wait.js';
 import { assertApiError, client, rejects, wavFile } from './helpers.js';
 
@@ -25,14 +24,12 @@ describe('a whisper job that never settles, over HTTP', () => {
   let key: string;
   let state: FakeWhisperState;
   before(async () => {
-    const url = writeHangingWhisper(dir);
-    state = await hangingWhisperState(url);
-    writeFileSync(join(dir, 'model.bin'), 'ggml');
-    process.env.PORTICO_WHISPER_BINDING = url;
+    const fake = await useHangingWhisper(dir);
+    state = fake.state;
     t = await buildTestApp({
       listen: true,
       builtins: true,
-      models: [{ name: 'w', provider: 'whisper', type: 'transcription', path: join(dir, 'model.bin') } as ModelSpec],
+      models: [fake.model],
       env: { WHISPER_TIMEOUT_MS: '200', WHISPER_TIMEOUT_PER_AUDIO_SECOND_MS: '0', AUDIO_MAX_WAIT_MS: '3600000' },
     });
     ({ openai, key } = await client(t));

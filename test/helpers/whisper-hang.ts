@@ -13,6 +13,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { ModelSpec } from '../../src/models/config.js';
 
 export interface FakeJob {
   /** the context it was handed to (1 for the first context made, 2 for the next...) */
@@ -91,4 +92,16 @@ export function writeHangingWhisper(dir: string, name = 'hanging-whisper.mjs'): 
 /** The fake's state, as the engine that loaded `url` sees it. */
 export async function hangingWhisperState(url: string): Promise<FakeWhisperState> {
   return ((await import(url)) as { state: FakeWhisperState }).state;
+}
+
+/**
+ * The fake installed for an app in this process: written into `dir`, named by PORTICO_WHISPER_BINDING (the caller
+ * deletes it after), with a model file for it to load; gives its state and the model's spec (named `w`).
+ */
+export async function useHangingWhisper(dir: string): Promise<{ state: FakeWhisperState; model: ModelSpec }> {
+  const url = writeHangingWhisper(dir);
+  const state = await hangingWhisperState(url);
+  writeFileSync(join(dir, 'model.bin'), 'ggml');
+  process.env.PORTICO_WHISPER_BINDING = url;
+  return { state, model: { name: 'w', provider: 'whisper', type: 'transcription', path: join(dir, 'model.bin') } as ModelSpec };
 }
