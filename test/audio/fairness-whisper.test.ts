@@ -21,6 +21,7 @@ import { useHangingWhisper, type FakeWhisperState } from '../helpers/whisper-han
 import { waitFor } from '../helpers/wait.js';
 import { wavFile } from './helpers.js';
 import { FakeDecoder, PATIENCE } from './fake-decoder.js';
+import { PcmListenerService } from '../../src/audio/pcm-listener.js';
 
 /** `seconds` of a tone, 16 kHz mono WAV (the fakes read only its length) */
 const clip = (seconds: number) =>
@@ -153,5 +154,25 @@ describe('transcription: whisper one job at a time, its waiting jobs holding no 
     assert.equal(state.maxRunning, 1, 'never two jobs on the context');
     await waitFor(() => queue().snapshot().keys.length === 0, { what: 'the queue empty', timeoutMs: PATIENCE });
     assert.equal(queue().snapshot().running, 0, 'no slot left taken');
+  });
+
+  test("a realtime session's turns (the listener) on whisper: the second waits in the scheduler, holding no slot", async () => {
+    const listener = new PcmListenerService(t.runtime.models, t.runtime.audioEngines);
+    const before = state.jobs.length;
+    // 16 kHz float PCM, as a realtime session hands its turns over; the fake tells the jobs apart by their seconds
+    const heard = (key: string, seconds: number) =>
+      listener.transcribe({ model: 'w', key, pcm16k: new Float32Array(16000 * seconds), prompt: 'wait', signal: new AbortController().signal });
+    const first = heard('rt-anna', 6);
+    await waitFor(() => state.jobs.length === before + 1, { what: "the first turn's job handed to the binding", timeoutMs: PATIENCE });
+    const second = heard('rt-bert', 7);
+    await waitFor(() => waiting('rt-bert') === 1, { what: 'the second turn waiting in the scheduler (not in a slot)', timeoutMs: PATIENCE });
+    assert.equal(queue().snapshot().running, 1, 'one slot taken: the other stays free for the other engines');
+    state.jobs[before]!.resolve(ANSWER);
+    assert.equal((await first).text, 'Done.');
+    await waitFor(() => state.jobs.length === before + 2, { what: "the second turn's job", timeoutMs: PATIENCE });
+    assert.equal(state.jobs[before + 1]!.seconds, 7);
+    state.jobs[before + 1]!.resolve(ANSWER);
+    assert.equal((await second).text, 'Done.');
+    assert.equal(state.maxRunning, 1, 'never two jobs on the context');
   });
 });
