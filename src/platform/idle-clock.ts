@@ -53,19 +53,21 @@ export function idleClock(w: Watched, idleMs: number): () => void {
   const fire = (armedAt: number, ms: number) => {
     if (stopped) return;
     const now = performance.now();
+    const rest = left(now);
     const late = now - armedAt - ms;
     if (late > STALL_MS) {
-      left(now);
+      // the stall is given back, and the reads it held up get at least as long before anything is decided
       given += late;
-      return arm(Math.max(late, left(now)));
+      return arm(Math.max(late, rest + late));
     }
     if (w.busy()) return arm(idleMs);
-    const rest = left(now);
     if (rest > 0) return arm(rest);
     setImmediate(() => {
       if (stopped) return;
-      if (!w.busy() && left(performance.now()) <= 0) w.onIdle();
-      else arm(Math.max(1, w.busy() ? idleMs : left(performance.now())));
+      const busy = w.busy();
+      const after = left(performance.now());
+      if (!busy && after <= 0) w.onIdle();
+      else arm(busy ? idleMs : after);
     });
   };
   arm(idleMs);
