@@ -68,7 +68,6 @@ export class RequestLog {
   private closed = false;
   private warned = false;
   readonly maxBuffered: number;
-  private readonly delayMs: number;
   /** rows dropped since start (the buffer was full, or their write failed) */
   dropped = 0;
 
@@ -77,8 +76,8 @@ export class RequestLog {
     private readonly opts: RequestLogOptions = {},
   ) {
     this.maxBuffered = opts.maxBuffered ?? REQUEST_LOG_MAX_BUFFERED;
-    this.delayMs = opts.delayMs ?? WRITE_DELAY_MS;
-    this.pacer = new Pacer(() => this.writeBatches(), { delayMs: this.delayMs, intervalMs: this.delayMs, again: () => this.pending.length > 0 && !this.closed });
+    const delayMs = opts.delayMs ?? WRITE_DELAY_MS;
+    this.pacer = new Pacer(() => this.writeBatches(), { delayMs, intervalMs: delayMs, again: () => this.pending.length > 0 && !this.closed });
   }
 
   /** Takes one row; it is written within WRITE_DELAY_MS. Never throws, never waits. */
