@@ -20,6 +20,7 @@
  * PostgreSQL) has no other instance: nothing is published there.
  */
 import type { ChangeFeed } from '../platform/cluster/feed.js';
+import { settledWithin } from '../platform/within.js';
 import { addSparse, DeploymentStats, LATENCY_BINS, percentile, type BreakerState } from '../models/router/health.js';
 import type { DeploymentReport } from '../models/router/index.js';
 import type { Static } from 'typebox';
@@ -147,12 +148,10 @@ export class ClusterHealth {
     await this.publishing;
     if (this.now() - this.publishedAt >= this.maxAgeMs) return;
     // a feed that is reconnecting does not hold the shutdown: the others drop this instance after maxAgeMs anyway
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
+    await settledWithin(
       this.feed!.publish(SNAPSHOT_CHANNEL, { from: this.source.instance.id, bye: true }).catch((e) => this.failed(e)),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.waitMs))),
-    ]);
-    clearTimeout(timer);
+      this.waitMs,
+    );
   }
 
   /**

@@ -15,6 +15,7 @@ import { EngineError, type TranscribeRequest, type Transcript, type Transcriptio
 import { groupWordsIntoSegments } from '../shared/segments.js';
 import { whenIdle } from '../shared/idle.js';
 import { WHISPER_SETUP_HINT, bindingTarget, whisperPlatformPackage, whisperUnavailableHint } from './detect.js';
+import { settledWithin } from '../../platform/within.js';
 
 export { WHISPER_PLATFORMS, WHISPER_SETUP_HINT, WHISPER_VERSION, detectWhisperBinding, hasWhisperPrebuilt, whisperPlatformPackage, whisperUnavailableHint } from './detect.js';
 
@@ -326,18 +327,11 @@ export function createWhisperEngine(opts: WhisperOptions): TranscriptionEngine {
       if (!c) return;
       // a release held by a job that never settled (or by the binding itself) must not hold the shutdown: waited for
       // closeWaitMs at most, then left to the process's exit
-      let timer: NodeJS.Timeout | undefined;
-      const gaveUp = await Promise.race([
-        c
-          .then((x) => x.release())
-          .then(
-            () => false,
-            () => false,
-          ),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), opts.closeWaitMs ?? WHISPER_CLOSE_WAIT_MS))),
-      ]);
-      clearTimeout(timer);
-      if (gaveUp) opts.log?.warn({ waitedMs: opts.closeWaitMs ?? WHISPER_CLOSE_WAIT_MS }, 'the whisper context was not released in time at close: left to the exit');
+      const released = await settledWithin(
+        c.then((x) => x.release()),
+        opts.closeWaitMs ?? WHISPER_CLOSE_WAIT_MS,
+      );
+      if (!released) opts.log?.warn({ waitedMs: opts.closeWaitMs ?? WHISPER_CLOSE_WAIT_MS }, 'the whisper context was not released in time at close: left to the exit');
     },
   };
 
